@@ -1,0 +1,32 @@
+"""Shared output helpers for the CLI: JSON to stdout, rich tables to a console."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import click
+from rich.console import Console
+
+__all__ = ["console", "emit_json", "err_console"]
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        if math.isnan(obj) or math.isinf(obj):
+            return None
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def emit_json(obj: Any) -> None:
+    """Print one JSON object (NaN/inf become null: JSON has neither)."""
+    click.echo(json.dumps(_clean(obj), indent=2, sort_keys=False, default=str))

@@ -1,0 +1,127 @@
+"""The project's one error tree, split by what the caller should do.
+
+Every package raises these (``markets`` is the bottom layer, so it owns them);
+SDK exceptions are translated at the adapter boundary with ``raise ... from e``.
+
+::
+
+    SpotfolioError
+    ├── TransientError            retry with jittered backoff
+    │   └── ThrottledError        the API said "slow down"
+    ├── CapacityUnavailableError  try the next acceptable pool
+    ├── FatalError                fail fast and loudly
+    │   ├── AuthError             credentials / permissions
+    │   ├── QuotaExceededError    account limit: a human must act
+    │   └── InputError            a bad file, option or field (CLI exit 2)
+    │       └── StaleDataError    no usable market data at all
+    └── ExplainableError          a decision that cannot be made; say why
+        ├── InfeasiblePlanError   the constraints conflict (lists them)
+        └── SpotNeverFinishesError  lambda * (R + L) >= 1
+
+``InputError`` carries the file, the field path and the expectation so that the
+command line can print one line naming all three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "AuthError",
+    "CapacityUnavailableError",
+    "ExplainableError",
+    "FatalError",
+    "InfeasiblePlanError",
+    "InputError",
+    "QuotaExceededError",
+    "SpotNeverFinishesError",
+    "SpotfolioError",
+    "StaleDataError",
+    "ThrottledError",
+    "TransientError",
+]
+
+
+class SpotfolioError(Exception):
+    """Root of every error Spotfolio raises on purpose."""
+
+
+class TransientError(SpotfolioError):
+    """A temporary fault (5xx, timeout): the same call may succeed later."""
+
+
+class ThrottledError(TransientError):
+    """The provider throttled us after botocore's own retries ran out."""
+
+
+class CapacityUnavailableError(SpotfolioError):
+    """A pool cannot supply capacity now; try the next acceptable pool."""
+
+    def __init__(self, message: str, *, pool_key: str | None = None) -> None:
+        super().__init__(message)
+        self.pool_key = pool_key
+
+
+class FatalError(SpotfolioError):
+    """Retrying will not help: stop and tell a human."""
+
+
+class AuthError(FatalError):
+    """Credentials are missing, expired or lack a permission."""
+
+
+class QuotaExceededError(FatalError):
+    """An account quota (vCPU limit, instance limit) blocks the request."""
+
+
+class InputError(FatalError):
+    """Bad input from a file, an option or a cloud response.
+
+    ``source`` names the file or option, ``field`` the path inside it
+    (``workloads[2].max_spot_share``, ``line 17``), ``expected`` what would
+    have been accepted. ``str()`` gives the one-line message the CLI prints.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        field: str | None,
+        expected: str,
+        *,
+        got: object = None,
+    ) -> None:
+        self.source = source
+        self.field = field
+        self.expected = expected
+        self.got = got
+        where = f"{source}: {field}" if field else source
+        detail = f"expected {expected}"
+        if got is not None:
+            detail += f", got {got!r}"
+        super().__init__(f"{where}: {detail}")
+
+
+class StaleDataError(InputError):
+    """No usable market data: refuse to plan on empty data."""
+
+
+class ExplainableError(SpotfolioError):
+    """A decision cannot be made; the message explains why in user terms."""
+
+
+class InfeasiblePlanError(ExplainableError):
+    """The optimizer's constraints conflict.
+
+    ``conflicts`` lists the constraints, in words, that cannot hold together.
+    """
+
+    def __init__(self, message: str, conflicts: Sequence[str] = ()) -> None:
+        self.conflicts = tuple(conflicts)
+        text = message
+        if self.conflicts:
+            text += "\n" + "\n".join(f"  - {c}" for c in self.conflicts)
+        super().__init__(text)
+
+
+class SpotNeverFinishesError(ExplainableError):
+    """Interruptions arrive faster than work can be redone: spot never finishes."""

@@ -1,0 +1,231 @@
+"""The market data model: typed, validated values every package shares.
+
+Owns: ``Provider``, ``Tier``, ``InstanceType``, ``Pool``, ``Hazard``,
+``PoolSnapshot`` and ``MarketSnapshot``. Prices are US dollars per *instance*
+hour; per-unit prices are derived (``PoolSnapshot.price_per_unit_hour``).
+
+Must not: do I/O, know any cloud SDK, or hold decision rules (``policies``).
+Nonsense (negative prices, a placement score outside 1-10, a zone outside its
+region) is rejected by pydantic with the field named.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from markets.clock import ensure_utc
+
+__all__ = [
+    "Hazard",
+    "HazardSource",
+    "InstanceType",
+    "MarketSnapshot",
+    "Pool",
+    "PoolSnapshot",
+    "Provider",
+    "Tier",
+]
+
+NonNegativeUsd = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+
+class Provider(StrEnum):
+    AWS = "aws"
+    GCP = "gcp"
+
+
+class Tier(StrEnum):
+    """How capacity is bought.
+
+    ``committed``: reserved instances, savings plans, committed-use discounts;
+    paid every hour whether used or not. ``on_demand``: per hour, never revoked.
+    ``spot``: cheap, revocable with a notice (AWS 120 s, GCP 30 s).
+    """
+
+    COMMITTED = "committed"
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class InstanceType(_Frozen):
+    """An instance (machine) type and the capacity it supplies.
+
+    ``units`` is what demand is counted in (GPUs for GPU types, vCPUs for CPU
+    types).
+    """
+
+    provider: Provider
+    name: str = Field(min_length=1)
+    family: str = Field(min_length=1)
+    units: int = Field(gt=0, description="capacity units per instance (GPUs, or vCPUs)")
+    gpu_model: str | None = None
+    gpus: int = Field(default=0, ge=0)
+    vcpus: int = Field(gt=0)
+    memory_gib: float = Field(gt=0, allow_inf_nan=False)
+    gpu_memory_gib: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+
+class Pool(_Frozen):
+    """(provider, region, zone, instance type): the unit of a spot market."""
+
+    provider: Provider
+    region: str = Field(min_length=1)
+    zone: str = Field(min_length=1)
+    instance_type: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _zone_in_region(self) -> Self:
+        if not self.zone.startswith(self.region):
+            raise ValueError(
+                f"zone {self.zone!r} is not in region {self.region!r} "
+                "(a zone name starts with its region's name)"
+            )
+        return self
+
+    @property
+    def key(self) -> str:
+        """Stable string id: ``aws/us-east-1/us-east-1a/p3.2xlarge``."""
+        return f"{self.provider.value}/{self.region}/{self.zone}/{self.instance_type}"
+
+    @classmethod
+    def from_key(cls, key: str) -> Pool:
+        parts = key.split("/")
+        if len(parts) != 4:
+            raise ValueError(f"pool key {key!r}: expected provider/region/zone/instance_type")
+        provider, region, zone, itype = parts
+        return cls(provider=Provider(provider), region=region, zone=zone, instance_type=itype)
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class HazardSource(StrEnum):
+    """Where an interruption hazard estimate came from."""
+
+    OBSERVED = "observed"  # our own or a trace's recorded revocations
+    ADVISOR = "advisor"  # AWS Spot Instance Advisor bucket (a prior)
+    MODEL = "model"  # the embedded default market's stated calibration
+    ASSUMED = "assumed"  # a configured default: nothing known
+
+
+class Hazard(_Frozen):
+    """Interruptions per wall-clock hour held on spot, with provenance."""
+
+    rate_per_hour: float = Field(ge=0.0, allow_inf_nan=False)
+    source: HazardSource = HazardSource.ASSUMED
+    confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    observed_hours: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+
+    @property
+    def mean_hours_between(self) -> float:
+        return float("inf") if self.rate_per_hour == 0 else 1.0 / self.rate_per_hour
+
+
+class PoolSnapshot(_Frozen):
+    """What is known of one pool at one time.
+
+    ``spot_usd_per_hour`` is ``None`` where spot is not offered or not known.
+    Committed prices are the effective hourly price of a 1- or 3-year term
+    (upfront amortised), ``None`` where unknown. ``placement_score`` (1-10) is a
+    signal of *fulfilment* only; it does not predict interruptions. ``hazard``
+    does. ``available_share`` is the share of recent time spot could be held.
+    """
+
+    pool: Pool
+    instance: InstanceType
+    on_demand_usd_per_hour: NonNegativeUsd
+    spot_usd_per_hour: NonNegativeUsd | None = None
+    committed_1y_usd_per_hour: NonNegativeUsd | None = None
+    committed_3y_usd_per_hour: NonNegativeUsd | None = None
+    placement_score: int | None = Field(default=None, ge=1, le=10)
+    hazard: Hazard = Field(default_factory=lambda: Hazard(rate_per_hour=0.0))
+    available_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    spot_available: bool = True
+    observed_at: datetime
+
+    @field_validator("observed_at")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        return ensure_utc(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.pool.instance_type != self.instance.name:
+            raise ValueError(
+                f"instance.name {self.instance.name!r} differs from "
+                f"pool.instance_type {self.pool.instance_type!r}"
+            )
+        if self.pool.provider != self.instance.provider:
+            raise ValueError("instance.provider differs from pool.provider")
+        return self
+
+    def price(self, tier: Tier, *, term_years: int = 1) -> float | None:
+        """Dollars per instance-hour on ``tier`` (``None`` if not offered)."""
+        if tier is Tier.ON_DEMAND:
+            return self.on_demand_usd_per_hour
+        if tier is Tier.SPOT:
+            return self.spot_usd_per_hour
+        if term_years == 3:
+            return self.committed_3y_usd_per_hour
+        return self.committed_1y_usd_per_hour
+
+    def price_per_unit_hour(self, tier: Tier, *, term_years: int = 1) -> float | None:
+        """Dollars per capacity-unit-hour on ``tier``."""
+        p = self.price(tier, term_years=term_years)
+        return None if p is None else p / self.instance.units
+
+    @property
+    def spot_discount(self) -> float | None:
+        """Fraction off on-demand (0.65 = 65 % cheaper)."""
+        if self.spot_usd_per_hour is None or self.on_demand_usd_per_hour == 0:
+            return None
+        return 1.0 - self.spot_usd_per_hour / self.on_demand_usd_per_hour
+
+
+class MarketSnapshot(_Frozen):
+    """All pools at one time. ``stale`` marks data older than its TTL, kept
+    because nothing newer could be had."""
+
+    at: datetime
+    pools: tuple[PoolSnapshot, ...]
+    stale: bool = False
+    source: str = "unknown"
+
+    @field_validator("at")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        return ensure_utc(v)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Self:
+        keys = [p.pool.key for p in self.pools]
+        if len(keys) != len(set(keys)):
+            dupes = sorted({k for k in keys if keys.count(k) > 1})
+            raise ValueError(f"pools listed twice: {dupes}")
+        return self
+
+    def by_key(self) -> dict[str, PoolSnapshot]:
+        return {p.pool.key: p for p in self.pools}
+
+    def get(self, key: str) -> PoolSnapshot:
+        for p in self.pools:
+            if p.pool.key == key:
+                return p
+        raise KeyError(key)
+
+    def zones(self) -> list[str]:
+        return sorted({p.pool.zone for p in self.pools})
+
+    def instance_types(self) -> list[str]:
+        return sorted({p.pool.instance_type for p in self.pools})
+
+    def mark_stale(self) -> MarketSnapshot:
+        return self.model_copy(update={"stale": True})
