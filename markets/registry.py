@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from markets.errors import InputError
 
-__all__ = ["MARKETS", "Registry"]
+__all__ = ["MARKETS", "MARKET_FACTORIES", "Registry", "market_factory", "open_market"]
 
 T = TypeVar("T")
 
@@ -62,3 +62,49 @@ class Registry(Generic[T]):
 
 # name -> factory taking keyword options, returning a PriceSource.
 MARKETS: Registry[Callable[..., object]] = Registry("market")
+
+
+# Market adapters by name, as "module:attribute" so that naming a market never
+# imports its SDK. Each attribute is a factory taking keyword options and
+# returning a ``markets.protocols.PriceSource``.
+MARKET_FACTORIES: dict[str, str] = {
+    "default": "markets.default_market:open_default_market",
+    "replay": "markets.replay:open_replay_market",
+    "aws": "markets.aws.market:open_aws_market",
+    "gcp": "markets.gcp.market:open_gcp_market",
+}
+
+
+def market_factory(name: str) -> Callable[..., object]:
+    """The factory registered under ``name`` (imported on first use)."""
+    import importlib
+
+    key = name.lower()
+    if key not in MARKET_FACTORIES:
+        raise InputError(
+            "--market", None, f"one of {', '.join(sorted(MARKET_FACTORIES))} or a path", got=name
+        )
+    module_name, attr = MARKET_FACTORIES[key].split(":")
+    module = importlib.import_module(module_name)
+    factory: Callable[..., object] = getattr(module, attr)
+    return factory
+
+
+def open_market(spec: str | None = None, **options: object) -> object:
+    """Open a market from a CLI-style spec: a registered name (``default``,
+    ``aws``, ``gcp``) or a path to a recorded history (file or directory laid
+    out like ``shared/data``), which opens the replay market."""
+    from pathlib import Path
+
+    spec = spec or "default"
+    if spec.lower() in MARKET_FACTORIES:
+        return market_factory(spec)(**options)
+    path = Path(spec)
+    if path.exists():
+        return market_factory("replay")(path=path, **options)
+    raise InputError(
+        "--market",
+        None,
+        f"one of {', '.join(sorted(MARKET_FACTORIES))}, or an existing file or directory",
+        got=spec,
+    )
