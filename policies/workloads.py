@@ -1,0 +1,592 @@
+"""Workload classes and their cost policies, read from a validated YAML file.
+
+Owns: ``WorkloadClass``, the per-class defaults (``ClassPolicy``,
+``ClassDefaults``), the inline serving demand shape (``DemandShape``), one
+``Workload`` and the ``WorkloadSet`` with fleet-wide budgets; ``load_workloads``
+turns any problem in a file into one ``InputError`` naming the file, the field
+path (``workloads[2].max_spot_share``) and what was expected.
+
+Must not: know markets or prices (whether an instance type exists is the
+caller's check against its catalog), build demand curves (``broker.demand``)
+or decide anything.
+
+Units: demand and work are counted in *reference units* (a capacity unit,
+e.g. one GPU, at throughput 1.0). An instance type supplies its capacity units
+times the workload's ``throughput`` factor for it, so ``unit_hours`` is work at
+throughput 1.0 and ``min_units`` / ``max_units`` count physical units (GPUs).
+
+A file looks like::
+
+    class_defaults:            # optional: override the built-in defaults
+      serving: {max_spot_share: 0.2}
+    budget_usd_per_hour: 2000  # optional, fleet-wide
+    workloads:
+      - name: chat-api
+        class: serving
+        instance_types: [g5.12xlarge, g6.12xlarge]
+        demand: {base_units: 32, peak_units: 64, peak_start_hour: 9, peak_end_hour: 21}
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from markets.errors import InputError
+
+__all__ = [
+    "ClassDefaults",
+    "ClassPolicy",
+    "DemandShape",
+    "Workload",
+    "WorkloadClass",
+    "WorkloadSet",
+    "default_workloads",
+    "load_workloads",
+    "parse_workloads",
+]
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+class WorkloadClass(StrEnum):
+    """What a workload's demand looks like and how it may be served.
+
+    ``research`` is accepted as another name for ``batch``.
+    """
+
+    SERVING = "serving"
+    TRAINING = "training"
+    BATCH = "batch"
+
+    @classmethod
+    def _missing_(cls, value: object) -> WorkloadClass | None:
+        if isinstance(value, str) and value.strip().lower() == "research":
+            return cls.BATCH
+        return None
+
+
+class _FieldError(ValueError):
+    """A cross-field check that failed; ``field`` is appended to the error path."""
+
+    def __init__(self, field: str, message: str, got: object = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.got = got
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class ClassPolicy(_Strict):
+    """Defaults a workload of one class gets for every field it leaves out."""
+
+    max_spot_share: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    max_zone_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
+    max_pool_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
+    unmet_penalty_usd_per_unit_hour: float = Field(default=15.0, gt=0.0, allow_inf_nan=False)
+    priority: int = 1
+    checkpoint_write_seconds: float = Field(default=60.0, ge=0.0, allow_inf_nan=False)
+    restart_minutes: float = Field(default=10.0, ge=0.0, allow_inf_nan=False)
+    min_on_non_revocable: bool = False
+    restart_tolerant: bool = True
+    min_dwell_minutes: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+
+
+# The built-in per-class defaults (economics.md section 4), all overridable in a
+# file's ``class_defaults``. Shares: at most half of a workload's spot in one
+# zone or one pool, so one zone's correlated revocations (83-97 % followed by
+# another within 5 min, SkyServe) cannot take more than half of it.
+_BATCH_PENALTY = 15.0  # $/unit-hour: above the dearest on-demand GPU-hour we list
+# (p5.48xlarge $98.32/h / 8 GPUs = $12.29), so leaving batch work undone never
+# looks cheaper than buying it on-demand.
+BUILTIN_CLASS_DEFAULTS: dict[WorkloadClass, dict[str, Any]] = {
+    WorkloadClass.SERVING: {
+        # 70 % of every hour's demand on committed/on-demand; spot only above it.
+        "max_spot_share": 0.3,
+        # An unmet serving unit costs 5-10x a batch unit-hour (economics.md s4): 10x.
+        "unmet_penalty_usd_per_unit_hour": 10 * _BATCH_PENALTY,
+        "priority": 3,
+        "checkpoint_write_seconds": 0.0,  # stateless replicas
+        "restart_minutes": 3.0,  # replica cold start ~3 min for a large model (s7)
+        "restart_tolerant": False,
+    },
+    WorkloadClass.TRAINING: {
+        "max_spot_share": 1.0,  # the gang minimum is protected by min_on_non_revocable
+        # A lost training hour delays a deadline but is recoverable: 3x batch.
+        "unmet_penalty_usd_per_unit_hour": 3 * _BATCH_PENALTY,
+        "priority": 2,
+        "checkpoint_write_seconds": 180.0,  # 3-5 min for a 175B checkpoint (s2)
+        "restart_minutes": 30.0,  # 20 min reload + 10 min warm-up (golden example C)
+        "min_on_non_revocable": True,
+        "restart_tolerant": True,
+        # Resizes cost 10-60 s of rendezvous or minutes of re-sharding (s6);
+        # an hour between resizes keeps that well under 2 % of the time.
+        "min_dwell_minutes": 60.0,
+    },
+    WorkloadClass.BATCH: {
+        "max_spot_share": 1.0,  # spot-first
+        "unmet_penalty_usd_per_unit_hour": _BATCH_PENALTY,
+        "priority": 1,
+        "checkpoint_write_seconds": 60.0,
+        "restart_minutes": 10.0,
+        "restart_tolerant": True,
+    },
+}
+
+
+class ClassDefaults(_Strict):
+    """Per-class defaults; a partial override keeps the built-in rest of its class."""
+
+    serving: ClassPolicy = Field(
+        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.SERVING])
+    )
+    training: ClassPolicy = Field(
+        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.TRAINING])
+    )
+    batch: ClassPolicy = Field(
+        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.BATCH])
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_builtin(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for wc in WorkloadClass:
+            given = out.get(wc.value)
+            if isinstance(given, dict):
+                out[wc.value] = {**BUILTIN_CLASS_DEFAULTS[wc], **given}
+        return out
+
+    def for_class(self, workload_class: WorkloadClass) -> ClassPolicy:
+        policy: ClassPolicy = getattr(self, WorkloadClass(workload_class).value)
+        return policy
+
+
+class DemandShape(_Strict):
+    """A serving curve: ``base_units`` all day, ``peak_units`` in a daily window.
+
+    Hours are UTC hours of the day; the window is ``[peak_start_hour,
+    peak_end_hour)`` and wraps past midnight when start > end. On Saturdays and
+    Sundays the part above the base is scaled by ``weekend_factor`` (the steady
+    base stays: weekends lose peaks, not the base load).
+    """
+
+    base_units: float = Field(ge=0.0, allow_inf_nan=False)
+    peak_units: float = Field(ge=0.0, allow_inf_nan=False)
+    peak_start_hour: int = Field(default=9, ge=0, le=23)
+    peak_end_hour: int = Field(default=21, ge=0, le=24)
+    weekend_factor: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.peak_units < self.base_units:
+            raise _FieldError(
+                "peak_units",
+                f"peak_units >= base_units ({self.base_units:g})",
+                self.peak_units,
+            )
+        if self.peak_start_hour == self.peak_end_hour % 24:
+            raise _FieldError(
+                "peak_end_hour",
+                f"an hour different from peak_start_hour ({self.peak_start_hour})",
+                self.peak_end_hour,
+            )
+        return self
+
+    def in_peak(self, hour_of_day: int) -> bool:
+        s, e = self.peak_start_hour, self.peak_end_hour
+        return s <= hour_of_day < e if s < e else (hour_of_day >= s or hour_of_day < e)
+
+    def units_at(self, hour_of_day: int, *, weekend: bool = False) -> float:
+        """Demand in reference units at one UTC hour of the day."""
+        if not self.in_peak(hour_of_day):
+            return self.base_units
+        extra = self.peak_units - self.base_units
+        return self.base_units + extra * (self.weekend_factor if weekend else 1.0)
+
+
+# Which class-specific fields apply to which classes (the rest are common).
+_APPLIES_TO: dict[str, frozenset[WorkloadClass]] = {
+    "demand": frozenset({WorkloadClass.SERVING}),
+    "min_units": frozenset({WorkloadClass.TRAINING}),
+    "step_units": frozenset({WorkloadClass.TRAINING}),
+    "elastic": frozenset({WorkloadClass.TRAINING}),
+    "min_on_non_revocable": frozenset({WorkloadClass.TRAINING}),
+    "min_dwell_minutes": frozenset({WorkloadClass.TRAINING}),
+    "max_units": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
+    "unit_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
+    "deadline_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
+}
+
+
+def _class_of(data: dict[str, Any]) -> WorkloadClass | None:
+    raw = data.get("class", data.get("workload_class"))
+    try:
+        return WorkloadClass(str(raw))
+    except ValueError:
+        return None
+
+
+def _fill_defaults(data: dict[str, Any], defaults: ClassDefaults) -> dict[str, Any]:
+    """Copy the class's defaults into every applicable field the input leaves out."""
+    wc = _class_of(data)
+    if wc is None:
+        return data
+    policy = defaults.for_class(wc)
+    out = dict(data)
+    for key, value in policy.model_dump().items():
+        applies = _APPLIES_TO.get(key)
+        if key in Workload.model_fields and key not in out and (applies is None or wc in applies):
+            out[key] = value
+    return out
+
+
+class Workload(_Strict):
+    """A named demand with a class and a contract (see the module docstring for units).
+
+    Fields left out take the class's default (``ClassDefaults``). Class
+    specifics: serving ``demand``; training ``min_units``, ``step_units``,
+    ``max_units``, ``elastic``, ``min_on_non_revocable``, ``unit_hours``,
+    ``deadline_hours``, ``min_dwell_minutes``; batch ``unit_hours``,
+    ``deadline_hours``, ``max_units`` (a parallelism cap). A field of another
+    class is an error.
+    """
+
+    name: str = Field(min_length=1, max_length=63)
+    workload_class: WorkloadClass = Field(alias="class")
+    instance_types: list[str] = Field(min_length=1, description="in order of preference")
+    throughput: dict[str, float] = Field(default_factory=dict)
+    max_spot_share: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    max_zone_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
+    max_pool_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
+    unmet_penalty_usd_per_unit_hour: float = Field(default=15.0, gt=0.0, allow_inf_nan=False)
+    budget_usd: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    budget_usd_per_hour: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    priority: int = 1
+    checkpoint_write_seconds: float = Field(default=60.0, ge=0.0, allow_inf_nan=False)
+    # None: the caller uses Daly's optimum for the pool's hazard (economics.md s2).
+    checkpoint_interval_minutes: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    restart_minutes: float = Field(default=10.0, ge=0.0, allow_inf_nan=False)
+    restart_tolerant: bool = True
+    # serving
+    demand: DemandShape | None = None
+    # training (max_units, unit_hours, deadline_hours also batch)
+    min_units: int = Field(default=0, ge=0)
+    step_units: int = Field(default=1, ge=1)
+    max_units: int | None = Field(default=None, ge=1)
+    elastic: bool = False
+    min_on_non_revocable: bool = False
+    unit_hours: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    deadline_hours: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    min_dwell_minutes: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_defaults(cls, data: Any) -> Any:
+        return _fill_defaults(data, ClassDefaults()) if isinstance(data, dict) else data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("a name of lowercase letters, digits, '-' and '_'")
+        return v
+
+    @field_validator("instance_types")
+    @classmethod
+    def _unique_types(cls, v: list[str]) -> list[str]:
+        dupes = sorted({t for t in v if v.count(t) > 1})
+        if dupes:
+            raise ValueError(f"each instance type listed once (repeated: {', '.join(dupes)})")
+        if any(not t.strip() for t in v):
+            raise ValueError("non-empty instance type names")
+        return v
+
+    @field_validator("throughput")
+    @classmethod
+    def _positive_factors(cls, v: dict[str, float]) -> dict[str, float]:
+        for itype, factor in v.items():
+            if not factor > 0 or factor == float("inf"):
+                raise _FieldError(itype, "a finite throughput factor > 0", factor)
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Self:
+        wc = self.workload_class
+        for key in sorted(self.model_fields_set & _APPLIES_TO.keys()):
+            if wc not in _APPLIES_TO[key]:
+                allowed = " or ".join(sorted(c.value for c in _APPLIES_TO[key]))
+                raise _FieldError(key, f"no {key} on a {wc.value} workload ({allowed} only)")
+        unlisted = sorted(set(self.throughput) - set(self.instance_types))
+        if unlisted:
+            raise _FieldError(
+                f"throughput.{unlisted[0]}",
+                "an instance type that is also listed in instance_types",
+                unlisted[0],
+            )
+        # Complete the factor table: listed types default to throughput 1.0.
+        full = {t: float(self.throughput.get(t, 1.0)) for t in self.instance_types}
+        object.__setattr__(self, "throughput", full)
+        if wc is WorkloadClass.TRAINING:
+            self._check_gang()
+        if wc is not WorkloadClass.SERVING:
+            if self.unit_hours is None:
+                raise _FieldError("unit_hours", f"the total work of a {wc.value} workload")
+            self._check_deadline()
+        return self
+
+    def _check_gang(self) -> None:
+        if self.min_units < 1:
+            raise _FieldError("min_units", "a gang size of at least 1 unit", self.min_units)
+        if self.max_units is None:
+            if self.elastic:
+                raise _FieldError("max_units", "a maximum size for an elastic job")
+            object.__setattr__(self, "max_units", self.min_units)
+        assert self.max_units is not None
+        if self.max_units < self.min_units:
+            raise _FieldError(
+                "max_units", f"max_units >= min_units ({self.min_units})", self.max_units
+            )
+        if not self.elastic and self.max_units != self.min_units:
+            raise _FieldError(
+                "max_units",
+                f"max_units == min_units ({self.min_units}) for a job with elastic: false",
+                self.max_units,
+            )
+        if (self.max_units - self.min_units) % self.step_units:
+            raise _FieldError(
+                "step_units",
+                f"a step that divides max_units - min_units ({self.max_units - self.min_units})",
+                self.step_units,
+            )
+
+    def _check_deadline(self) -> None:
+        if self.unit_hours is None or self.deadline_hours is None or self.max_units is None:
+            return
+        # Feasible in principle: the largest gang on the fastest acceptable type.
+        best = max(self.throughput.values())
+        needed_hours = self.unit_hours / (self.max_units * best)
+        if needed_hours > self.deadline_hours:
+            raise _FieldError(
+                "deadline_hours",
+                f"at least {needed_hours:g} h: {self.unit_hours:g} unit-hours need that long "
+                f"at max_units {self.max_units} and best throughput {best:g}",
+                self.deadline_hours,
+            )
+
+    # --- lookups the optimizer uses -------------------------------------------------
+
+    def throughput_of(self, instance_type: str) -> float:
+        """Work per supplied capacity unit on ``instance_type`` (KeyError if not acceptable)."""
+        return self.throughput[instance_type]
+
+    def preference_rank(self, instance_type: str) -> int:
+        """0 for the most preferred acceptable type (ValueError if not acceptable)."""
+        return self.instance_types.index(instance_type)
+
+    def gang_sizes(self) -> list[int]:
+        """Allowed sizes in physical units: min..max in steps (training only)."""
+        if self.workload_class is not WorkloadClass.TRAINING or self.max_units is None:
+            return []
+        return list(range(self.min_units, self.max_units + 1, self.step_units))
+
+    @property
+    def non_revocable_min_units(self) -> int:
+        """Units of a training gang that must sit on committed/on-demand."""
+        return self.min_units if self.min_on_non_revocable else 0
+
+    @property
+    def checkpoint_write_hours(self) -> float:
+        return self.checkpoint_write_seconds / 3600.0
+
+    @property
+    def restart_hours(self) -> float:
+        return self.restart_minutes / 60.0
+
+
+class WorkloadSet(_Strict):
+    """The workloads, their class defaults and fleet-wide dollar limits."""
+
+    class_defaults: ClassDefaults = Field(default_factory=ClassDefaults)
+    budget_usd_per_hour: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    budget_usd: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    # Most extra dollars break-glass may spend moving spot to on-demand (horizon).
+    break_glass_cap_usd: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    workloads: list[Workload] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _file_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
+            return data
+        try:
+            defaults = ClassDefaults.model_validate(data.get("class_defaults") or {})
+        except ValidationError:
+            return data  # reported at class_defaults by the normal validation
+        out = dict(data)
+        out["workloads"] = [
+            _fill_defaults(w, defaults) if isinstance(w, dict) else w for w in data["workloads"]
+        ]
+        return out
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Self:
+        seen: set[str] = set()
+        for i, w in enumerate(self.workloads):
+            if w.name in seen:
+                raise _FieldError(f"workloads[{i}].name", "a name not used before", w.name)
+            seen.add(w.name)
+        return self
+
+    def names(self) -> list[str]:
+        return [w.name for w in self.workloads]
+
+    def by_name(self, name: str) -> Workload:
+        for w in self.workloads:
+            if w.name == name:
+                return w
+        raise KeyError(f"no workload named {name!r} (known: {', '.join(self.names())})")
+
+    def of_class(self, workload_class: WorkloadClass | str) -> list[Workload]:
+        wc = WorkloadClass(workload_class)
+        return [w for w in self.workloads if w.workload_class is wc]
+
+    def instance_types(self) -> list[str]:
+        """Every acceptable instance type of any workload, first mention first."""
+        return list(dict.fromkeys(t for w in self.workloads for t in w.instance_types))
+
+
+# --- reading files ------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key repeated in one mapping (PyYAML keeps the last)."""
+
+
+def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _expected(err: dict[str, Any]) -> str:
+    kind, msg = err["type"], str(err["msg"])
+    if kind == "missing":
+        return "this required field"
+    if kind == "extra_forbidden":
+        return "a known field name (no field is called that)"
+    if kind == "too_short":
+        return f"at least {(err.get('ctx') or {}).get('min_length', 1)} item(s)"
+    for prefix in ("Input should be ", "Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            rest = msg[len(prefix) :]
+            return f"a value {rest}" if rest.startswith(("less", "greater")) else rest
+    return msg[:1].lower() + msg[1:]
+
+
+def _input_error(source: str, exc: ValidationError) -> InputError:
+    first = exc.errors(include_url=False)[0]
+    err: dict[str, Any] = dict(first)
+    loc: tuple[int | str, ...] = tuple(first["loc"])
+    got = None if first["type"] == "missing" else first.get("input")
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, _FieldError):
+        return InputError(source, _loc_path((*loc, cause.field)), str(cause), got=cause.got)
+    if isinstance(got, dict | list):
+        got = None  # a whole mapping is noise on one line
+    return InputError(source, _loc_path(loc) or None, _expected(err), got=got)
+
+
+def parse_workloads(
+    data: object, *, source: str = "<workloads>", demand_supplied: bool = False
+) -> WorkloadSet:
+    """Validate already-parsed YAML/JSON data (a mapping with ``workloads``).
+
+    Without ``demand_supplied`` every serving workload needs an inline shape.
+    """
+    if not isinstance(data, dict):
+        raise InputError(source, None, "a mapping with a 'workloads' list", got=type(data).__name__)
+    try:
+        wset = WorkloadSet.model_validate(data)
+    except ValidationError as e:
+        raise _input_error(source, e) from e
+    if not demand_supplied:
+        for i, w in enumerate(wset.workloads):
+            if w.workload_class is WorkloadClass.SERVING and w.demand is None:
+                raise InputError(
+                    source,
+                    f"workloads[{i}].demand",
+                    "an inline demand shape for a serving workload (or a demand file)",
+                )
+    return wset
+
+
+def load_workloads(path: str | Path, *, demand_supplied: bool = False) -> WorkloadSet:
+    """Read and validate a workloads YAML file.
+
+    ``demand_supplied``: a demand file will provide the serving curves, so a
+    serving workload need not carry an inline ``demand`` shape. Any problem
+    raises ``InputError(source=path, field=<path or line>, expected=...)``.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(source, None, f"a readable UTF-8 YAML file ({e})") from e
+    return _parse_text(text, source, demand_supplied=demand_supplied)
+
+
+def _parse_text(text: str, source: str, *, demand_supplied: bool) -> WorkloadSet:
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
+        raise InputError(source, where, f"valid YAML ({e.problem or e.context})") from e
+    except yaml.YAMLError as e:
+        raise InputError(source, None, f"valid YAML ({e})") from e
+    return parse_workloads(data, source=source, demand_supplied=demand_supplied)
+
+
+def default_workloads() -> WorkloadSet:
+    """The built-in example (``spotfolio whatif`` with no arguments)."""
+    ref = resources.files("policies").joinpath("examples/workloads.yaml")
+    return _parse_text(
+        ref.read_text(encoding="utf-8"), "policies/examples/workloads.yaml", demand_supplied=False
+    )
