@@ -14,6 +14,9 @@ Units: demand and work are counted in *reference units* (a capacity unit,
 e.g. one GPU, at throughput 1.0). An instance type supplies its capacity units
 times the workload's ``throughput`` factor for it, so ``unit_hours`` is work at
 throughput 1.0 and ``min_units`` / ``max_units`` count physical units (GPUs).
+A type without a stated factor gets the caller's default (``throughput_of``):
+the catalog's per-GPU factor relative to a V100, or 1.0. A workload whose
+reference is not a V100 should state the factor of every type it lists.
 
 A file looks like::
 
@@ -272,6 +275,7 @@ class Workload(_Strict):
     name: str = Field(min_length=1, max_length=63)
     workload_class: WorkloadClass = Field(alias="class")
     instance_types: list[str] = Field(min_length=1, description="in order of preference")
+    # Stated factors only; see throughput_of for the rest.
     throughput: dict[str, float] = Field(default_factory=dict)
     max_spot_share: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
     max_zone_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
@@ -341,9 +345,6 @@ class Workload(_Strict):
                 "an instance type that is also listed in instance_types",
                 unlisted[0],
             )
-        # Complete the factor table: listed types default to throughput 1.0.
-        full = {t: float(self.throughput.get(t, 1.0)) for t in self.instance_types}
-        object.__setattr__(self, "throughput", full)
         if wc is WorkloadClass.TRAINING:
             self._check_gang()
         if wc is not WorkloadClass.SERVING:
@@ -380,8 +381,9 @@ class Workload(_Strict):
     def _check_deadline(self) -> None:
         if self.unit_hours is None or self.deadline_hours is None or self.max_units is None:
             return
-        # Feasible in principle: the largest gang on the fastest acceptable type.
-        best = max(self.throughput.values())
+        # Feasible in principle: the largest gang on the fastest acceptable type
+        # (types without a stated factor count as 1.0 here).
+        best = max(self.throughput_of(t) for t in self.instance_types)
         needed_hours = self.unit_hours / (self.max_units * best)
         if needed_hours > self.deadline_hours:
             raise _FieldError(
@@ -393,9 +395,16 @@ class Workload(_Strict):
 
     # --- lookups the optimizer uses -------------------------------------------------
 
-    def throughput_of(self, instance_type: str) -> float:
-        """Work per supplied capacity unit on ``instance_type`` (KeyError if not acceptable)."""
-        return self.throughput[instance_type]
+    def throughput_of(self, instance_type: str, default: float = 1.0) -> float:
+        """Reference work per capacity unit-hour on an acceptable ``instance_type``.
+
+        The stated factor, else ``default`` (a caller with a catalog passes the
+        GPU model's factor, ``markets.catalog.throughput_factor``). KeyError if
+        the type is not acceptable to this workload.
+        """
+        if instance_type not in self.instance_types:
+            raise KeyError(f"{instance_type!r} is not acceptable to workload {self.name!r}")
+        return float(self.throughput.get(instance_type, default))
 
     def preference_rank(self, instance_type: str) -> int:
         """0 for the most preferred acceptable type (ValueError if not acceptable)."""

@@ -68,10 +68,31 @@ def test_example_training_gang_and_deadline() -> None:
     assert job.gang_sizes() == [16, 24, 32, 40, 48, 56, 64]
     assert job.non_revocable_min_units == 16
     assert job.min_dwell_minutes > 0
-    # Listed types not in the throughput table default to 1.0.
     assert job.throughput_of("p4d.24xlarge") == 1.0
     assert job.throughput_of("p5.48xlarge") == 3.0
     assert job.preference_rank("p5.48xlarge") == 0
+
+
+def test_example_states_every_throughput_factor() -> None:
+    # The example's references differ per workload (A10G, A100, V100), so no
+    # listed type may fall back to the caller's default.
+    for w in default_workloads().workloads:
+        assert set(w.throughput) == set(w.instance_types), w.name
+
+
+def test_unstated_throughput_takes_the_callers_default() -> None:
+    w = Workload(
+        name="b",
+        workload_class=WorkloadClass.BATCH,
+        instance_types=["p3.2xlarge", "p5.48xlarge"],
+        throughput={"p3.2xlarge": 1.0},
+        unit_hours=10,
+    )
+    assert w.throughput_of("p5.48xlarge") == 1.0
+    assert w.throughput_of("p5.48xlarge", default=6.6) == 6.6
+    assert w.throughput_of("p3.2xlarge", default=6.6) == 1.0
+    with pytest.raises(KeyError, match="not acceptable"):
+        w.throughput_of("g5.xlarge")
 
 
 def test_research_is_an_alias_of_batch() -> None:
@@ -155,7 +176,7 @@ def test_python_construction_by_field_name() -> None:
         ]
     )
     assert ws.workloads[0].max_spot_share == 1.0
-    assert ws.workloads[0].throughput == {"g5.xlarge": 1.0}
+    assert ws.workloads[0].throughput == {}
 
 
 # --- every error names the file, the field path and the expectation -----------------
