@@ -1,0 +1,535 @@
+"""Recorded spot price histories: AWS ``DescribeSpotPriceHistory`` rows and
+Spotfolio's own price-history file (what ``market fetch`` writes).
+
+Owns: ``load_aws_spot_prices`` (CSV/CSV.gz with ``Timestamp,AvailabilityZone,
+InstanceType,SpotPrice[,ProductDescription]``, or the API's raw JSON: one page
+``{"SpotPriceHistory": [...], "NextToken": ...}``, a list of pages, or JSON lines
+of pages or of single records), ``write_price_history`` / ``read_price_history``
+(round-trip CSV, and Parquet when pyarrow is importable). GCP list prices live
+in ``markets.gcp_prices``.
+
+Must not: call AWS (``markets.aws`` fetches), or join prices with traces.
+
+Price-history schema (``PRICE_COLUMNS``), sorted by (zone, instance_type, timestamp):
+
+=================  ===================  ==========================================
+column             dtype                meaning
+=================  ===================  ==========================================
+timestamp          datetime64[ns, UTC]  when this spot price took effect
+provider           str                  ``"aws"``
+region             str                  ``us-east-1`` (the zone minus its suffix)
+zone               str                  ``us-east-1a``
+instance_type      str                  ``p3.2xlarge``
+spot_usd_per_hour  float64              spot price, US $ per instance-hour (> 0)
+=================  ===================  ==========================================
+
+A price holds from its ``timestamp`` until the next row of the same (zone,
+instance_type): AWS records change points, not ticks. Rows whose product is not
+Linux/UNIX are left out and counted in a report note (AWS prices each OS apart).
+Exact duplicate rows (pages overlapping) are dropped and noted. Rows that do not
+parse are reported with their line (``markets.parsing``) and raise past the
+policy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from markets.errors import InputError
+from markets.parsing import (
+    DEFAULT_POLICY,
+    BadRowPolicy,
+    ParseReport,
+    check_report,
+    open_text,
+    read_csv_rows,
+    read_text,
+    report_from_mask,
+    require_columns,
+    with_report,
+)
+
+__all__ = [
+    "AWS_CSV_COLUMNS",
+    "GCP_PRICE_COLUMNS",
+    "HOURS_PER_MONTH",
+    "PRICE_COLUMNS",
+    "as_of",
+    "load_aws_spot_prices",
+    "load_gcp_machine_types",
+    "load_gcp_prices",
+    "parquet_available",
+    "read_price_history",
+    "write_price_history",
+]
+
+PRICE_COLUMNS = ("timestamp", "provider", "region", "zone", "instance_type", "spot_usd_per_hour")
+AWS_CSV_COLUMNS = ("Timestamp", "AvailabilityZone", "InstanceType", "SpotPrice")
+_LINUX = "Linux/UNIX"
+# A zone name is its region plus a letter, or a local-zone suffix (us-west-2-lax-1a).
+_ZONE_RE = r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)(?:-[a-z0-9]+)*[a-z]$"
+_ITYPE_RE = r"^[a-z0-9-]+\.[a-z0-9-]+$"
+
+
+def parquet_available() -> bool:
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def load_aws_spot_prices(
+    path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLICY
+) -> pd.DataFrame:
+    """Load AWS spot price rows from CSV(.gz) or API JSON into ``PRICE_COLUMNS``.
+
+    The ``ParseReport`` is attached as ``df.attrs["parse_report"]``
+    (``markets.parsing.get_report``)."""
+    path = Path(path)
+    text_head = _head(path)
+    if text_head.lstrip().startswith(("{", "[")):
+        raw, where, text_of, report = _json_rows(path)
+    else:
+        rows = read_csv_rows(path)
+        require_columns(path, rows.header, AWS_CSV_COLUMNS)
+        raw = rows.frame.rename(
+            columns={
+                "Timestamp": "timestamp",
+                "AvailabilityZone": "zone",
+                "InstanceType": "instance_type",
+                "SpotPrice": "price",
+                "ProductDescription": "product",
+            }
+        )
+        where, text_of, report = rows.where, rows.text_of, rows.report
+    df, report = _normalise(raw, where, text_of, report)
+    check_report(report, policy)
+    return with_report(df, report)
+
+
+def _head(path: Path) -> str:
+    try:
+        with open_text(path) as fh:
+            return fh.read(64)
+    except (UnicodeDecodeError, OSError, EOFError) as e:
+        raise InputError(str(path), None, "UTF-8 text (optionally gzip)", got=str(e)) from e
+
+
+def _json_rows(
+    path: Path,
+) -> tuple[pd.DataFrame, Callable[[int], str], Callable[[int], str], ParseReport]:
+    """Flatten API pages into string columns with a location per record."""
+    text = read_text(path)
+    records: list[tuple[str, Any]] = []
+    try:
+        doc = json.loads(text)
+        docs: list[tuple[str, Any]] = [("", doc)]
+    except json.JSONDecodeError as first_error:
+        docs = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                docs.append((f"line {n}: ", json.loads(line)))
+            except json.JSONDecodeError as e:
+                if n == 1:
+                    raise InputError(
+                        str(path), f"line {first_error.lineno}", "valid JSON", got=first_error.msg
+                    ) from first_error
+                raise InputError(
+                    str(path), f"line {n}", "one JSON document per line", got=e.msg
+                ) from e
+    for prefix, d in docs:
+        pages = list(enumerate(d)) if isinstance(d, list) else [(None, d)]
+        for i, page in pages:
+            loc = prefix + (f"[{i}]." if i is not None else "")
+            if isinstance(page, dict) and "SpotPriceHistory" in page:
+                items = page["SpotPriceHistory"]
+                if not isinstance(items, list):
+                    raise InputError(str(path), loc + "SpotPriceHistory", "a list of price records")
+                records += [(f"{loc}SpotPriceHistory[{j}]", it) for j, it in enumerate(items)]
+            elif isinstance(page, dict) and "SpotPrice" in page:
+                records.append((prefix.rstrip(": ") or loc.rstrip("."), page))
+            else:
+                raise InputError(
+                    str(path),
+                    loc.rstrip(".") or "(top level)",
+                    "a DescribeSpotPriceHistory page ({'SpotPriceHistory': [...]}) or a record",
+                    got=type(page).__name__,
+                )
+
+    def field(item: Any, key: str) -> str:
+        v = item.get(key) if isinstance(item, dict) else None
+        return "" if v is None else str(v)
+
+    keys = {
+        "timestamp": "Timestamp",
+        "zone": "AvailabilityZone",
+        "instance_type": "InstanceType",
+        "price": "SpotPrice",
+        "product": "ProductDescription",
+    }
+    frame = pd.DataFrame(
+        {col: [field(it, k) for _, it in records] for col, k in keys.items()}, dtype=str
+    )
+
+    def where(i: int) -> str:
+        return records[i][0]
+
+    def text_of(i: int) -> str:
+        return json.dumps(records[i][1], default=str)
+
+    return frame, where, text_of, ParseReport(str(path), rows_read=len(records))
+
+
+def _by_unique(
+    values: pd.Series[str], fn: Callable[[pd.Series[str]], pd.Series[Any]]
+) -> pd.Series[Any]:
+    """Apply a string function once per distinct value (zones, types and
+    products repeat thousands of times; string ops are per-element Python)."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    mapped = fn(pd.Series(uniques, dtype=str))
+    return pd.Series(mapped.to_numpy()[codes], index=values.index)
+
+
+def _normalise(
+    raw: pd.DataFrame,
+    where: Callable[[int], str],
+    text_of: Callable[[int], str],
+    report: ParseReport,
+) -> tuple[pd.DataFrame, ParseReport]:
+    """Vectorised validation of string columns -> the price-history schema."""
+    n = len(raw)
+    ts = pd.to_datetime(raw["timestamp"], utc=True, errors="coerce", format="ISO8601")
+    price = pd.to_numeric(raw["price"], errors="coerce")
+    zone = _by_unique(raw["zone"], lambda u: u.str.strip())
+    region = _by_unique(zone, lambda u: u.str.extract(_ZONE_RE, expand=True)["region"])
+    itype = _by_unique(raw["instance_type"], lambda u: u.str.strip())
+    ok_itype = _by_unique(itype, lambda u: u.str.match(_ITYPE_RE)).astype(bool)
+    other_provider = (
+        _by_unique(raw["provider"], lambda u: u.str.strip() != "aws").astype(bool).to_numpy()
+        if "provider" in raw.columns
+        else np.zeros(n, dtype=bool)
+    )
+    reasons = np.select(
+        [
+            other_provider,
+            ts.isna().to_numpy(),
+            region.isna().to_numpy(),
+            ~ok_itype.to_numpy(),
+            ~(price > 0).to_numpy(dtype=bool),
+        ],
+        [
+            "provider is not 'aws' (only AWS histories today)",
+            "Timestamp is not an ISO 8601 time",
+            "AvailabilityZone is not a zone name (e.g. us-east-1a)",
+            "InstanceType is not a type name (e.g. p3.2xlarge)",
+            "SpotPrice is not a price > 0",
+        ],
+        default="",
+    )
+    bad = reasons != ""
+    report = report_from_mask(report, bad, where, reasons, text_of)
+    keep = ~bad
+    if "product" in raw.columns:
+        product = _by_unique(raw["product"], lambda u: u.str.strip())
+        other_os = keep & (product != "").to_numpy() & (product != _LINUX).to_numpy()
+        if other_os.any():
+            report = report.note(
+                f"{int(other_os.sum())} rows for other products than {_LINUX} left out"
+            )
+            keep &= ~other_os
+    df = pd.DataFrame(
+        {
+            "timestamp": ts[keep].dt.as_unit("ns"),
+            "provider": pd.Series("aws", index=raw.index[keep], dtype=str),
+            "region": region[keep].astype(str),
+            "zone": zone[keep].astype(str),
+            "instance_type": itype[keep].astype(str),
+            "spot_usd_per_hour": price[keep].astype(np.float64),
+        }
+    )
+    df, report = _dedupe_sort(df, report)
+    return df, report
+
+
+def _dedupe_sort(df: pd.DataFrame, report: ParseReport) -> tuple[pd.DataFrame, ParseReport]:
+    dup = df.duplicated()
+    if dup.any():
+        report = report.note(f"{int(dup.sum())} exact duplicate rows dropped")
+        df = df[~dup]
+    df = df.sort_values(["zone", "instance_type", "timestamp"], kind="stable").reset_index(
+        drop=True
+    )
+    return df, report
+
+
+def write_price_history(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a price history (``PRICE_COLUMNS``) to ``.csv``, ``.csv.gz`` or
+    ``.parquet`` (the latter needs pyarrow). Written to a temporary file and
+    renamed, so a failure leaves nothing half-written."""
+    path = Path(path)
+    missing = [c for c in PRICE_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(
+            str(path), "columns", f"a frame with {', '.join(PRICE_COLUMNS)}", got=missing
+        )
+    out = df.loc[:, list(PRICE_COLUMNS)].copy()
+    out["timestamp"] = pd.to_datetime(out["timestamp"], utc=True)
+    tmp = path.with_name(path.name + ".tmp")
+    if path.suffix == ".parquet":
+        if not parquet_available():
+            raise InputError(str(path), None, "a .csv path (Parquet needs pyarrow, not installed)")
+        out.to_parquet(tmp, index=False)
+    else:
+        out = out.assign(timestamp=out["timestamp"].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+        out.to_csv(
+            tmp,
+            index=False,
+            float_format="%.10g",
+            compression="gzip" if path.name.endswith(".gz") else None,
+        )
+    tmp.replace(path)
+    return path
+
+
+def read_price_history(path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLICY) -> pd.DataFrame:
+    """Read what ``write_price_history`` wrote (CSV, CSV.gz or Parquet), with
+    the same validation and sort as ``load_aws_spot_prices``."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        if not parquet_available():
+            raise InputError(str(path), None, "pyarrow installed to read Parquet")
+        df = pd.read_parquet(path)
+        require_columns(path, tuple(df.columns), PRICE_COLUMNS)
+        raw = df.loc[:, list(PRICE_COLUMNS)].astype(str)
+
+        def where(i: int) -> str:
+            return f"row {i}"
+
+        def text_of(i: int) -> str:
+            return ",".join(raw.iloc[i].astype(str))
+
+        report = ParseReport(str(path), rows_read=len(raw))
+    else:
+        rows = read_csv_rows(path)
+        require_columns(path, rows.header, PRICE_COLUMNS)
+        raw = rows.frame
+        where, text_of, report = rows.where, rows.text_of, rows.report
+    raw = raw.rename(columns={"spot_usd_per_hour": "price"})
+    df, report = _normalise(raw, where, text_of, report)
+    check_report(report, policy)
+    return with_report(df, report)
+
+
+# --- Google Cloud list prices (change points) --------------------------------
+
+GCP_PRICE_COLUMNS = (
+    "valid_from",
+    "provider",
+    "region",
+    "machine_type",
+    "on_demand_usd_per_hour",
+    "spot_usd_per_hour",
+    "committed_1y_usd_per_hour",
+    "committed_3y_usd_per_hour",
+    "snapshot_date",
+)
+_GCP_REQUIRED = ("snapshot_date", "machine_type", "region", "hour", "month_1y", "month_3y")
+# Google prices a month as 730 hours (365 * 24 / 12): "monthly estimates are
+# based on 730 hours" (cloud.google.com/products/calculator; Compute Engine
+# pricing pages). The data agrees: month_spot / hour_spot == 730 in every row.
+HOURS_PER_MONTH = 730.0
+_GCP_NUMERIC = ("hour", "hour_spot", "month", "month_1y", "month_3y", "month_spot")
+
+
+def load_gcp_prices(path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLICY) -> pd.DataFrame:
+    """Load Google Cloud list-price change points into ``GCP_PRICE_COLUMNS``.
+
+    ``valid_from`` is the row's ``generated`` time when present (two snapshots
+    on one day then keep their order), else ``snapshot_date`` 00:00 UTC.
+    Committed prices are the monthly commitment / ``HOURS_PER_MONTH``; spot is
+    ``hour_spot`` (NaN before Google published it, 2023-05). A price of 0 for a
+    committed or spot tier means "not offered" in this data (a snapshot that a
+    same-day one corrected): it becomes NaN and is noted. Sorted by (region,
+    machine_type, valid_from); a price holds until the next row of its key
+    (``as_of``)."""
+    path = Path(path)
+    rows = read_csv_rows(path)
+    require_columns(path, rows.header, _GCP_REQUIRED)
+    raw = rows.frame
+    n = len(raw)
+    snap = pd.to_datetime(raw["snapshot_date"], utc=True, errors="coerce", format="ISO8601")
+    gen = (
+        pd.to_datetime(raw["generated"], utc=True, errors="coerce", format="ISO8601")
+        if "generated" in raw.columns
+        else pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
+    )
+    bad_gen = (
+        gen.isna() & (raw["generated"] != "") if "generated" in raw.columns else gen.isna() & False
+    )
+    nums = {}
+    bad_num = np.zeros(n, dtype=bool)
+    for col in _GCP_NUMERIC:
+        text = raw[col] if col in raw.columns else pd.Series("", index=raw.index, dtype=str)
+        val = pd.to_numeric(text, errors="coerce")
+        bad_num |= (val.isna() & (text != "")).to_numpy() | (val < 0).to_numpy()
+        nums[col] = val.astype(np.float64)
+    machine = raw["machine_type"].str.strip()
+    region = raw["region"].str.strip()
+    reasons = np.select(
+        [
+            snap.isna().to_numpy(),
+            bad_gen.to_numpy(dtype=bool),
+            (machine == "").to_numpy(),
+            (region == "").to_numpy(),
+            bad_num,
+        ],
+        [
+            "snapshot_date is not a date",
+            "generated is not an ISO 8601 time",
+            "machine_type is empty",
+            "region is empty",
+            "a price is not a number >= 0",
+        ],
+        default="",
+    )
+    bad = reasons != ""
+    report = report_from_mask(rows.report, bad, rows.where, reasons, rows.text_of)
+    keep = ~bad
+    zero = 0
+    tiers = {}
+    for out_col, col, scale in (
+        ("spot_usd_per_hour", "hour_spot", 1.0),
+        ("committed_1y_usd_per_hour", "month_1y", HOURS_PER_MONTH),
+        ("committed_3y_usd_per_hour", "month_3y", HOURS_PER_MONTH),
+    ):
+        v = nums[col][keep]
+        zero += int((v == 0).sum())
+        tiers[out_col] = v.where(v > 0) / scale
+    if zero:
+        report = report.note(f"{zero} zero spot/committed prices read as 'not offered' (NaN)")
+    df = pd.DataFrame(
+        {
+            "valid_from": gen[keep].fillna(snap[keep]).dt.as_unit("ns"),
+            "provider": pd.Series("gcp", index=raw.index[keep], dtype=str),
+            "region": region[keep].astype(str),
+            "machine_type": machine[keep].astype(str),
+            "on_demand_usd_per_hour": nums["hour"][keep],
+            **tiers,
+            "snapshot_date": snap[keep].dt.as_unit("ns"),
+        }
+    )
+    df = df.sort_values(["region", "machine_type", "valid_from"], kind="stable")
+    check_report(report, policy)
+    return with_report(df.reset_index(drop=True), report)
+
+
+def as_of(
+    df: pd.DataFrame,
+    at: object,
+    *,
+    by: Sequence[str],
+    time_col: str,
+) -> pd.DataFrame:
+    """The row in force at ``at`` for every key ``by`` (the last row with
+    ``time_col <= at``; a price holds until the next change point).
+
+    ``at`` a single time: one row per key that has started by then.
+    ``at`` a sequence of times: a long frame with an ``at`` column, one row per
+    (time, key) in force, via ``pandas.merge_asof`` (vectorised)."""
+    keys = list(by)
+    times = pd.to_datetime(pd.Series(np.atleast_1d(np.asarray(at, dtype=object))), utc=True)
+    data = df.sort_values(time_col, kind="stable")
+    if np.ndim(np.asarray(at, dtype=object)) == 0:
+        cut = data[data[time_col] <= times.iloc[0]]
+        return (
+            cut.groupby(keys, sort=True, observed=True)
+            .tail(1)
+            .sort_values(keys)
+            .reset_index(drop=True)
+        )
+    grid = (
+        data[keys]
+        .drop_duplicates()
+        .merge(pd.DataFrame({"at": times.dt.as_unit("ns")}), how="cross")
+    )
+    grid = grid.sort_values("at", kind="stable")
+    out = pd.merge_asof(
+        grid,
+        data.assign(**{time_col: data[time_col].dt.as_unit("ns")}),
+        left_on="at",
+        right_on=time_col,
+        by=keys,
+        direction="backward",
+    )
+    out = out[out[time_col].notna()]
+    return out.sort_values(["at", *keys], kind="stable").reset_index(drop=True)
+
+
+def load_gcp_machine_types(path: str | Path) -> pd.DataFrame:
+    """``machine_type_attributes.csv`` -> one row per machine type:
+    ``machine_type``, ``family``, ``vcpus`` (int), ``memory_gib`` (float),
+    ``gpu_model`` (str or NaN), ``gpus`` (int, 0 without GPUs).
+
+    Every column not known to be a CPU/memory/disk/network attribute is taken
+    as a GPU model column (``a100``, ``l4``, ``h100-80gb`` ...), so a newer file
+    with more GPU columns still reads; a type with two GPU columns is an error."""
+    path = Path(path)
+    rows = read_csv_rows(path)
+    require_columns(path, rows.header, ("machine_type", "cpu", "ram"))
+    raw = rows.frame
+    known = {"machine_type", "cpu", "ram", "type", "bandwidth", "local", "local-ssd", "tier1"}
+    gpu_cols = [c for c in raw.columns if c not in known]
+    cpu = pd.to_numeric(raw["cpu"], errors="coerce")
+    ram = pd.to_numeric(raw["ram"], errors="coerce")
+    # Longest name first: where two GPU columns carry the same count the more
+    # specific one wins (a2-ultragpu sets both "a100" and "a100-80gb").
+    gpu_cols.sort(key=len, reverse=True)
+    gpus = pd.DataFrame(
+        {c: pd.to_numeric(raw[c], errors="coerce").fillna(0) for c in gpu_cols}, index=raw.index
+    )
+    top = gpus.max(axis=1) if gpu_cols else pd.Series(0.0, index=raw.index)
+    conflict = (gpus.gt(0) & gpus.ne(top, axis=0)).any(axis=1).to_numpy()
+    reasons = np.select(
+        [
+            (raw["machine_type"].str.strip() == "").to_numpy(),
+            ~(cpu > 0).to_numpy(dtype=bool),
+            ~(ram > 0).to_numpy(dtype=bool),
+            conflict,
+        ],
+        [
+            "machine_type is empty",
+            "cpu is not a count > 0",
+            "ram is not GiB > 0",
+            "GPU columns disagree on the count",
+        ],
+        default="",
+    )
+    bad = reasons != ""
+    report = report_from_mask(rows.report, bad, rows.where, reasons, rows.text_of)
+    check_report(report)
+    keep = ~bad
+    if gpu_cols:
+        model = gpus[keep].idxmax(axis=1).where(top[keep] > 0)
+    else:
+        model = pd.Series(np.nan, index=raw.index[keep], dtype=object)
+    count = top[keep].astype(np.int64)
+    family = raw["type"] if "type" in raw.columns else raw["machine_type"].str.split("-").str[0]
+    df = pd.DataFrame(
+        {
+            "machine_type": raw["machine_type"][keep].str.strip(),
+            "family": family[keep]
+            .replace("", np.nan)
+            .fillna(raw["machine_type"][keep].str.split("-").str[0]),
+            "vcpus": cpu[keep].astype(np.int64),
+            "memory_gib": ram[keep].astype(np.float64),
+            "gpu_model": model.astype(object),
+            "gpus": count,
+        }
+    )
+    return with_report(df.sort_values("machine_type").reset_index(drop=True), report)
