@@ -1,0 +1,438 @@
+"""The live AWS market: EC2 and Price List APIs as one ``MarketSnapshot``.
+
+Owns: ``AwsMarket`` (a ``markets.protocols.PriceSource``), its caches, and the
+factory ``open_aws_market`` the market registry names. A snapshot joins, per
+pool (region, zone, instance type): the on-demand list price (Pricing API,
+falling back to the embedded catalog's dated list price), reserved 1y/3y
+effective prices, the spot price in force at ``at`` (spot price history), the
+placement score (zone or region) and an interruption hazard prior.
+
+Caching and failure, one rule per component (zones, offerings, instance
+types, on-demand, reserved, spot history, placement): a value younger than its
+TTL (``markets.ttl``) is reused; an older one is refetched; if the refetch
+fails *transiently* (throttled or 5xx after botocore's retries, network) the
+old value is kept and the snapshot is marked ``stale``; with no old value
+there is nothing honest to plan on and ``StaleDataError`` is raised. Auth
+errors are never masked as stale: they propagate at once.
+
+Must not: retry by itself (botocore's retry config does), launch anything,
+or estimate hazards from history (``markets.interruptions`` does).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Generic, Literal, TypeVar, cast
+
+from markets import catalog, ttl
+from markets.aws.hazard import advisor_hazard, assumed_hazard
+from markets.aws.inventory import Zone, fetch_instance_types, fetch_offerings, fetch_zones
+from markets.aws.pricing import fetch_on_demand, fetch_reserved
+from markets.aws.rows import SkippedRows
+from markets.aws.sdk import (
+    DEFAULT_MAX_ATTEMPTS,
+    Ec2Api,
+    PricingApi,
+    RetryMode,
+    build_clients,
+)
+from markets.aws.spot import SpotHistory, fetch_placement_scores, fetch_spot_history
+from markets.clock import Clock, SystemClock, ensure_utc
+from markets.errors import InputError, StaleDataError, TransientError
+from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Provider
+
+__all__ = [
+    "DEFAULT_INSTANCE_TYPES",
+    "DEFAULT_REGIONS",
+    "AwsMarket",
+    "PlacementMode",
+    "open_aws_market",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_REGIONS = ("us-east-1",)
+# GPU types from the embedded catalog, one per family, cheap to expensive.
+DEFAULT_INSTANCE_TYPES = ("g4dn.xlarge", "g5.xlarge", "g6.xlarge", "p4d.24xlarge", "p5.48xlarge")
+DEFAULT_HISTORY_DAYS = 7.0
+# DescribeSpotPriceHistory: "you can view the spot price history for the past
+# 90 days" (EC2 API reference).
+MAX_HISTORY_DAYS = 90.0
+PlacementMode = Literal["zone", "region", "off"]
+_FUTURE_SKEW = timedelta(minutes=5)
+_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+_TYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")
+
+
+@dataclass(frozen=True)
+class _Entry(Generic[T]):
+    value: T
+    fetched_mono: float
+    fetched_at: datetime
+
+
+class AwsMarket:
+    """Live AWS pools for ``instance_types`` in the regions of ``ec2_clients``.
+
+    Clients are injected (tests pass moto or ``Stubber`` clients); use
+    ``from_settings`` or ``open_aws_market`` to build real ones.
+    ``pricing_client=None`` prices on-demand from the embedded catalog only.
+    ``skipped`` counts every row AWS sent that did not validate.
+    """
+
+    name = "aws"
+
+    def __init__(
+        self,
+        *,
+        ec2_clients: Mapping[str, Ec2Api],
+        pricing_client: PricingApi | None,
+        instance_types: Sequence[str] = DEFAULT_INSTANCE_TYPES,
+        zones: Sequence[str] | None = None,
+        placement_client: Ec2Api | None = None,
+        placement: PlacementMode = "zone",
+        placement_target_capacity: int = 1,
+        reserved: bool = True,
+        history_days: float = DEFAULT_HISTORY_DAYS,
+        advisor_buckets: Mapping[tuple[str, str], int] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if not ec2_clients:
+            raise InputError("--regions", None, "at least one region")
+        if not 0 < history_days <= MAX_HISTORY_DAYS:
+            raise InputError(
+                "history_days", None, f"> 0 and <= {MAX_HISTORY_DAYS:g}", got=history_days
+            )
+        if placement not in ("zone", "region", "off"):
+            raise InputError("placement", None, "zone, region or off", got=placement)
+        if placement_target_capacity < 1:
+            raise InputError(
+                "placement_target_capacity", None, ">= 1", got=placement_target_capacity
+            )
+        self.regions: tuple[str, ...] = tuple(sorted(ec2_clients))
+        self._ec2 = dict(ec2_clients)
+        self._pricing = pricing_client
+        self._placement_client = placement_client or self._ec2[self.regions[0]]
+        self.requested_types: tuple[str, ...] = tuple(sorted(set(instance_types)))
+        self._zone_filter = frozenset(zones) if zones else None
+        self._placement: PlacementMode = placement
+        self._target_capacity = placement_target_capacity
+        self._with_reserved = reserved
+        self._history = timedelta(days=history_days)
+        self._advisor = dict(advisor_buckets or {})
+        self._clock: Clock = clock or SystemClock()
+        self._cache: dict[str, _Entry[Any]] = {}
+        self._stale_parts: set[str] = set()
+        self._reported: set[tuple[str, datetime]] = set()
+        self.skipped = SkippedRows()
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        regions: Sequence[str] = DEFAULT_REGIONS,
+        retry_mode: RetryMode = "adaptive",
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        profile: str | None = None,
+        endpoint_url: str | None = None,
+        **options: Any,
+    ) -> AwsMarket:
+        """Real boto3 clients (default credential chain, or ``profile``) with
+        botocore's ``retry_mode`` retries."""
+        clients = build_clients(
+            regions,
+            retry_mode=retry_mode,
+            max_attempts=max_attempts,
+            profile=profile,
+            endpoint_url=endpoint_url,
+        )
+        return cls(ec2_clients=clients.ec2, pricing_client=clients.pricing, **options)
+
+    # -- PriceSource -----------------------------------------------------------
+
+    def pools(self) -> Sequence[Pool]:
+        return tuple(p.pool for p in self.snapshot().pools)
+
+    def instance_types(self) -> Sequence[InstanceType]:
+        types = self._get("instance_types", ttl.INSTANCE_TYPES_TTL_S, self._fetch_types)
+        return tuple(types.value[n] for n in sorted(types.value))
+
+    def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
+        now = self._clock.now()
+        at = now if at is None else ensure_utc(at)
+        if at > now + _FUTURE_SKEW:
+            raise InputError("snapshot", "at", "a time not after now", got=at.isoformat())
+        self._stale_parts = set()
+        types = self._get("instance_types", ttl.INSTANCE_TYPES_TTL_S, self._fetch_types).value
+        zones = {r: self._zones(r) for r in self.regions}
+        on_demand = self._on_demand()
+        live = now - at <= timedelta(seconds=ttl.SPOT_PRICE_TTL_S)
+        scores = self._scores(zones) if live and self._placement != "off" else {}
+        pools: list[PoolSnapshot] = []
+        for region in self.regions:
+            offered = self._offerings(region, zones[region])
+            reserved = self._reserved(region)
+            spot = self._spot(region, zones[region])
+            hist: SpotHistory = spot.value
+            if at < hist.start:
+                raise InputError(
+                    "snapshot",
+                    "at",
+                    f"a time after {hist.start.isoformat()} (spot history fetched)",
+                    got=at.isoformat(),
+                )
+            observed_at = min(at, spot.fetched_at)
+            for itype, zone_names in offered.items():
+                od = on_demand.get((region, itype))
+                if od is None or itype not in types:
+                    continue  # counted where the price or the spec went missing
+                for zone in zone_names:
+                    if self._zone_filter is not None and zone not in self._zone_filter:
+                        continue
+                    pools.append(
+                        self._pool_snapshot(
+                            types[itype], region, zone, od, reserved, hist, scores, at, observed_at
+                        )
+                    )
+        pools.sort(key=lambda p: p.pool.key)
+        stale = bool(self._stale_parts)
+        if stale:
+            log.warning("aws market snapshot is stale: kept old %s", sorted(self._stale_parts))
+        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="aws")
+
+    # -- assembly --------------------------------------------------------------
+
+    def _pool_snapshot(
+        self,
+        inst: InstanceType,
+        region: str,
+        zone: str,
+        on_demand_usd: float,
+        reserved: Mapping[tuple[str, int], float],
+        hist: SpotHistory,
+        scores: Mapping[str, int],
+        at: datetime,
+        observed_at: datetime,
+    ) -> PoolSnapshot:
+        pool = Pool(provider=Provider.AWS, region=region, zone=zone, instance_type=inst.name)
+        point = hist.price_at(zone, inst.name, at)
+        spot = point.usd_per_hour if point else None
+        if point is not None and spot is not None and spot > on_demand_usd:
+            # AWS caps spot at on-demand (since the 2017 pricing change): a
+            # higher figure is a bad row, not a price to plan with.
+            if (pool.key, point.at) not in self._reported:
+                self._reported.add((pool.key, point.at))
+                self.skipped.skip("ec2:DescribeSpotPriceHistory", "spot above on-demand", point)
+            spot = None
+        bucket = self._advisor.get((region, inst.name))
+        return PoolSnapshot(
+            pool=pool,
+            instance=inst,
+            on_demand_usd_per_hour=on_demand_usd,
+            spot_usd_per_hour=spot,
+            committed_1y_usd_per_hour=reserved.get((inst.name, 1)),
+            committed_3y_usd_per_hour=reserved.get((inst.name, 3)),
+            placement_score=scores.get(zone, scores.get(region)),
+            hazard=assumed_hazard() if bucket is None else advisor_hazard(bucket),
+            spot_available=spot is not None,
+            observed_at=observed_at,
+        )
+
+    # -- components ------------------------------------------------------------
+
+    def _get(self, key: str, ttl_s: float, fetch: Callable[[], T]) -> _Entry[T]:
+        """The cached value for ``key``, refetched past ``ttl_s`` (see module doc)."""
+        entry = self._cache.get(key)
+        mono = self._clock.monotonic()
+        if entry is not None and mono - entry.fetched_mono < ttl_s:
+            return cast(_Entry[T], entry)
+        try:
+            value = fetch()
+        except TransientError as e:
+            if entry is None:
+                raise StaleDataError(
+                    f"aws {key}", None, "one successful answer from AWS", got=str(e)
+                ) from e
+            log.warning(
+                "aws %s: refresh failed (%s); keeping the answer of %s", key, e, entry.fetched_at
+            )
+            self._stale_parts.add(key)
+            return cast(_Entry[T], entry)
+        fresh = _Entry(value=value, fetched_mono=mono, fetched_at=self._clock.now())
+        self._cache[key] = fresh
+        return fresh
+
+    def _fetch_types(self) -> dict[str, InstanceType]:
+        return fetch_instance_types(self._ec2, self.requested_types, self.skipped)
+
+    def _zones(self, region: str) -> tuple[Zone, ...]:
+        return self._get(
+            f"zones/{region}",
+            ttl.AVAILABILITY_ZONES_TTL_S,
+            lambda: fetch_zones(self._ec2[region], region, self.skipped),
+        ).value
+
+    def _offerings(self, region: str, zones: Sequence[Zone]) -> dict[str, tuple[str, ...]]:
+        return self._get(
+            f"offerings/{region}",
+            ttl.INSTANCE_TYPE_OFFERINGS_TTL_S,
+            lambda: fetch_offerings(
+                self._ec2[region], region, self.requested_types, zones, self.skipped
+            ),
+        ).value
+
+    def _on_demand(self) -> dict[tuple[str, str], float]:
+        """Pricing API prices, completed from the catalog where it has none."""
+        prices: dict[tuple[str, str], float] = {}
+        if self._pricing is not None:
+            client = self._pricing
+            try:
+                prices = dict(
+                    self._get(
+                        "on_demand",
+                        ttl.ON_DEMAND_PRICE_TTL_S,
+                        lambda: fetch_on_demand(
+                            client, self.regions, self.requested_types, self.skipped
+                        ),
+                    ).value
+                )
+            except StaleDataError as e:
+                # Never answered: the catalog's dated list prices are still
+                # facts, but not today's, so the snapshot is stale.
+                log.warning("aws on-demand prices unavailable (%s); using the catalog", e)
+                self._stale_parts.add("on_demand")
+        for (region, itype), usd in _catalog_prices(self.regions, self.requested_types):
+            if (region, itype) not in prices:
+                log.info("on-demand price of %s in %s from the catalog", itype, region)
+                prices[(region, itype)] = usd
+        return prices
+
+    def _reserved(self, region: str) -> dict[tuple[str, int], float]:
+        if not self._with_reserved:
+            return {}
+        return self._get(
+            f"reserved/{region}",
+            ttl.RESERVED_PRICE_TTL_S,
+            lambda: fetch_reserved(self._ec2[region], region, self.requested_types, self.skipped),
+        ).value
+
+    def _spot(self, region: str, zones: Iterable[Zone]) -> _Entry[SpotHistory]:
+        names = [z.name for z in zones]
+
+        def fetch() -> SpotHistory:
+            end = self._clock.now()
+            start = end - self._history
+            points = fetch_spot_history(
+                self._ec2[region], region, self.requested_types, names, start, end, self.skipped
+            )
+            return SpotHistory.build(start, end, points)
+
+        return self._get(f"spot/{region}", ttl.SPOT_PRICE_TTL_S, fetch)
+
+    def _scores(self, zones: Mapping[str, Sequence[Zone]]) -> dict[str, int]:
+        by_id = {z.zone_id: z.name for zs in zones.values() for z in zs}
+        return self._get(
+            f"placement/{self._placement}",
+            ttl.SPOT_PLACEMENT_SCORE_TTL_S,
+            lambda: fetch_placement_scores(
+                self._placement_client,
+                self.regions,
+                self.requested_types,
+                target_capacity=self._target_capacity,
+                single_zone=self._placement == "zone",
+                zone_names_by_id=by_id,
+                skipped=self.skipped,
+            ),
+        ).value
+
+
+def _catalog_prices(
+    regions: Iterable[str], instance_types: Iterable[str]
+) -> list[tuple[tuple[str, str], float]]:
+    """Catalog list prices for the (region, type) pairs it knows."""
+    out: list[tuple[tuple[str, str], float]] = []
+    for region in regions:
+        for itype in instance_types:
+            if itype not in catalog.CATALOG:
+                continue
+            try:
+                out.append(((region, itype), catalog.list_price(Provider.AWS, region, itype)))
+            except InputError:
+                continue  # the catalog does not price this type in this region
+    return out
+
+
+def _names(value: object, option: str, pattern: re.Pattern[str], what: str) -> tuple[str, ...]:
+    """A CLI-style list option: a comma-separated string or a sequence of names."""
+    items = value.split(",") if isinstance(value, str) else list(cast(Iterable[object], value))
+    names = tuple(sorted({str(v).strip() for v in items if str(v).strip()}))
+    bad = [n for n in names if not pattern.match(n)]
+    if not names or bad:
+        raise InputError(option, None, what, got=", ".join(bad) or value)
+    return names
+
+
+def open_aws_market(
+    *,
+    regions: object = None,
+    instance_types: object = None,
+    ec2_clients: Mapping[str, Ec2Api] | None = None,
+    pricing_client: PricingApi | None = None,
+    retry_mode: RetryMode = "adaptive",
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    profile: str | None = None,
+    endpoint_url: str | None = None,
+    **options: Any,
+) -> AwsMarket:
+    """The registry's factory: ``open_market("aws", regions=..., instance_types=...)``.
+
+    ``regions`` / ``instance_types``: sequences or comma-separated strings.
+    With ``ec2_clients`` (tests) no client is built. Other keyword options go
+    to ``AwsMarket``; options meant for other markets are ignored.
+    """
+    types = _names(
+        instance_types or DEFAULT_INSTANCE_TYPES,
+        "--instance-types",
+        _TYPE_RE,
+        "names like g5.xlarge",
+    )
+    known = {
+        "zones",
+        "placement_client",
+        "placement",
+        "placement_target_capacity",
+        "reserved",
+        "history_days",
+        "advisor_buckets",
+        "clock",
+    }
+    kwargs = {k: v for k, v in options.items() if k in known and v is not None}
+    if ec2_clients is not None:
+        wanted = (
+            _names(regions, "--regions", _REGION_RE, "names like us-east-1") if regions else None
+        )
+        if wanted and not set(wanted) <= set(ec2_clients):
+            raise InputError(
+                "--regions", None, f"regions with a client: {sorted(ec2_clients)}", got=wanted
+            )
+        clients = {r: c for r, c in ec2_clients.items() if not wanted or r in wanted}
+        return AwsMarket(
+            ec2_clients=clients, pricing_client=pricing_client, instance_types=types, **kwargs
+        )
+    region_names = _names(
+        regions or DEFAULT_REGIONS, "--regions", _REGION_RE, "names like us-east-1"
+    )
+    return AwsMarket.from_settings(
+        regions=region_names,
+        retry_mode=retry_mode,
+        max_attempts=max_attempts,
+        profile=profile,
+        endpoint_url=endpoint_url,
+        instance_types=types,
+        **kwargs,
+    )

@@ -1,0 +1,128 @@
+"""The narrow AWS SDK surface the market adapter uses, and how clients are built.
+
+Owns: ``AWS_API_CALLS`` (the manifest of every AWS API action the adapter
+calls; ``tests/test_aws_market.py`` keeps it equal to the calls in the code,
+and the IAM policy is derived from it), the ``Ec2Api`` / ``PricingApi``
+protocols that name only the client methods used, and ``client_config`` /
+``build_clients`` (botocore retry configuration: throttling and 5xx are retried
+by botocore, never by a loop of ours).
+
+Must not: parse responses or hold market logic. boto3 is imported only inside
+``build_clients`` so that importing the adapter stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from botocore.config import Config
+
+if TYPE_CHECKING:
+    import boto3
+
+__all__ = [
+    "AWS_API_CALLS",
+    "DEFAULT_MAX_ATTEMPTS",
+    "PRICING_REGION",
+    "AwsClients",
+    "Ec2Api",
+    "PricingApi",
+    "RetryMode",
+    "build_clients",
+    "client_config",
+]
+
+# Every AWS API action the adapter calls, as IAM names them. A test compares
+# this set with the calls found in markets/aws/*.py; the Terraform module
+# derives the daemon's read-only IAM policy from it.
+AWS_API_CALLS: frozenset[str] = frozenset(
+    {
+        "ec2:DescribeAvailabilityZones",
+        "ec2:DescribeInstanceTypeOfferings",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeReservedInstancesOfferings",
+        "ec2:DescribeSpotPriceHistory",
+        "ec2:GetSpotPlacementScores",
+        "pricing:GetProducts",
+    }
+)
+
+RetryMode = Literal["adaptive", "standard"]
+
+# botocore counts the first try in max_attempts. 10 is more than botocore's
+# standard default (3) because a planning refresh can wait, and giving up early
+# only turns a throttle into a stale snapshot.
+DEFAULT_MAX_ATTEMPTS = 10
+
+# The Price List Query API answers only in us-east-1 (also ap-south-1 and
+# eu-central-1), whatever region is being priced (AWS Price List API docs).
+PRICING_REGION = "us-east-1"
+
+
+class Ec2Api(Protocol):
+    """The EC2 client methods the adapter calls (a boto3 EC2 client fits).
+
+    Paginated actions go through ``get_paginator``; the only direct call is
+    ``describe_availability_zones`` (not paginated by AWS).
+    """
+
+    def get_paginator(self, operation_name: Any) -> Any: ...
+
+    def describe_availability_zones(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class PricingApi(Protocol):
+    """The Price List Query API client methods the adapter calls."""
+
+    def get_paginator(self, operation_name: Any) -> Any: ...
+
+
+def client_config(
+    *, retry_mode: RetryMode = "adaptive", max_attempts: int = DEFAULT_MAX_ATTEMPTS
+) -> Config:
+    """botocore ``Config`` whose retry handler absorbs throttling and 5xx.
+
+    ``adaptive`` adds client-side rate limiting on top of ``standard``'s
+    jittered exponential backoff: right for a daemon sharing an account's
+    request budget with other tools.
+    """
+    if retry_mode not in ("adaptive", "standard"):
+        raise ValueError(f"retry_mode must be 'adaptive' or 'standard', got {retry_mode!r}")
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+    return Config(retries={"mode": retry_mode, "max_attempts": max_attempts})
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    """The clients one ``AwsMarket`` uses: EC2 per region, and Pricing."""
+
+    ec2: Mapping[str, Ec2Api]
+    pricing: PricingApi | None
+
+
+def build_clients(
+    regions: Sequence[str],
+    *,
+    retry_mode: RetryMode = "adaptive",
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    session: boto3.Session | None = None,
+    profile: str | None = None,
+    endpoint_url: str | None = None,
+) -> AwsClients:
+    """boto3 clients with the retry configuration, credentials from the
+    default chain (or ``profile``). ``endpoint_url`` points every client at
+    one endpoint (a local moto server)."""
+    import boto3
+
+    cfg = client_config(retry_mode=retry_mode, max_attempts=max_attempts)
+    sess = session or boto3.Session(profile_name=profile)
+    ec2: dict[str, Ec2Api] = {
+        r: sess.client("ec2", region_name=r, config=cfg, endpoint_url=endpoint_url) for r in regions
+    }
+    pricing: PricingApi = sess.client(
+        "pricing", region_name=PRICING_REGION, config=cfg, endpoint_url=endpoint_url
+    )
+    return AwsClients(ec2=ec2, pricing=pricing)

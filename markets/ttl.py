@@ -1,0 +1,68 @@
+"""Every cache lifetime in Spotfolio, in one place, each with the reason for it.
+
+Owns: named durations in seconds (``*_TTL_S``). A cached value older than its
+TTL is refreshed on next use; if the refresh fails transiently the old value is
+kept and whatever is built from it is marked stale (``MarketSnapshot.stale``).
+
+Must not: import anything or hold logic. Adapters and the daemon read these
+constants; tests drive expiry with ``markets.clock.ManualClock``. Karpenter's
+AWS provider is the reference for several figures (``pkg/cache/cache.go`` and
+its pricing controller, which refreshes prices every 12 hours).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AVAILABILITY_ZONES_TTL_S",
+    "INSTANCE_TYPES_TTL_S",
+    "INSTANCE_TYPE_OFFERINGS_TTL_S",
+    "ON_DEMAND_PRICE_TTL_S",
+    "RESERVED_PRICE_TTL_S",
+    "SPOT_PLACEMENT_SCORE_TTL_S",
+    "SPOT_PRICE_TTL_S",
+    "UNAVAILABLE_OFFERING_TTL_S",
+]
+
+_MINUTE_S = 60.0
+_HOUR_S = 60 * _MINUTE_S
+
+# Spot prices: since late 2017 AWS spot prices move slowly (a few % a week,
+# shared/design/economics.md section 7), so minutes of lag cost little, while
+# DescribeSpotPriceHistory is a paginated call per region that we do not want
+# on every planning tick.
+SPOT_PRICE_TTL_S = 5 * _MINUTE_S
+
+# Spot placement scores: a fulfilment signal that changes with capacity, so it
+# should be fresher than list prices; but AWS may cap how many *new* request
+# configurations an account asks for in 24 hours (EC2 User Guide, "Spot
+# placement score", Limitations), so we repeat one configuration, at most every
+# 15 minutes.
+SPOT_PLACEMENT_SCORE_TTL_S = 15 * _MINUTE_S
+
+# On-demand list prices: change a few times a year; Karpenter refreshes its
+# on-demand and spot price tables every 12 hours. The Pricing API is a global
+# endpoint with low request limits, which is another reason to ask rarely.
+ON_DEMAND_PRICE_TTL_S = 12 * _HOUR_S
+
+# Reserved-instance offerings (1y/3y effective prices): list prices like
+# on-demand, refreshed on the same cadence.
+RESERVED_PRICE_TTL_S = 12 * _HOUR_S
+
+# Instance type specs (GPUs, vCPUs, memory): fixed for the life of a type;
+# a day bounds how long a newly launched type stays unseen.
+INSTANCE_TYPES_TTL_S = 24 * _HOUR_S
+
+# Availability zones of a region: change only when AWS opens a zone or an
+# account opts in; an hour is cheap and bounds the lag.
+AVAILABILITY_ZONES_TTL_S = 1 * _HOUR_S
+
+# Which instance types are offered in which zone: Karpenter refreshes instance
+# types and zones every 5 minutes (InstanceTypesAndZonesTTL); we read them for
+# planning, not launching, so an hour is enough.
+INSTANCE_TYPE_OFFERINGS_TTL_S = 1 * _HOUR_S
+
+# A pool that just answered InsufficientInstanceCapacity is skipped for this
+# long before it is tried again (Karpenter's UnavailableOfferingsTTL, 3 min):
+# long enough not to hammer an empty pool, short enough to catch returning
+# capacity.
+UNAVAILABLE_OFFERING_TTL_S = 3 * _MINUTE_S
