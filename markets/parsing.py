@@ -268,8 +268,8 @@ def read_csv_rows(
     ends = np.concatenate((nl, [len(data)]))
     cr = (ends > starts) & (data[np.maximum(ends - 1, 0)] == 13)
     length = ends - starts - cr
-    commas = np.concatenate(([0], np.cumsum(data == 44)))
-    fields = commas[ends] - commas[starts] + 1
+    commas = np.flatnonzero(data == 44)
+    fields = np.searchsorted(commas, ends) - np.searchsorted(commas, starts) + 1
     nonblank = np.flatnonzero(length > 0)
     if header is None:
         if not len(nonblank):

@@ -286,16 +286,15 @@ def _gap_seconds(path: Path, doc: dict[str, Any]) -> float:
 
 
 def _int_array(path: Path, values: list[Any], name: str, *, hi: int) -> np.ndarray[Any, Any]:
-    try:
-        arr = np.asarray(values)
-    except ValueError as e:  # ragged nesting
-        raise InputError(str(path), name, "a flat list of integers", got=str(e)) from e
-    if arr.dtype.kind in "b":
-        arr = arr.astype(np.int64)
-    if arr.ndim != 1 or arr.dtype.kind not in "iu":
-        bad = next(i for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, int))
+    # One pass over the types: numpy would quietly turn True into 1 and mixed
+    # lists into objects; a float or a string is a bad value at its index.
+    if {type(v) for v in values} != {int}:
+        bad = next(i for i, v in enumerate(values) if type(v) is not int)
         raise InputError(str(path), f"{name}[{bad}]", "an integer", got=values[bad])
-    arr = arr.astype(np.int64)
+    try:
+        arr = np.asarray(values, dtype=np.int64)
+    except OverflowError as e:
+        raise InputError(str(path), name, f"integers in 0..{hi}", got=str(e)) from e
     out = np.flatnonzero((arr < 0) | (arr > hi))
     if len(out):
         i = int(out[0])
@@ -312,12 +311,20 @@ def _price_array(path: Path, values: Any, n: int) -> np.ndarray[Any, Any]:
     if not isinstance(values, list) or len(values) != n:
         got = len(values) if isinstance(values, list) else type(values).__name__
         raise InputError(str(path), "prices", f"a list of {n} prices (one per tick)", got=got)
-    for i, v in enumerate(values):
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v < 0:
-            raise InputError(str(path), f"prices[{i}]", "a price >= 0 or null", got=v)
-    return np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+    # One pass over the types (fast), then numpy for the values; null -> NaN.
+    if {type(v) for v in values} <= {int, float, type(None)}:
+        arr = np.asarray(values, dtype=np.float64)
+        out = np.flatnonzero(~(np.isnan(arr) | (np.isfinite(arr) & (arr >= 0))))
+        if not len(out):
+            return arr
+        bad = int(out[0])
+    else:
+        bad = next(
+            i
+            for i, v in enumerate(values)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float))
+        )
+    raise InputError(str(path), f"prices[{bad}]", "a price >= 0 or null", got=values[bad])
 
 
 def load_spot_traces(root: str | Path) -> list[SpotTrace]:
