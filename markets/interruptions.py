@@ -374,7 +374,8 @@ class Clustering:
     ``effective_window_s`` is ``max(window_s, resolution_s)``: events located
     only to a probe interval cannot be told apart below it. ``baseline`` is
     the share expected if the same number of events fell independently
-    (Poisson) over the span; ``None`` without a span.
+    (Poisson) over the span, ``None`` without a span; it is approximate (it
+    ignores that a node cannot be revoked again before it comes back).
     """
 
     events: int
