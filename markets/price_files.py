@@ -467,13 +467,14 @@ def as_of(
         by=keys,
         direction="backward",
     )
-    out = out[out[time_col].notna()]
+    out = out[out[time_col].notna()].loc[:, ["at", *df.columns]]
     return out.sort_values(["at", *keys], kind="stable").reset_index(drop=True)
 
 
 def load_gcp_machine_types(path: str | Path) -> pd.DataFrame:
     """``machine_type_attributes.csv`` -> one row per machine type:
-    ``machine_type``, ``family``, ``vcpus`` (int), ``memory_gib`` (float),
+    ``machine_type``, ``family``, ``vcpus`` (float: shared-core e2-micro has
+    0.25), ``memory_gib`` (float),
     ``gpu_model`` (str or NaN), ``gpus`` (int, 0 without GPUs).
 
     Every column not known to be a CPU/memory/disk/network attribute is taken
@@ -526,7 +527,7 @@ def load_gcp_machine_types(path: str | Path) -> pd.DataFrame:
             "family": family[keep]
             .replace("", np.nan)
             .fillna(raw["machine_type"][keep].str.split("-").str[0]),
-            "vcpus": cpu[keep].astype(np.int64),
+            "vcpus": cpu[keep].astype(np.float64),
             "memory_gib": ram[keep].astype(np.float64),
             "gpu_model": model.astype(object),
             "gpus": count,
