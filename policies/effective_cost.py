@@ -65,6 +65,12 @@ class RateConvention(StrEnum):
     PRODUCTIVE = "productive"
 
 
+# Member lookups on an Enum class are slow in CPython 3.11; the hot path
+# (spot_time_factor, per workload x pool) compares against these instead.
+_WALL = RateConvention.WALL
+_PRODUCTIVE = RateConvention.PRODUCTIVE
+
+
 class RateUnit(StrEnum):
     """The time unit an interruption count is given per."""
 
@@ -169,7 +175,7 @@ def time_factor(
     checkpoint_overhead: float,
     interruptions_per_hour: float,
     per_interruption_hours: float,
-    convention: RateConvention = RateConvention.WALL,
+    convention: RateConvention = _WALL,
 ) -> float:
     """``T_total / T_prod`` for overhead ``c``, rate and ``R + L`` (economics.md section 1).
 
@@ -179,7 +185,7 @@ def time_factor(
     """
     if interruptions_per_hour == 0:
         return 1.0 + checkpoint_overhead
-    if convention == RateConvention.PRODUCTIVE:
+    if convention == _PRODUCTIVE:
         factor = 1.0 + checkpoint_overhead + interruptions_per_hour * per_interruption_hours
     else:
         load = interruptions_per_hour * per_interruption_hours
@@ -212,13 +218,17 @@ def spot_time_factor(
     removes the lost work, otherwise ``L = tau / 2``. Plain float maths: called
     per workload x pool. Raises SpotNeverFinishesError when the factor is infinite.
     """
-    for name, value in (
-        ("hazard_per_hour", hazard_per_hour),
-        ("restart_hours", restart_hours),
-        ("checkpoint_write_hours", checkpoint_write_hours),
-    ):
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    # One combined check keeps the hot path cheap; name the culprit only on failure.
+    if not (
+        hazard_per_hour >= 0 and restart_hours >= 0 and checkpoint_write_hours >= 0
+    ) or not math.isfinite(hazard_per_hour + restart_hours + checkpoint_write_hours):
+        for name, value in (
+            ("hazard_per_hour", hazard_per_hour),
+            ("restart_hours", restart_hours),
+            ("checkpoint_write_hours", checkpoint_write_hours),
+        ):
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     delta = checkpoint_write_hours
     if checkpoint_interval_hours is None:
         mtbi = math.inf if hazard_per_hour == 0 else 1.0 / hazard_per_hour
@@ -234,7 +244,7 @@ def spot_time_factor(
         lost = 0.0
     else:
         lost = tau / 2.0
-    return time_factor(overhead, hazard_per_hour, restart_hours + lost, RateConvention.WALL)
+    return time_factor(overhead, hazard_per_hour, restart_hours + lost, _WALL)
 
 
 @dataclass(frozen=True, slots=True)
