@@ -58,6 +58,7 @@ __all__ = [
     "WorkloadClass",
     "WorkloadSet",
     "default_workloads",
+    "input_error_from",
     "load_workloads",
     "parse_workloads",
 ]
@@ -529,17 +530,26 @@ def _expected(err: dict[str, Any]) -> str:
     return msg[:1].lower() + msg[1:]
 
 
-def _input_error(source: str, exc: ValidationError) -> InputError:
+def input_error_from(source: str, exc: ValidationError, prefix: str = "") -> InputError:
+    """The first pydantic error as one InputError: field path, plain expectation, input.
+
+    ``prefix`` is prepended to the path (a model validated inside a larger file).
+    """
     first = exc.errors(include_url=False)[0]
     err: dict[str, Any] = dict(first)
     loc: tuple[int | str, ...] = tuple(first["loc"])
     got = None if first["type"] == "missing" else first.get("input")
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, _FieldError):
-        return InputError(source, _loc_path((*loc, cause.field)), str(cause), got=cause.got)
+        loc, expected, got = (*loc, cause.field), str(cause), cause.got
+    else:
+        expected = _expected(err)
     if isinstance(got, dict | list):
         got = None  # a whole mapping is noise on one line
-    return InputError(source, _loc_path(loc) or None, _expected(err), got=got)
+    path = _loc_path(loc)
+    if prefix:
+        path = f"{prefix}{'' if not path or path.startswith('[') else '.'}{path}"
+    return InputError(source, path or None, expected, got=got)
 
 
 def parse_workloads(
@@ -554,7 +564,7 @@ def parse_workloads(
     try:
         wset = WorkloadSet.model_validate(data)
     except ValidationError as e:
-        raise _input_error(source, e) from e
+        raise input_error_from(source, e) from e
     if not demand_supplied:
         for i, w in enumerate(wset.workloads):
             if w.workload_class is WorkloadClass.SERVING and w.demand is None:
