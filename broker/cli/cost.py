@@ -20,10 +20,12 @@ at full precision. ``null`` means unbounded/not applicable as stated per field.
 ``checkpoint_hours``, ``lost_work_hours``, ``restart_hours``, ``total_hours``
 (per unit, whole run), ``interruptions_per_hour``, ``interruptions_expected``,
 ``checkpoint_interval_hours`` (null: unknown, or never checkpoint),
-``lost_work_per_interruption_hours``, ``spot_total_usd``,
-``on_demand_total_usd``, ``saving_usd``, ``saving_fraction`` (negative = a
-hidden premium), ``effective_usd_per_unit_hour``, ``calendar_stretch``,
-``usd_per_interruption``, ``wasted_unit_hours``, ``spot_worth_it``, ``exact``.
+``lost_work_per_interruption_hours`` (null: unbounded, never checkpointing),
+``spot_total_usd``, ``on_demand_total_usd``, ``saving_usd``,
+``saving_fraction`` (negative = a hidden premium),
+``effective_usd_per_unit_hour``, ``calendar_stretch``,
+``usd_per_interruption`` (null with the lost work), ``wasted_unit_hours``,
+``spot_worth_it``, ``exact``.
 
 ``spotfolio.cost.breakeven/1``: ``convention``, ``price_ratio`` (on-demand /
 spot; null if spot is free), ``spot_finishes``, ``spot_worth_it``,
