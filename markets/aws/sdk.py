@@ -51,10 +51,12 @@ AWS_API_CALLS: frozenset[str] = frozenset(
 
 RetryMode = Literal["adaptive", "standard"]
 
-# botocore counts the first try in max_attempts. 10 is more than botocore's
-# standard default (3) because a planning refresh can wait, and giving up early
-# only turns a throttle into a stale snapshot.
-DEFAULT_MAX_ATTEMPTS = 10
+# botocore's ``retries["max_attempts"]`` counts the retries *after* the first
+# try (``total_max_attempts`` would count all of them). 5 retries of jittered
+# exponential back-off (1, 2, 4, 8, 16 s at most) ride out a burst of throttling
+# in about half a minute; past that, the caller gets a stale snapshot rather
+# than a planning loop stuck for minutes.
+DEFAULT_MAX_ATTEMPTS = 5
 
 # The Price List Query API answers only in us-east-1 (also ap-south-1 and
 # eu-central-1), whatever region is being priced (AWS Price List API docs).
@@ -90,8 +92,8 @@ def client_config(
     """
     if retry_mode not in ("adaptive", "standard"):
         raise ValueError(f"retry_mode must be 'adaptive' or 'standard', got {retry_mode!r}")
-    if max_attempts < 1:
-        raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+    if max_attempts < 0:
+        raise ValueError(f"max_attempts (retries) must be >= 0, got {max_attempts}")
     return Config(retries={"mode": retry_mode, "max_attempts": max_attempts})
 
 
