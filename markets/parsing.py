@@ -140,7 +140,7 @@ def check_report(report: ParseReport, policy: BadRowPolicy = DEFAULT_POLICY) -> 
     raise InputError(
         report.file,
         where or first.location,
-        f"{first.reason} ({limit}; {report.rows_bad} of {report.rows_read} bad)",
+        f"{limit}; {report.rows_bad} of {report.rows_read} rows bad, first: {first.reason}",
         got=first.text or None,
     )
 

@@ -542,3 +542,38 @@ def test_fleet_membership_errors_are_bad_rows(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="line 2"):
         load_fleet_trace(path)
     assert np.isin(FLEET_COLUMNS, list(df.columns)).all()
+
+
+# --- row bookkeeping -------------------------------------------------------------
+
+
+def test_line_numbers_are_physical_lines_with_blank_lines_and_quotes(tmp_path: Path) -> None:
+    text = (
+        "Timestamp,AvailabilityZone,InstanceType,SpotPrice\r\n"
+        "\r\n"
+        "2021-04-01T00:00:00Z,us-east-1a,p3.2xlarge,0.9\r\n"
+        "\r\n"
+        "2021-04-01T01:00:00Z,us-east-1a,p3.2xlarge,-1\r\n"
+    )
+    plain = tmp_path / "blank.csv"
+    plain.write_text(text)
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text(text.replace("us-east-1a", '"us-east-1a"'))
+    for path in (plain, quoted):  # fast path, then the csv-module path
+        df = load_aws_spot_prices(path, policy=BadRowPolicy(max_share=0.5))
+        report = get_report(df)
+        assert report is not None and (report.rows_read, report.rows_bad) == (2, 1)
+        bad = report.bad_examples[0]
+        assert bad.location == "line 5" and "SpotPrice" in bad.reason
+        assert bad.text.endswith("p3.2xlarge,-1")
+        assert df["zone"].tolist() == ["us-east-1a"]
+
+
+def test_error_message_names_file_lines_and_expectation(tmp_path: Path) -> None:
+    rows = [(f"2021-04-01T00:00:{i:02d}Z", "nowhere", "p3.2xlarge", "1") for i in range(3)]
+    path = _aws_csv(tmp_path / "zones.csv", rows)
+    with pytest.raises(InputError) as err:
+        load_aws_spot_prices(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: line 2, line 3, line 4: expected at most 1 % bad rows")
+    assert "3 of 3 rows bad, first: AvailabilityZone is not a zone name" in msg
