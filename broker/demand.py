@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 from pydantic import ValidationError
 
 from broker.forecast import HOUR, Forecast, forecast_hour_of_week, hourly_index
 from markets.errors import InputError
-from policies.workloads import DemandShape, WorkloadClass, WorkloadSet, input_error_from
+from policies.input_errors import input_error_from, read_yaml
+from policies.workloads import DemandShape, WorkloadClass, WorkloadSet
 
 __all__ = ["DemandSet", "Forecast", "forecast_hour_of_week", "load_demand"]
 
@@ -335,13 +335,10 @@ def _read_yaml(
     seed: int,
 ) -> tuple[dict[str, pd.Series], pd.DatetimeIndex]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(source, None, f"a readable UTF-8 YAML file ({e})") from e
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
-        raise InputError(source, where, f"valid YAML ({e.problem})") from e
+    data = read_yaml(text, source)
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), dict):
         raise InputError(source, "workloads", "a mapping of serving workload name to demand")
     unknown = sorted(set(data) - {"start", "hours", "workloads"})

@@ -1,10 +1,10 @@
-"""Workload classes and their cost policies, read from a validated YAML file.
+"""Workloads and the fleet, read from a validated YAML file.
 
-Owns: ``WorkloadClass``, the per-class defaults (``ClassPolicy``,
-``ClassDefaults``), the inline serving demand shape (``DemandShape``), one
-``Workload`` and the ``WorkloadSet`` with fleet-wide budgets; ``load_workloads``
-turns any problem in a file into one ``InputError`` naming the file, the field
-path (``workloads[2].max_spot_share``) and what was expected.
+Owns: one ``Workload`` (a named demand with a class and a contract) and the
+``WorkloadSet`` with fleet-wide dollar limits; ``load_workloads`` turns any
+problem in a file into one ``InputError`` naming the file, the field path
+(``workloads[2].max_spot_share``) and what was expected. The classes and
+their defaults live in ``policies.workload_classes`` (re-exported here).
 
 Must not: know markets or prices (whether an instance type exists is the
 caller's check against its catalog), build demand curves (``broker.demand``)
@@ -18,7 +18,7 @@ A type without a stated factor gets the caller's default (``throughput_of``):
 the catalog's per-GPU factor relative to a V100, or 1.0. A workload whose
 reference is not a V100 should state the factor of every type it lists.
 
-A file looks like::
+A file looks like (the shipped example is ``policies/examples/workloads.yaml``)::
 
     class_defaults:            # optional: override the built-in defaults
       serving: {max_spot_share: 0.2}
@@ -33,24 +33,24 @@ A file looks like::
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from importlib import resources
 from pathlib import Path
 from typing import Any, Self
 
-import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from markets.errors import InputError
+from policies.input_errors import FieldError, StrictModel, input_error_from, read_yaml
+from policies.workload_classes import (
+    BUILTIN_CLASS_DEFAULTS,
+    ClassDefaults,
+    ClassPolicy,
+    DemandShape,
+    WorkloadClass,
+)
 
 __all__ = [
+    "BUILTIN_CLASS_DEFAULTS",
     "ClassDefaults",
     "ClassPolicy",
     "DemandShape",
@@ -64,166 +64,6 @@ __all__ = [
 ]
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-
-
-class WorkloadClass(StrEnum):
-    """What a workload's demand looks like and how it may be served.
-
-    ``research`` is accepted as another name for ``batch``.
-    """
-
-    SERVING = "serving"
-    TRAINING = "training"
-    BATCH = "batch"
-
-    @classmethod
-    def _missing_(cls, value: object) -> WorkloadClass | None:
-        if isinstance(value, str) and value.strip().lower() == "research":
-            return cls.BATCH
-        return None
-
-
-class _FieldError(ValueError):
-    """A cross-field check that failed; ``field`` is appended to the error path."""
-
-    def __init__(self, field: str, message: str, got: object = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.got = got
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-class ClassPolicy(_Strict):
-    """Defaults a workload of one class gets for every field it leaves out."""
-
-    max_spot_share: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
-    max_zone_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
-    max_pool_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
-    unmet_penalty_usd_per_unit_hour: float = Field(default=15.0, gt=0.0, allow_inf_nan=False)
-    priority: int = 1
-    checkpoint_write_seconds: float = Field(default=60.0, ge=0.0, allow_inf_nan=False)
-    restart_minutes: float = Field(default=10.0, ge=0.0, allow_inf_nan=False)
-    min_on_non_revocable: bool = False
-    restart_tolerant: bool = True
-    min_dwell_minutes: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
-
-
-# The built-in per-class defaults (economics.md section 4), all overridable in a
-# file's ``class_defaults``. Shares: at most half of a workload's spot in one
-# zone or one pool, so one zone's correlated revocations (83-97 % followed by
-# another within 5 min, SkyServe) cannot take more than half of it.
-_BATCH_PENALTY = 15.0  # $/unit-hour: above the dearest on-demand GPU-hour we list
-# (p5.48xlarge $98.32/h / 8 GPUs = $12.29), so leaving batch work undone never
-# looks cheaper than buying it on-demand.
-BUILTIN_CLASS_DEFAULTS: dict[WorkloadClass, dict[str, Any]] = {
-    WorkloadClass.SERVING: {
-        # 70 % of every hour's demand on committed/on-demand; spot only above it.
-        "max_spot_share": 0.3,
-        # An unmet serving unit costs 5-10x a batch unit-hour (economics.md s4): 10x.
-        "unmet_penalty_usd_per_unit_hour": 10 * _BATCH_PENALTY,
-        "priority": 3,
-        "checkpoint_write_seconds": 0.0,  # stateless replicas
-        "restart_minutes": 3.0,  # replica cold start ~3 min for a large model (s7)
-        "restart_tolerant": False,
-    },
-    WorkloadClass.TRAINING: {
-        "max_spot_share": 1.0,  # the gang minimum is protected by min_on_non_revocable
-        # A lost training hour delays a deadline but is recoverable: 3x batch.
-        "unmet_penalty_usd_per_unit_hour": 3 * _BATCH_PENALTY,
-        "priority": 2,
-        "checkpoint_write_seconds": 180.0,  # 3-5 min for a 175B checkpoint (s2)
-        "restart_minutes": 30.0,  # 20 min reload + 10 min warm-up (golden example C)
-        "min_on_non_revocable": True,
-        "restart_tolerant": True,
-        # Resizes cost 10-60 s of rendezvous or minutes of re-sharding (s6);
-        # an hour between resizes keeps that well under 2 % of the time.
-        "min_dwell_minutes": 60.0,
-    },
-    WorkloadClass.BATCH: {
-        "max_spot_share": 1.0,  # spot-first
-        "unmet_penalty_usd_per_unit_hour": _BATCH_PENALTY,
-        "priority": 1,
-        "checkpoint_write_seconds": 60.0,
-        "restart_minutes": 10.0,
-        "restart_tolerant": True,
-    },
-}
-
-
-class ClassDefaults(_Strict):
-    """Per-class defaults; a partial override keeps the built-in rest of its class."""
-
-    serving: ClassPolicy = Field(
-        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.SERVING])
-    )
-    training: ClassPolicy = Field(
-        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.TRAINING])
-    )
-    batch: ClassPolicy = Field(
-        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.BATCH])
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _merge_builtin(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        out = dict(data)
-        for wc in WorkloadClass:
-            given = out.get(wc.value)
-            if isinstance(given, dict):
-                out[wc.value] = {**BUILTIN_CLASS_DEFAULTS[wc], **given}
-        return out
-
-    def for_class(self, workload_class: WorkloadClass) -> ClassPolicy:
-        policy: ClassPolicy = getattr(self, WorkloadClass(workload_class).value)
-        return policy
-
-
-class DemandShape(_Strict):
-    """A serving curve: ``base_units`` all day, ``peak_units`` in a daily window.
-
-    Hours are UTC hours of the day; the window is ``[peak_start_hour,
-    peak_end_hour)`` and wraps past midnight when start > end. On Saturdays and
-    Sundays the part above the base is scaled by ``weekend_factor`` (the steady
-    base stays: weekends lose peaks, not the base load).
-    """
-
-    base_units: float = Field(ge=0.0, allow_inf_nan=False)
-    peak_units: float = Field(ge=0.0, allow_inf_nan=False)
-    peak_start_hour: int = Field(default=9, ge=0, le=23)
-    peak_end_hour: int = Field(default=21, ge=0, le=24)
-    weekend_factor: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
-
-    @model_validator(mode="after")
-    def _check(self) -> Self:
-        if self.peak_units < self.base_units:
-            raise _FieldError(
-                "peak_units",
-                f"peak_units >= base_units ({self.base_units:g})",
-                self.peak_units,
-            )
-        if self.peak_start_hour == self.peak_end_hour % 24:
-            raise _FieldError(
-                "peak_end_hour",
-                f"an hour different from peak_start_hour ({self.peak_start_hour})",
-                self.peak_end_hour,
-            )
-        return self
-
-    def in_peak(self, hour_of_day: int) -> bool:
-        s, e = self.peak_start_hour, self.peak_end_hour
-        return s <= hour_of_day < e if s < e else (hour_of_day >= s or hour_of_day < e)
-
-    def units_at(self, hour_of_day: int, *, weekend: bool = False) -> float:
-        """Demand in reference units at one UTC hour of the day."""
-        if not self.in_peak(hour_of_day):
-            return self.base_units
-        extra = self.peak_units - self.base_units
-        return self.base_units + extra * (self.weekend_factor if weekend else 1.0)
 
 
 # Which class-specific fields apply to which classes (the rest are common).
@@ -262,7 +102,7 @@ def _fill_defaults(data: dict[str, Any], defaults: ClassDefaults) -> dict[str, A
     return out
 
 
-class Workload(_Strict):
+class Workload(StrictModel):
     """A named demand with a class and a contract (see the module docstring for units).
 
     Fields left out take the class's default (``ClassDefaults``). Class
@@ -329,7 +169,7 @@ class Workload(_Strict):
     def _positive_factors(cls, v: dict[str, float]) -> dict[str, float]:
         for itype, factor in v.items():
             if not factor > 0 or factor == float("inf"):
-                raise _FieldError(itype, "a finite throughput factor > 0", factor)
+                raise FieldError(itype, "a finite throughput factor > 0", factor)
         return v
 
     @model_validator(mode="after")
@@ -338,10 +178,10 @@ class Workload(_Strict):
         for key in sorted(self.model_fields_set & _APPLIES_TO.keys()):
             if wc not in _APPLIES_TO[key]:
                 allowed = " or ".join(sorted(c.value for c in _APPLIES_TO[key]))
-                raise _FieldError(key, f"no {key} on a {wc.value} workload ({allowed} only)")
+                raise FieldError(key, f"no {key} on a {wc.value} workload ({allowed} only)")
         unlisted = sorted(set(self.throughput) - set(self.instance_types))
         if unlisted:
-            raise _FieldError(
+            raise FieldError(
                 f"throughput.{unlisted[0]}",
                 "an instance type that is also listed in instance_types",
                 unlisted[0],
@@ -350,30 +190,30 @@ class Workload(_Strict):
             self._check_gang()
         if wc is not WorkloadClass.SERVING:
             if self.unit_hours is None:
-                raise _FieldError("unit_hours", f"the total work of a {wc.value} workload")
+                raise FieldError("unit_hours", f"the total work of a {wc.value} workload")
             self._check_deadline()
         return self
 
     def _check_gang(self) -> None:
         if self.min_units < 1:
-            raise _FieldError("min_units", "a gang size of at least 1 unit", self.min_units)
+            raise FieldError("min_units", "a gang size of at least 1 unit", self.min_units)
         if self.max_units is None:
             if self.elastic:
-                raise _FieldError("max_units", "a maximum size for an elastic job")
+                raise FieldError("max_units", "a maximum size for an elastic job")
             object.__setattr__(self, "max_units", self.min_units)
         assert self.max_units is not None
         if self.max_units < self.min_units:
-            raise _FieldError(
+            raise FieldError(
                 "max_units", f"max_units >= min_units ({self.min_units})", self.max_units
             )
         if not self.elastic and self.max_units != self.min_units:
-            raise _FieldError(
+            raise FieldError(
                 "max_units",
                 f"max_units == min_units ({self.min_units}) for a job with elastic: false",
                 self.max_units,
             )
         if (self.max_units - self.min_units) % self.step_units:
-            raise _FieldError(
+            raise FieldError(
                 "step_units",
                 f"a step that divides max_units - min_units ({self.max_units - self.min_units})",
                 self.step_units,
@@ -387,7 +227,7 @@ class Workload(_Strict):
         best = max(self.throughput_of(t) for t in self.instance_types)
         needed_hours = self.unit_hours / (self.max_units * best)
         if needed_hours > self.deadline_hours:
-            raise _FieldError(
+            raise FieldError(
                 "deadline_hours",
                 f"at least {needed_hours:g} h: {self.unit_hours:g} unit-hours need that long "
                 f"at max_units {self.max_units} and best throughput {best:g}",
@@ -431,7 +271,7 @@ class Workload(_Strict):
         return self.restart_minutes / 60.0
 
 
-class WorkloadSet(_Strict):
+class WorkloadSet(StrictModel):
     """The workloads, their class defaults and fleet-wide dollar limits."""
 
     class_defaults: ClassDefaults = Field(default_factory=ClassDefaults)
@@ -461,7 +301,7 @@ class WorkloadSet(_Strict):
         seen: set[str] = set()
         for i, w in enumerate(self.workloads):
             if w.name in seen:
-                raise _FieldError(f"workloads[{i}].name", "a name not used before", w.name)
+                raise FieldError(f"workloads[{i}].name", "a name not used before", w.name)
             seen.add(w.name)
         return self
 
@@ -481,75 +321,6 @@ class WorkloadSet(_Strict):
     def instance_types(self) -> list[str]:
         """Every acceptable instance type of any workload, first mention first."""
         return list(dict.fromkeys(t for w in self.workloads for t in w.instance_types))
-
-
-# --- reading files ------------------------------------------------------------------
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key repeated in one mapping (PyYAML keeps the last)."""
-
-
-def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
-
-
-def _loc_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _expected(err: dict[str, Any]) -> str:
-    kind, msg = err["type"], str(err["msg"])
-    if kind == "missing":
-        return "this required field"
-    if kind == "extra_forbidden":
-        return "a known field name (no field is called that)"
-    if kind == "too_short":
-        return f"at least {(err.get('ctx') or {}).get('min_length', 1)} item(s)"
-    for prefix in ("Input should be ", "Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            rest = msg[len(prefix) :]
-            return f"a value {rest}" if rest.startswith(("less", "greater")) else rest
-    return msg[:1].lower() + msg[1:]
-
-
-def input_error_from(source: str, exc: ValidationError, prefix: str = "") -> InputError:
-    """The first pydantic error as one InputError: field path, plain expectation, input.
-
-    ``prefix`` is prepended to the path (a model validated inside a larger file).
-    """
-    first = exc.errors(include_url=False)[0]
-    err: dict[str, Any] = dict(first)
-    loc: tuple[int | str, ...] = tuple(first["loc"])
-    got = None if first["type"] == "missing" else first.get("input")
-    cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, _FieldError):
-        loc, expected, got = (*loc, cause.field), str(cause), cause.got
-    else:
-        expected = _expected(err)
-    if isinstance(got, dict | list):
-        got = None  # a whole mapping is noise on one line
-    path = _loc_path(loc)
-    if prefix:
-        path = f"{prefix}{'' if not path or path.startswith('[') else '.'}{path}"
-    return InputError(source, path or None, expected, got=got)
 
 
 def parse_workloads(
@@ -592,14 +363,7 @@ def load_workloads(path: str | Path, *, demand_supplied: bool = False) -> Worklo
 
 
 def _parse_text(text: str, source: str, *, demand_supplied: bool) -> WorkloadSet:
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
-        raise InputError(source, where, f"valid YAML ({e.problem or e.context})") from e
-    except yaml.YAMLError as e:
-        raise InputError(source, None, f"valid YAML ({e})") from e
+    data = read_yaml(text, source)
     return parse_workloads(data, source=source, demand_supplied=demand_supplied)
 
 
