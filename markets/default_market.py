@@ -15,7 +15,8 @@ The model, per zone and pool (time in hours since the history's origin):
   exponential spells. During a crunch each pool of the zone is, for the whole
   spell, either short of spot capacity or not (drawn per spell with the pool's
   participation ``q``): pools of a zone go short together, and a pool is "all or
-  none". ``spot_available`` is the share of each hour spot could be had.
+  none". ``spot_available`` is the share of each hour spot could be had. The
+  placement score follows it (last day's share and the instant), not the hazard.
 - *Revocations* (zone): bursts arrive as a Poisson process, more often during a
   crunch; each burst is several events minutes apart, each event landing on a
   pool of the zone in proportion to its hazard. A pool's event rate is its
@@ -38,6 +39,7 @@ import numpy as np
 from markets import catalog
 from markets.clock import ensure_utc
 from markets.errors import InputError
+from markets.interruptions import monthly_share_to_rate
 from markets.model import (
     Hazard,
     HazardSource,
@@ -51,13 +53,19 @@ from markets.model import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_START", "DefaultMarket", "PoolModel", "ZoneModel", "open_default_market"]
+__all__ = [
+    "DEFAULT_START",
+    "DefaultMarket",
+    "PoolModel",
+    "ZoneModel",
+    "bucket_hazard_band",
+    "open_default_market",
+]
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 
 # --- Calibration: every figure with its source ------------------------------
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
-HOURS_PER_MONTH = 720.0  # advisor buckets count over "the trailing month": 30 days
 WARMUP_HOURS = 168  # history generated before ``start`` so a snapshot at start has a past
 TRAILING_SHARE_HOURS = 168.0  # ``available_share`` of a snapshot: the last 7 days
 PLACEMENT_WINDOW_HOURS = 24.0  # placement score looks at the last day's fulfilment
@@ -90,17 +98,20 @@ CRUNCH_MEAN_HOURS_RANGE = (1.0, 6.0)
 # 16-node clusters, economics.md section 7).
 PARTICIPATION_FLOOR, PARTICIPATION_BETA = 0.7, (3.0, 1.0)
 
-# AWS Spot Instance Advisor buckets of monthly interruption frequency
-# (economics.md section 7; shared/data/aws-spot-advisor "ranges"): <5 %, 5-10 %,
-# 10-15 %, 15-20 %, >20 %. The top bucket is open; we cap it at 30 a month (one
-# a day) and draw it log-uniform: the 1-node GPU traces in shared/data show
-# 2-9 losses per available day, a tail beyond the advisor's regional average.
-BUCKET_EDGES_PER_MONTH = (0.0, 0.05, 0.10, 0.15, 0.20, 30.0)
+# AWS Spot Instance Advisor buckets (economics.md section 7; shared/data/aws-spot-
+# advisor "ranges"): share of instances reclaimed over a month, <5 %, 5-10 %,
+# 10-15 %, 15-20 %, >20 %, read as a constant hazard -ln(1 - share) / 730 h as
+# markets.interruptions does. The top bucket is open: its hazard is drawn
+# log-uniform up to one a day (assumption; the 1-node GPU traces in shared/data
+# lose spot 2-9 times per available day, counting capacity loss, which this
+# model keeps in ``spot_available``).
+BUCKET_SHARE_EDGES = (0.0, 0.05, 0.10, 0.15, 0.20)
 BUCKET_LABELS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
+TOP_BUCKET_MAX_PER_HOUR = 1.0 / 24.0
+BUCKET0_FLOOR_SHARE = 0.005  # assumption: no pool is revocation-free
 # Advisor snapshot 2025-06-28, this catalog's AWS types in us-east-1, us-west-2
 # and eu-west-1: 3, 2, 7, 3 and 45 of 60 (type, region) pairs per bucket.
 BUCKET_WEIGHTS = (0.05, 0.05, 0.10, 0.05, 0.75)
-BUCKET0_FLOOR_PER_MONTH = 0.005  # assumption: no pool is revocation-free
 # "83-97 % [of preemptions] are followed by another in the same zone within 5
 # minutes" (SkyServe, EuroSys 2025; economics.md section 7). A burst of
 # Geometric(mean 10) events leaves 1 in 10 without a follower: ~90 %.
@@ -144,6 +155,12 @@ class _ZonePath:
     down_knots: dict[str, tuple[FloatArray, FloatArray]]  # pool -> (t, cumulative down hours)
     affected: dict[str, np.ndarray[Any, np.dtype[np.bool_]]]
     events: dict[str, FloatArray]  # pool -> sorted revocation times
+
+
+def bucket_hazard_band(bucket: int) -> tuple[float, float]:
+    """Hazard per hour held at the edges of an advisor-like bucket (0-4)."""
+    rates = [monthly_share_to_rate(s) for s in BUCKET_SHARE_EDGES] + [TOP_BUCKET_MAX_PER_HOUR]
+    return rates[bucket], rates[bucket + 1]
 
 
 def _rng(seed: int, stream: int, key: str) -> np.random.Generator:
@@ -271,17 +288,20 @@ class DefaultMarket:
     def _draw_pool(self, pool: Pool) -> PoolModel:
         rng = _rng(self.seed, 2, pool.key)
         bucket = int(rng.choice(len(BUCKET_WEIGHTS), p=BUCKET_WEIGHTS))
-        lo, hi = BUCKET_EDGES_PER_MONTH[bucket], BUCKET_EDGES_PER_MONTH[bucket + 1]
+        lo, hi = bucket_hazard_band(bucket)
         if bucket == len(BUCKET_WEIGHTS) - 1:  # open top bucket: log-uniform
-            per_month = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+            hazard = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
         else:
-            per_month = float(rng.uniform(max(lo, BUCKET0_FLOOR_PER_MONTH), hi))
+            share = rng.uniform(
+                max(BUCKET_SHARE_EDGES[bucket], BUCKET0_FLOOR_SHARE), BUCKET_SHARE_EDGES[bucket + 1]
+            )
+            hazard = monthly_share_to_rate(float(share))
         q = PARTICIPATION_FLOOR + (1.0 - PARTICIPATION_FLOOR) * float(rng.beta(*PARTICIPATION_BETA))
         disc_rng = _rng(self.seed, 3, self._price_key(pool))
         disc = SPOT_DISCOUNT_MIN + (SPOT_DISCOUNT_MAX - SPOT_DISCOUNT_MIN) * float(
             disc_rng.beta(*SPOT_DISCOUNT_BETA)
         )
-        return PoolModel(pool, bucket, per_month / HOURS_PER_MONTH, q, disc)
+        return PoolModel(pool, bucket, hazard, q, disc)
 
     @staticmethod
     def _price_key(pool: Pool) -> str:
@@ -465,9 +485,11 @@ class DefaultMarket:
     def hourly(self, start: datetime, hours: int) -> pd.DataFrame:
         """One row per (hour, pool), hour-major; ``start`` is floored to the hour.
 
-        ``spot_available``: share of the hour spot could be had; ``revocations``:
-        revocation events of the pool in the hour (a single instance held and
-        replaced in the pool would see these).
+        ``spot_available``: share of the hour in which spot could be had (a
+        request would be fulfilled); a shortage stops new spot, it does not by
+        itself take back what is held. ``revocations``: revocation events of the
+        pool in the hour, what one instance held there (and replaced at once in
+        the same pool) would see; the hazard is their rate per hour held.
         """
         import pandas as pd
 

@@ -236,23 +236,22 @@ def test_revocations_cluster_within_five_minutes_in_a_zone(market: dm.DefaultMar
 
 def test_revocation_rates_match_the_advisor_buckets(market: dm.DefaultMarket) -> None:
     start, end = market.span()
-    months = DAYS * 24 / dm.HOURS_PER_MONTH
+    hours = DAYS * 24.0
     count: dict[int, int] = defaultdict(int)
     expected: dict[int, float] = defaultdict(float)
+    pool_hours: dict[int, float] = defaultdict(float)
     for p in market.pools():
         m = market.pool_model(p.key)
-        lo, hi = dm.BUCKET_EDGES_PER_MONTH[m.bucket], dm.BUCKET_EDGES_PER_MONTH[m.bucket + 1]
-        assert lo <= m.hazard_per_hour * dm.HOURS_PER_MONTH <= hi
+        lo, hi = dm.bucket_hazard_band(m.bucket)
+        assert lo <= m.hazard_per_hour <= hi
         count[m.bucket] += len(market.revocation_events(p.key, start, end))
-        expected[m.bucket] += m.hazard_per_hour * dm.HOURS_PER_MONTH * months
+        expected[m.bucket] += m.hazard_per_hour * hours
+        pool_hours[m.bucket] += hours
     top = len(dm.BUCKET_WEIGHTS) - 1
     assert count[top] == pytest.approx(expected[top], rel=0.15)
+    assert count[top] / pool_hours[top] > dm.bucket_hazard_band(top)[0]
     for b in range(top):  # few events: within 4 Poisson sds of the bucket's edges
-        n_months = sum(months for p in market.pools() if market.pool_model(p.key).bucket == b)
-        lo, hi = (
-            dm.BUCKET_EDGES_PER_MONTH[b] * n_months,
-            dm.BUCKET_EDGES_PER_MONTH[b + 1] * n_months,
-        )
+        lo, hi = (r * pool_hours[b] for r in dm.bucket_hazard_band(b))
         assert lo - 4 * np.sqrt(lo) - 1 <= count[b] <= hi + 4 * np.sqrt(hi) + 1, b
     # GPU types are mostly in the top bucket, as in the advisor snapshot.
     buckets = [market.pool_model(p.key).bucket for p in market.pools()]
