@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +40,25 @@ from markets.errors import InputError
 from policies.input_errors import input_error_from, read_yaml
 from policies.workloads import DemandShape, WorkloadClass, WorkloadSet
 
-__all__ = ["DemandSet", "Forecast", "forecast_hour_of_week", "load_demand"]
+__all__ = ["DemandSet", "Forecast", "example_demand_path", "forecast_hour_of_week", "load_demand"]
 
 DEFAULT_NOISE = 0.03  # 3 % hour-to-hour jitter on shape curves: "a little noise"
 
 
-def _shape_curve(shape: DemandShape, index: pd.DatetimeIndex) -> np.ndarray:
+def _from_shape(
+    shape: DemandShape, index: pd.DatetimeIndex, name: str, seed: int, noise: float
+) -> pd.Series:
+    """The shape's curve on ``index`` times (1 + noise * N(0, 1)), seeded per name."""
     hod = index.hour.to_numpy()
     s, e = shape.peak_start_hour, shape.peak_end_hour
     in_peak = (hod >= s) & (hod < e) if s < e else (hod >= s) | (hod < e)
     weekend = index.day_of_week.to_numpy() >= 5
     extra = (shape.peak_units - shape.base_units) * np.where(weekend, shape.weekend_factor, 1.0)
-    return np.where(in_peak, shape.base_units + extra, shape.base_units).astype(float)
+    curve = np.where(in_peak, shape.base_units + extra, shape.base_units)
+    # Per-name stream: adding a workload leaves the other curves unchanged.
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    values = np.clip(curve * (1.0 + noise * rng.standard_normal(len(curve))), 0.0, None)
+    return pd.Series(values, index=index, name=name, dtype=float)
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,11 +83,8 @@ class DemandSet:
         *,
         noise: float = DEFAULT_NOISE,
     ) -> DemandSet:
-        """Curves from every serving workload's inline shape, with seeded noise.
-
-        Each workload's noise stream depends only on ``seed`` and its name, so
-        adding a workload does not change the others' curves.
-        """
+        """Curves from every serving workload's inline shape, with seeded noise
+        (each workload's stream depends only on ``seed`` and its name)."""
         index = hourly_index(start, hours)
         out: dict[str, pd.Series] = {}
         for w in workloads.of_class(WorkloadClass.SERVING):
@@ -87,7 +92,7 @@ class DemandSet:
                 raise InputError(
                     "workloads", f"{w.name}.demand", "an inline demand shape or a demand file"
                 )
-            out[w.name] = _noisy(_shape_curve(w.demand, index), index, w.name, seed, noise)
+            out[w.name] = _from_shape(w.demand, index, w.name, seed, noise)
         return cls(serving=out, index=index)
 
     def names(self) -> list[str]:
@@ -136,14 +141,6 @@ class DemandSet:
         }
 
 
-def _noisy(
-    curve: np.ndarray, index: pd.DatetimeIndex, name: str, seed: int, noise: float
-) -> pd.Series:
-    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
-    values = np.clip(curve * (1.0 + noise * rng.standard_normal(len(curve))), 0.0, None)
-    return pd.Series(values, index=index, name=name, dtype=float)
-
-
 # --- reading demand files --------------------------------------------------------------
 
 
@@ -174,8 +171,14 @@ def load_demand(
             raise InputError(
                 source, None, f"demand for serving workload {w.name!r} (it has no inline shape)"
             )
-        serving[w.name] = _noisy(_shape_curve(w.demand, index), index, w.name, seed, DEFAULT_NOISE)
+        serving[w.name] = _from_shape(w.demand, index, w.name, seed, DEFAULT_NOISE)
     return DemandSet(serving=serving, index=index, source=source)
+
+
+def example_demand_path() -> Path:
+    """The shipped example: 6 weeks of hourly ``chat-api`` demand from 2026-01-05
+    (the built-in workloads' serving shape, seed 2026), for ``--demand``."""
+    return Path(str(resources.files("broker").joinpath("examples/demand.csv")))
 
 
 def _check_name(source: str, where: str, name: str, workloads: WorkloadSet) -> None:
@@ -364,7 +367,7 @@ def _read_yaml(
                 shape = DemandShape.model_validate(entry)
             except ValidationError as e:
                 raise input_error_from(source, e, prefix=where) from e
-            serving[name] = _noisy(_shape_curve(shape, index), index, name, seed, DEFAULT_NOISE)
+            serving[name] = _from_shape(shape, index, name, seed, DEFAULT_NOISE)
         else:
             raise InputError(source, where, "a list of hourly values or a demand shape", got=entry)
     return serving, index

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from broker.demand import DemandSet, forecast_hour_of_week, load_demand
+from broker.demand import DemandSet, example_demand_path, forecast_hour_of_week, load_demand
 from broker.forecast import hourly_index
 from markets.errors import InputError
 from policies.workloads import WorkloadSet, default_workloads, parse_workloads
@@ -260,6 +260,18 @@ def test_csv_error_names_file_line_and_column(
     assert err.field == field
     assert expected in err.expected
     assert str(path) in str(err) and field in str(err)
+
+
+def test_shipped_example_loads_and_forecasts(fleet: WorkloadSet) -> None:
+    d = load_demand(example_demand_path(), fleet)
+    assert d.names() == ["chat-api"] and d.hours == 24 * 7 * 6 and d.start == START
+    shape = fleet.by_name("chat-api").demand
+    assert shape is not None
+    assert d.series("chat-api").max() == pytest.approx(shape.peak_units, rel=0.15)
+    at = START + pd.Timedelta(weeks=2)
+    f = d.forecast(at, 24 * 7 * 4)["chat-api"]
+    actual = d.series("chat-api")[at:]
+    assert np.mean(np.abs(f.point / actual - 1)) < 0.05
 
 
 def test_missing_file(tmp_path: Path, fleet: WorkloadSet) -> None:
