@@ -757,7 +757,7 @@ def test_from_settings_sets_botocore_retry_mode_on_every_client(mode: str) -> No
         endpoint_url="http://127.0.0.1:9",  # never contacted
         instance_types=["g5.xlarge"],
     )
-    clients = [*market._ec2.values(), market._pricing]
+    clients = [*market.ec2_clients.values(), market.pricing_client]
     assert len(clients) == 3
     for c in clients:
         assert isinstance(c, BaseClient)

@@ -22,16 +22,16 @@ or estimate hazards from history (``markets.interruptions`` does).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar, cast
 
-from markets import catalog, ttl
+from markets import ttl
 from markets.aws.hazard import advisor_hazard, assumed_hazard
 from markets.aws.inventory import Zone, fetch_instance_types, fetch_offerings, fetch_zones
-from markets.aws.pricing import fetch_on_demand, fetch_reserved
+from markets.aws.options import REGION_PATTERN, TYPE_PATTERN, parse_names
+from markets.aws.pricing import catalog_on_demand, fetch_on_demand, fetch_reserved
 from markets.aws.rows import SkippedRows
 from markets.aws.sdk import (
     DEFAULT_MAX_ATTEMPTS,
@@ -65,8 +65,11 @@ DEFAULT_HISTORY_DAYS = 7.0
 MAX_HISTORY_DAYS = 90.0
 PlacementMode = Literal["zone", "region", "off"]
 _FUTURE_SKEW = timedelta(minutes=5)
-_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
-_TYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")
+# AwsMarket's keyword options open_aws_market passes on (others are ignored).
+_MARKET_OPTIONS = frozenset(
+    {"zones", "placement_client", "placement", "placement_target_capacity", "reserved"}
+    | {"history_days", "advisor_buckets", "clock"}
+)
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,10 @@ class AwsMarket:
                 "placement_target_capacity", None, ">= 1", got=placement_target_capacity
             )
         self.regions: tuple[str, ...] = tuple(sorted(ec2_clients))
-        self._ec2 = dict(ec2_clients)
-        self._pricing = pricing_client
-        self._placement_client = placement_client or self._ec2[self.regions[0]]
+        # Public and read-only by convention: what the market talks to.
+        self.ec2_clients: Mapping[str, Ec2Api] = dict(ec2_clients)
+        self.pricing_client = pricing_client
+        self._placement_client = placement_client or self.ec2_clients[self.regions[0]]
         self.requested_types: tuple[str, ...] = tuple(sorted(set(instance_types)))
         self._zone_filter = frozenset(zones) if zones else None
         self._placement: PlacementMode = placement
@@ -268,13 +272,13 @@ class AwsMarket:
         return fresh
 
     def _fetch_types(self) -> dict[str, InstanceType]:
-        return fetch_instance_types(self._ec2, self.requested_types, self.skipped)
+        return fetch_instance_types(self.ec2_clients, self.requested_types, self.skipped)
 
     def _zones(self, region: str) -> tuple[Zone, ...]:
         return self._get(
             f"zones/{region}",
             ttl.AVAILABILITY_ZONES_TTL_S,
-            lambda: fetch_zones(self._ec2[region], region, self.skipped),
+            lambda: fetch_zones(self.ec2_clients[region], region, self.skipped),
         ).value
 
     def _offerings(self, region: str, zones: Sequence[Zone]) -> dict[str, tuple[str, ...]]:
@@ -282,15 +286,15 @@ class AwsMarket:
             f"offerings/{region}",
             ttl.INSTANCE_TYPE_OFFERINGS_TTL_S,
             lambda: fetch_offerings(
-                self._ec2[region], region, self.requested_types, zones, self.skipped
+                self.ec2_clients[region], region, self.requested_types, zones, self.skipped
             ),
         ).value
 
     def _on_demand(self) -> dict[tuple[str, str], float]:
         """Pricing API prices, completed from the catalog where it has none."""
         prices: dict[tuple[str, str], float] = {}
-        if self._pricing is not None:
-            client = self._pricing
+        if self.pricing_client is not None:
+            client = self.pricing_client
             try:
                 prices = dict(
                     self._get(
@@ -306,7 +310,7 @@ class AwsMarket:
                 # facts, but not today's, so the snapshot is stale.
                 log.warning("aws on-demand prices unavailable (%s); using the catalog", e)
                 self._stale_parts.add("on_demand")
-        for (region, itype), usd in _catalog_prices(self.regions, self.requested_types):
+        for (region, itype), usd in catalog_on_demand(self.regions, self.requested_types):
             if (region, itype) not in prices:
                 log.info("on-demand price of %s in %s from the catalog", itype, region)
                 prices[(region, itype)] = usd
@@ -318,7 +322,9 @@ class AwsMarket:
         return self._get(
             f"reserved/{region}",
             ttl.RESERVED_PRICE_TTL_S,
-            lambda: fetch_reserved(self._ec2[region], region, self.requested_types, self.skipped),
+            lambda: fetch_reserved(
+                self.ec2_clients[region], region, self.requested_types, self.skipped
+            ),
         ).value
 
     def _spot(self, region: str, zones: Iterable[Zone]) -> _Entry[SpotHistory]:
@@ -328,7 +334,13 @@ class AwsMarket:
             end = self._clock.now()
             start = end - self._history
             points = fetch_spot_history(
-                self._ec2[region], region, self.requested_types, names, start, end, self.skipped
+                self.ec2_clients[region],
+                region,
+                self.requested_types,
+                names,
+                start,
+                end,
+                self.skipped,
             )
             return SpotHistory.build(start, end, points)
 
@@ -351,32 +363,6 @@ class AwsMarket:
         ).value
 
 
-def _catalog_prices(
-    regions: Iterable[str], instance_types: Iterable[str]
-) -> list[tuple[tuple[str, str], float]]:
-    """Catalog list prices for the (region, type) pairs it knows."""
-    out: list[tuple[tuple[str, str], float]] = []
-    for region in regions:
-        for itype in instance_types:
-            if itype not in catalog.CATALOG:
-                continue
-            try:
-                out.append(((region, itype), catalog.list_price(Provider.AWS, region, itype)))
-            except InputError:
-                continue  # the catalog does not price this type in this region
-    return out
-
-
-def _names(value: object, option: str, pattern: re.Pattern[str], what: str) -> tuple[str, ...]:
-    """A CLI-style list option: a comma-separated string or a sequence of names."""
-    items = value.split(",") if isinstance(value, str) else list(cast(Iterable[object], value))
-    names = tuple(sorted({str(v).strip() for v in items if str(v).strip()}))
-    bad = [n for n in names if not pattern.match(n)]
-    if not names or bad:
-        raise InputError(option, None, what, got=", ".join(bad) or value)
-    return names
-
-
 def open_aws_market(
     *,
     regions: object = None,
@@ -395,26 +381,18 @@ def open_aws_market(
     With ``ec2_clients`` (tests) no client is built. Other keyword options go
     to ``AwsMarket``; options meant for other markets are ignored.
     """
-    types = _names(
+    types = parse_names(
         instance_types or DEFAULT_INSTANCE_TYPES,
         "--instance-types",
-        _TYPE_RE,
+        TYPE_PATTERN,
         "names like g5.xlarge",
     )
-    known = {
-        "zones",
-        "placement_client",
-        "placement",
-        "placement_target_capacity",
-        "reserved",
-        "history_days",
-        "advisor_buckets",
-        "clock",
-    }
-    kwargs = {k: v for k, v in options.items() if k in known and v is not None}
+    kwargs = {k: v for k, v in options.items() if k in _MARKET_OPTIONS and v is not None}
     if ec2_clients is not None:
         wanted = (
-            _names(regions, "--regions", _REGION_RE, "names like us-east-1") if regions else None
+            parse_names(regions, "--regions", REGION_PATTERN, "names like us-east-1")
+            if regions
+            else None
         )
         if wanted and not set(wanted) <= set(ec2_clients):
             raise InputError(
@@ -424,8 +402,8 @@ def open_aws_market(
         return AwsMarket(
             ec2_clients=clients, pricing_client=pricing_client, instance_types=types, **kwargs
         )
-    region_names = _names(
-        regions or DEFAULT_REGIONS, "--regions", _REGION_RE, "names like us-east-1"
+    region_names = parse_names(
+        regions or DEFAULT_REGIONS, "--regions", REGION_PATTERN, "names like us-east-1"
     )
     return AwsMarket.from_settings(
         regions=region_names,

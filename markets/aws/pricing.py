@@ -6,6 +6,9 @@ strings: the OnDemand term's hourly ``pricePerUnit.USD``) and
 price of a term = upfront fixed price amortised over the term's hours + usage
 price + hourly recurring charges; the cheapest offering per term wins).
 
+``catalog_on_demand`` gives the embedded catalog's dated list prices, the
+fallback where the Pricing API has no answer.
+
 Must not: cache, or invent prices. Products and offerings that do not parse,
 are not in USD, or do not match the request are skipped and counted.
 """
@@ -13,15 +16,19 @@ are not in USD, or do not match the request are skipped and counted.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from markets import catalog
 from markets.aws.errors import aws_call
 from markets.aws.rows import SkippedRows, parse_usd
 from markets.aws.sdk import Ec2Api, PricingApi
+from markets.errors import InputError
+from markets.model import Provider
 
 __all__ = [
     "SECONDS_PER_TERM",
+    "catalog_on_demand",
     "fetch_on_demand",
     "fetch_reserved",
     "on_demand_filters",
@@ -166,4 +173,21 @@ def fetch_reserved(
                 continue
             key = (itype, years)
             out[key] = min(usd, out.get(key, usd))
+    return out
+
+
+def catalog_on_demand(
+    regions: Iterable[str], instance_types: Iterable[str]
+) -> list[tuple[tuple[str, str], float]]:
+    """``[((region, type), USD per hour)]`` from ``markets.catalog`` for the
+    pairs it prices (dated list prices: a fallback, not today's price)."""
+    out: list[tuple[tuple[str, str], float]] = []
+    for region in regions:
+        for itype in instance_types:
+            if itype not in catalog.CATALOG:
+                continue
+            try:
+                out.append(((region, itype), catalog.list_price(Provider.AWS, region, itype)))
+            except InputError:
+                continue  # the catalog does not price this type in this region
     return out
