@@ -5,8 +5,9 @@ Owns: ``load_aws_spot_prices`` (CSV/CSV.gz with ``Timestamp,AvailabilityZone,
 InstanceType,SpotPrice[,ProductDescription]``, or the API's raw JSON: one page
 ``{"SpotPriceHistory": [...], "NextToken": ...}``, a list of pages, or JSON lines
 of pages or of single records), ``write_price_history`` / ``read_price_history``
-(round-trip CSV, and Parquet when pyarrow is importable). GCP list prices live
-in ``markets.gcp_prices``.
+(round-trip CSV, and Parquet when pyarrow is importable) and ``as_of`` (the
+row in force at a time, per key, for any change-point table). GCP list prices
+are read in ``markets.gcp_prices`` and re-exported here.
 
 Must not: call AWS (``markets.aws`` fetches), or join prices with traces.
 
@@ -43,6 +44,15 @@ import numpy as np
 import pandas as pd
 
 from markets.errors import InputError
+
+# GCP list prices are read in markets.gcp_prices; re-exported here so that
+# every recorded-price loader is importable from one place.
+from markets.gcp_prices import (
+    GCP_PRICE_COLUMNS,
+    HOURS_PER_MONTH,
+    load_gcp_machine_types,
+    load_gcp_prices,
+)
 from markets.parsing import (
     DEFAULT_POLICY,
     BadRowPolicy,
@@ -326,109 +336,6 @@ def read_price_history(path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLIC
     return with_report(df, report)
 
 
-# --- Google Cloud list prices (change points) --------------------------------
-
-GCP_PRICE_COLUMNS = (
-    "valid_from",
-    "provider",
-    "region",
-    "machine_type",
-    "on_demand_usd_per_hour",
-    "spot_usd_per_hour",
-    "committed_1y_usd_per_hour",
-    "committed_3y_usd_per_hour",
-    "snapshot_date",
-)
-_GCP_REQUIRED = ("snapshot_date", "machine_type", "region", "hour", "month_1y", "month_3y")
-# Google prices a month as 730 hours (365 * 24 / 12): "monthly estimates are
-# based on 730 hours" (cloud.google.com/products/calculator; Compute Engine
-# pricing pages). The data agrees: month_spot / hour_spot == 730 in every row.
-HOURS_PER_MONTH = 730.0
-_GCP_NUMERIC = ("hour", "hour_spot", "month", "month_1y", "month_3y", "month_spot")
-
-
-def load_gcp_prices(path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLICY) -> pd.DataFrame:
-    """Load Google Cloud list-price change points into ``GCP_PRICE_COLUMNS``.
-
-    ``valid_from`` is the row's ``generated`` time when present (two snapshots
-    on one day then keep their order), else ``snapshot_date`` 00:00 UTC.
-    Committed prices are the monthly commitment / ``HOURS_PER_MONTH``; spot is
-    ``hour_spot`` (NaN before Google published it, 2023-05). A price of 0 for a
-    committed or spot tier means "not offered" in this data (a snapshot that a
-    same-day one corrected): it becomes NaN and is noted. Sorted by (region,
-    machine_type, valid_from); a price holds until the next row of its key
-    (``as_of``)."""
-    path = Path(path)
-    rows = read_csv_rows(path)
-    require_columns(path, rows.header, _GCP_REQUIRED)
-    raw = rows.frame
-    n = len(raw)
-    snap = pd.to_datetime(raw["snapshot_date"], utc=True, errors="coerce", format="ISO8601")
-    gen = (
-        pd.to_datetime(raw["generated"], utc=True, errors="coerce", format="ISO8601")
-        if "generated" in raw.columns
-        else pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
-    )
-    bad_gen = (
-        gen.isna() & (raw["generated"] != "") if "generated" in raw.columns else gen.isna() & False
-    )
-    nums = {}
-    bad_num = np.zeros(n, dtype=bool)
-    for col in _GCP_NUMERIC:
-        text = raw[col] if col in raw.columns else pd.Series("", index=raw.index, dtype=str)
-        val = pd.to_numeric(text, errors="coerce")
-        bad_num |= (val.isna() & (text != "")).to_numpy() | (val < 0).to_numpy()
-        nums[col] = val.astype(np.float64)
-    machine = raw["machine_type"].str.strip()
-    region = raw["region"].str.strip()
-    reasons = np.select(
-        [
-            snap.isna().to_numpy(),
-            bad_gen.to_numpy(dtype=bool),
-            (machine == "").to_numpy(),
-            (region == "").to_numpy(),
-            bad_num,
-        ],
-        [
-            "snapshot_date is not a date",
-            "generated is not an ISO 8601 time",
-            "machine_type is empty",
-            "region is empty",
-            "a price is not a number >= 0",
-        ],
-        default="",
-    )
-    bad = reasons != ""
-    report = report_from_mask(rows.report, bad, rows.where, reasons, rows.text_of)
-    keep = ~bad
-    zero = 0
-    tiers = {}
-    for out_col, col, scale in (
-        ("spot_usd_per_hour", "hour_spot", 1.0),
-        ("committed_1y_usd_per_hour", "month_1y", HOURS_PER_MONTH),
-        ("committed_3y_usd_per_hour", "month_3y", HOURS_PER_MONTH),
-    ):
-        v = nums[col][keep]
-        zero += int((v == 0).sum())
-        tiers[out_col] = v.where(v > 0) / scale
-    if zero:
-        report = report.note(f"{zero} zero spot/committed prices read as 'not offered' (NaN)")
-    df = pd.DataFrame(
-        {
-            "valid_from": gen[keep].fillna(snap[keep]).dt.as_unit("ns"),
-            "provider": pd.Series("gcp", index=raw.index[keep], dtype=str),
-            "region": region[keep].astype(str),
-            "machine_type": machine[keep].astype(str),
-            "on_demand_usd_per_hour": nums["hour"][keep],
-            **tiers,
-            "snapshot_date": snap[keep].dt.as_unit("ns"),
-        }
-    )
-    df = df.sort_values(["region", "machine_type", "valid_from"], kind="stable")
-    check_report(report, policy)
-    return with_report(df.reset_index(drop=True), report)
-
-
 def as_of(
     df: pd.DataFrame,
     at: object,
@@ -469,68 +376,3 @@ def as_of(
     )
     out = out[out[time_col].notna()].loc[:, ["at", *df.columns]]
     return out.sort_values(["at", *keys], kind="stable").reset_index(drop=True)
-
-
-def load_gcp_machine_types(path: str | Path) -> pd.DataFrame:
-    """``machine_type_attributes.csv`` -> one row per machine type:
-    ``machine_type``, ``family``, ``vcpus`` (float: shared-core e2-micro has
-    0.25), ``memory_gib`` (float),
-    ``gpu_model`` (str or NaN), ``gpus`` (int, 0 without GPUs).
-
-    Every column not known to be a CPU/memory/disk/network attribute is taken
-    as a GPU model column (``a100``, ``l4``, ``h100-80gb`` ...), so a newer file
-    with more GPU columns still reads; a type with two GPU columns is an error."""
-    path = Path(path)
-    rows = read_csv_rows(path)
-    require_columns(path, rows.header, ("machine_type", "cpu", "ram"))
-    raw = rows.frame
-    known = {"machine_type", "cpu", "ram", "type", "bandwidth", "local", "local-ssd", "tier1"}
-    gpu_cols = [c for c in raw.columns if c not in known]
-    cpu = pd.to_numeric(raw["cpu"], errors="coerce")
-    ram = pd.to_numeric(raw["ram"], errors="coerce")
-    # Longest name first: where two GPU columns carry the same count the more
-    # specific one wins (a2-ultragpu sets both "a100" and "a100-80gb").
-    gpu_cols.sort(key=len, reverse=True)
-    gpus = pd.DataFrame(
-        {c: pd.to_numeric(raw[c], errors="coerce").fillna(0) for c in gpu_cols}, index=raw.index
-    )
-    top = gpus.max(axis=1) if gpu_cols else pd.Series(0.0, index=raw.index)
-    conflict = (gpus.gt(0) & gpus.ne(top, axis=0)).any(axis=1).to_numpy()
-    reasons = np.select(
-        [
-            (raw["machine_type"].str.strip() == "").to_numpy(),
-            ~(cpu > 0).to_numpy(dtype=bool),
-            ~(ram > 0).to_numpy(dtype=bool),
-            conflict,
-        ],
-        [
-            "machine_type is empty",
-            "cpu is not a count > 0",
-            "ram is not GiB > 0",
-            "GPU columns disagree on the count",
-        ],
-        default="",
-    )
-    bad = reasons != ""
-    report = report_from_mask(rows.report, bad, rows.where, reasons, rows.text_of)
-    check_report(report)
-    keep = ~bad
-    if gpu_cols:
-        model = gpus[keep].idxmax(axis=1).where(top[keep] > 0)
-    else:
-        model = pd.Series(np.nan, index=raw.index[keep], dtype=object)
-    count = top[keep].astype(np.int64)
-    family = raw["type"] if "type" in raw.columns else raw["machine_type"].str.split("-").str[0]
-    df = pd.DataFrame(
-        {
-            "machine_type": raw["machine_type"][keep].str.strip(),
-            "family": family[keep]
-            .replace("", np.nan)
-            .fillna(raw["machine_type"][keep].str.split("-").str[0]),
-            "vcpus": cpu[keep].astype(np.float64),
-            "memory_gib": ram[keep].astype(np.float64),
-            "gpu_model": model.astype(object),
-            "gpus": count,
-        }
-    )
-    return with_report(df.sort_values("machine_type").reset_index(drop=True), report)
