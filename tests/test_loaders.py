@@ -124,6 +124,15 @@ def test_one_node_traces_store_one_for_not_held(traces: list[SpotTrace]) -> None
         assert len(tr.losses()) == int(((raw[1:] == 1) & (raw[:-1] == 0)).sum())
 
 
+def test_one_node_raw_can_be_read_as_held(tmp_path: Path) -> None:
+    doc = {"metadata": {"gap_seconds": 60}, "data": [0, 1, 1, 0]}
+    path = _trace_file(tmp_path, doc)
+    assert load_spot_trace(path).frame["available"].tolist() == [1, 0, 0, 1]
+    held = load_spot_trace(path, one_node_raw="held")
+    assert held.frame["available"].tolist() == [0, 1, 1, 0]
+    assert held.losses()["t"].tolist() == [utc("2023-01-02T00:03")]
+
+
 @needs_data
 def test_multi_node_trace_counts_nodes_and_is_mostly_all_or_none(
     traces: list[SpotTrace],
