@@ -12,13 +12,17 @@ What the numbers mean
 ---------------------
 The raw value is *not* uniform across trace shapes; we normalise it:
 
-* 1-node traces (availability *and* preemption): ``1`` means spot could **not**
-  be held in that tick (a launch probe failed, or the running instance had been
-  preempted and not yet relaunched), ``0`` means it was held. Source: the
-  authors' simulator ``TraceEnv.spot_available()`` returns ``not trace[tick]``,
-  and their converter writes the collected ``preempted`` column as ``data``.
-  The repository README's generic sentence ("the number of available
-  instances") describes the multi-node traces only.
+* 1-node traces collected in **2022** (``aws-10-26-2022``): ``1`` means spot
+  could **not** be held in that tick (a launch probe failed, or the running
+  instance had been preempted and not yet relaunched), ``0`` means it was held.
+  Source: the authors' simulator ``TraceEnv.spot_available()`` returns
+  ``not trace[tick]``, and their converter writes the collected ``preempted``
+  column as ``data``.
+* 1-node traces collected from **2023** on (``aws-02-15-2023``,
+  ``aws-04-22-2023``, ``gcp-04-30-2023``): ``1`` means spot **was** held, as
+  the repository README says of every trace ("the number of available
+  instances"). Decided on the evidence below (the default ``one_node_raw=None``
+  picks the reading by the folder's start date, ``HELD_READING_FROM``).
 * multi-node traces (``16-node``): the raw value is the **count of nodes that
   could be held** (0..N); the simulator's gang mode treats ``count >= k`` as
   "k nodes available".
@@ -31,20 +35,30 @@ column     dtype                   meaning
 t          datetime64[ns, UTC]     tick start: ``start + i * gap_seconds``
 raw        int64                   the value as stored in the file
 available  int64                   nodes spot could be held for in this tick:
-                                   0/1 for 1-node (``1 - raw``), 0..N multi-node
+                                   0/1 for 1-node (``1 - raw`` or ``raw``, as read
+                                   above), 0..N multi-node
 price      float64 (optional)      spot $/instance-hour per tick, when the file
                                    carries ``prices`` (NaN where null)
 ========== ======================= ==============================================
 
-Evidence the other way, for the record: the AWS 1-node preemption traces and
-GCP us-central1-a start with one ``0`` tick and then a long run of ``1``
-(us-central1-a: one ``0``, then 5,475 ``1``), which reads naturally as
-"launching, then held"; in the 2022-10 traces p3.16xlarge/p2.8xlarge come out
-*more* available than p3.2xlarge/p2.xlarge; and the "0.17-0.91 held across
-nine zones" figure quoted for the 45-day V100 trace fits our three us-west-2
-zones only when read as held (0.88-0.91; read as preempted they give
-0.10-0.12). We follow the authors' code, the only executable definition;
-``one_node_raw="held"`` reads every 1-node trace the other way.
+Why the 2023 files read the other way: (1) the "0.17-0.91 held across nine
+zones" figure quoted for the 45-day V100 trace (shared/data README,
+economics.md section 7) fits our three us-west-2 zones only when read as held:
+0.883 / 0.905 / 0.891 (us-west-2b is the 0.91 top end); read as preempted they
+give 0.095-0.117, below the stated minimum. The upstream us-east-1a file of the
+same collection (skypilot-org/spot-traces, read through the search tool) is
+mostly ``0``: held, it is a low-availability zone, the figure's other end.
+(2) The 2023 preemption traces start with one ``0`` and then ``1``s: GCP
+us-central1-a is one ``0`` then 5,475 ``1`` ("launching, then held" for 45 h;
+read as preempted, the collector would have watched a dead VM for 45 h while
+it relaunched us-east1-b within minutes); us-east1-b holds 6.5 h and 16 h
+with 2- and 16-minute gaps. (3) The April 2023 V100 preemption traces in
+us-west-2b/c then hold 0.79 / 0.73, close to the same zones' 0.88-0.91 two
+months earlier (read as preempted: 0.21 / 0.27). The 2022 files keep the
+simulator's reading although, read so, p3.16xlarge/p2.8xlarge come out *more*
+available than p3.2xlarge/p2.xlarge in three of four cases: nothing as firm
+as the published figure contradicts the authors' code there.
+``one_node_raw="preempted"`` or ``"held"`` forces one reading for every file.
 
 ``SpotTrace.held`` is the uniform boolean "spot could be held" series (all
 ``nodes`` nodes for multi-node traces); ``held_share`` its mean.
@@ -73,6 +87,7 @@ from markets.errors import InputError
 from markets.parsing import read_text
 
 __all__ = [
+    "HELD_READING_FROM",
     "TRACE_INSTANCE_TYPES",
     "OneNodeRaw",
     "SpotTrace",
@@ -86,6 +101,9 @@ TraceKind = Literal["availability", "preemption"]
 # How a 1-node trace's raw value reads: "preempted" (1 = not held; the
 # authors' simulator) or "held" (1 = held). See the module docstring.
 OneNodeRaw = Literal["preempted", "held"]
+# Collections started on or after this date read 1 as held (module docstring:
+# the 2023 files match the published held shares only that way).
+HELD_READING_FROM = datetime(2023, 1, 1, tzinfo=UTC)
 
 # (provider, trace name) -> (instance type, GPUs per node). Sources: AWS EC2
 # P2/P3 instance type pages (p2.xlarge 1 K80, p2.8xlarge 8 K80, p3.2xlarge 1
@@ -247,7 +265,7 @@ def load_spot_trace(
     kind: TraceKind | None = None,
     nodes: int | None = None,
     start: datetime | None = None,
-    one_node_raw: OneNodeRaw = "preempted",
+    one_node_raw: OneNodeRaw | None = None,
 ) -> SpotTrace:
     """Load one trace file. Location facts (provider, start, nodes, kind) come
     from its folders unless given. Any bad value raises ``InputError`` naming
@@ -269,6 +287,8 @@ def load_spot_trace(
             str(path), "data", "a non-empty list of tick values", got=type(data).__name__
         )
     raw = _int_array(path, data, "data", hi=1 if nodes == 1 else nodes)
+    if one_node_raw is None:  # by collection date, see HELD_READING_FROM
+        one_node_raw = "held" if start >= HELD_READING_FROM else "preempted"
     available = (1 - raw) if nodes == 1 and one_node_raw == "preempted" else raw
     t = pd.Timestamp(start) + pd.to_timedelta(np.arange(len(raw)) * gap, unit="s")
     frame = pd.DataFrame({"t": t.as_unit("ns"), "raw": raw, "available": available})
@@ -343,7 +363,7 @@ def _price_array(path: Path, values: Any, n: int) -> np.ndarray[Any, Any]:
 
 
 def load_spot_traces(
-    root: str | Path, *, one_node_raw: OneNodeRaw = "preempted"
+    root: str | Path, *, one_node_raw: OneNodeRaw | None = None
 ) -> list[SpotTrace]:
     """Every ``*.json`` trace under ``root`` (a directory laid out like
     ``shared/data/spot-availability-traces``, or any part of it), sorted by

@@ -333,12 +333,18 @@ def test_real_traces_hazard_and_held_share_are_plausible(real_traces: list[SpotT
         assert est.available_share is not None and 0.0 <= est.available_share <= 1.0
         if tr.kind == "availability" and tr.nodes == 1:
             shares.append(est.available_share)
-        assert est.ci_low_per_hour <= est.rate_per_hour <= est.ci_high_per_hour
+        assert est.ci_low_per_hour <= est.ci_high_per_hour
+        if est.events:
+            # (with no event the posterior shape is the prior's 0.009 pseudo-events:
+            # so skewed that its 95th percentile lies below its mean)
+            assert est.ci_low_per_hour <= est.rate_per_hour <= est.ci_high_per_hour
         if est.exposure_hours >= 24.0:
             observed = est.observed_rate_per_hour
-            assert observed is not None and 0.01 < observed < 5.0, tr.path
-            assert observed > 50 * prior.rate_per_hour  # the advisor prior is a floor
+            assert observed is not None and observed < 5.0, tr.path
             assert est.confidence > 0.5
+            if est.events:  # GCP us-central1-a held 45 h without a preemption
+                assert observed > 0.01, tr.path
+                assert observed > 50 * prior.rate_per_hour  # the advisor prior is a floor
     # data/README: the share of time spot could be held spreads from ~0.17 to ~0.91
     assert min(shares) < 0.2 and max(shares) > 0.8
 
