@@ -11,6 +11,7 @@ Must not: build the model (``model``) or bill a plan (``broker.billing``).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -106,22 +107,8 @@ def _relax_and_fix(
         v.lowBound = v.upBound = n
     for w in problem.workloads.workloads:
         keys = sorted(k for k in built.gang if k[0] == w.name)
-        if not keys:
-            continue
-        assert w.max_units is not None
-        sizes = [0, *w.gang_sizes()]
-        carry = 0.0
-        for key in keys:
-            r, n = built.gang[key]
-            target = w.min_units * _val(r) + w.step_units * _val(n) + carry
-            if target < w.min_units / 2:
-                size = 0
-            else:
-                size = next((z for z in sizes if z >= target - 1e-6), sizes[-1])
-            carry = target - size
-            r.lowBound = r.upBound = 1.0 if size else 0.0
-            steps = (size - w.min_units) // w.step_units if size else 0
-            n.lowBound = n.upBound = float(steps)
+        if keys:
+            _fix_gang(built, w, keys, solver_name, gap, time_limit_s)
     prob.solve(_solver(solver_name, gap, time_limit_s))
     if prob.sol_status != pulp.LpSolutionOptimal:
         # Rounding broke a hard constraint: fall back to the MILP.
@@ -149,6 +136,57 @@ def _relax_and_fix(
         solver = _solver(solver_name, gap, left)
     prob.solve(solver)
     return bound
+
+
+def _fix_gang(
+    built: BuiltModel,
+    w: Any,
+    keys: list[tuple[str, int]],
+    solver_name: str,
+    gap: float,
+    time_limit_s: float,
+) -> None:
+    """Round one training job's gang to whole decisions.
+
+    The relaxation spreads a fractional gang over every block (a gang of 8.5
+    GPUs whose minimum is 16); the integer answer is to run a whole gang in
+    fewer blocks. Try running in the k blocks the relaxation used most, for a
+    few k, with the size left continuous; keep the cheapest k; then round each
+    block's size to an allowed step, carrying the rounding error forward so
+    the cumulative size never falls behind.
+    """
+    prob = built.prob
+    order = sorted(keys, key=lambda k: (-_val(built.gang[k][0]), k[1]))
+    used = sum(_val(built.gang[k][0]) for k in keys)
+    candidates = sorted({min(len(keys), max(1, math.ceil(used * f))) for f in (1, 2)})
+    candidates.append(len(keys))
+    best: tuple[float, int] | None = None
+    for k in dict.fromkeys(candidates):
+        for i, key in enumerate(order):
+            r, _n = built.gang[key]
+            r.lowBound = r.upBound = 1.0 if i < k else 0.0
+        prob.solve(_solver(solver_name, gap, time_limit_s))
+        if prob.sol_status != pulp.LpSolutionOptimal:
+            continue
+        obj = float(pulp.value(prob.objective) or 0.0)
+        if best is None or obj < best[0] - 1e-9:
+            best = (obj, k)
+    k_best = best[1] if best is not None else len(keys)
+    for i, key in enumerate(order):
+        r, _n = built.gang[key]
+        r.lowBound = r.upBound = 1.0 if i < k_best else 0.0
+    prob.solve(_solver(solver_name, gap, time_limit_s))
+    sizes = w.gang_sizes()
+    carry = 0.0
+    for key in keys:
+        r, n = built.gang[key]
+        if _val(r) < 0.5:
+            n.lowBound = n.upBound = 0.0
+            continue
+        target = w.step_units * _val(n) + carry
+        steps = min(len(sizes) - 1, max(0, math.ceil(target / w.step_units - 1e-6)))
+        carry = target - steps * w.step_units
+        n.lowBound = n.upBound = float(steps)
 
 
 def _val(v: Any) -> float:
