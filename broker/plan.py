@@ -132,7 +132,7 @@ class Plan:
         idx = np.repeat(np.arange(len(a)), lengths)
         out = a.iloc[idx].reset_index(drop=True)
         offsets = np.concatenate([np.arange(n) for n in lengths])
-        out["hour"] = out["hour_start"].to_numpy(dtype=int)[idx] + offsets
+        out["hour"] = a["hour_start"].to_numpy(dtype=int)[idx] + offsets
         return out
 
     def explain(self) -> str:

@@ -30,7 +30,8 @@ class CostEntry:
     """One workload on one pool.
 
     ``usd_per_work_hour`` maps a tier to dollars per productive reference
-    unit-hour (``None``: the tier is not offered or not usable).
+    unit-hour (``None``: the tier is not offered or not usable). ``spot_factor``
+    is ``T_total / T_prod`` divided by the pool's expected held share.
     """
 
     workload: str
@@ -121,6 +122,10 @@ def cost_entries(
                 interruption_multiplier=interruption_multiplier,
                 checkpoint_write_seconds=checkpoint_write_seconds,
             )
+            if factor is not None and snap.available_share is not None:
+                # Capacity held only part of the time delivers only that part:
+                # a pool available 40 % of the time costs 1/0.4 per delivered hour.
+                factor = None if snap.available_share <= 0.05 else factor / snap.available_share
         committed = snap.price(Tier.COMMITTED, term_years=term_years)
         prices: dict[Tier, float | None] = {
             Tier.ON_DEMAND: snap.on_demand_usd_per_hour / work,
