@@ -143,7 +143,7 @@ class Plan:
         for c in self.commitments:
             if c.instances:
                 lines.append(
-                    f"commit {c.instances} x {c.group} ({c.instances * c.units} units, "
+                    f"commit {c.instances} x {c.group} ({c.units} units, "
                     f"{c.term_years}-year term, ${c.usd_per_instance_hour:.3f}/instance-hour)"
                 )
         for e in self.explanations.values():

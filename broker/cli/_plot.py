@@ -1,0 +1,48 @@
+"""The what-if chart: cost by tier per scenario, and the committed sweep.
+
+matplotlib is imported only when a chart is asked for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from markets.errors import InputError
+
+
+def plot_whatif(result: Any, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise InputError("--plot", None, "matplotlib installed (pip install matplotlib)") from e
+    ncols = 2 if result.sweep else 1
+    fig, axes = plt.subplots(1, ncols, figsize=(6 * ncols, 4), squeeze=False)
+    ax = axes[0][0]
+    names = [s.name for s in result.scenarios]
+    bottom = [0.0] * len(names)
+    for tier in ("committed", "on_demand", "spot"):
+        vals = [s.bill.by_tier_usd[tier] for s in result.scenarios]
+        ax.bar(names, vals, bottom=bottom, label=tier)
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set_ylabel("USD over the horizon")
+    ax.set_title("cost by tier")
+    ax.legend()
+    ax.tick_params(axis="x", rotation=20)
+    if result.sweep:
+        ax2 = axes[0][1]
+        ax2.plot([p.share_of_peak * 100 for p in result.sweep],
+                 [p.scenario.bill.total_usd for p in result.sweep], marker="o")  # fmt: skip
+        ax2.set_xlabel("committed, % of peak serving demand")
+        ax2.set_ylabel("USD over the horizon")
+        ax2.set_title("committed sweep")
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as e:
+        raise InputError("--plot", None, f"a writable PNG path ({e})", got=str(path)) from e
+    finally:
+        plt.close(fig)

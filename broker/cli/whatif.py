@@ -1,0 +1,292 @@
+"""``spotfolio whatif`` and ``spotfolio plan``: the main job on the command line.
+
+``whatif`` prints, side by side, all on-demand, committed at the quantile rule
++ on-demand, a static ASG-like mix, and Spotfolio's plan, each billed on the
+actual demand and market. ``--json`` prints one object::
+
+    {
+      "schema": "spotfolio.whatif/1",
+      "market": "default", "stale": false, "start": "...", "hours": 720,
+      "scenarios": [
+        {"name": "on_demand" | "committed_quantile" | "static_mix" | "spotfolio",
+         "total_cost_usd": float,
+         "cost_by_tier_usd": {"committed": float, "on_demand": float, "spot": float},
+         "unmet_unit_hours": float,
+         "unmet_unit_hours_by_class": {"serving": float, "training": float, "batch": float},
+         "savings_vs_on_demand": float,          # fraction, 0.3 = 30 % cheaper
+         "expected_revocations": float,
+         "break_glass_usd": float,               # on-demand bought because spot was lost
+         "forecast_error_usd": float,            # on-demand bought because demand beat the forecast
+         "catch_up_usd": float,                  # on-demand to finish jobs behind at the deadline
+         "budget_exceeded_hours": int,
+         "committed_instances": {group: int},
+         "planned_cost_usd": float}
+      ],
+      "committed_sweep": [                       # only with --committed
+        {"share_of_peak": float, "committed_units": float, "group": str,
+         "instances": int, "total_cost_usd": float, "marginal_occupancy": float | null}
+      ],
+      "breakeven_occupancy": float | null,       # a committed unit pays above this occupancy
+      "explanation": [str],                      # the optimizer's reasons, one line each
+      "seconds": {...}
+    }
+
+``plan`` runs one optimization and prints the plan with its explanation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from broker.cli._output import console, emit_json, err_console
+from markets.errors import InputError
+
+__all__ = ["plan_command", "whatif_command"]
+
+
+def _levels(text: str | None) -> tuple[float, ...]:
+    if not text:
+        return ()
+    out = []
+    for part in text.split(","):
+        part = part.strip().rstrip("%")
+        try:
+            v = float(part)
+        except ValueError as e:
+            raise InputError("--committed", None, "shares of peak like 0.4,0.6", got=text) from e
+        v = v / 100 if v > 1 else v
+        if not 0 <= v <= 1:
+            raise InputError("--committed", None, "shares of peak between 0 and 1", got=text)
+        out.append(v)
+    return tuple(out)
+
+
+def _inputs(market: str, policies: Path | None, demand: Path | None) -> tuple[Any, Any, Any]:
+    from broker.demand import load_demand
+    from markets.registry import open_market
+    from policies.workloads import default_workloads, load_workloads
+
+    ws = (
+        load_workloads(policies, demand_supplied=demand is not None)
+        if policies
+        else default_workloads()
+    )
+    src = open_market(market)
+    dem = load_demand(demand, ws) if demand else None
+    return src, ws, dem
+
+
+_common = [
+    click.option("--market", default="default", show_default=True,
+                 help="default, aws, gcp, a `market fetch` file or a directory like shared/data."),
+    click.option("--policies", type=click.Path(path_type=Path, dir_okay=False),
+                 help="Workloads YAML (default: the built-in example)."),
+    click.option("--demand", type=click.Path(path_type=Path, dir_okay=False),
+                 help="Hourly serving demand, CSV or YAML."),
+    click.option("--days", type=click.IntRange(1, 366), default=30, show_default=True),
+    click.option("--start", default=None, help="ISO time to start (default: the market's)."),
+    click.option("--interruption-multiplier", type=click.FloatRange(0, 100), default=1.0,
+                 show_default=True, help="Scale every pool's interruption hazard."),
+    click.option("--checkpoint-minutes", type=click.FloatRange(0, 600), default=None,
+                 help="Checkpoint write time for every job (overrides the workloads)."),
+    click.option("--period-hours", type=click.IntRange(1, 168), default=None,
+                 help="Planning period (default 6 h beyond a week, else 1 h)."),
+    click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc",
+                 show_default=True),
+    click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
+]  # fmt: skip
+
+
+def _with_common(f: Any) -> Any:
+    for opt in reversed(_common):
+        f = opt(f)
+    return f
+
+
+def _options(
+    days: int,
+    interruption_multiplier: float,
+    checkpoint_minutes: float | None,
+    period_hours: int | None,
+    solver: str,
+) -> Any:
+    from broker.optimizer.problem import PlanOptions
+
+    return PlanOptions(
+        period_hours=period_hours or (6 if days > 7 else 1),
+        interruption_multiplier=interruption_multiplier,
+        checkpoint_write_seconds=None if checkpoint_minutes is None else checkpoint_minutes * 60,
+        solver=solver,
+    )
+
+
+def _start(text: str | None) -> Any:
+    if text is None:
+        return None
+    from datetime import datetime
+
+    from markets.clock import ensure_utc
+
+    try:
+        return ensure_utc(datetime.fromisoformat(text))
+    except ValueError as e:
+        raise InputError("--start", None, "an ISO 8601 time like 2026-01-01T00:00", got=text) from e
+
+
+@click.command(name="whatif")
+@_with_common
+@click.option(
+    "--committed",
+    "committed",
+    default=None,
+    help="Committed shares of peak to compare, e.g. 0.4,0.6.",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write a PNG: cost by tier per scenario and the committed sweep.",
+)
+def whatif_command(
+    market: str,
+    policies: Path | None,
+    demand: Path | None,
+    days: int,
+    start: str | None,
+    interruption_multiplier: float,
+    checkpoint_minutes: float | None,
+    period_hours: int | None,
+    solver: str,
+    as_json: bool,
+    committed: str | None,
+    seed: int,
+    plot: Path | None,
+) -> None:
+    """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
+    from broker.whatif import run_whatif
+
+    levels = _levels(committed)
+    src, ws, dem = _inputs(market, policies, demand)
+    opts = _options(days, interruption_multiplier, checkpoint_minutes, period_hours, solver)
+    with err_console.status("planning...", spinner="dots") as status:
+        result = run_whatif(src, ws, start=_start(start), days=days, demand=dem, options=opts,
+                            committed_levels=levels, seed=seed,
+                            progress=lambda m: status.update(m))  # fmt: skip
+    od = result.scenario("on_demand").bill.total_usd
+    rows = [s.to_dict(od, ws) for s in result.scenarios]
+    out: dict[str, Any] = {
+        "schema": "spotfolio.whatif/1",
+        "market": result.market,
+        "stale": result.stale,
+        "start": result.start.isoformat(),
+        "hours": result.hours,
+        "scenarios": rows,
+        "explanation": result.scenario("spotfolio").plan.explain().splitlines(),
+        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+    }
+    if levels:
+        out["committed_sweep"] = [
+            {"share_of_peak": p.share_of_peak, "committed_units": round(p.committed_units, 2),
+             "group": p.group, "instances": p.instances,
+             "total_cost_usd": round(p.scenario.bill.total_usd, 2),
+             "marginal_occupancy": p.marginal_occupancy}
+            for p in result.sweep
+        ]  # fmt: skip
+        out["breakeven_occupancy"] = result.breakeven_occupancy
+    if plot is not None:
+        from broker.cli._plot import plot_whatif
+
+        plot_whatif(result, plot)
+    if as_json:
+        emit_json(out)
+        return
+    _print_whatif(out)
+
+
+def _print_whatif(out: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    title = f"what-if over {out['hours']} h from {out['start']} on market {out['market']}"
+    if out["stale"]:
+        title += " (STALE market data)"
+    t = Table(title=title, title_justify="left")
+    for col in ("scenario", "total $", "committed $", "on-demand $", "spot $", "saving",
+                "unmet u-h", "revocations", "break-glass $", "catch-up $"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "scenario" else "right")
+    for s in out["scenarios"]:
+        tiers = s["cost_by_tier_usd"]
+        t.add_row(s["name"], f"{s['total_cost_usd']:,.0f}", f"{tiers['committed']:,.0f}",
+                  f"{tiers['on_demand']:,.0f}", f"{tiers['spot']:,.0f}",
+                  f"{s['savings_vs_on_demand']:.1%}", f"{s['unmet_unit_hours']:,.1f}",
+                  f"{s['expected_revocations']:,.1f}", f"{s['break_glass_usd']:,.0f}",
+                  f"{s['catch_up_usd']:,.0f}")  # fmt: skip
+    console.print(t)
+    if "committed_sweep" in out:
+        st = Table(title="committed sweep (share of peak serving demand)", title_justify="left")
+        for col in ("share", "group", "instances", "total $", "occupancy of added units"):
+            st.add_column(col)
+        for p in out["committed_sweep"]:
+            occ = "-" if p["marginal_occupancy"] is None else f"{p['marginal_occupancy']:.0%}"
+            st.add_row(f"{p['share_of_peak']:.0%}", p["group"], str(p["instances"]),
+                       f"{p['total_cost_usd']:,.0f}", occ)  # fmt: skip
+        console.print(st)
+        be = out.get("breakeven_occupancy")
+        if be is not None:
+            console.print(f"a committed unit pays off when used more than {be:.0%} of hours")
+    console.print("\n".join(out["explanation"]))
+
+
+@click.command(name="plan")
+@_with_common
+def plan_command(
+    market: str,
+    policies: Path | None,
+    demand: Path | None,
+    days: int,
+    start: str | None,
+    interruption_multiplier: float,
+    checkpoint_minutes: float | None,
+    period_hours: int | None,
+    solver: str,
+    as_json: bool,
+) -> None:
+    """Run one optimization on the given inputs and print the plan with its reasons."""
+    from datetime import timedelta
+
+    from broker.demand import DemandSet
+    from broker.optimizer.problem import build_problem
+    from broker.optimizer.solve import solve
+
+    src, ws, dem = _inputs(market, policies, demand)
+    snapshot = src.snapshot(_start(start))
+    hours = days * 24
+    if dem is None:
+        dem = DemandSet.from_shapes(ws, snapshot.at - timedelta(days=28), 28 * 24 + hours)
+    window = dem.window(snapshot.at, hours)
+    serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
+    opts = _options(days, interruption_multiplier, checkpoint_minutes, period_hours, solver)
+    plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts))
+    if not as_json:
+        console.print(plan.explain())
+        return
+    emit_json({
+        "schema": "spotfolio.plan/1",
+        "start": plan.start.isoformat(), "hours": plan.hours, "status": plan.status,
+        "objective_usd": round(plan.objective_usd, 2),
+        "planned_cost_by_tier_usd": {
+            k: round(v, 2) for k, v in plan.planned_cost_by_tier().items()
+        },
+        "commitments": [
+            {"group": c.group, "instances": c.instances, "units": c.units,
+             "usd_per_instance_hour": c.usd_per_instance_hour, "term_years": c.term_years}
+            for c in plan.commitments if c.instances
+        ],
+        "allocations": plan.allocations.to_dict(orient="records"),
+        "unmet_unit_hours": plan.unmet_unit_hours,
+        "explanation": plan.explain().splitlines(),
+        "meta": plan.meta,
+    })  # fmt: skip
