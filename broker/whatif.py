@@ -12,8 +12,8 @@ Must not: print (the CLI does) or name a concrete market adapter.
 
 from __future__ import annotations
 
-import itertools
 import dataclasses
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping
