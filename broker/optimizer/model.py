@@ -158,7 +158,12 @@ def _spot_candidates(
 
 
 def _lin(terms: list[tuple[Any, float]]) -> Any:
-    return pulp.LpAffineExpression(terms)
+    """A linear expression; a variable listed twice has its coefficients summed
+    (``LpAffineExpression`` from pairs would keep only the last)."""
+    acc: dict[Any, float] = {}
+    for v, c in terms:
+        acc[v] = acc.get(v, 0.0) + c
+    return pulp.LpAffineExpression(list(acc.items()))
 
 
 def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> BuiltModel:

@@ -1,0 +1,196 @@
+"""The portfolio optimizer: hand-computable instances, the quantile rule,
+invariants every plan must satisfy, and infeasibility explained."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from broker.baselines import all_on_demand
+from broker.optimizer.problem import PlanOptions, build_problem
+from broker.optimizer.solve import solve
+from markets.errors import InfeasiblePlanError
+from markets.model import (
+    Hazard,
+    HazardSource,
+    InstanceType,
+    MarketSnapshot,
+    Pool,
+    PoolSnapshot,
+    Provider,
+)
+from policies.reservations import committed_count
+from policies.workloads import WorkloadClass, parse_workloads
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+def _pool(zone: str, itype: str = "g1", *, units: int = 1, od: float = 1.0,
+          spot: float | None = 0.3, committed: float | None = 0.6, score: int = 10,
+          hazard: float = 0.0) -> PoolSnapshot:  # fmt: skip
+    inst = InstanceType(provider=Provider.AWS, name=itype, family="g", units=units, gpus=units,
+                        vcpus=4 * units, memory_gib=16.0 * units)  # fmt: skip
+    return PoolSnapshot(
+        pool=Pool(provider=Provider.AWS, region="us-east-1", zone=zone, instance_type=itype),
+        instance=inst,
+        on_demand_usd_per_hour=od,
+        spot_usd_per_hour=spot,
+        committed_1y_usd_per_hour=committed,
+        placement_score=score,
+        hazard=Hazard(rate_per_hour=hazard, source=HazardSource.ASSUMED),
+        observed_at=T0,
+    )
+
+
+def _market(*pools: PoolSnapshot) -> MarketSnapshot:
+    return MarketSnapshot(at=T0, pools=pools, source="test")
+
+
+def _serving(max_spot_share: float = 0.0, **extra: object) -> dict[str, object]:
+    return {"name": "api", "class": "serving", "instance_types": ["g1"],
+            "max_spot_share": max_spot_share, **extra}  # fmt: skip
+
+
+def test_constant_demand_is_all_committed_when_committed_is_cheaper() -> None:
+    ws = parse_workloads({"workloads": [_serving()]}, demand_supplied=True)
+    snap = _market(_pool("us-east-1a"))
+    demand = {"api": np.full(24, 10.0)}
+    plan = solve(build_problem(snap, ws, demand, hours=24, options=PlanOptions(integral=True)))
+    assert plan.committed_instances() == {"aws/us-east-1/g1": 10}
+    assert plan.planned_cost_usd() == pytest.approx(10 * 0.6 * 24)
+    assert plan.unmet_unit_hours["api"] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    "discount",
+    [pytest.param(0.4, id="40pct-discount"), pytest.param(0.25, id="25pct"),
+     pytest.param(0.7, id="70pct")],
+)  # fmt: skip
+def test_without_spot_the_commitment_is_the_discount_quantile(discount: float) -> None:
+    rng = np.random.default_rng(3)
+    demand = rng.integers(2, 20, size=48).astype(float)
+    ws = parse_workloads({"workloads": [_serving()]}, demand_supplied=True)
+    snap = _market(_pool("us-east-1a", committed=1.0 - discount, spot=None))
+    opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False)
+    plan = solve(build_problem(snap, ws, {"api": demand}, hours=48, options=opts))
+    rule = committed_count(demand, 1.0 - discount, 1.0)
+    got = plan.committed_instances().get("aws/us-east-1/g1", 0)
+
+    def cost(k: int) -> float:
+        return k * (1.0 - discount) * 48 + float(np.maximum(demand - k, 0).sum())
+
+    costs = {k: cost(k) for k in range(0, 21)}
+    best = min(costs.values())
+    optimal = {k for k, c in costs.items() if c == pytest.approx(best)}
+    # The rule (the discount-quantile of demand) is optimal, and so is the MILP's
+    # answer; where P(D >= k) equals the price ratio exactly, ties are optimal too.
+    assert rule in optimal
+    assert got in optimal
+    assert abs(got - rule) <= 1
+
+
+def test_spot_above_the_non_revocable_base_and_spread_over_zones() -> None:
+    ws = parse_workloads(
+        {"workloads": [_serving(max_spot_share=0.5, max_zone_share=0.5, max_pool_share=0.5)]},
+        demand_supplied=True,
+    )
+    snap = _market(_pool("us-east-1a", committed=None), _pool("us-east-1b", committed=None),
+                   _pool("us-east-1c", committed=None, spot=0.2))  # fmt: skip
+    demand = {"api": np.full(4, 8.0)}
+    opts = PlanOptions(integral=True, churn_usd_per_unit=0.0)
+    plan = solve(build_problem(snap, ws, demand, hours=4, options=opts))
+    a = plan.allocations
+    for _, rows in a.groupby("hour_start"):
+        spot = rows[rows.tier == "spot"]
+        od = rows[rows.tier == "on_demand"]
+        assert od.units.sum() == pytest.approx(4.0)  # 50 % non-revocable base
+        assert spot.units.sum() == pytest.approx(4.0)
+        # at most half of spot in one zone: the cheap zone c takes exactly half
+        zone_c = spot[spot.pool_key.str.contains("us-east-1c")].units.sum()
+        assert zone_c == pytest.approx(2.0)
+    # cost: 4 OD at $1 + 2 spot at $0.2 + 2 at $0.3, for 4 hours
+    assert plan.planned_cost_usd() == pytest.approx(4 * (4 * 1.0 + 2 * 0.2 + 2 * 0.3))
+
+
+def test_training_gang_uses_allowed_sizes_and_meets_its_work() -> None:
+    ws = parse_workloads({"workloads": [{
+        "name": "train", "class": "training", "instance_types": ["g1"], "elastic": True,
+        "min_units": 2, "step_units": 2, "max_units": 6, "unit_hours": 40, "deadline_hours": 10,
+        "min_on_non_revocable": False, "max_zone_share": 1.0, "max_pool_share": 1.0,
+        "min_dwell_minutes": 0}]})  # fmt: skip
+    snap = _market(_pool("us-east-1a", committed=None, spot=None))
+    plan = solve(build_problem(snap, ws, {}, hours=12, options=PlanOptions(integral=True)))
+    a = plan.allocations
+    per_hour = a.groupby("hour_start").units.sum()
+    assert set(per_hour.round(6)) <= {2.0, 4.0, 6.0}
+    assert per_hour[per_hour.index >= 10].sum() == 0  # nothing after the deadline
+    assert (a.work_per_hour * (a.hour_end - a.hour_start)).sum() >= 40 - 1e-6
+    assert plan.unmet_unit_hours["train"] == pytest.approx(0.0)
+
+
+def test_fixed_commitments_above_the_budget_are_explained() -> None:
+    ws = parse_workloads({"budget_usd_per_hour": 5, "workloads": [_serving()]},
+                         demand_supplied=True)  # fmt: skip
+    snap = _market(_pool("us-east-1a"))
+    problem = build_problem(snap, ws, {"api": np.full(4, 2.0)}, hours=4,
+                            committed_fixed={"aws/us-east-1/g1": 20})  # fmt: skip
+    with pytest.raises(InfeasiblePlanError) as err:
+        solve(problem)
+    assert "above the fleet budget" in str(err.value)
+    assert err.value.conflicts
+
+
+@pytest.fixture(scope="module")
+def default_plan_inputs() -> tuple[object, ...]:
+    from broker.demand import DemandSet
+    from markets.default_market import open_default_market
+    from policies.workloads import default_workloads
+
+    market = open_default_market()
+    snap = market.snapshot(None)
+    ws = default_workloads()
+    hours = 24
+    ds = DemandSet.from_shapes(ws, snap.at, hours, seed=1)
+    demand = {k: v.to_numpy() for k, v in ds.serving.items()}
+    problem = build_problem(snap, ws, demand, hours=hours)
+    return snap, ws, demand, problem, solve(problem)
+
+
+def test_every_plan_meets_the_constraints_it_was_given(default_plan_inputs: tuple) -> None:
+    _snap, ws, demand, problem, plan = default_plan_inputs
+    a = plan.allocations
+    assert plan.status in ("optimal", "feasible")
+    for w in ws.workloads:
+        mine = a[a.workload == w.name]
+        spot = mine[mine.tier == "spot"]
+        for _, rows in spot.groupby("hour_start"):
+            total = rows.units.sum()
+            for _, z in rows.groupby(rows.pool_key.str.split("/").str[2]):
+                assert z.units.sum() <= w.max_zone_share * total + 1e-6
+        if w.workload_class is WorkloadClass.SERVING:
+            for h in range(plan.hours):
+                got = mine[(mine.hour_start <= h) & (mine.hour_end > h)]
+                supplied = got.work_per_hour.sum() + 1e-6
+                assert supplied >= demand[w.name][h] - plan.unmet_unit_hours[w.name]
+                nonrev = got[got.tier != "spot"].work_per_hour.sum() + 1e-6
+                assert nonrev >= (1 - w.max_spot_share) * demand[w.name][h] - 1e-6
+        if w.workload_class is WorkloadClass.TRAINING:
+            sizes = {0.0, *map(float, w.gang_sizes())}
+            for _, rows in mine.groupby("hour_start"):
+                assert round(rows.units.sum(), 6) in sizes
+            nonrev = mine[mine.tier != "spot"].groupby("hour_start").units.sum()
+            assert (nonrev >= w.min_units - 1e-6).all()
+    # pool capacity
+    caps = {p.key: float(p.spot_capacity_instances.min()) for p in problem.pools}
+    spot = a[a.tier == "spot"]
+    for (key, _h), rows in spot.groupby(["pool_key", "hour_start"]):
+        assert rows.instances.sum() <= caps[key] + 1e-6
+
+
+def test_plan_never_costs_more_than_the_on_demand_baseline(default_plan_inputs: tuple) -> None:
+    snap, ws, demand, problem, plan = default_plan_inputs
+    baseline = all_on_demand(snap, ws, demand, problem.hours)
+    assert plan.planned_cost_usd() <= baseline.planned_cost_usd() + 1e-6
+    assert plan.explanations["chat-api"].lines()[0] == "chat-api:"
