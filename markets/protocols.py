@@ -1,7 +1,8 @@
 """The narrow interfaces the rest of Spotfolio depends on.
 
 Owns: ``PriceSource`` (anything that answers "what did the market look like at
-``at``?") and ``HistorySource`` (sources that also have an hourly time axis).
+``at``?"), ``HistorySource`` (sources that also have an hourly time axis) and
+``Provider`` (a cloud account we act in: launch, terminate, list, notices).
 Adapters (default market, replay, AWS, GCP) implement these; ``broker`` names
 only these protocols, never a concrete adapter, outside its composition roots.
 """
@@ -14,9 +15,10 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
+from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.model import InstanceType, MarketSnapshot, Pool
 
-__all__ = ["HistorySource", "PriceSource"]
+__all__ = ["HistorySource", "PriceSource", "Provider"]
 
 
 @runtime_checkable
@@ -52,4 +54,32 @@ class HistorySource(PriceSource, Protocol):
         ``spot_usd_per_hour``, ``on_demand_usd_per_hour``, ``spot_available``
         (share of the hour spot could be held, 0-1) and ``revocations``
         (count in the hour). Vectorised: no Python loop per row."""
+        ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A cloud account Spotfolio acts in. Implementations: AWS (EC2 + SQS
+    notices), GCP, and the simulated cloud. Every mutating call is idempotent
+    on the request's key; ``terminate`` refuses instances without our
+    ownership tag; errors are the project's tree (transient / capacity /
+    quota / auth)."""
+
+    name: str
+
+    def list_fleet(self, owner: str) -> Sequence[Instance]:
+        """Every non-terminated instance carrying ``OWNER_TAG == owner``."""
+        ...
+
+    def launch(self, request: LaunchRequest) -> ActionResult: ...
+
+    def terminate(self, request: TerminateRequest) -> ActionResult: ...
+
+    def poll_notices(self, max_notices: int = 10) -> Sequence[Notice]:
+        """Notices received since the last poll (at-least-once: duplicates and
+        reordering are possible; callers deduplicate on ``notice_id``)."""
+        ...
+
+    def ack_notice(self, notice: Notice) -> None:
+        """Delete a notice from its queue once its handling is durable."""
         ...
