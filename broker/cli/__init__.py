@@ -16,7 +16,8 @@ import sys
 
 import click
 
-from broker.cli import cost
+from broker.cli import cost, market
+from broker.cli.whatif import plan_command, whatif_command
 from markets.errors import ExplainableError, InputError, SpotfolioError
 
 __all__ = ["EXIT_EXPLAIN", "EXIT_INPUT", "cli", "main"]
@@ -34,6 +35,9 @@ def cli() -> None:
 
 
 cli.add_command(cost.group)
+cli.add_command(whatif_command)
+cli.add_command(plan_command)
+cli.add_command(market.group)
 
 
 def main(argv: list[str] | None = None) -> int:

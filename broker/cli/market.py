@@ -1,0 +1,439 @@
+"""``spotfolio market ...``: record market history, and show a market at a time.
+
+Owns: ``market fetch aws`` (spot price history from the EC2 API into a file
+the replay market reads: Parquet for a ``.parquet`` path when pyarrow is
+importable, else CSV / CSV.gz) and ``market show`` (one snapshot of a market:
+the embedded ``default``, another registered name, or a recorded FILE or DIR
+through the replay market). Must not: compute prices or hazards itself (the
+markets do). pandas, numpy and the market adapters are imported inside the
+commands so that ``spotfolio --help`` stays fast.
+
+JSON output (``--json``), stable schemas named by the ``schema`` key; times are
+ISO 8601 UTC; ``null`` = not known.
+
+``spotfolio.market.show/1``: ``source`` (what was opened), ``market`` (its
+registry name), ``at``, ``stale``, ``span`` (``start``, ``end``, or null for
+a market without a time axis), ``pools_total``, ``pools_shown`` and ``pools``,
+a list (sorted as ``--sort``, cut to ``--limit``) of pool objects:
+
+  ``pool_key``, ``provider``, ``region``, ``zone``, ``instance_type``,
+  ``units`` (capacity units per instance: GPUs, or vCPUs), ``gpus``,
+  ``gpu_model``, ``on_demand_usd_per_hour``, ``spot_usd_per_hour``,
+  ``committed_1y_usd_per_hour``, ``committed_3y_usd_per_hour`` (per instance),
+  ``on_demand_usd_per_unit_hour``, ``spot_usd_per_unit_hour``,
+  ``spot_discount`` (0.65 = 65 % off on-demand), ``placement_score`` (1-10),
+  ``hazard`` (``rate_per_hour``, ``source``: observed|advisor|model|assumed,
+  ``confidence`` 0-1, ``observed_hours``, ``events``, ``ci_low_per_hour``,
+  ``ci_high_per_hour``: the last three null where the market gives no
+  posterior), ``available_share`` (share of recent time spot could be held),
+  ``spot_available``, ``clustering`` (the pool's zone: ``zone``,
+  ``probability`` that a revocation is followed by another in the zone within
+  ``effective_window_s``, ``events``, ``baseline`` (the same under
+  independence); null without revocation data), ``observed_at``, and
+  ``sources`` (replay only, else null: ``spot``, ``on_demand``, ``committed``
+  name the input or fallback that answered; ``origins``: the datasets that
+  made the pool; ``traces``: trace ids).
+
+``datasets`` (replay only, else []): per dataset found (``markets.datadir``):
+``name``, ``files``, ``rows``, ``rows_bad``, ``start``, ``end``, ``regions``,
+``zones``, ``instance_types``. ``left_out``: per reason, ``count`` and up to
+five ``examples`` of pool candidates the replay market could not type, price
+or place. ``skipped_files``, ``load_seconds``.
+
+``spotfolio.market.fetch/1``: ``out``, ``format`` (csv|parquet), ``rows``,
+``regions``, ``instance_types``, ``zones``, ``start``, ``end`` (the window
+asked), ``first_change``, ``last_change`` (null without rows),
+``skipped_rows`` (API rows that did not validate, per reason).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from broker.cli._output import console, emit_json, err_console
+from markets.errors import InputError
+
+if TYPE_CHECKING:
+    from markets.interruptions import Clustering
+    from markets.model import MarketSnapshot, PoolSnapshot
+    from markets.replay import PoolDetail
+
+__all__ = ["group"]
+
+TABLE_ROWS = 30  # --limit default for the table; --json shows every pool unless --limit
+TABLE_WIDTH = 200  # columns when stdout is not a terminal
+SORTS = ("key", "spot", "discount", "hazard", "share")
+MAX_FETCH_DAYS = 90.0  # DescribeSpotPriceHistory keeps 90 days (EC2 API reference)
+_TRAILING = timedelta(days=7)  # clustering window for markets without recorded traces
+
+
+@click.group(name="market", help="Record market history; show a market's pools at a time.")
+def group() -> None:
+    pass
+
+
+# -- fetch ----------------------------------------------------------------------------
+
+
+def _names(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+@group.command(name="fetch", help="Fetch spot price history into a file `market show` reads.")
+@click.argument("provider", type=click.Choice(["aws"]))
+@click.option("--regions", multiple=True, required=True, help="Regions (repeat or comma-separate).")
+@click.option("--instance-types", multiple=True, required=True, help="Instance types.")
+@click.option("--days", type=float, default=7.0, show_default=True, help="History to fetch.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Output: .csv, .csv.gz, or .parquet (needs pyarrow).",
+)
+@click.option("--endpoint-url", default=None, help="EC2 endpoint (a VPC endpoint, a test server).")
+@click.option("--profile", default=None, help="AWS credentials profile.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def fetch(
+    provider: str,
+    regions: tuple[str, ...],
+    instance_types: tuple[str, ...],
+    days: float,
+    out: Path,
+    endpoint_url: str | None,
+    profile: str | None,
+    as_json: bool,
+) -> None:  # fmt: skip
+    import pandas as pd
+
+    from markets.aws.inventory import fetch_zones
+    from markets.aws.spot import fetch_spot_history
+    from markets.clock import SystemClock
+    from markets.price_files import PRICE_COLUMNS, parquet_available, write_price_history
+    from markets.registry import open_market
+
+    if not (math.isfinite(days) and 0 < days <= MAX_FETCH_DAYS):
+        raise InputError("--days", None, f"days > 0 and <= {MAX_FETCH_DAYS:g}", got=days)
+    if not out.parent.is_dir():
+        raise InputError("--out", None, "a file in an existing directory", got=str(out))
+    if out.suffix == ".parquet" and not parquet_available():
+        raise InputError("--out", None, "a .csv path (Parquet needs pyarrow, not installed)")
+    market: Any = open_market(
+        provider,
+        regions=_names(regions),
+        instance_types=_names(instance_types),
+        endpoint_url=endpoint_url,
+        profile=profile,
+    )
+    end = SystemClock().now()
+    start = end - timedelta(days=days)
+    rows: list[dict[str, Any]] = []
+    zones: list[str] = []
+    for region in market.regions:
+        client = market.ec2_clients[region]
+        names = [z.name for z in fetch_zones(client, region, market.skipped)]
+        zones += names
+        for p in fetch_spot_history(
+            client, region, market.requested_types, names, start, end, market.skipped
+        ):
+            rows.append(
+                {
+                    "timestamp": p.at,
+                    "provider": "aws",
+                    "region": region,
+                    "zone": p.zone,
+                    "instance_type": p.instance_type,
+                    "spot_usd_per_hour": p.usd_per_hour,
+                }
+            )
+    frame = pd.DataFrame(rows, columns=list(PRICE_COLUMNS))
+    write_price_history(frame, out)
+    if not rows:
+        err_console.print(f"[yellow]no spot price rows for {market.requested_types}[/]")
+    summary = {
+        "schema": "spotfolio.market.fetch/1",
+        "out": str(out),
+        "format": "parquet" if out.suffix == ".parquet" else "csv",
+        "rows": len(rows),
+        "regions": list(market.regions),
+        "instance_types": list(market.requested_types),
+        "zones": sorted(zones),
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+        "first_change": min(r["timestamp"] for r in rows).isoformat() if rows else None,
+        "last_change": max(r["timestamp"] for r in rows).isoformat() if rows else None,
+        "skipped_rows": market.skipped.by_reason(),
+    }
+    if as_json:
+        emit_json(summary)
+        return
+    console.print(
+        f"wrote {len(rows)} spot price changes ({len(market.requested_types)} types, "
+        f"{len(zones)} zones, {days:g} days) to {out}"
+    )
+
+
+# -- show -----------------------------------------------------------------------------
+
+
+def _parse_at(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(
+            "--at", None, "an ISO 8601 time such as 2023-03-01T12:00Z", got=text
+        ) from None
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def _open(source: str, gpu_only: bool) -> Any:
+    from markets.registry import MARKET_FACTORIES, open_market
+
+    if source.lower() not in MARKET_FACTORIES and not Path(source).exists():
+        raise InputError(
+            "--source",
+            None,
+            f"one of {', '.join(sorted(MARKET_FACTORIES))}, or an existing file or directory",
+            got=source,
+        )
+    return open_market(source, gpu_only=gpu_only)
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
+
+
+def _clustering_json(zone: str, c: Clustering | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {
+        "zone": zone,
+        "probability": c.probability,
+        "events": c.events,
+        "effective_window_s": c.effective_window_s,
+        "baseline": c.baseline,
+    }
+
+
+def _model_clustering(market: Any, snap: MarketSnapshot) -> dict[str, Clustering]:
+    """Zone clustering over the trailing week of a market that exposes its
+    revocation events (the default market)."""
+    import numpy as np
+
+    from markets.interruptions import clustering
+
+    if not hasattr(market, "revocation_events"):
+        return {}
+    start = snap.at - _TRAILING
+    by_zone: dict[str, list[Any]] = {}
+    for p in snap.pools:
+        ev = market.revocation_events(p.pool.key, start, snap.at)
+        by_zone.setdefault(f"{p.pool.provider.value}/{p.pool.zone}", []).append(ev.asi8 / 1e9)
+    return {
+        z: clustering(np.concatenate(parts), span_s=_TRAILING.total_seconds())
+        for z, parts in by_zone.items()
+    }
+
+
+def _pool_json(
+    p: PoolSnapshot, detail: PoolDetail | None, clusters: dict[str, Clustering]
+) -> dict[str, Any]:
+    zone = f"{p.pool.provider.value}/{p.pool.zone}"
+    est = detail.hazard if detail else None
+    c = detail.zone_clustering if detail else clusters.get(zone)
+    return {
+        "pool_key": p.pool.key,
+        "provider": p.pool.provider.value,
+        "region": p.pool.region,
+        "zone": p.pool.zone,
+        "instance_type": p.pool.instance_type,
+        "units": p.instance.units,
+        "gpus": p.instance.gpus,
+        "gpu_model": p.instance.gpu_model,
+        "on_demand_usd_per_hour": p.on_demand_usd_per_hour,
+        "spot_usd_per_hour": p.spot_usd_per_hour,
+        "committed_1y_usd_per_hour": p.committed_1y_usd_per_hour,
+        "committed_3y_usd_per_hour": p.committed_3y_usd_per_hour,
+        "on_demand_usd_per_unit_hour": p.on_demand_usd_per_hour / p.instance.units,
+        "spot_usd_per_unit_hour": None
+        if p.spot_usd_per_hour is None
+        else p.spot_usd_per_hour / p.instance.units,
+        "spot_discount": p.spot_discount,
+        "placement_score": p.placement_score,
+        "hazard": {
+            "rate_per_hour": p.hazard.rate_per_hour,
+            "source": p.hazard.source.value,
+            "confidence": p.hazard.confidence,
+            "observed_hours": p.hazard.observed_hours,
+            "events": est.events if est else None,
+            "ci_low_per_hour": est.ci_low_per_hour if est else None,
+            "ci_high_per_hour": est.ci_high_per_hour if est else None,
+        },
+        "available_share": p.available_share,
+        "spot_available": p.spot_available,
+        "clustering": _clustering_json(zone, c),
+        "observed_at": _iso(p.observed_at),
+        "sources": None
+        if detail is None
+        else {
+            "spot": detail.spot_source,
+            "on_demand": detail.on_demand_source,
+            "committed": detail.committed_source,
+            "origins": list(detail.origins),
+            "traces": list(detail.traces),
+        },
+    }
+
+
+def _sort_key(sort: str) -> Any:
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        value = {
+            "key": 0.0,
+            "spot": row["spot_usd_per_unit_hour"],
+            "discount": None if row["spot_discount"] is None else -row["spot_discount"],
+            "hazard": row["hazard"]["rate_per_hour"],
+            "share": None if row["available_share"] is None else -row["available_share"],
+        }[sort]
+        return (value is None, value or 0.0, row["pool_key"])  # unknowns last
+
+    return key
+
+
+@group.command(name="show", help="Pools of a market at a time: prices, risk, data coverage.")
+@click.option(
+    "--source",
+    default="default",
+    show_default=True,
+    help="default (embedded market), another market name, or a recorded FILE or DIR.",
+)
+@click.option(
+    "--at",
+    "at_text",
+    default=None,
+    help="ISO 8601 time (UTC if no offset); default: the market's latest.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Pools to list (default {TABLE_ROWS} in the table, all with --json).",
+)
+@click.option(
+    "--sort",
+    type=click.Choice(SORTS),
+    default="key",
+    show_default=True,
+    help="Order: pool key, spot $/unit-hour, discount, hazard, available share.",
+)
+@click.option("--match", default=None, help="Only pools whose key contains this text.")
+@click.option("--gpu-only", is_flag=True, help="Replay: GPU pools only (no CPU trace pools).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (schema spotfolio.market.show/1)."
+)
+def show(
+    source: str,
+    at_text: str | None,
+    limit: int | None,
+    sort: str,
+    match: str | None,
+    gpu_only: bool,
+    as_json: bool,
+) -> None:  # fmt: skip
+    at = _parse_at(at_text)
+    market = _open(source, gpu_only)
+    details: list[Any]
+    if hasattr(market, "snapshot_with_details"):
+        snap, details = market.snapshot_with_details(at)
+        clusters: dict[str, Clustering] = {}
+    else:
+        snap = market.snapshot(at)
+        details = [None] * len(snap.pools)
+        clusters = _model_clustering(market, snap)
+    rows = [
+        _pool_json(p, d, clusters)
+        for p, d in zip(snap.pools, details, strict=True)
+        if match is None or match in p.pool.key
+    ]
+    rows.sort(key=_sort_key(sort))
+    shown = rows[: limit or (len(rows) if as_json else TABLE_ROWS)]
+    span = market.span() if hasattr(market, "span") else None
+    inv = getattr(market, "inventory", None)
+    left = getattr(market, "left_out", {})
+    out = {
+        "schema": "spotfolio.market.show/1",
+        "source": snap.source,
+        "market": market.name,
+        "at": _iso(snap.at),
+        "stale": snap.stale,
+        "span": {"start": _iso(span[0]), "end": _iso(span[1])} if span else None,
+        "pools_total": len(rows),
+        "pools_shown": len(shown),
+        "pools": shown,
+        "datasets": [d.to_dict() for d in inv.datasets] if inv else [],
+        "left_out": {k: {"count": len(v), "examples": v[:5]} for k, v in left.items()},
+        "skipped_files": list(inv.skipped) if inv else [],
+        "load_seconds": round(inv.load_seconds, 3) if inv else None,
+    }
+    if as_json:
+        emit_json(out)
+        return
+    _render(out)
+
+
+def _fmt(x: float | None, fmt: str = ".3f", prefix: str = "") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{prefix}{x:{fmt}}"
+
+
+def _render(out: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    # A pipe or a file is not a narrow terminal: do not wrap the tables in 80 columns.
+    con = console if console.is_terminal else Console(width=TABLE_WIDTH)
+    span = out["span"]
+    con.print(
+        f"[bold]{out['source']}[/] at {out['at']}"
+        + (f"  (data {span['start'][:10]} .. {span['end'][:10]})" if span else "")
+        + ("  [red]STALE[/]" if out["stale"] else "")
+    )
+    if out["datasets"]:
+        ds = Table(title="datasets", title_justify="left")
+        for col in ("dataset", "files", "rows", "bad", "start", "end", "zones", "types"):
+            ds.add_column(col, justify="left" if col in ("dataset", "start", "end") else "right")
+        for d in out["datasets"]:
+            ds.add_row(
+                d["name"], str(len(d["files"])), f"{d['rows']:,}", str(d["rows_bad"]),
+                (d["start"] or "-")[:16], (d["end"] or "-")[:16],
+                str(len(d["zones"])), str(len(d["instance_types"])),
+            )  # fmt: skip
+        con.print(ds)
+    table = Table(
+        title=f"pools ({out['pools_shown']} of {out['pools_total']})", title_justify="left"
+    )
+    for col in ("pool", "units", "od $/h", "1y $/h", "3y $/h", "spot $/h", "disc", "score",
+                "hazard/h", "hazard src", "avail", "clust", "observed"):  # fmt: skip
+        left = col in ("pool", "hazard src", "observed")
+        table.add_column(col, justify="left" if left else "right", no_wrap=col == "pool")
+    for r in out["pools"]:
+        hz = r["hazard"]
+        clust = r["clustering"]["probability"] if r["clustering"] else None
+        table.add_row(
+            r["pool_key"], str(r["units"]), _fmt(r["on_demand_usd_per_hour"]),
+            _fmt(r["committed_1y_usd_per_hour"]), _fmt(r["committed_3y_usd_per_hour"]),
+            _fmt(r["spot_usd_per_hour"]), _fmt(r["spot_discount"], ".0%"),
+            _fmt(r["placement_score"], "d"), _fmt(hz["rate_per_hour"], ".2g"),
+            f"{hz['source']} {hz['confidence']:.2f}", _fmt(r["available_share"], ".2f"),
+            _fmt(clust, ".2f"), (r["observed_at"] or "-")[:16],
+        )  # fmt: skip
+    con.print(table)
+    if out["pools_shown"] < out["pools_total"]:
+        con.print(f"{out['pools_total'] - out['pools_shown']} more pools: raise --limit")
+    for reason, info in out["left_out"].items():
+        con.print(f"left out: {info['count']} ({reason}), e.g. {', '.join(info['examples'])}")
