@@ -425,9 +425,10 @@ def _render(out: dict[str, Any]) -> None:
         hz = r["hazard"]
         clust = r["clustering"]["probability"] if r["clustering"] else None
         table.add_row(
-            r["pool_key"], str(r["units"]), _fmt(r["on_demand_usd_per_hour"]),
-            _fmt(r["committed_1y_usd_per_hour"]), _fmt(r["committed_3y_usd_per_hour"]),
-            _fmt(r["spot_usd_per_hour"]), _fmt(r["spot_discount"], ".0%"),
+            r["pool_key"], str(r["units"]), _fmt(r["on_demand_usd_per_hour"], ".4g"),
+            _fmt(r["committed_1y_usd_per_hour"], ".4g"),
+            _fmt(r["committed_3y_usd_per_hour"], ".4g"),
+            _fmt(r["spot_usd_per_hour"], ".4g"), _fmt(r["spot_discount"], ".0%"),
             _fmt(r["placement_score"], "d"), _fmt(hz["rate_per_hour"], ".2g"),
             f"{hz['source']} {hz['confidence']:.2f}", _fmt(r["available_share"], ".2f"),
             _fmt(clust, ".2f"), (r["observed_at"] or "-")[:16],
