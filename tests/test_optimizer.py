@@ -158,10 +158,9 @@ def default_plan_inputs() -> tuple[object, ...]:
     return snap, ws, demand, problem, solve(problem)
 
 
-def test_every_plan_meets_the_constraints_it_was_given(default_plan_inputs: tuple) -> None:
-    _snap, ws, demand, problem, plan = default_plan_inputs
+def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -> None:
     a = plan.allocations
-    assert plan.status in ("optimal", "feasible")
+    assert plan.status in ("optimal", "feasible", "greedy")
     for w in ws.workloads:
         mine = a[a.workload == w.name]
         spot = mine[mine.tier == "spot"]
@@ -187,6 +186,28 @@ def test_every_plan_meets_the_constraints_it_was_given(default_plan_inputs: tupl
     spot = a[a.tier == "spot"]
     for (key, _h), rows in spot.groupby(["pool_key", "hour_start"]):
         assert rows.instances.sum() <= caps[key] + 1e-6
+
+
+def test_every_plan_meets_the_constraints_it_was_given(default_plan_inputs: tuple) -> None:
+    _snap, ws, demand, problem, plan = default_plan_inputs
+    _check_invariants(problem, ws, demand, plan)
+
+
+def test_fast_path_is_feasible_by_construction_and_near_the_milp(
+    default_plan_inputs: tuple,
+) -> None:
+    import dataclasses
+
+    from broker.optimizer.fast import fast_plan
+
+    _snap, ws, demand, problem, plan = default_plan_inputs
+    same = dataclasses.replace(problem, committed_fixed=plan.committed_instances())
+    fast = fast_plan(same)
+    _check_invariants(same, ws, demand, fast)
+    assert all(v <= 1e-6 for v in fast.unmet_unit_hours.values())
+    milp = solve(same)
+    # Greedy is feasible, not optimal: within a stated bound of the MILP's cost.
+    assert fast.planned_cost_usd() <= 1.25 * milp.planned_cost_usd()
 
 
 def test_plan_never_costs_more_than_the_on_demand_baseline(default_plan_inputs: tuple) -> None:
