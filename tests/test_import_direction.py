@@ -20,6 +20,8 @@ BROKER_MARKET_CORE = {
     "markets.registry",
     "markets.errors",
     "markets.clock",
+    "markets.fleet",  # instances, requests, notices: values at the cloud boundary
+    "markets.ttl",  # named cache lifetimes (constants only)
 }
 # Composition roots: the only broker modules that may name concrete adapters.
 COMPOSITION_ROOTS = ("broker/cli/", "broker/daemon", "broker/wiring")
