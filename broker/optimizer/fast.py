@@ -48,9 +48,16 @@ class _Pools:
 
 
 def _fill_spot(
-    w: Workload, entries: list[CostEntry], t: int, target_work: float, pools: _Pools
+    w: Workload,
+    entries: list[CostEntry],
+    t: int,
+    target_work: float,
+    pools: _Pools,
+    *,
+    in_units: bool = False,
 ) -> list[tuple[CostEntry, float]]:
-    """Instances per spot pool delivering at most ``target_work``, within caps."""
+    """Instances per spot pool delivering at most ``target_work`` (physical
+    units instead when ``in_units``: a gang is sized in GPUs), within caps."""
     out: list[tuple[CostEntry, float]] = []
     zone_used: dict[str, float] = {}
     remaining = target_work
@@ -64,7 +71,9 @@ def _fill_spot(
         price = pools.price[e.pool_key][t]
         if not math.isfinite(price):
             continue
-        work_per_inst = e.work_per_instance_hour / e.spot_factor
+        work_per_inst = (
+            float(e.units_per_instance) if in_units else e.work_per_instance_hour / e.spot_factor
+        )
         zone = e.pool_key.split("/")[2]
         target_units = target_work / max(work_per_inst, 1e-12) * e.units_per_instance
         pool_cap = w.max_pool_share * target_units / e.units_per_instance
@@ -74,11 +83,45 @@ def _fill_spot(
         n = min(pools.left[e.pool_key][t], pool_cap, zone_cap, remaining / work_per_inst)
         if n <= 1e-9:
             continue
-        pools.left[e.pool_key][t] -= n
         zone_used[zone] = zone_used.get(zone, 0.0) + n * e.units_per_instance
         remaining -= n * work_per_inst
         out.append((e, n))
+    out = _enforce_shares(w, out)
+    for e, n in out:
+        pools.left[e.pool_key][t] -= n
     return out
+
+
+def _enforce_shares(
+    w: Workload, alloc: list[tuple[CostEntry, float]]
+) -> list[tuple[CostEntry, float]]:
+    """Cut pools and zones back to their share of the spot actually held
+    (the target may not have been reached, which shrinks the allowed shares);
+    repeat until every cap holds, or give up spot entirely."""
+    amounts = [n for _e, n in alloc]
+    for _ in range(200):
+        units = [n * e.units_per_instance for (e, _n), n in zip(alloc, amounts, strict=True)]
+        total = sum(units)
+        if total <= 1e-9:
+            return []
+        worst = 0.0
+        by_zone: dict[str, list[int]] = {}
+        for i, (e, _n) in enumerate(alloc):
+            by_zone.setdefault(e.pool_key.split("/")[2], []).append(i)
+            over = units[i] - w.max_pool_share * total
+            if over > 1e-9:
+                worst = max(worst, over)
+                amounts[i] -= over / e.units_per_instance
+        for members in by_zone.values():
+            z_units = sum(units[i] for i in members)
+            over = z_units - w.max_zone_share * total
+            if over > 1e-9:
+                worst = max(worst, over)
+                for i in members:
+                    amounts[i] *= 1.0 - over / z_units
+        if worst <= 1e-9:
+            return [(e, n) for (e, _n), n in zip(alloc, amounts, strict=True) if n > 1e-9]
+    return []
 
 
 def _gang_schedule(
@@ -104,15 +147,8 @@ def _gang_schedule(
         )
 
     size = min(sizes, key=lambda z: (usd_per_work(z), -z))
-    lens = [float(lengths[t]) for t in periods]  # type: ignore[index]
-    chosen: list[int] = []
-    work = 0.0
-    for t, length in zip(periods, lens, strict=True):
-        if work >= required - 1e-9:
-            break
-        chosen.append(t)
-        work += size * od.throughput * length
-    return size, chosen
+    # Run from the start until the work is done (the caller stops there).
+    return size, list(periods)
 
 
 def fast_plan(problem: PlanningProblem) -> Plan:
@@ -146,15 +182,22 @@ def fast_plan(problem: PlanningProblem) -> Plan:
         gang = 0
         if w.workload_class is WorkloadClass.TRAINING:
             gang, run_periods = _gang_schedule(w, od, spot_order, run_periods, lengths, required)
+        gang_mode = w.workload_class is WorkloadClass.TRAINING
+
+        def measure(e: CostEntry, gang_mode: bool = gang_mode) -> float:
+            return float(e.units_per_instance) if gang_mode else e.work_per_instance_hour
+
         done = 0.0
         for t in run_periods:
+            if gang_mode and done >= required - 1e-9:
+                break  # the gang has done its work: stop paying for it
             h0, h1 = periods[t]
             if w.workload_class is WorkloadClass.SERVING:
                 need = float(problem.serving_period_demand(w.name)[t])
                 base = (1.0 - w.max_spot_share) * need
             elif w.workload_class is WorkloadClass.TRAINING:
-                need = gang * od.throughput
-                base = w.non_revocable_min_units * od.throughput
+                need = float(gang)  # a gang is counted in physical units
+                base = float(w.non_revocable_min_units)
             else:
                 cap = (w.max_units or math.inf) * od.throughput
                 need = min(per_hour_work, cap)
@@ -163,7 +206,7 @@ def fast_plan(problem: PlanningProblem) -> Plan:
             for e in com:  # committed first: already paid for, base and above
                 g = _group(e)
                 left = bought[g] - used.get((g, t), 0.0)
-                take = min(left, (need - got_nonrev) / e.work_per_instance_hour)
+                take = min(left, (need - got_nonrev) / measure(e))
                 if take <= 1e-9:
                     continue
                 used[(g, t)] = used.get((g, t), 0.0) + take
@@ -173,17 +216,21 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                 rows.append((t, h0, h1, w.name, Tier.COMMITTED.value, e.pool_key, take,
                              take * e.units_per_instance, take * e.work_per_instance_hour,
                              price))  # fmt: skip
-                got_nonrev += take * e.work_per_instance_hour
+                got_nonrev += take * measure(e)
             od_price = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.work_per_instance_hour
-            od_base = max(base - got_nonrev, 0.0) / od.work_per_instance_hour
-            spot_target = (
-                min(need - base, w.max_spot_share * need)
-                if w.workload_class is not WorkloadClass.TRAINING
-                else need - base
+            od_base = max(base - got_nonrev, 0.0) / measure(od)
+            spot_target = min(need - max(base, got_nonrev), w.max_spot_share * need)
+            spot = _fill_spot(w, spot_order, t, max(spot_target, 0.0), pools, in_units=gang_mode)
+            spot_work = sum(
+                n
+                * (
+                    e.units_per_instance
+                    if gang_mode
+                    else e.work_per_instance_hour / (e.spot_factor or 1.0)
+                )
+                for e, n in spot
             )
-            spot = _fill_spot(w, spot_order, t, max(spot_target, 0.0), pools)
-            spot_work = sum(n * e.work_per_instance_hour / (e.spot_factor or 1.0) for e, n in spot)
-            od_rest = max(need - max(base, got_nonrev) - spot_work, 0.0) / od.work_per_instance_hour
+            od_rest = max(need - max(base, got_nonrev) - spot_work, 0.0) / measure(od)
             od_total = od_base + od_rest
             if od_total > 1e-9:
                 rows.append((t, h0, h1, w.name, Tier.ON_DEMAND.value, od.pool_key, od_total,
@@ -195,7 +242,12 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                              n * e.units_per_instance,
                              n * e.work_per_instance_hour / e.spot_factor,
                              float(pools.price[e.pool_key][t])))  # fmt: skip
-            done += need * float(lengths[t])
+            delivered = sum(
+                float(r[8])
+                for r in rows
+                if r[0] == t and r[3] == w.name  # work_per_hour
+            )
+            done += delivered * float(lengths[t])
         if w.workload_class is not WorkloadClass.SERVING:
             unmet[w.name] = max(required - done, 0.0)
         else:
