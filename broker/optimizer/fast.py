@@ -203,6 +203,7 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                 need = min(per_hour_work, cap)
                 base = (1.0 - w.max_spot_share) * need
             got_nonrev = 0.0
+            committed_work = 0.0
             for e in com:  # committed first: already paid for, base and above
                 g = _group(e)
                 left = bought[g] - used.get((g, t), 0.0)
@@ -217,6 +218,7 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                              take * e.units_per_instance, take * e.work_per_instance_hour,
                              price))  # fmt: skip
                 got_nonrev += take * measure(e)
+                committed_work += take * e.work_per_instance_hour
             od_price = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.work_per_instance_hour
             od_base = max(base - got_nonrev, 0.0) / measure(od)
             spot_target = min(need - max(base, got_nonrev), w.max_spot_share * need)
