@@ -244,11 +244,8 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                              n * e.units_per_instance,
                              n * e.work_per_instance_hour / e.spot_factor,
                              float(pools.price[e.pool_key][t])))  # fmt: skip
-            delivered = sum(
-                float(r[8])
-                for r in rows
-                if r[0] == t and r[3] == w.name  # work_per_hour
-            )
+            delivered = committed_work + od_total * od.work_per_instance_hour
+            delivered += sum(n * e.work_per_instance_hour / (e.spot_factor or 1.0) for e, n in spot)
             done += delivered * float(lengths[t])
         if w.workload_class is not WorkloadClass.SERVING:
             unmet[w.name] = max(required - done, 0.0)
