@@ -215,3 +215,44 @@ def test_plan_never_costs_more_than_the_on_demand_baseline(default_plan_inputs: 
     baseline = all_on_demand(snap, ws, demand, problem.hours)
     assert plan.planned_cost_usd() <= baseline.planned_cost_usd() + 1e-6
     assert plan.explanations["chat-api"].lines()[0] == "chat-api:"
+
+
+def test_rolling_horizon_keeps_commitments_and_covers_every_hour() -> None:
+    from broker.optimizer.rolling import RollingState, rolling_horizon, slice_problem
+
+    ws = parse_workloads(
+        {"workloads": [
+            _serving(max_spot_share=0.5, max_zone_share=1.0, max_pool_share=1.0),
+            {"name": "job", "class": "batch", "instance_types": ["g1"], "unit_hours": 30,
+             "deadline_hours": 12, "max_zone_share": 1.0, "max_pool_share": 1.0},
+        ]},
+        demand_supplied=True,
+    )  # fmt: skip
+    snap = _market(_pool("us-east-1a"), _pool("us-east-1b", committed=None))
+    demand = np.tile([4.0, 4.0, 8.0, 8.0], 6)
+    full = build_problem(snap, ws, {"api": demand}, hours=24,
+                         options=PlanOptions(integral=True))  # fmt: skip
+    seen: list[RollingState] = []
+
+    def window(t: int, state: RollingState) -> object:
+        seen.append(RollingState(state.hour, state.committed, {}, dict(state.remaining_unit_hours)))
+        return slice_problem(full, t, 8, state)
+
+    result = rolling_horizon(window, 12, step_hours=3)
+    assert result.solves == 4
+    a = result.plan.allocations
+    covered = sorted({h for s, e in zip(a.hour_start, a.hour_end, strict=True)
+                      for h in range(s, e) if True})  # fmt: skip
+    assert covered == list(range(12))
+    # commitments bought at the first step and fixed afterwards
+    assert all(s.committed == seen[1].committed for s in seen[1:])
+    # the batch job's remaining work only goes down, and it is done by its deadline
+    remaining = [s.remaining_unit_hours.get("job", 30.0) for s in seen]
+    assert remaining == sorted(remaining, reverse=True)
+    job = a[a.workload == "job"]
+    assert (job.work_per_hour * (job.hour_end - job.hour_start)).sum() >= 30 - 1e-6
+    # serving demand met every hour
+    api = a[a.workload == "api"]
+    for h in range(12):
+        got = api[(api.hour_start <= h) & (api.hour_end > h)].work_per_hour.sum()
+        assert got >= demand[h] - 1e-6
