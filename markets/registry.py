@@ -12,7 +12,16 @@ from typing import Generic, TypeVar
 
 from markets.errors import InputError
 
-__all__ = ["MARKETS", "MARKET_FACTORIES", "Registry", "market_factory", "open_market"]
+__all__ = [
+    "MARKETS",
+    "MARKET_FACTORIES",
+    "PROVIDER_FACTORIES",
+    "Registry",
+    "market_factory",
+    "open_market",
+    "open_provider",
+    "provider_factory",
+]
 
 T = TypeVar("T")
 
@@ -108,3 +117,33 @@ def open_market(spec: str | None = None, **options: object) -> object:
         f"one of {', '.join(sorted(MARKET_FACTORIES))}, or an existing file or directory",
         got=spec,
     )
+
+
+# Cloud provider adapters by name, as "module:attribute" (naming one imports no
+# SDK). Each attribute is a factory taking keyword options and returning a
+# ``markets.protocols.Provider``. Only adapters under ``markets`` are listed:
+# the simulated cloud lives in ``broker`` (markets never imports broker), so
+# the broker's composition root resolves "sim" before asking this registry.
+PROVIDER_FACTORIES: dict[str, str] = {
+    "aws": "markets.aws.provider:open_aws_provider",
+}
+
+
+def provider_factory(name: str) -> Callable[..., object]:
+    """The provider factory registered under ``name`` (imported on first use)."""
+    import importlib
+
+    key = name.lower()
+    if key not in PROVIDER_FACTORIES:
+        raise InputError(
+            "--provider", None, f"one of {', '.join(sorted(PROVIDER_FACTORIES))}", got=name
+        )
+    module_name, attr = PROVIDER_FACTORIES[key].split(":")
+    factory: Callable[..., object] = getattr(importlib.import_module(module_name), attr)
+    return factory
+
+
+def open_provider(name: str, **options: object) -> object:
+    """Open the cloud provider ``name`` with its keyword options (for
+    ``aws``: ``owner``, ``launch``, ``queue_url``...; see the adapter)."""
+    return provider_factory(name)(**options)

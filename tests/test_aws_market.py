@@ -32,7 +32,7 @@ from markets.aws.hazard import advisor_hazard, assumed_hazard, rate_from_monthly
 from markets.aws.market import AwsMarket, open_aws_market
 from markets.aws.pricing import fetch_reserved, parse_on_demand_product
 from markets.aws.rows import SkippedRows
-from markets.aws.sdk import AWS_API_CALLS, client_config
+from markets.aws.sdk import AWS_API_CALLS, AWS_MARKET_API_CALLS, client_config
 from markets.aws.spot import SpotHistory, fetch_spot_history
 from markets.clock import ManualClock
 from markets.errors import (
@@ -802,7 +802,7 @@ def test_hazard_prior_from_advisor_bucket_else_assumed() -> None:
 def _api_names_in_code() -> set[str]:
     """Every boto3 method named in markets/aws (direct calls and paginators),
     as IAM action names, via botocore's own method -> API mapping."""
-    clients = {s: offline_client(s) for s in ("ec2", "pricing")}
+    clients = {s: offline_client(s) for s in ("ec2", "pricing", "sqs")}
     mapping = {
         (s, method): api
         for s, c in clients.items()
@@ -840,7 +840,7 @@ def test_api_call_manifest_matches_the_calls_a_snapshot_makes() -> None:
     for c in (aws.ec2, aws.placement, aws.pricing):
         c.meta.events.register("before-parameter-build.*.*", record)
     aws.market(ManualClock(T0)).snapshot()
-    assert set(made) == AWS_API_CALLS
+    assert set(made) == AWS_MARKET_API_CALLS
 
 
 @pytest.fixture(autouse=True)

@@ -35,7 +35,14 @@ from markets.errors import (
     TransientError,
 )
 
-__all__ = ["AUTH_CODES", "THROTTLE_CODES", "aws_call", "translate"]
+__all__ = [
+    "AUTH_CODES",
+    "CAPACITY_CODES",
+    "LAUNCH_CAPACITY_CODES",
+    "THROTTLE_CODES",
+    "aws_call",
+    "translate",
+]
 
 # Error codes as EC2 (query protocol) and the JSON services (Pricing) spell them.
 THROTTLE_CODES = frozenset(
@@ -65,6 +72,20 @@ AUTH_CODES = frozenset(
     }
 )
 CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity"})
+# What RunInstances answers when *this zone* cannot supply the type now: the
+# next acceptable pool may. ``Unsupported``: the type is not offered in the
+# zone; ``SpotMaxPriceTooLow``: the spot price is above our maximum; a full
+# subnet is local to its zone too. Kept apart from CAPACITY_CODES because on a
+# read-only call these codes mean something else.
+LAUNCH_CAPACITY_CODES = CAPACITY_CODES | frozenset(
+    {
+        "InsufficientHostCapacity",
+        "InsufficientFreeAddressesInSubnet",
+        "SpotMaxPriceTooLow",
+        "UnfulfillableCapacity",
+        "Unsupported",
+    }
+)
 QUOTA_CODES = frozenset(
     {"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded"}
 )
@@ -79,8 +100,15 @@ TRANSIENT_CODES = frozenset(
 )
 
 
-def translate(e: ClientError, *, operation: str) -> SpotfolioError:
-    """The project error for a botocore ``ClientError`` raised by ``operation``."""
+def translate(
+    e: ClientError,
+    *,
+    operation: str,
+    capacity_codes: frozenset[str] = CAPACITY_CODES,
+    pool_key: str | None = None,
+) -> SpotfolioError:
+    """The project error for a botocore ``ClientError`` raised by ``operation``
+    (``capacity_codes`` and ``pool_key``: for a launch into one pool)."""
     err = e.response.get("Error", {})
     code = str(err.get("Code", ""))
     message = str(err.get("Message", "")) or str(e)
@@ -90,8 +118,8 @@ def translate(e: ClientError, *, operation: str) -> SpotfolioError:
         return ThrottledError(text)
     if code in AUTH_CODES:
         return AuthError(text)
-    if code in CAPACITY_CODES:
-        return CapacityUnavailableError(text)
+    if code in capacity_codes:
+        return CapacityUnavailableError(text, pool_key=pool_key)
     if code in QUOTA_CODES:
         return QuotaExceededError(text)
     if code in TRANSIENT_CODES or status >= 500:
@@ -104,13 +132,20 @@ def translate(e: ClientError, *, operation: str) -> SpotfolioError:
 
 
 @contextmanager
-def aws_call(operation: str) -> Iterator[None]:
+def aws_call(
+    operation: str,
+    *,
+    capacity_codes: frozenset[str] = CAPACITY_CODES,
+    pool_key: str | None = None,
+) -> Iterator[None]:
     """Run SDK calls for ``operation`` (e.g. ``"ec2:DescribeSpotPriceHistory"``),
     raising project errors instead of botocore's."""
     try:
         yield
     except ClientError as e:
-        raise translate(e, operation=operation) from e
+        raise translate(
+            e, operation=operation, capacity_codes=capacity_codes, pool_key=pool_key
+        ) from e
     except (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError) as e:
         raise AuthError(f"{operation}: {e}") from e
     except (ConnectionError, HTTPClientError) as e:

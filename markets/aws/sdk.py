@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AWS_API_CALLS",
+    "AWS_MARKET_API_CALLS",
+    "AWS_PROVIDER_API_CALLS",
+    "AWS_PROVIDER_IMPLIED_PERMISSIONS",
     "DEFAULT_MAX_ATTEMPTS",
     "PRICING_REGION",
     "AwsClients",
@@ -34,10 +37,11 @@ __all__ = [
     "client_config",
 ]
 
-# Every AWS API action the adapter calls, as IAM names them. A test compares
-# this set with the calls found in markets/aws/*.py; the Terraform module
-# derives the daemon's read-only IAM policy from it.
-AWS_API_CALLS: frozenset[str] = frozenset(
+# Every AWS API action the adapters call, as IAM names them. A test compares
+# AWS_API_CALLS with the calls found in markets/aws/*.py; the Terraform module
+# derives the daemon's IAM policy from the two parts: the market's read-only
+# calls, and the provider's (which launch, terminate and read notices).
+AWS_MARKET_API_CALLS: frozenset[str] = frozenset(
     {
         "ec2:DescribeAvailabilityZones",
         "ec2:DescribeInstanceTypeOfferings",
@@ -48,6 +52,22 @@ AWS_API_CALLS: frozenset[str] = frozenset(
         "pricing:GetProducts",
     }
 )
+AWS_PROVIDER_API_CALLS: frozenset[str] = frozenset(
+    {
+        "ec2:DescribeInstances",
+        "ec2:RunInstances",
+        "ec2:TerminateInstances",
+        "sqs:DeleteMessage",
+        "sqs:ReceiveMessage",
+    }
+)
+AWS_API_CALLS: frozenset[str] = AWS_MARKET_API_CALLS | AWS_PROVIDER_API_CALLS
+# Permissions IAM checks although no call is named after them: RunInstances
+# with TagSpecifications is also authorised as ec2:CreateTags (condition
+# ec2:CreateAction = RunInstances; EC2 User Guide, "Grant permission to tag
+# resources during creation"). A launch setting with an instance profile also
+# needs iam:PassRole on its role.
+AWS_PROVIDER_IMPLIED_PERMISSIONS: frozenset[str] = frozenset({"ec2:CreateTags"})
 
 RetryMode = Literal["adaptive", "standard"]
 
