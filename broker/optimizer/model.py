@@ -182,6 +182,18 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         entries = problem.entries(w)
         od = _cheapest_per_type(entries, Tier.ON_DEMAND)
         com = _cheapest_per_type(entries, Tier.COMMITTED) if opts.allow_committed else []
+        # Commitments already bought are usable wherever they were bought, even
+        # if another region has become cheaper since.
+        have = {_group_key(e) for e in com}
+        for e in entries:
+            g = _group_key(e)
+            if (
+                (problem.committed_fixed or {}).get(g, 0) > 0
+                and g not in have
+                and (e.usd_per_work_hour[Tier.COMMITTED] is not None)
+            ):
+                com.append(e)
+                have.add(g)
         spot = _spot_candidates(problem, w, entries)
         per_w[w.name] = (od, com, spot)
         n_alloc += (len(od) + len(com) + len(spot)) * n_t
