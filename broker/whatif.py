@@ -97,8 +97,18 @@ def _actuals(
     market: PriceSource, snapshot: MarketSnapshot, start: datetime, hours: int
 ) -> MarketActuals:
     hourly = getattr(market, "hourly", None)
+    span = getattr(market, "span", None)
     if hourly is None:
         return MarketActuals({}, {})
+    if span is not None:
+        # A recorded market knows nothing past its span: bill the rest at the
+        # planned prices, spot held (the best one can say without data).
+        first, last = span()
+        if start < first:
+            return MarketActuals({}, {})
+        hours = min(hours, int((last - start).total_seconds() // 3600))
+        if hours <= 0:
+            return MarketActuals({}, {})
     frame = hourly(start, hours)
     if frame.empty:
         return MarketActuals({}, {})
@@ -106,6 +116,7 @@ def _actuals(
     idx = ((frame["hour"] - t0).dt.total_seconds() // 3600).to_numpy(dtype=int)
     prices: dict[str, FloatArray] = {}
     held: dict[str, FloatArray] = {}
+    hours = max(hours, int(idx.max(initial=0)) + 1)
     keys = frame["pool_key"].to_numpy()
     sp = frame["spot_usd_per_hour"].to_numpy(dtype=float)
     av = frame["spot_available"].to_numpy(dtype=float)
@@ -143,7 +154,8 @@ def run_whatif(
     clock: dict[str, float] = {}
     t = time.perf_counter()
     snapshot = market.snapshot(start)
-    start = snapshot.at
+    # Plans run on whole hours; a recorded market's latest time rarely is one.
+    start = snapshot.at.replace(minute=0, second=0, microsecond=0)
     hours = days * 24
     if demand is None:
         history_start = start - timedelta(days=HISTORY_DAYS)
