@@ -100,3 +100,21 @@ def test_plan_json_lists_commitments_and_explanation(capsys: pytest.CaptureFixtu
     assert out["allocations"] and out["explanation"][0].startswith("plan ")
     tiers = {a["tier"] for a in out["allocations"]}
     assert tiers <= {"committed", "on_demand", "spot"}
+
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"{SHARED_DATA} (the public traces) absent")
+def test_whatif_on_shared_data_plans_aws_and_gcp_pools_together() -> None:
+    from broker.whatif import run_whatif
+    from markets.registry import open_market
+    from policies.workloads import default_workloads
+
+    result = run_whatif(open_market(str(SHARED_DATA)), default_workloads(), days=2)
+    plan = result.scenario("spotfolio").plan
+    providers = {k.split("/")[0] for k in plan.allocations["pool_key"]}
+    assert providers == {"aws", "gcp"}
+    ours = result.scenario("spotfolio").bill.total_usd
+    assert all(ours <= s.bill.total_usd + 0.01 for s in result.scenarios)
