@@ -34,3 +34,78 @@ def moto_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+# -- a throwaway PostgreSQL cluster, for the store tests ------------------------
+
+_PG_BINARIES = ("initdb", "pg_ctl", "postgres")
+
+
+def _pg_bin(name: str) -> str | None:
+    import shutil
+
+    found = shutil.which(name)
+    if found:
+        return found
+    import glob
+
+    # Debian keeps the server binaries out of PATH.
+    hits = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return hits[-1] if hits else None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """Base URL (``postgresql+psycopg://postgres@127.0.0.1:PORT``) of a
+    PostgreSQL cluster made for this session under a temporary directory and
+    stopped at the end. Skips, saying why, when the server binaries or the
+    psycopg driver are missing. As root (CI, these machines) the server runs
+    as the ``postgres`` user: PostgreSQL refuses to run as root."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    bins = {n: _pg_bin(n) for n in _PG_BINARIES}
+    missing = [n for n, p in bins.items() if p is None]
+    if missing:
+        pytest.skip(f"PostgreSQL server binaries not found: {', '.join(missing)}")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg (the test extra's PostgreSQL driver) is not installed")
+    prefix: list[str] = []
+    root = tempfile.mkdtemp(prefix="spotfolio-pg-")
+    if os.geteuid() == 0:
+        import pwd
+
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and no 'postgres' user to run the server as")
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            pytest.skip("running as root and no runuser to drop privileges")
+        prefix = [runuser, "-u", "postgres", "--"]
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+    data = os.path.join(root, "data")
+    port = _free_port()
+    subprocess.run(
+        [*prefix, str(bins["initdb"]), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+    )
+    opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    subprocess.run(
+        [*prefix, str(bins["pg_ctl"]), "-D", data, "-o", opts, "-l", f"{root}/log", "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run(
+            [*prefix, str(bins["pg_ctl"]), "-D", data, "-m", "immediate", "-w", "stop"],
+            capture_output=True,
+        )
+        shutil.rmtree(root, ignore_errors=True)
