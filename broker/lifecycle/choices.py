@@ -1,0 +1,212 @@
+"""Where lost capacity may go, and whether a job may run smaller.
+
+Owns the choosing rules applied inside the notice window, over explicit
+inputs: ``Guards`` (what blocks a pool right now: its breaker, its zone's
+breaker, a recent launch failure, the churn budget), ``find_spot`` (the best
+acceptable spot pool for some work), ``pick_on_demand``, ``shrink_size``,
+``deadline_slack`` and ``checkpoint_verdict``.
+
+Must not: change state (the manager records what it chose), read a clock, or
+do I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from broker.lifecycle.values import CheckpointVerdict
+from broker.lifecycle.view import Candidate, Candidates, Tally
+from markets.model import Tier
+from policies.breakglass import ChurnBudget, CircuitBreakers
+from policies.checkpoint import NOTICE_SECONDS, notice_checkpoint_fits
+from policies.workloads import Workload, WorkloadClass
+
+__all__ = [
+    "Guards",
+    "checkpoint_verdict",
+    "deadline_slack",
+    "find_spot",
+    "pick_on_demand",
+    "shares_ok",
+    "shrink_size",
+]
+
+_EPS = 1e-9
+
+
+@dataclass(slots=True)
+class Guards:
+    """The manager's rule state that can block a pool now."""
+
+    pool_breakers: CircuitBreakers
+    zone_breakers: CircuitBreakers
+    churn: ChurnBudget
+    unavailable: dict[tuple[str, Tier], float]  # (pool, tier) -> until (s)
+
+    def unavailable_now(self, pool_key: str, tier: Tier, now_s: float) -> bool:
+        until = self.unavailable.get((pool_key, tier))
+        return until is not None and now_s < until
+
+
+def shares_ok(w: Workload, tally: Tally, c: Candidate, units: float) -> bool:
+    """Adding ``units`` of spot in ``c`` keeps the workload within its zone and
+    pool shares of spot. A zone or pool holding none of its spot yet is always
+    allowed: spreading into it can only lower the concentration."""
+    after = tally.spot_units + units
+    in_zone = tally.spot_by_zone.get(c.zone_key, 0.0)
+    if in_zone > _EPS and in_zone + units > w.max_zone_share * after + _EPS:
+        return False
+    in_pool = tally.spot_by_pool.get(c.pool_key, 0.0)
+    return not (in_pool > _EPS and in_pool + units > w.max_pool_share * after + _EPS)
+
+
+def find_spot(
+    w: Workload,
+    work_per_hour: float,
+    cands: Candidates,
+    tally: Tally,
+    guards: Guards,
+    *,
+    now_s: float,
+    capacity_units: float,
+    same_type: str | None = None,
+    max_usd_per_work_hour: float | None = None,
+) -> tuple[Candidate, int, bool] | str:
+    """The first spot pool, in ``cands.spot`` order (effective cost, hazard,
+    preference), that supplies ``work_per_hour`` without an open breaker, a
+    recent launch failure or going over the churn budget; one within the
+    workload's zone and pool shares if any, else the first over them (a gang
+    of three nodes in three zones cannot be restored otherwise; the next plan
+    spreads it again). Returns ``(pool, instances, over_share)``, or why none."""
+    skipped: dict[str, int] = {}
+    over: tuple[Candidate, int] | None = None
+    for i, c in enumerate(cands.spot):
+        if same_type is not None and c.instance_type != same_type:
+            continue
+        eff = c.spot_usd_per_work_hour
+        if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
+            rest = sum(
+                1 for d in cands.spot[i:] if same_type is None or d.instance_type == same_type
+            )
+            skipped[f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"] = rest
+            break  # sorted by effective cost: the rest are dearer still
+        n = c.instances_for(work_per_hour)
+        units = n * c.units
+        if guards.pool_breakers.is_open(c.pool_key, now_s):
+            why = "pool breaker open"
+        elif guards.zone_breakers.is_open(c.zone_key, now_s):
+            why = "zone breaker open"
+        elif guards.unavailable_now(c.pool_key, Tier.SPOT, now_s):
+            why = "out of capacity"
+        elif not guards.churn.allows(units, capacity_units, now_s):
+            why = "over the churn budget"
+        elif not shares_ok(w, tally, c, units):
+            why = "over the zone/pool share"
+            over = over or (c, n)
+        else:
+            return c, n, False
+        skipped[why] = skipped.get(why, 0) + 1
+    if over is not None:
+        return over[0], over[1], True
+    of_type = f" of type {same_type}" if same_type else ""
+    if not skipped:
+        return f"no acceptable pool{of_type} offers spot"
+    counts = ", ".join(f"{n} {why}" for why, n in skipped.items())
+    return f"no spot pool{of_type} passes ({counts})"
+
+
+def pick_on_demand(
+    cands: Candidates,
+    guards: Guards,
+    *,
+    now_s: float,
+    same_type: str | None,
+    prefer_pool: str,
+) -> Candidate | None:
+    """The cheapest on-demand pool per unit of work not out of capacity,
+    ``prefer_pool`` (the lost one) on a tie. Breakers do not apply: on-demand
+    is not revoked."""
+    best: Candidate | None = None
+    for c in cands.on_demand:
+        if same_type is not None and c.instance_type != same_type:
+            continue
+        if guards.unavailable_now(c.pool_key, Tier.ON_DEMAND, now_s):
+            continue
+        if best is None:
+            best = c
+        if c.on_demand_usd_per_work_hour > best.on_demand_usd_per_work_hour * (1 + _EPS):
+            break
+        if c.pool_key == prefer_pool:
+            return c
+    return best
+
+
+def shrink_size(w: Workload, units_now: float) -> int | None:
+    """The largest allowed gang size not above ``units_now`` (``None``: below
+    ``min_units``, or not a training gang)."""
+    fitting = [s for s in w.gang_sizes() if s <= units_now + _EPS]
+    return fitting[-1] if fitting else None
+
+
+def deadline_slack(
+    w: Workload,
+    work_per_hour: float,
+    *,
+    now_s: float,
+    horizon_start_s: float,
+    done_unit_hours: float | None,
+    margin_fraction: float,
+) -> tuple[float, float] | None:
+    """``(slack_hours, margin_hours)`` of finishing by the deadline at
+    ``work_per_hour`` after one restart, or ``None`` without a deadline.
+
+    Without reported progress the job is taken as on schedule: done in
+    proportion to the time elapsed since the horizon start. The margin is
+    ``margin_fraction`` of the time left: spot will interrupt again.
+    """
+    if w.deadline_hours is None or w.unit_hours is None:
+        return None
+    elapsed_h = (now_s - horizon_start_s) / 3600.0
+    left_h = w.deadline_hours - elapsed_h
+    if done_unit_hours is None:
+        frac = min(1.0, max(0.0, elapsed_h / w.deadline_hours))
+        remaining = w.unit_hours * (1.0 - frac)
+    else:
+        remaining = max(0.0, w.unit_hours - done_unit_hours)
+    margin = margin_fraction * max(left_h, 0.0)
+    if remaining <= 0:
+        return math.inf, margin
+    need_h = math.inf if work_per_hour <= 0 else remaining / work_per_hour + w.restart_hours
+    return left_h - need_h, margin
+
+
+def checkpoint_verdict(
+    w: Workload,
+    pool_key: str,
+    *,
+    window_s: float | None,
+    latency_s: float,
+    margin_s: float,
+) -> CheckpointVerdict:
+    """Whether a notice-triggered checkpoint completes in the window
+    (economics.md section 2: counted only if it does; else the last periodic
+    checkpoint is what restarts from). ``window_s`` ``None``: the provider's
+    (``policies.checkpoint.NOTICE_SECONDS``: AWS 120 s, GCP 30 s)."""
+    provider = pool_key.split("/", 1)[0]
+    window = NOTICE_SECONDS.get(provider, 120.0) if window_s is None else max(0.0, window_s)
+    used = max(0.0, latency_s) + margin_s
+    budget = max(0.0, window - used)
+    if w.workload_class is WorkloadClass.SERVING:
+        note = f"stateless replicas: nothing to save; the hook may drain for {budget:.0f} s"
+        return CheckpointVerdict(True, window, 0.0, budget, note)
+    write = w.checkpoint_write_seconds
+    fits = notice_checkpoint_fits(write, window, used)
+    if fits:
+        note = f"a {write:.0f} s checkpoint fits the {window:.0f} s notice ({budget:.0f} s left)"
+    else:
+        note = (
+            f"a {write:.0f} s checkpoint does not fit the {window:.0f} s notice "
+            f"({budget:.0f} s left): the job restarts from its last periodic checkpoint"
+        )
+    return CheckpointVerdict(fits, window, write, budget, note)

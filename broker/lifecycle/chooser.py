@@ -1,0 +1,238 @@
+"""The choices for one loss, made and recorded: replace, break glass, shrink.
+
+Owns ``Outcome`` and ``Chooser``, which applies the pure rules of
+``broker.lifecycle.choices`` to the manager's state and records what it
+chose: a launch counted until the fleet shows it (and against the churn budget
+when on spot), a break-glass stretch opened in the ``BreakGlassBook``, a
+resize time. Each method returns an ``Outcome``, or why it cannot.
+
+Must not: decide the order of the choices (``broker.lifecycle.manager`` does
+per workload class), read a clock, or do I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.lifecycle.choices import (
+    Guards,
+    deadline_slack,
+    find_spot,
+    pick_on_demand,
+    shrink_size,
+)
+from broker.lifecycle.stretches import BreakGlassBook
+from broker.lifecycle.values import DecisionKind, LaunchIntent, LifecycleConfig
+from broker.lifecycle.view import Candidate, Candidates, FleetView, Pending, instance_type, zone_key
+from markets.fleet import Instance
+from markets.model import MarketSnapshot, Tier
+from policies.breakglass import resize_block_reason
+from policies.workloads import Workload, WorkloadClass
+
+__all__ = ["Chooser", "Outcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: DecisionKind
+    reason: str
+    launches: tuple[LaunchIntent, ...] = ()
+    new_size: int | None = None
+    usd: float = 0.0
+
+
+class Chooser:
+    """The recorded choices; the state they read and write lives here."""
+
+    def __init__(
+        self, config: LifecycleConfig, guards: Guards, book: BreakGlassBook, horizon_s: float
+    ) -> None:
+        self.config = config
+        self.guards = guards
+        self.book = book
+        self.horizon_s = horizon_s
+        self.last_resize: dict[str, float] = {}  # workload -> when (s)
+        self.progress: dict[str, float] = {}  # workload -> unit-hours done
+        self._snapshot: MarketSnapshot | None = None
+        self._cands: dict[str, Candidates] = {}
+
+    def on_market(self, snapshot: MarketSnapshot) -> None:
+        if snapshot is not self._snapshot:
+            self._snapshot, self._cands = snapshot, {}
+
+    def replace(
+        self,
+        nid: str,
+        w: Workload,
+        inst: Instance,
+        lost_work: float,
+        view: FleetView,
+        now_s: float,
+        max_usd_per_work_hour: float | None = None,
+    ) -> Outcome | str:
+        found = self.find_spot(
+            w, lost_work, view, now_s, instance_type(inst.pool_key), max_usd_per_work_hour
+        )
+        if isinstance(found, str):
+            return found
+        c, n, over_share = found
+        self.launch(nid, w, c, Tier.SPOT, n, view, now_s)
+        eff = c.spot_usd_per_work_hour or 0.0
+        note = ", above its zone/pool share until the next plan" if over_share else ""
+        reason = (
+            f"replace {inst.units} units lost in {inst.pool_key} with {n} x {c.instance_type} "
+            f"spot in {c.pool_key} (${eff:.2f} per work-hour effective, "
+            f"hazard {c.hazard_per_hour:.3f}/h{note})"
+        )
+        return Outcome(DecisionKind.REPLACE, reason, (LaunchIntent(c.pool_key, Tier.SPOT, n),))
+
+    def break_glass(
+        self, nid: str, w: Workload, inst: Instance, lost_work: float, view: FleetView, now_s: float
+    ) -> Outcome | str:
+        cands = self.candidates(w)
+        od = pick_on_demand(
+            cands,
+            self.guards,
+            now_s=now_s,
+            same_type=self.same_type(w, instance_type(inst.pool_key)),
+            prefer_pool=inst.pool_key,
+        )
+        if od is None:
+            return "no acceptable pool has on-demand capacity"
+        n = od.instances_for(lost_work)
+        lost = cands.by_pool.get(inst.pool_key)
+        lost_spot = 0.0 if lost is None else (lost.spot_usd_per_hour or 0.0)
+        g = self.guards
+        calm_s = max(
+            g.pool_breakers.open_until_s(inst.pool_key),
+            g.zone_breakers.open_until_s(zone_key(inst.pool_key)),
+        )
+        hours = max(
+            self.config.break_glass_min_hours,
+            (max(0.0, calm_s - now_s) + self.config.return_min_dwell_s) / 3600.0,
+        )
+        usd = self.book.open(
+            nid,
+            w.name,
+            od,
+            n,
+            work_per_hour=lost_work,
+            lost_spot_usd_per_hour=lost_spot,
+            hours=hours,
+            now_s=now_s,
+        )
+        if isinstance(usd, str):
+            return usd
+        self.launch(nid, w, od, Tier.ON_DEMAND, n, view, now_s)
+        reason = (
+            f"break glass: {n} x {od.instance_type} on-demand in {od.pool_key}, "
+            f"${usd:,.0f} committed for {hours:.1f} h (cap left "
+            f"${self.book.ledger.remaining_usd:,.0f})"
+        )
+        return Outcome(
+            DecisionKind.BREAK_GLASS,
+            reason,
+            (LaunchIntent(od.pool_key, Tier.ON_DEMAND, n),),
+            usd=usd,
+        )
+
+    def shrink(self, w: Workload, inst: Instance, view: FleetView, now_s: float) -> Outcome | str:
+        if not w.elastic:
+            return "the gang is not elastic"
+        tally = view.tally(w.name)
+        size = shrink_size(w, tally.units)
+        if size is None:
+            return f"{tally.units:.0f} units left is below min_units {w.min_units}"
+        block = resize_block_reason(
+            self.last_resize.get(w.name),
+            now_s,
+            w.min_dwell_minutes * 60.0,
+            self.config.resize_budget_interval_s,
+        )
+        if block is not None:
+            return block
+        work = tally.work_per_hour * size / tally.units if tally.units > 0 else 0.0
+        slack = self.slack(w, work, now_s)
+        if slack is not None and slack[0] < slack[1]:
+            return f"at {size} units deadline slack would be {slack[0]:.1f} h < {slack[1]:.1f} h"
+        self.last_resize[w.name] = now_s
+        extra = round(tally.units) - size
+        release = f", releasing {extra} more" if extra > 0 else ""
+        slack_note = "" if slack is None else f"; deadline slack {slack[0]:.0f} h"
+        reason = (
+            f"shrink {w.name} to {size} units after losing {inst.units}{release} "
+            f"(min {w.min_units}, step {w.step_units}{slack_note})"
+        )
+        return Outcome(DecisionKind.SHRINK, reason, new_size=size)
+
+    def same_type(self, w: Workload, itype: str) -> str | None:
+        """Training gangs keep their instance type (rigid parallel groups)."""
+        if w.workload_class is WorkloadClass.TRAINING and self.config.training_same_instance_type:
+            return itype
+        return None
+
+    def find_spot(
+        self,
+        w: Workload,
+        work_per_hour: float,
+        view: FleetView,
+        now_s: float,
+        lost_type: str,
+        max_usd_per_work_hour: float | None = None,
+    ) -> tuple[Candidate, int, bool] | str:
+        return find_spot(
+            w,
+            work_per_hour,
+            self.candidates(w),
+            view.tally(w.name),
+            self.guards,
+            now_s=now_s,
+            capacity_units=view.total_units,
+            same_type=self.same_type(w, lost_type),
+            max_usd_per_work_hour=max_usd_per_work_hour,
+        )
+
+    def candidates(self, w: Workload) -> Candidates:
+        c = self._cands.get(w.name)
+        if c is None:
+            assert self._snapshot is not None
+            c = self._cands[w.name] = Candidates(w, self._snapshot)
+        return c
+
+    def slack(self, w: Workload, work_per_hour: float, now_s: float) -> tuple[float, float] | None:
+        return deadline_slack(
+            w,
+            work_per_hour,
+            now_s=now_s,
+            horizon_start_s=self.horizon_s,
+            done_unit_hours=self.progress.get(w.name),
+            margin_fraction=self.config.deadline_margin_fraction,
+        )
+
+    def batch_price_cap(self, w: Workload, inst: Instance) -> float | None:
+        """Batch replaces only at most ``batch_replace_max_premium`` above what
+        the lost pool cost per unit of work (effective spot, else on-demand)."""
+        lost = self.candidates(w).by_pool.get(inst.pool_key)
+        if lost is None:
+            return None
+        ref = lost.spot_usd_per_work_hour or lost.on_demand_usd_per_work_hour
+        return ref * (1.0 + self.config.batch_replace_max_premium)
+
+    def launch(
+        self, nid: str, w: Workload, c: Candidate, tier: Tier, n: int, view: FleetView, now_s: float
+    ) -> None:
+        """Count a decided launch until it shows in the fleet; spot counts as churn."""
+        view.add_pending(
+            Pending(
+                notice_id=nid,
+                workload=w.name,
+                pool_key=c.pool_key,
+                tier=tier,
+                count=n,
+                units_each=c.units,
+                decided_s=now_s,
+                expires_s=now_s + self.config.pending_launch_ttl_s,
+            )
+        )
+        if tier is Tier.SPOT:
+            self.guards.churn.record(n * c.units, now_s)

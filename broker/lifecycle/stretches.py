@@ -1,0 +1,170 @@
+"""Break-glass stretches: on-demand capacity standing in for lost spot, paid
+for out of the break-glass dollar cap.
+
+Owns ``Stretch`` and ``BreakGlassBook``: opening a stretch only when its
+estimated extra dollars, ``(on-demand - spot) x hours until calm``, fit what is
+left of the cap (``policies.breakglass.BreakGlassLedger``); and, on each tick,
+one step per stretch:
+
+- back to spot when a spot pool passes the filters and the hysteresis says go
+  (minimum dwell; savings x expected spot lifetime > switching cost);
+- otherwise, ``return_lead_s`` before its committed dollars run out, extend it
+  by ``break_glass_min_hours`` if the cap can pay, else go back to spot early,
+  else end it (the capacity is left unmet: the cap is a hard limit).
+
+Settling a stretch charges the dollars it actually spent and releases the rest
+of its commitment, so the cap bounds real extra spend as long as ticks come
+more often than ``return_lead_s``.
+
+Must not: choose pools (the manager passes the spot target it found), read a
+clock, or do I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.lifecycle.values import LifecycleConfig, ReturnKind
+from broker.lifecycle.view import Candidate
+from policies.breakglass import BreakGlassLedger, return_to_spot_verdict
+from policies.workloads import Workload, WorkloadClass
+
+__all__ = ["BreakGlassBook", "Step", "Stretch"]
+
+
+@dataclass(slots=True)
+class Stretch:
+    """One break-glass stretch (``alloc_id`` is the notice id that opened it)."""
+
+    alloc_id: str
+    workload: str
+    pool_key: str  # the on-demand pool
+    count: int
+    work_per_hour: float
+    on_demand_usd_per_hour: float  # per instance
+    extra_usd_per_hour: float  # over the spot it stands in for
+    started_s: float
+    expires_s: float  # when its committed dollars run out
+    steps: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    kind: ReturnKind
+    reason: str
+    committed_usd: float = 0.0
+    spent_usd: float = 0.0
+    released_usd: float = 0.0
+
+
+class BreakGlassBook:
+    """Open stretches and the ledger that pays for them."""
+
+    def __init__(self, cap_usd: float | None, config: LifecycleConfig) -> None:
+        self.ledger = BreakGlassLedger(cap_usd)
+        self.config = config
+        self.stretches: dict[str, Stretch] = {}
+
+    def open(
+        self,
+        alloc_id: str,
+        workload: str,
+        od: Candidate,
+        count: int,
+        *,
+        work_per_hour: float,
+        lost_spot_usd_per_hour: float,
+        hours: float,
+        now_s: float,
+    ) -> float | str:
+        """Commit the stretch's estimated extra dollars; return them, or why not."""
+        cap = self.ledger.cap_usd
+        if cap == 0:
+            return "break-glass is disabled (cap $0)"
+        extra = max(0.0, count * od.on_demand_usd_per_hour - lost_spot_usd_per_hour)
+        usd = extra * hours
+        if not self.ledger.try_commit(alloc_id, usd):
+            return (
+                f"break-glass needs ${usd:,.0f} ({hours:.1f} h at ${extra:,.2f}/h over spot) "
+                f"but ${self.ledger.remaining_usd:,.0f} of the ${cap:,.0f} cap is left"
+            )
+        self.stretches[alloc_id] = Stretch(
+            alloc_id=alloc_id,
+            workload=workload,
+            pool_key=od.pool_key,
+            count=count,
+            work_per_hour=work_per_hour,
+            on_demand_usd_per_hour=od.on_demand_usd_per_hour,
+            extra_usd_per_hour=extra,
+            started_s=now_s,
+            expires_s=now_s + hours * 3600.0,
+        )
+        return usd
+
+    def cancel(self, alloc_id: str) -> bool:
+        """The stretch's launch failed: nothing was spent, release it all."""
+        if alloc_id not in self.stretches:
+            return False
+        del self.stretches[alloc_id]
+        self.ledger.settle(alloc_id, 0.0)
+        return True
+
+    def step(
+        self,
+        s: Stretch,
+        w: Workload,
+        target: tuple[Candidate, int] | None,
+        why_no_target: str,
+        now_s: float,
+    ) -> Step | None:
+        """What to do with ``s`` now (``None``: nothing). ``target`` is the spot
+        pool and instance count the manager found for its work, if any."""
+        cfg = self.config
+        held_s = now_s - s.started_s
+        if target is not None:
+            c, n = target
+            od_usd_per_hour = s.count * s.on_demand_usd_per_hour
+            write_h = 0.0 if w.workload_class is WorkloadClass.SERVING else w.checkpoint_write_hours
+            # A move stalls the work for a checkpoint and a restart while the
+            # capacity is still paid for.
+            switching = (w.restart_hours + write_h) * od_usd_per_hour
+            v = return_to_spot_verdict(
+                held_s=held_s,
+                min_dwell_s=max(cfg.return_min_dwell_s, w.min_dwell_minutes * 60.0),
+                on_demand_usd_per_hour=od_usd_per_hour,
+                spot_usd_per_hour=n * (c.spot_usd_per_hour or 0.0),
+                spot_hazard_per_hour=c.hazard_per_hour,
+                switching_cost_usd=switching,
+                max_lifetime_hours=cfg.max_spot_lifetime_hours,
+                margin=cfg.return_margin,
+            )
+            if v.go:
+                return self._close(s, ReturnKind.RETURN_TO_SPOT, f"back to spot: {v.reason}", now_s)
+            why_stay = v.reason
+        else:
+            why_stay = why_no_target
+        if now_s < s.expires_s - cfg.return_lead_s:
+            return None
+        hours = cfg.break_glass_min_hours
+        usd = s.extra_usd_per_hour * hours
+        if self.ledger.try_commit(s.alloc_id, usd):
+            s.expires_s = max(s.expires_s, now_s) + hours * 3600.0
+            reason = f"on-demand kept {hours:g} h more (${usd:,.0f} committed): {why_stay}"
+            return Step(ReturnKind.EXTEND, reason, committed_usd=usd)
+        short = (
+            f"the break-glass cap (${self.ledger.remaining_usd:,.0f} left) cannot pay "
+            f"another {hours:g} h (${usd:,.0f})"
+        )
+        if target is not None:
+            return self._close(
+                s, ReturnKind.RETURN_TO_SPOT, f"{short}: back to spot early ({why_stay})", now_s
+            )
+        return self._close(
+            s, ReturnKind.END, f"{short} and {why_stay}: on-demand ends, left unmet", now_s
+        )
+
+    def _close(self, s: Stretch, kind: ReturnKind, reason: str, now_s: float) -> Step:
+        spent = s.extra_usd_per_hour * max(0.0, now_s - s.started_s) / 3600.0
+        released = self.ledger.settle(s.alloc_id, spent)
+        del self.stretches[s.alloc_id]
+        return Step(kind, reason, spent_usd=spent, released_usd=released)
