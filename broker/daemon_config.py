@@ -14,7 +14,9 @@ Example (every field but ``owner`` has a default)::
     demand: demand.csv           # optional hourly serving demand
     market: aws                  # default | aws | gcp | a recorded-data path
     provider: aws                # aws | sim
-    provider_options: {region: us-east-1, queue_url: https://sqs...}
+    provider_options:            # the AWS provider's settings (markets.aws.provider_config)
+      queue_url: https://sqs.us-east-1.amazonaws.com/123456789012/spotfolio-notices
+      launch: {us-east-1: {launch_template_name: spotfolio-gpu}}
     planner: milp                # milp (CBC) | fast (greedy, milliseconds)
     horizon_hours: 24            # rolling horizon; the current hour is committed
     committed: {aws/us-east-1/g5.xlarge: 4}   # reservations the account holds
@@ -81,7 +83,8 @@ class DaemonConfig(StrictModel):
     market: str = "default"
     market_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     provider: Literal["aws", "sim"] = "sim"
-    provider_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # The provider's own settings (aws: launch templates per region, queue_url...).
+    provider_options: dict[str, Any] = Field(default_factory=dict)
     planner: Literal["milp", "fast"] = "milp"
     horizon_hours: int = Field(default=24, ge=1, le=168)
     committed: dict[str, int] = Field(default_factory=dict)

@@ -215,7 +215,8 @@ class SimCloud:
     # --- time ----------------------------------------------------------------
     def _advance(self) -> None:
         now = self.clock.now()
-        horizon = now + timedelta(seconds=self.options.notice_seconds)
+        # Events up to and including now + notice (the scan is half-open).
+        horizon = now + timedelta(seconds=self.options.notice_seconds, microseconds=1)
         spot: dict[str, list[_Inst]] = defaultdict(list)
         for s in self._instances.values():
             if s.ended_at is None and s.revoke_at is None and s.inst.tier is Tier.SPOT:

@@ -1,0 +1,251 @@
+"""``spotfolio daemon``: run the provisioning daemon, or a simulated account.
+
+Composition root: opens the market (``markets.registry.open_market``), the
+provider (``markets.registry.open_provider`` for ``aws``; ``SimCloud`` for
+``sim``), the store and the lifecycle manager, and hands them to
+``broker.daemon.Daemon``.
+
+- ``spotfolio daemon --config FILE [--provider aws|sim] [--dry-run] [--once]``
+  runs the daemon (APScheduler jobs, metrics on ``metrics_port``) until
+  SIGTERM; ``--once`` runs one start-up pass (lease, recovery, plan,
+  reconcile, notices) and exits; ``--dry-run`` prints the actions instead of
+  calling any mutating API.
+- ``spotfolio daemon --provider sim --hours H [--market M] [--json]`` runs a
+  simulated account for H hours in accelerated time and prints one object::
+
+    {"schema": "spotfolio.daemon.sim/1", "start": iso, "hours": int,
+     "revocations": int,                  # spot instances the cloud took back
+     "decisions": {"shrink": int, "replace": int, "break_glass": int,
+                   ...other kinds seen: "ignore", "checkpoint_only", "return_to_spot"},
+     "unhandled_notices": int,            # interruption/rebalance notices never acknowledged
+     "duplicate_launches": int,           # the same launch sent twice without its key (must be 0)
+     "orphaned_instances": int,           # live instances the store does not know (must be 0)
+     "decision_latency_ms": {"p50": float | null, "p99": float | null},
+     "decisions_after_deadline": int,     # decided after the notice's deadline
+     "budget_exceeded": bool, "budget_exceeded_hours": int,
+     "cost_usd": float, "cost_by_tier_usd": {"committed", "on_demand", "spot"},
+     "break_glass_usd": float, "break_glass_cap_usd": float | null,
+     "break_glass_cap_exceeded": bool,
+     "counters": {"launch_requests", "launches", "instances_launched", "replays",
+                  "terminations", "notices_sent", "throttled", "capacity_refusals",
+                  "plan_generation"},
+     "seconds": float}                    # wall-clock seconds the simulation took
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+from broker.cli._output import console, emit_json
+from markets.errors import InputError
+
+__all__ = ["daemon_command"]
+
+# Simulated accounts run jobs at coarser cadences than a real daemon: the
+# simulated hour is what matters, and a month must replay in about a minute.
+SIM_INTERVALS = {"refresh_market_s": 3600.0, "replan_s": 3600.0, "reconcile_s": 900.0}
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        event, _, rest = record.getMessage().partition(" ")
+        out: dict[str, Any] = {"level": record.levelname.lower(), "event": event}
+        for part in _split_kv(rest):
+            k, _, v = part.partition("=")
+            out[k] = v.strip('"')
+        return json.dumps(out)
+
+
+def _split_kv(text: str) -> list[str]:
+    parts, cur, quoted = [], "", False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        if ch == " " and not quoted:
+            if cur:
+                parts.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    return [*parts, cur] if cur else parts
+
+
+def _logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        _JsonFormatter()
+        if fmt == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
+    )
+    log = logging.getLogger("spotfolio")
+    log.handlers[:] = [handler]
+    log.setLevel(level.upper())
+    log.propagate = False
+
+
+def _config(path: str | None, **overrides: Any) -> Any:
+    from broker.daemon_config import DaemonConfig, load_daemon_config
+
+    if path is not None:
+        return load_daemon_config(path, **overrides)
+    if overrides.get("owner") is None:
+        overrides["owner"] = "spotfolio-sim"
+    from pydantic import ValidationError
+
+    from policies.input_errors import input_error_from
+
+    try:
+        return DaemonConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as e:
+        raise input_error_from("options", e) from e
+
+
+def _market(spec: str, config: Any) -> Any:
+    from markets.registry import open_market
+
+    return open_market(spec, **config.market_options)
+
+
+def _announce(request: Any) -> None:
+    data = request.model_dump(mode="json")
+    kind = "launch" if "count" in data else "terminate"
+    what = (
+        f"{data['count']} x {data['pool_key']} {data['tier']} for {data['workload']}"
+        if kind == "launch"
+        else ",".join(data["instance_ids"])
+    )
+    click.echo(f"would {kind}: {what} (key {data['idempotency_key']})")
+
+
+@click.command("daemon")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Daemon settings (YAML); required unless --hours runs a simulation.",
+)
+@click.option(
+    "--provider",
+    type=click.Choice(["aws", "sim"]),
+    default=None,
+    help="Cloud to act in (overrides the config's provider).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the actions; call no mutating API.")
+@click.option(
+    "--once", is_flag=True, help="One start-up pass (plan, reconcile, notices), then exit."
+)
+@click.option(
+    "--hours",
+    type=click.IntRange(1, 24 * 365),
+    default=None,
+    help="With --provider sim: simulate this many hours in accelerated time.",
+)
+@click.option("--market", default=None, help="Market: default, aws, gcp or a recorded-data path.")
+@click.option("--seed", type=int, default=None, help="Seed of the simulated cloud.")
+@click.option("--json", "as_json", is_flag=True, help="Print the simulation's result as JSON.")
+@click.option("--log-format", type=click.Choice(["kv", "json"]), default="kv", show_default=True)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)  # fmt: skip
+def daemon_command(
+    config_path: str | None,
+    provider: str | None,
+    dry_run: bool,
+    once: bool,
+    hours: int | None,
+    market: str | None,
+    seed: int | None,
+    as_json: bool,
+    log_format: str,
+    log_level: str,
+) -> None:
+    """Keep a cloud account's fleet at the plan (or simulate an account)."""
+    _logging(log_format, "warning" if hours is not None and log_level == "info" else log_level)
+    if hours is not None:
+        _simulate(config_path, provider, hours, market, seed, as_json)
+        return
+    if config_path is None:
+        raise InputError("--config", None, "a daemon config file (or --provider sim --hours H)")
+    config = _config(config_path, provider=provider, market=market)
+    _run(config, dry_run=dry_run, once=once)
+
+
+def _simulate(
+    config_path: str | None, provider: str | None, hours: int, market: str | None,
+    seed: int | None, as_json: bool,
+) -> None:  # fmt: skip
+    from broker.daemon_sim import simulate_daemon
+
+    if provider not in (None, "sim"):
+        raise InputError(
+            "--hours", None, "--provider sim (a simulation needs the simulated cloud)", got=provider
+        )
+    overrides: dict[str, Any] = {"provider": "sim", "market": market}
+    if config_path is None:
+        overrides.update(
+            store_url="sqlite://", planner="fast", metrics_port=0, intervals=SIM_INTERVALS
+        )
+    config = _config(config_path, **overrides)
+    if seed is not None:
+        config = config.model_copy(update={"sim": config.sim.model_copy(update={"seed": seed})})
+    report = simulate_daemon(config, _market(config.market, config), hours=hours)
+    out = report.to_dict()
+    if as_json:
+        emit_json(out)
+        return
+    from rich.table import Table
+
+    t = Table(title=f"simulated account, {hours} h from {out['start']}")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    for k in ("revocations", "unhandled_notices", "duplicate_launches", "orphaned_instances",
+              "budget_exceeded", "cost_usd", "break_glass_usd"):  # fmt: skip
+        t.add_row(k, str(out[k]))
+    t.add_row("decisions", ", ".join(f"{k} {v}" for k, v in out["decisions"].items()))
+    lat = out["decision_latency_ms"]
+    t.add_row("decision latency ms (p50 / p99)", f"{lat['p50']} / {lat['p99']}")
+    console.print(t)
+
+
+def _run(config: Any, *, dry_run: bool, once: bool) -> None:
+    from broker.daemon import Daemon, run_scheduled
+    from broker.daemon_sim import default_lifecycle
+    from broker.metrics import DaemonMetrics
+    from broker.store import Store
+    from markets.clock import SystemClock
+    from policies.workloads import default_workloads, load_workloads
+
+    clock = SystemClock()
+    market = _market(config.market, config)
+    if config.provider == "sim":
+        from broker.simcloud import SimCloud, SimOptions
+
+        s = config.sim
+        cloud: Any = SimCloud(
+            market, clock, SimOptions(notice_seconds=s.notice_seconds, seed=s.seed)
+        )
+    else:
+        from markets.registry import open_provider
+
+        cloud = open_provider("aws", owner=config.owner, **config.provider_options)
+    workloads = load_workloads(config.workloads) if config.workloads else default_workloads()
+    store = Store(config.store_url)
+    daemon = Daemon(
+        config, cloud, market, store, default_lifecycle(workloads, clock, config), clock,
+        workloads=workloads, metrics=DaemonMetrics(), dry_run=dry_run,
+        announce=_announce if dry_run else None,
+    )  # fmt: skip
+    if once or dry_run:
+        daemon.start()
+        daemon.poll_notices()
+        daemon.stop()
+        with store.transaction() as tx:
+            pending = tx.count_actions(config.owner, "pending")
+        click.echo(f"generation {daemon.state.generation}; pending actions {pending}")
+        return
+    run_scheduled(daemon, metrics_port=config.metrics_port or None)
