@@ -255,22 +255,26 @@ class SqsNotices:
         return messages
 
     def poll(self, max_notices: int = MAX_MESSAGES_PER_RECEIVE) -> Sequence[Notice]:
-        """Up to ``max_notices`` notices: one long poll, then (for more than
-        10) short receives until the queue answers empty."""
+        """Up to ``max_notices`` notices: one long poll, then (to take more
+        than 10) short receives while the queue answers full batches. At
+        most ``max_notices`` messages are received per poll, whatever they
+        hold, so messages that keep coming back cannot spin the poller."""
         if max_notices < 1:
             raise ValueError(f"max_notices must be >= 1, got {max_notices}")
         notices: list[Notice] = []
+        received = 0
         wait_s = self.wait_time_s
-        while len(notices) < max_notices:
-            want = min(MAX_MESSAGES_PER_RECEIVE, max_notices - len(notices))
+        while received < max_notices:
+            want = min(MAX_MESSAGES_PER_RECEIVE, max_notices - received)
             batch = self._receive(want, wait_s)
-            if not batch:
-                break
+            received += len(batch)
             wait_s = 0  # the queue had messages: take the rest without waiting
             for message in batch:
                 notice = self._read(message)
                 if notice is not None:
                     notices.append(notice)
+            if len(batch) < want:
+                break  # drained for now; the next poll takes what arrives
         return notices
 
     def _read(self, message: Mapping[str, Any]) -> Notice | None:
