@@ -272,6 +272,13 @@ class SimCloud:
             receipt = f"{nid}#{c}"
             self._queue.append(_Queued(n.model_copy(update={"receipt": receipt}), at + delay))
 
+    def revoke(self, instance_id: str, at: datetime) -> None:
+        """Take ``instance_id`` back at ``at``, with its notice (chaos and tests)."""
+        self._advance()
+        s = self._instances[instance_id]
+        if s.ended_at is None and s.revoke_at is None:
+            self._doom(s, at)
+
     def next_event_at(self) -> datetime | None:
         """Earliest future time something happens (a notice becomes visible, an
         instance is revoked, an unseen revocation's notice is due): lets a
