@@ -169,9 +169,11 @@ def _decide(d: Daemon, n: Notice, inst: Instance | None, received: float) -> dic
     ]
     bg_usd = float(getattr(dec, "break_glass_usd_committed", 0.0) or 0.0)
     refused = None
-    with d.store.transaction() as tx:
-        spent = tx.break_glass_usd(d.owner)
     cap = d.workloads.break_glass_cap_usd
+    spent = 0.0
+    if cap is not None and bg_usd > 0:  # one writer (the lease holder, under d.lock)
+        with d.store.transaction() as tx:
+            spent = tx.break_glass_usd(d.owner)
     if cap is not None and bg_usd > 0 and spent + bg_usd > cap + 1e-6:
         refused, launches, bg_usd = f"break-glass cap ${cap:,.0f} (spent ${spent:,.0f})", [], 0.0
     add = sum(x["count"] * d.book.price(x["pool_key"], Tier(x["tier"])) for x in launches)
