@@ -358,3 +358,41 @@ def test_the_cli_prints_the_simulation_schema(capsys: pytest.CaptureFixture[str]
     assert out["cost_usd"] > 0
     assert main(["daemon"]) == 2
     assert main(["daemon", "--provider", "aws", "--hours", "2"]) == 2
+
+
+@pytest.mark.slow
+def test_a_simulated_month_keeps_the_budget_and_the_break_glass_cap() -> None:
+    """30 days over the default market with duplicated, reordered notices and
+    throttling (~2 min: one re-plan and snapshot per simulated hour)."""
+    from broker.daemon_sim import simulate_daemon
+    from markets.registry import open_market
+
+    ws = parse_workloads(
+        {
+            "budget_usd_per_hour": 60,
+            "break_glass_cap_usd": 400,
+            "workloads": [
+                {"name": "api", "class": "serving", "instance_types": ["g5.xlarge", "g6.xlarge"],
+                 "throughput": {"g5.xlarge": 1.0, "g6.xlarge": 0.8},
+                 "demand": {"base_units": 8, "peak_units": 16, "peak_start_hour": 9,
+                            "peak_end_hour": 21}},
+                {"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge", "p3.8xlarge"],
+                 "throughput": {"p3.2xlarge": 1.0, "p3.8xlarge": 1.0},
+                 "unit_hours": 3000, "deadline_hours": 720, "max_units": 12},
+            ],
+        }
+    )  # fmt: skip
+    market = open_market("default", instance_types=ws.instance_types(), days=40)
+    cfg = DaemonConfig.model_validate(
+        {
+            "owner": "sim", "store_url": "sqlite://", "planner": "fast", "metrics_port": 0,
+            "intervals": {"refresh_market_s": 3600, "replan_s": 3600, "reconcile_s": 3600},
+            "sim": {"duplicate_rate": 0.2, "reorder": True, "throttle_rate": 0.02, "seed": 3},
+        }
+    )  # fmt: skip
+    out = simulate_daemon(cfg, market, hours=720, workloads=ws).to_dict()
+    assert out["revocations"] > 0 and out["counters"]["throttled"] > 0
+    assert out["duplicate_launches"] == 0 and out["orphaned_instances"] == 0
+    assert out["unhandled_notices"] == 0 and out["decisions_after_deadline"] == 0
+    assert out["budget_exceeded"] is False and out["break_glass_cap_exceeded"] is False
+    assert out["cost_usd"] > 0
