@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "AVAILABILITY_ZONES_TTL_S",
+    "GCP_PRICE_FILE_TTL_S",
     "INSTANCE_TYPES_TTL_S",
     "INSTANCE_TYPE_OFFERINGS_TTL_S",
     "ON_DEMAND_PRICE_TTL_S",
@@ -66,3 +67,9 @@ INSTANCE_TYPE_OFFERINGS_TTL_S = 1 * _HOUR_S
 # long enough not to hammer an empty pool, short enough to catch returning
 # capacity.
 UNAVAILABLE_OFFERING_TTL_S = 3 * _MINUTE_S
+
+# A GCP price file (markets.gcp.prices) is re-read at most this often: Google
+# changes Spot VM prices at most once every 30 days (Spot VMs pricing docs) and
+# list prices a few times a year, so a day of lag costs little; re-reading lets
+# a cron job that refreshes the file take effect without a daemon restart.
+GCP_PRICE_FILE_TTL_S = 24 * _HOUR_S

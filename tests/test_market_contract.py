@@ -95,12 +95,29 @@ def _open_aws(moto_url: str) -> PriceSource:
     return market
 
 
+def _open_gcp(fake_url: str) -> PriceSource:
+    """REST clients pointed at the fake Compute Engine (tests/gcp_fake.py);
+    prices from the GCP price file in shared/data."""
+    from markets.clock import ManualClock
+    from markets.gcp.sdk import build_compute_clients
+
+    market: PriceSource = market_factory("gcp")(
+        project="spotfolio-test",
+        clients=build_compute_clients(endpoint=fake_url, anonymous=True),
+        regions=["us-central1", "us-east1"],
+        instance_types=["a2-highgpu-1g", "a3-highgpu-8g", "g2-standard-4"],
+        prices=DATA / "gcp-prices" / "gcp_prices_us_europe_2022-02_2025-06.csv.gz",
+        clock=ManualClock(T0),
+    )
+    return market
+
+
 def _openers(moto_url: str) -> dict[str, Opener]:
     return {
         "default": lambda: market_factory("default")(),
         "replay": lambda: market_factory("replay")(path=DATA),
         "aws": lambda: _open_aws(moto_url),
-        "gcp": lambda: market_factory("gcp")(),
+        "gcp": lambda: _open_gcp(moto_url),  # the URL of the fake Compute Engine
     }
 
 
@@ -115,6 +132,8 @@ def opener(request: pytest.FixtureRequest) -> Opener:
     if not _module_exists(module):
         pytest.skip(f"{name} market not yet implemented ({module} does not exist)")
     url = request.getfixturevalue("moto_server") if name == "aws" else "http://unused"
+    if name == "gcp":
+        url = request.getfixturevalue("gcp_fake").url
     open_ = _openers(url)[name]
 
     def guarded() -> PriceSource:

@@ -1,0 +1,387 @@
+"""The live GCP market: Compute Engine inventory and a price file as one ``MarketSnapshot``.
+
+Owns: ``GcpMarket`` (a ``markets.protocols.PriceSource``), its caches, and the
+factory ``open_gcp_market`` the market registry names. A snapshot joins, per
+pool (region, zone, machine type): the zone's offering of the type
+(machineTypes.aggregatedList) with its GPUs (named via acceleratorTypes), and
+the prices in force at ``at`` (``markets.gcp.prices``: on-demand, spot, 1- and
+3-year committed use, from a price file or the embedded catalog).
+
+What GCP does not have, and what the snapshot says instead: no placement
+score (``placement_score=None``); no interruption history per pool, so the
+hazard is ``markets.interruptions.ASSUMED_PRIOR`` labelled ``assumed`` until
+observed preemptions say otherwise; spot prices are per region and change at
+most monthly, so one price file row serves every zone of the region.
+
+Caching and failure, one rule per component (zones, machine types,
+accelerators, price file), as in ``markets.aws.market``: a value younger than
+its TTL (``markets.ttl``) is reused; an older one is refetched; a *transient*
+failure (429/5xx after api-core's retries, network) keeps the old value and
+marks the snapshot ``stale``; with no old value ``StaleDataError`` is raised.
+A price file older than ``prices.MAX_FILE_AGE_S`` at ``at`` also marks the
+snapshot stale. Auth errors propagate at once.
+
+Must not: retry by itself, launch anything (``markets.gcp.provider``), or
+estimate hazards from history (``markets.interruptions``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
+
+from markets import ttl
+from markets.clock import Clock, SystemClock, ensure_utc
+from markets.errors import InputError, StaleDataError, TransientError
+from markets.gcp.errors import gcp_call
+from markets.gcp.inventory import (
+    AcceleratorSpec,
+    GcpZone,
+    MachineTypeSpec,
+    fetch_accelerators,
+    fetch_machine_types,
+    fetch_zones,
+    instance_type,
+)
+from markets.gcp.prices import MAX_FILE_AGE_S, PriceTable
+from markets.gcp.sdk import (
+    AcceleratorTypesApi,
+    CallPolicy,
+    ComputeClients,
+    MachineTypesApi,
+    ZonesApi,
+    build_compute_clients,
+)
+from markets.interruptions import ASSUMED_PRIOR
+from markets.model import (
+    Hazard,
+    HazardSource,
+    InstanceType,
+    MarketSnapshot,
+    Pool,
+    PoolSnapshot,
+    Provider,
+)
+
+__all__ = [
+    "DEFAULT_MACHINE_TYPES",
+    "DEFAULT_REGIONS",
+    "GcpMarket",
+    "open_gcp_market",
+    "parse_names",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_REGIONS = ("us-central1",)
+# GPU machine types of the embedded catalog, one or two per family.
+DEFAULT_MACHINE_TYPES = (
+    "a2-highgpu-1g",
+    "a2-highgpu-8g",
+    "a3-highgpu-8g",
+    "g2-standard-4",
+    "g2-standard-8",
+)
+PROJECT_PATTERN = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")  # GCP project id rules
+REGION_PATTERN = re.compile(r"^[a-z]+-[a-z]+\d+$")  # us-central1, europe-west4
+ZONE_PATTERN = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")  # us-central1-a
+TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")  # a2-highgpu-1g
+_FUTURE_SKEW = timedelta(minutes=5)
+
+
+def parse_names(value: object, option: str, pattern: re.Pattern[str], what: str) -> tuple[str, ...]:
+    """A list option (comma-separated string or sequence) as sorted unique
+    names; empty or malformed names raise ``InputError`` naming ``option``."""
+    items = value.split(",") if isinstance(value, str) else list(cast(Iterable[object], value))
+    names = tuple(sorted({str(v).strip() for v in items if str(v).strip()}))
+    bad = [n for n in names if not pattern.match(n)]
+    if not names or bad:
+        raise InputError(option, None, what, got=", ".join(bad) or value)
+    return names
+
+
+@dataclass(frozen=True)
+class _Entry(Generic[T]):
+    value: T
+    fetched_mono: float
+    fetched_at: datetime
+
+
+class GcpMarket:
+    """Live GCP pools for ``instance_types`` (machine types) in ``regions``.
+
+    Clients are injected (tests pass clients pointed at a local fake); use
+    ``from_settings`` or ``open_gcp_market`` to build real ones. ``prices``:
+    a price file path (``None``: the catalog's list and committed prices, no
+    spot). ``skipped`` counts what was left out and why.
+    """
+
+    name = "gcp"
+
+    def __init__(
+        self,
+        *,
+        project: str,
+        zones_client: ZonesApi,
+        machine_types_client: MachineTypesApi,
+        accelerator_types_client: AcceleratorTypesApi,
+        regions: Sequence[str] = DEFAULT_REGIONS,
+        instance_types: Sequence[str] = DEFAULT_MACHINE_TYPES,
+        zones: Sequence[str] | None = None,
+        prices: str | Path | None = None,
+        clock: Clock | None = None,
+        policy: CallPolicy | None = None,
+    ) -> None:
+        if not PROJECT_PATTERN.match(project):
+            raise InputError("--project", None, "a GCP project id (6-30 of a-z 0-9 -)", got=project)
+        self.project = project
+        self.regions = parse_names(regions, "--regions", REGION_PATTERN, "names like us-central1")
+        self.requested_types = parse_names(
+            instance_types, "--instance-types", TYPE_PATTERN, "names like a2-highgpu-1g"
+        )
+        self._zone_filter = (
+            frozenset(parse_names(zones, "--zones", ZONE_PATTERN, "names like us-central1-a"))
+            if zones
+            else None
+        )
+        self.zones_client = zones_client
+        self.machine_types_client = machine_types_client
+        self.accelerator_types_client = accelerator_types_client
+        self.prices_path = Path(prices) if prices is not None else None
+        self._clock: Clock = clock or SystemClock()
+        self._policy = policy or CallPolicy()
+        self._cache: dict[str, _Entry[Any]] = {}
+        self._stale_parts: set[str] = set()
+        self.skipped: Counter[str] = Counter()
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        project: str | None = None,
+        endpoint: str | None = None,
+        credentials: Any = None,
+        anonymous: bool = False,
+        **options: Any,
+    ) -> GcpMarket:
+        """Real REST clients (Application Default Credentials unless given)."""
+        with gcp_call("credentials"):
+            clients = build_compute_clients(
+                endpoint=endpoint, credentials=credentials, anonymous=anonymous
+            )
+            project = project or _default_project()
+        if not project:
+            raise InputError("--project", None, "a GCP project id (or GOOGLE_CLOUD_PROJECT)")
+        return cls.from_clients(clients, project=project, **options)
+
+    @classmethod
+    def from_clients(cls, clients: ComputeClients, *, project: str, **options: Any) -> GcpMarket:
+        if not (clients.zones and clients.machine_types and clients.accelerator_types):
+            raise ValueError("the market needs zones, machine types and accelerator types clients")
+        return cls(
+            project=project,
+            zones_client=clients.zones,
+            machine_types_client=clients.machine_types,
+            accelerator_types_client=clients.accelerator_types,
+            **options,
+        )
+
+    # -- PriceSource -----------------------------------------------------------
+
+    def pools(self) -> Sequence[Pool]:
+        return tuple(p.pool for p in self.snapshot().pools)
+
+    def instance_types(self) -> Sequence[InstanceType]:
+        offered = self._machine_types(self._zones()).value
+        accels = self._accelerators(offered)
+        specs = {s.name: s for by_name in offered.values() for s in by_name.values()}
+        return tuple(instance_type(specs[n], accels) for n in sorted(specs))
+
+    def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
+        now = self._clock.now()
+        at = now if at is None else ensure_utc(at)
+        if at > now + _FUTURE_SKEW:
+            raise InputError("snapshot", "at", "a time not after now", got=at.isoformat())
+        self._stale_parts = set()
+        zones = self._zones()
+        offered_entry = self._machine_types(zones)
+        offered = offered_entry.value
+        accels = self._accelerators(offered)
+        table = self._prices()
+        hazard = Hazard(rate_per_hour=ASSUMED_PRIOR.rate_per_hour, source=HazardSource.ASSUMED)
+        pools: list[PoolSnapshot] = []
+        for zone in zones:
+            if self._zone_filter is not None and zone.name not in self._zone_filter:
+                continue
+            for name, spec in sorted(offered.get(zone.name, {}).items()):
+                price = table.price(zone.region, name, at)
+                if price is None:
+                    self.skipped["no price (price file or catalog)"] += 1
+                    continue
+                observed = min(at, offered_entry.fetched_at)
+                if price.valid_from is not None and table.generated_at is not None:
+                    observed = min(observed, table.generated_at)
+                pools.append(
+                    PoolSnapshot(
+                        pool=Pool(
+                            provider=Provider.GCP,
+                            region=zone.region,
+                            zone=zone.name,
+                            instance_type=name,
+                        ),
+                        instance=instance_type(spec, accels),
+                        on_demand_usd_per_hour=price.on_demand_usd_per_hour,
+                        spot_usd_per_hour=price.spot_usd_per_hour,
+                        committed_1y_usd_per_hour=price.committed_1y_usd_per_hour,
+                        committed_3y_usd_per_hour=price.committed_3y_usd_per_hour,
+                        placement_score=None,  # GCP publishes no placement score
+                        hazard=hazard,
+                        spot_available=price.spot_usd_per_hour is not None,
+                        observed_at=observed,
+                    )
+                )
+        age = table.file_age_s(at)
+        if age is not None and age > MAX_FILE_AGE_S:
+            self._stale_parts.add("price file")
+        stale = bool(self._stale_parts)
+        if stale:
+            log.warning("gcp market snapshot is stale: %s", sorted(self._stale_parts))
+        self.skipped.update(table.skipped)
+        table.skipped.clear()
+        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="gcp")
+
+    # -- components ------------------------------------------------------------
+
+    def _get(self, key: str, ttl_s: float, fetch: Callable[[], T]) -> _Entry[T]:
+        """The cached value for ``key``, refetched past ``ttl_s`` (see module doc)."""
+        entry = self._cache.get(key)
+        mono = self._clock.monotonic()
+        if entry is not None and mono - entry.fetched_mono < ttl_s:
+            return cast(_Entry[T], entry)
+        try:
+            value = fetch()
+        except TransientError as e:
+            if entry is None:
+                raise StaleDataError(
+                    f"gcp {key}", None, "one successful answer from Compute Engine", got=str(e)
+                ) from e
+            log.warning("gcp %s: refresh failed (%s); keeping %s", key, e, entry.fetched_at)
+            self._stale_parts.add(key)
+            return cast(_Entry[T], entry)
+        fresh = _Entry(value=value, fetched_mono=mono, fetched_at=self._clock.now())
+        self._cache[key] = fresh
+        return fresh
+
+    def _zones(self) -> tuple[GcpZone, ...]:
+        return self._get(
+            "zones",
+            ttl.AVAILABILITY_ZONES_TTL_S,
+            lambda: fetch_zones(self.zones_client, self.project, self.regions, self._policy),
+        ).value
+
+    def _machine_types(
+        self, zones: Sequence[GcpZone]
+    ) -> _Entry[dict[str, dict[str, MachineTypeSpec]]]:
+        names = [z.name for z in zones]
+        return self._get(
+            "machine_types",
+            ttl.INSTANCE_TYPE_OFFERINGS_TTL_S,
+            lambda: fetch_machine_types(
+                self.machine_types_client,
+                self.project,
+                self.requested_types,
+                names,
+                self._policy,
+                self.skipped,
+            ),
+        )
+
+    def _accelerators(
+        self, offered: dict[str, dict[str, MachineTypeSpec]]
+    ) -> dict[str, AcceleratorSpec]:
+        names = sorted(
+            {
+                s.accelerator
+                for by_name in offered.values()
+                for s in by_name.values()
+                if s.accelerator
+            }
+        )
+        return self._get(
+            f"accelerators/{','.join(names)}",
+            ttl.INSTANCE_TYPES_TTL_S,
+            lambda: fetch_accelerators(
+                self.accelerator_types_client,
+                self.project,
+                names,
+                self._policy,
+            ),
+        ).value
+
+    def _prices(self) -> PriceTable:
+        path = self.prices_path
+        if path is None:
+            return PriceTable.empty()
+        return self._get(
+            "prices",
+            ttl.GCP_PRICE_FILE_TTL_S,
+            lambda: PriceTable.load(path, regions=self.regions, machine_types=self.requested_types),
+        ).value
+
+
+def _default_project() -> str | None:
+    """The project of the environment: ``GOOGLE_CLOUD_PROJECT``, else the one
+    Application Default Credentials name (``gcloud config`` or the VM's)."""
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUDSDK_CORE_PROJECT")
+    if project:
+        return project
+    import google.auth
+
+    _, found = google.auth.default()
+    return str(found) if found else None
+
+
+def open_gcp_market(
+    *,
+    project: str | None = None,
+    regions: object = None,
+    instance_types: object = None,
+    zones: object = None,
+    prices: str | Path | None = None,
+    clients: ComputeClients | None = None,
+    endpoint: str | None = None,
+    credentials: Any = None,
+    anonymous: bool = False,
+    clock: Clock | None = None,
+    policy: CallPolicy | None = None,
+    **_ignored: Any,
+) -> GcpMarket:
+    """The registry's factory: ``open_market("gcp", project=..., prices=...)``.
+
+    ``regions`` / ``instance_types`` / ``zones``: sequences or comma-separated
+    strings. With ``clients`` (tests) no client is built and ``project`` is
+    required. Options meant for other markets are ignored.
+    """
+    options: dict[str, Any] = {
+        "regions": regions or DEFAULT_REGIONS,
+        "instance_types": instance_types or DEFAULT_MACHINE_TYPES,
+        "zones": zones or None,
+        "prices": prices,
+        "clock": clock,
+        "policy": policy,
+    }
+    if clients is not None:
+        if not project:
+            raise InputError("--project", None, "a GCP project id")
+        return GcpMarket.from_clients(clients, project=project, **options)
+    return GcpMarket.from_settings(
+        project=project, endpoint=endpoint, credentials=credentials, anonymous=anonymous, **options
+    )

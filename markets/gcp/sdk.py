@@ -1,0 +1,216 @@
+"""The narrow Google Compute Engine surface the GCP adapters use, and how
+clients are built.
+
+Owns: the manifest of every Compute Engine REST method called
+(``GCP_MARKET_API_CALLS``, ``GCP_PROVIDER_API_CALLS``, ``GCP_API_CALLS``; the
+fake server in ``tests/gcp_fake.py`` records the methods really called and a
+test keeps the two equal), the IAM permissions those calls need
+(``GCP_IAM_PERMISSIONS``, for a least-privilege custom role), the protocols
+naming only the client methods used, ``CallPolicy`` (retry and timeout of
+every call) and ``build_compute_clients``.
+
+Retries are google-api-core's (``Retry`` with jittered exponential backoff on
+429 and 5xx), bounded by ``CallPolicy.retry_timeout_s``, never a loop of ours.
+Mutating calls (insert, delete) are retried too: they carry a ``requestId``,
+so Compute Engine answers a repeat with the first operation instead of acting
+twice.
+
+Must not: parse responses or hold market logic. ``google.cloud.compute_v1``
+is imported only inside ``build_compute_clients`` and ``CallPolicy.retry``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "GCP_API_CALLS",
+    "GCP_IAM_PERMISSIONS",
+    "GCP_MARKET_API_CALLS",
+    "GCP_PROVIDER_API_CALLS",
+    "AcceleratorTypesApi",
+    "CallPolicy",
+    "ComputeClients",
+    "InstancesApi",
+    "MachineTypesApi",
+    "ZoneOperationsApi",
+    "ZonesApi",
+    "build_compute_clients",
+]
+
+# Compute Engine REST methods, as the API's discovery document names them.
+GCP_MARKET_API_CALLS: frozenset[str] = frozenset(
+    {
+        "compute.zones.list",
+        "compute.machineTypes.aggregatedList",
+        "compute.acceleratorTypes.aggregatedList",
+    }
+)
+GCP_PROVIDER_API_CALLS: frozenset[str] = frozenset(
+    {
+        "compute.instances.insert",
+        "compute.instances.get",
+        "compute.instances.list",
+        "compute.instances.aggregatedList",
+        "compute.instances.delete",
+        "compute.zoneOperations.list",
+        "compute.zoneOperations.wait",
+    }
+)
+GCP_API_CALLS: frozenset[str] = GCP_MARKET_API_CALLS | GCP_PROVIDER_API_CALLS
+
+# IAM permissions for a custom role. aggregatedList and wait are authorised
+# by the list/get permission of their resource. Creating a VM the way the
+# provider does also checks (Compute Engine docs, "Create a VM instance",
+# required permissions): setLabels and setMetadata (labels and metadata in
+# the insert body), disks.create (a boot disk), subnetworks.use (its NIC),
+# images.useReadOnly or instanceTemplates.useReadOnly (its source), and
+# iam.serviceAccounts.actAs when a service account is attached.
+GCP_IAM_PERMISSIONS: frozenset[str] = frozenset(
+    {
+        "compute.zones.list",
+        "compute.machineTypes.list",
+        "compute.acceleratorTypes.list",
+        "compute.instances.create",
+        "compute.instances.get",
+        "compute.instances.list",
+        "compute.instances.delete",
+        "compute.instances.setLabels",
+        "compute.instances.setMetadata",
+        "compute.disks.create",
+        "compute.subnetworks.use",
+        "compute.images.useReadOnly",
+        "compute.instanceTemplates.useReadOnly",
+        "compute.zoneOperations.list",
+        "compute.zoneOperations.get",
+    }
+)
+
+
+class ZonesApi(Protocol):
+    """``compute_v1.ZonesClient``: ``list`` only."""
+
+    def list(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class MachineTypesApi(Protocol):
+    """``compute_v1.MachineTypesClient``: ``aggregated_list`` only."""
+
+    def aggregated_list(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class AcceleratorTypesApi(Protocol):
+    """``compute_v1.AcceleratorTypesClient``: ``aggregated_list`` only."""
+
+    def aggregated_list(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class InstancesApi(Protocol):
+    """``compute_v1.InstancesClient``: the five methods the provider calls."""
+
+    def insert(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def get(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def list(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def aggregated_list(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class ZoneOperationsApi(Protocol):
+    """``compute_v1.ZoneOperationsClient``: ``list`` (preemptions) and
+    ``wait`` (an insert's outcome; the server holds the call up to 2 min)."""
+
+    def list(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """Retry and timeout applied to every Compute Engine call.
+
+    ``retry_timeout_s`` bounds all retries of one call (api-core's
+    ``Retry(timeout=...)``); sleeps start at ``initial_s`` and grow by 2 up to
+    ``maximum_s`` with jitter. ``request_s`` is one HTTP request's timeout;
+    ``zoneOperations.wait`` gets ``wait_s`` more (the server may hold it 2 min).
+    The generated clients' own defaults would retry list calls for 600 s:
+    far longer than a planning tick or a 30 s preemption window.
+    """
+
+    retry_timeout_s: float = 30.0
+    initial_s: float = 1.0
+    maximum_s: float = 16.0
+    request_s: float = 60.0
+    wait_s: float = 120.0
+
+    def retry(self) -> Any:
+        """A ``google.api_core.retry.Retry`` for 429, 500, 502, 503, 504."""
+        from google.api_core import exceptions as gexc
+        from google.api_core import retry as gretry
+
+        return gretry.Retry(
+            predicate=gretry.if_exception_type(
+                gexc.TooManyRequests,
+                gexc.InternalServerError,
+                gexc.BadGateway,
+                gexc.ServiceUnavailable,
+                gexc.GatewayTimeout,
+            ),
+            initial=self.initial_s,
+            maximum=self.maximum_s,
+            multiplier=2.0,
+            timeout=self.retry_timeout_s,
+        )
+
+    def kwargs(self) -> dict[str, Any]:
+        """``retry=`` and ``timeout=`` for a generated client method."""
+        return {"retry": self.retry(), "timeout": self.request_s}
+
+
+@dataclass(frozen=True)
+class ComputeClients:
+    """The Compute Engine clients the market and the provider use. ``None``
+    where a side does not need one (the market has no instances client)."""
+
+    zones: ZonesApi | None = None
+    machine_types: MachineTypesApi | None = None
+    accelerator_types: AcceleratorTypesApi | None = None
+    instances: InstancesApi | None = None
+    zone_operations: ZoneOperationsApi | None = None
+
+
+def build_compute_clients(
+    *,
+    endpoint: str | None = None,
+    credentials: Any = None,
+    anonymous: bool = False,
+    client_options: Mapping[str, Any] | None = None,
+) -> ComputeClients:
+    """REST clients for every service; credentials from Application Default
+    Credentials unless given. ``endpoint`` (``http://127.0.0.1:8080`` for a
+    local fake) replaces ``compute.googleapis.com``; ``anonymous`` sends no
+    credentials (only a fake accepts that)."""
+    from google.cloud import compute_v1
+
+    options: dict[str, Any] = dict(client_options or {})
+    if endpoint:
+        options["api_endpoint"] = endpoint
+    if anonymous and credentials is None:
+        from google.auth.credentials import AnonymousCredentials
+
+        credentials = AnonymousCredentials()
+    kw: dict[str, Any] = {"transport": "rest", "client_options": options or None}
+    if credentials is not None:
+        kw["credentials"] = credentials
+    return ComputeClients(
+        zones=compute_v1.ZonesClient(**kw),
+        machine_types=compute_v1.MachineTypesClient(**kw),
+        accelerator_types=compute_v1.AcceleratorTypesClient(**kw),
+        instances=compute_v1.InstancesClient(**kw),
+        zone_operations=compute_v1.ZoneOperationsClient(**kw),
+    )
