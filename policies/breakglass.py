@@ -203,6 +203,12 @@ class BreakGlassLedger:
     def remaining_usd(self) -> float:
         return math.inf if self.cap_usd is None else max(0.0, self.cap_usd - self.committed_usd)
 
+    def restore(self, usd: float) -> None:
+        """Count dollars committed before a restart (from the store) as spent."""
+        if usd < 0 or not math.isfinite(usd):
+            raise ValueError(f"restored dollars are a finite amount >= 0, got {usd!r}")
+        self._settled_usd += usd
+
     def open_usd(self, key: str) -> float:
         return self._open.get(key, 0.0)
 

@@ -259,15 +259,18 @@ def test_the_preemption_budget_allows_one_resize_an_hour_even_without_a_dwell() 
 
 
 def test_shrink_refused_when_the_deadline_slack_would_not_allow_running_smaller() -> None:
-    # At 400 h of 480: 80 h left, margin 8 h. With 3,000 unit-hours to go, 48
-    # units finish in 62.5 h + 0.5 h restart (slack 17 h); 40 units need 75.5 h.
+    # At 400 h of 480 (80 h left) with 3,300 unit-hours to go: 48 units need
+    # 68.75 h + 0.5 h restart (slack 10.75 h); 40 units need 83 h (slack -3 h).
+    # Margin: what spot is expected to lose before the deadline in 1a (hazard
+    # 0.02/h): 0.02 x 80 h x (0.5 h restart + half of Daly's interval for a
+    # 3-min write at M = 50 h, 2.2029 h) = 2.56 h.
     m, clock = manager()
     clock.set(T0 + timedelta(hours=400))
-    m.report_progress("ft", 7000.0)
+    m.report_progress("ft", 6700.0)
     fleet = ft_fleet()
     d = m.handle(revoke(spot_of(fleet)[0], clock.now()), fleet, market())
     assert d.kind is DecisionKind.REPLACE
-    assert "at 40 units deadline slack" in d.reason
+    assert "at 40 units deadline slack would be -3.0 h < 2.6 h" in d.reason
 
 
 def test_deadline_slack_gone_breaks_glass_first() -> None:
@@ -374,6 +377,34 @@ def test_replacements_in_a_burst_spread_over_zones_within_the_zone_share() -> No
     assert d2.launches[0].pool_key == key("us-east-1c", "p3.2xlarge")
 
 
+@pytest.mark.parametrize(
+    ("providers", "expected"),
+    [
+        pytest.param(None, DecisionKind.REPLACE, id="any-provider"),
+        pytest.param(("aws",), DecisionKind.CHECKPOINT_ONLY, id="aws-account-only"),
+    ],
+)
+def test_replacements_stay_in_the_providers_the_daemon_can_launch_in(
+    providers: tuple[str, ...] | None, expected: DecisionKind
+) -> None:
+    ws = workloads(
+        sweeps={
+            "instance_types": ["p3.2xlarge", "a2-highgpu-8g"],
+            "throughput": {"p3.2xlarge": 1.0, "a2-highgpu-8g": 2.2},
+        }
+    )
+    m, clock = manager(ws, providers=providers)
+    for z in ZONES[1:]:
+        m.record_launch_failure(key(z, "p3.2xlarge"))
+    lost = inst("sweeps", key("us-east-1a", "p3.2xlarge"), 1)
+    d = m.handle(revoke(lost, clock.now()), (lost,), market())
+    # a2 spot: $8.80 for 8 x 2.2 work = $0.50 per work-hour before overheads,
+    # well within 1.25 x p3's ~$0.95.
+    assert d.kind is expected
+    if expected is DecisionKind.REPLACE:
+        assert d.launches[0].pool_key == key("us-central1-a", "a2-highgpu-8g", "gcp")
+
+
 def test_a_training_gang_is_replaced_with_its_own_instance_type() -> None:
     m, clock = manager()
     fleet = tuple(inst("rigid", key(z, "p4d.24xlarge"), 8) for z in ZONES)
@@ -466,6 +497,18 @@ def test_batch_replaces_only_when_cheap_else_waits(
         assert "dearer than" in d.reason and d.launches == ()
 
 
+def test_batch_on_schedule_with_modest_slack_replaces_rather_than_breaking_glass() -> None:
+    # 6,000 unit-hours due in 720 h, on 9 units: 666.7 h + 10 min restart,
+    # 53 h of slack. Spot in 1a (hazard 0.01/h) is expected to lose 0.01 x
+    # 720 h x (1/6 h + ~0.91 h, half of Daly's interval for a 1-min write) =
+    # ~7.7 h before the deadline: no reason for on-demand.
+    m, clock = manager(workloads(sweeps={"deadline_hours": 720}))
+    fleet = tuple(inst("sweeps", key(z, "p3.2xlarge"), 1) for z in ZONES for _ in range(3))
+    d = m.handle(revoke(fleet[0], clock.now()), fleet, market())
+    assert d.kind is DecisionKind.REPLACE
+    assert "deadline" not in d.reason
+
+
 # --- returning to spot: hysteresis and the cap -----------------------------------------
 
 
@@ -509,6 +552,21 @@ def test_no_flapping_back_to_spot_before_the_dwell() -> None:
     assert r.break_glass_usd_spent == pytest.approx((P4D_OD - 9.8) * 3620 / 3600)
     assert r.break_glass_usd_spent + r.break_glass_usd_released == pytest.approx(committed)
     assert m.break_glass_committed_usd == pytest.approx(r.break_glass_usd_spent)
+    # What a store sums (commitments, then the return's delta) is the ledger's total.
+    assert committed - r.break_glass_usd_committed + r.break_glass_usd_delta == pytest.approx(
+        m.break_glass_committed_usd
+    )
+
+
+def test_dollars_committed_before_a_restart_count_against_the_cap() -> None:
+    m, clock = manager(workloads(cap=30.0))
+    m.restore_break_glass(10.0)
+    _close_all_p4d_spot(m)
+    lost = inst("rigid", key("us-east-1a", "p4d.24xlarge"), 8)
+    d = m.handle(revoke(lost, clock.now()), (lost,), market())
+    # $22.97 for the hour would fit an empty $30 cap, not one with $10 used.
+    assert d.kind is DecisionKind.CHECKPOINT_ONLY
+    assert "$20 of the $30 cap is left" in d.reason
 
 
 def test_no_return_while_savings_do_not_pay_for_the_move() -> None:

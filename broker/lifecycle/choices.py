@@ -19,7 +19,7 @@ from broker.lifecycle.values import CheckpointVerdict
 from broker.lifecycle.view import Candidate, Candidates, Tally
 from markets.model import Tier
 from policies.breakglass import ChurnBudget, CircuitBreakers
-from policies.checkpoint import NOTICE_SECONDS, notice_checkpoint_fits
+from policies.checkpoint import NOTICE_SECONDS, daly_interval, notice_checkpoint_fits
 from policies.workloads import Workload, WorkloadClass
 
 __all__ = [
@@ -156,14 +156,18 @@ def deadline_slack(
     now_s: float,
     horizon_start_s: float,
     done_unit_hours: float | None,
-    margin_fraction: float,
+    hazard_per_hour: float,
+    min_margin_hours: float,
 ) -> tuple[float, float] | None:
     """``(slack_hours, margin_hours)`` of finishing by the deadline at
     ``work_per_hour`` after one restart, or ``None`` without a deadline.
 
     Without reported progress the job is taken as on schedule: done in
-    proportion to the time elapsed since the horizon start. The margin is
-    ``margin_fraction`` of the time left: spot will interrupt again.
+    proportion to the time elapsed since the horizon start. The margin is the
+    time spot is expected to lose to further interruptions before the
+    deadline, ``hazard x hours left x (restart + half a checkpoint interval)``
+    (economics.md sections 1-2; the interval is the configured one or Daly's
+    optimum), and at least ``min_margin_hours``.
     """
     if w.deadline_hours is None or w.unit_hours is None:
         return None
@@ -174,11 +178,23 @@ def deadline_slack(
         remaining = w.unit_hours * (1.0 - frac)
     else:
         remaining = max(0.0, w.unit_hours - done_unit_hours)
-    margin = margin_fraction * max(left_h, 0.0)
+    margin = max(min_margin_hours, _expected_loss_hours(w, hazard_per_hour, max(left_h, 0.0)))
     if remaining <= 0:
         return math.inf, margin
     need_h = math.inf if work_per_hour <= 0 else remaining / work_per_hour + w.restart_hours
     return left_h - need_h, margin
+
+
+def _expected_loss_hours(w: Workload, hazard_per_hour: float, hours: float) -> float:
+    if hazard_per_hour <= 0 or hours <= 0:
+        return 0.0
+    if w.checkpoint_interval_minutes is not None:
+        interval_h = w.checkpoint_interval_minutes / 60.0
+    elif w.checkpoint_write_seconds > 0:
+        interval_h = daly_interval(w.checkpoint_write_hours, 1.0 / hazard_per_hour)
+    else:
+        interval_h = 0.0  # nothing to checkpoint: the restart is the loss
+    return hazard_per_hour * hours * (w.restart_hours + interval_h / 2.0)
 
 
 def checkpoint_verdict(

@@ -152,7 +152,7 @@ class Chooser:
         if block is not None:
             return block
         work = tally.work_per_hour * size / tally.units if tally.units > 0 else 0.0
-        slack = self.slack(w, work, now_s)
+        slack = self.slack(w, work, now_s, inst.pool_key)
         if slack is not None and slack[0] < slack[1]:
             return f"at {size} units deadline slack would be {slack[0]:.1f} h < {slack[1]:.1f} h"
         self.last_resize[w.name] = now_s
@@ -196,17 +196,22 @@ class Chooser:
         c = self._cands.get(w.name)
         if c is None:
             assert self._snapshot is not None
-            c = self._cands[w.name] = Candidates(w, self._snapshot)
+            c = self._cands[w.name] = Candidates(w, self._snapshot, self.config.providers)
         return c
 
-    def slack(self, w: Workload, work_per_hour: float, now_s: float) -> tuple[float, float] | None:
+    def slack(
+        self, w: Workload, work_per_hour: float, now_s: float, pool_key: str
+    ) -> tuple[float, float] | None:
+        """Deadline slack and margin, at the hazard of the pool just lost."""
+        lost = self.candidates(w).by_pool.get(pool_key)
         return deadline_slack(
             w,
             work_per_hour,
             now_s=now_s,
             horizon_start_s=self.horizon_s,
             done_unit_hours=self.progress.get(w.name),
-            margin_fraction=self.config.deadline_margin_fraction,
+            hazard_per_hour=0.0 if lost is None else lost.hazard_per_hour,
+            min_margin_hours=self.config.deadline_margin_min_hours,
         )
 
     def batch_price_cap(self, w: Workload, inst: Instance) -> float | None:

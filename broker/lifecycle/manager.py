@@ -101,6 +101,13 @@ class LifecycleManager:
         """A resize made elsewhere (by the plan) starts the dwell too."""
         self._choose.last_resize[workload] = ensure_utc(at or self._clock.now()).timestamp()
 
+    def restore_break_glass(self, committed_usd: float) -> None:
+        """After a restart: break-glass dollars the store says were committed
+        (decisions' commitments plus returns' deltas) count against the cap.
+        Stretches open before the restart are not resumed; the reconciler
+        follows the plan for that capacity."""
+        self._book.ledger.restore(committed_usd)
+
     def seed_rebalance_history(self, pool_key: str, hits: int, resolved: int) -> None:
         """Recorded rebalance outcomes of a pool (from the store, after a restart)."""
         self._rebalance.seed(pool_key, hits, resolved)
@@ -250,7 +257,7 @@ class LifecycleManager:
         def shrink() -> Outcome | str:
             return self._choose.shrink(w, inst, view, now_s)
 
-        slack = self._choose.slack(w, tally.work_per_hour + lost_work, now_s)
+        slack = self._choose.slack(w, tally.work_per_hour + lost_work, now_s, inst.pool_key)
         tight = slack is not None and slack[0] < slack[1]
         refusals: list[str] = []
         if tight and slack is not None:

@@ -141,41 +141,76 @@ class SpotReturn:
     break_glass_usd_spent: float = 0.0
     break_glass_usd_released: float = 0.0
 
+    @property
+    def break_glass_usd_delta(self) -> float:
+        """Net change of the break-glass total: summing the decisions'
+        ``break_glass_usd_committed`` and the returns' deltas gives
+        ``LifecycleManager.break_glass_committed_usd``."""
+        return self.break_glass_usd_committed - self.break_glass_usd_released
+
 
 class LifecycleConfig(BaseModel):
-    """Settings of the lifecycle manager (a section of the daemon's config)."""
+    """Settings of the lifecycle manager (the daemon config's ``lifecycle:``).
+
+    Every field has a default; the reasons are in the comments.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # deadline_hours count from here (the plan's start); None: the manager's start.
     horizon_start: datetime | None = None
+    # Providers the daemon can launch in ("aws", "gcp"); None: every provider
+    # in the snapshot (the simulated cloud can launch anywhere).
+    providers: tuple[str, ...] | None = None
     pool_breaker: BreakerSettings = BreakerSettings()
     # A zone opens on the second revocation within 5 min: one alone may be a
     # single reclaim; two is the clustered pattern (economics.md section 7).
     zone_breaker: BreakerSettings = BreakerSettings(open_after=2)
+    # Insufficient capacity: skip the pool this long (Karpenter's 3 min, markets.ttl).
     unavailable_ttl_s: float = Field(default=UNAVAILABLE_OFFERING_TTL_S, gt=0.0)
-    # Preemption budget (economics.md section 1, example C).
+    # Preemption budget (economics.md section 1, example C): at most 5 % of
+    # capacity re-placed on spot per 10 min, at least one 8-GPU node; one
+    # preemption-driven resize per job per hour.
     churn_window_s: float = Field(default=600.0, gt=0.0)
     churn_max_share: float = Field(default=0.05, ge=0.0, le=1.0)
-    churn_floor_units: float = Field(default=8.0, ge=0.0, description="one 8-GPU node")
+    churn_floor_units: float = Field(default=8.0, ge=0.0)
     resize_budget_interval_s: float = Field(default=3600.0, ge=0.0)
-    # Running smaller must leave this share of the time to the deadline spare.
-    deadline_margin_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
+    # Deadline slack must cover what spot is expected to lose to further
+    # interruptions before the deadline (hazard x hours left x (restart + half
+    # a checkpoint interval)), and at least this: to run smaller; below it at
+    # full size, the deadline needs on-demand.
+    deadline_margin_min_hours: float = Field(default=1.0, ge=0.0)
     # Tensor/pipeline-parallel groups are rigid (economics.md section 6): a
     # gang's replacement node is the same type unless this is switched off.
     training_same_instance_type: bool = True
+    # Batch replaces only this much above the lost pool's cost per unit of
+    # work; dearer, it waits (restart-tolerant, spot-first).
     batch_replace_max_premium: float = Field(default=0.25, ge=0.0)
+    # A break-glass stretch is committed for max(this, breaker close + dwell)
+    # and extended by this much at a time while the cap allows.
     break_glass_min_hours: float = Field(default=1.0, gt=0.0)
+    # Hysteresis: at least this long on on-demand (or the job's min dwell if
+    # longer) before going back to spot, and only when savings x expected
+    # lifetime > return_margin x switching cost.
     return_min_dwell_s: float = Field(default=1800.0, ge=0.0)
     return_margin: float = Field(default=1.0, ge=0.0)
+    # Decide to extend or end a stretch this long before its dollars run out
+    # (a return needs time to launch spot first); tick more often than this.
     return_lead_s: float = Field(default=300.0, ge=0.0)
+    # Expected spot lifetime credited to a pool that never revokes (1 week).
     max_spot_lifetime_hours: float = Field(default=168.0, gt=0.0)
     # A rebalance recommendation can come well before the 2-min warning, or
-    # never be followed by one (EC2 User Guide, "rebalance recommendations").
+    # never be followed by one (EC2 User Guide, "rebalance recommendations"):
+    # act only where >= min_samples resolved ones were followed by an
+    # interruption within the window at least min_precision of the time.
     rebalance_window_s: float = Field(default=3600.0, gt=0.0)
     rebalance_min_samples: int = Field(default=10, ge=1)
     rebalance_min_precision: float = Field(default=0.5, ge=0.0, le=1.0)
     rebalance_stale_s: float = Field(default=600.0, gt=0.0)
+    # Time a job needs before a notice checkpoint can start writing (quiesce).
     checkpoint_margin_s: float = Field(default=5.0, ge=0.0)
+    # A decided launch counts in zone shares and sizes until the fleet shows
+    # it, or this long (then it is taken to have failed).
     pending_launch_ttl_s: float = Field(default=600.0, gt=0.0)
+    # Notice ids remembered for duplicate detection (the store dedups too).
     remembered_notices: int = Field(default=100_000, ge=1)

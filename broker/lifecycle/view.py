@@ -280,13 +280,22 @@ class Candidate:
 
 
 class Candidates:
-    """A workload's pools in one snapshot: spot-usable ranked by (effective
-    cost, hazard, preference); on-demand ranked by (cost per work, preference)."""
+    """A workload's pools in one snapshot (of ``providers`` only, if given):
+    spot-usable ranked by (effective cost, hazard, preference); on-demand
+    ranked by (cost per work, preference)."""
 
-    def __init__(self, workload: Workload, snapshot: MarketSnapshot) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        snapshot: MarketSnapshot,
+        providers: Collection[str] | None = None,
+    ) -> None:
         snaps = snapshot.by_key()
+        pools = [
+            p for p in snapshot.pools if providers is None or p.pool.provider.value in providers
+        ]
         self.by_pool: dict[str, Candidate] = {}
-        for e in cost_entries(workload, snapshot.pools):
+        for e in cost_entries(workload, pools):
             s = snaps[e.pool_key]
             od = e.usd_per_work_hour[Tier.ON_DEMAND]
             assert od is not None  # on-demand is always priced in a snapshot
