@@ -21,7 +21,7 @@ Rules the daemon relies on:
 - Everything one step writes goes through one ``Tx`` (one transaction):
   nothing is half-written.
 
-Times are stored as naive UTC (both dialects compare them as values) and come
+Tables live in ``broker.store_schema``. Times are stored as naive UTC and come
 back as aware UTC. Must not: call a provider, decide, or read the wall clock
 (callers pass ``now`` from their injected clock).
 """
@@ -32,17 +32,10 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
-    Column,
-    DateTime,
-    Float,
-    Integer,
-    MetaData,
-    String,
     Table,
     bindparam,
     create_engine,
@@ -55,98 +48,20 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
-from sqlalchemy.types import TypeDecorator
 
-from markets.clock import ensure_utc
+from broker.store_schema import (
+    actions_t,
+    decisions_t,
+    fleet_t,
+    lease_t,
+    meta,
+    notices_t,
+    plans_t,
+)
 from markets.errors import InputError
 from markets.fleet import Instance, InstanceState
 
 __all__ = ["ActionRecord", "DecisionRecord", "FleetRow", "Store", "Tx", "sqlite_url"]
-
-
-class UtcDateTime(TypeDecorator[datetime]):
-    """Aware UTC in Python, naive UTC in the database (same on both dialects)."""
-
-    impl = DateTime
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        return None if value is None else ensure_utc(value).replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=UTC)
-
-
-meta = MetaData()
-
-fleet_t = Table(
-    "fleet",
-    meta,
-    Column("instance_id", String(64), primary_key=True),
-    Column("owner", String(128), nullable=False, index=True),
-    Column("workload", String(64), nullable=False),
-    Column("pool_key", String(200), nullable=False),
-    Column("tier", String(16), nullable=False),
-    Column("units", Integer, nullable=False),
-    Column("state", String(16), nullable=False),
-    Column("launched_at", UtcDateTime, nullable=False),
-    Column("action_key", String(64)),
-    Column("updated_at", UtcDateTime, nullable=False),
-)
-plans_t = Table(
-    "plans",
-    meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("owner", String(128), nullable=False, index=True),
-    Column("generation", Integer, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("summary", JSON, nullable=False),
-)
-actions_t = Table(
-    "actions",
-    meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("idempotency_key", String(64), nullable=False, unique=True),
-    Column("owner", String(128), nullable=False, index=True),
-    Column("kind", String(16), nullable=False),  # launch | terminate
-    Column("payload", JSON, nullable=False),
-    Column("status", String(16), nullable=False, index=True),  # pending | done | failed
-    Column("result", JSON),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
-)
-notices_t = Table(
-    "notices",
-    meta,
-    Column("notice_id", String(128), primary_key=True),
-    Column("kind", String(16), nullable=False),
-    Column("instance_id", String(64), nullable=False),
-    Column("at", UtcDateTime, nullable=False),
-    Column("received_at", UtcDateTime, nullable=False),
-    Column("handled_at", UtcDateTime),
-)
-decisions_t = Table(
-    "decisions",
-    meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("notice_id", String(128), unique=True),  # NULL for the daemon's own decisions
-    Column("owner", String(128), nullable=False, index=True),
-    Column("kind", String(24), nullable=False),
-    Column("workload", String(64)),
-    Column("reason", String(1000), nullable=False),
-    Column("latency_s", Float, nullable=False),
-    Column("break_glass_usd", Float, nullable=False),
-    Column("payload", JSON, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-)
-lease_t = Table(
-    "lease",
-    meta,
-    Column("name", String(128), primary_key=True),
-    Column("holder", String(128), nullable=False),
-    Column("expires_at", UtcDateTime, nullable=False),
-    Column("acquired_at", UtcDateTime, nullable=False),
-)
 
 
 @dataclass(frozen=True)
