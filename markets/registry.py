@@ -1,8 +1,10 @@
 """A small generic registry: names -> factories, with aliases and a default.
 
-Owns: ``Registry`` and the market registry ``MARKETS``. Adapters register
-themselves by name; composition roots (CLI, daemon) look them up with
-``from_str`` and get an error listing the valid names on a typo.
+Owns: ``Registry``, the market registry ``MARKETS``, and the lazy
+name -> "module:factory" tables ``MARKET_FACTORIES`` (``open_market``) and
+``PROVIDER_FACTORIES`` (``open_provider``: cloud accounts we act in). Adapters
+register themselves by name; composition roots (CLI, daemon) look them up and
+get an error listing the valid names on a typo.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def open_market(spec: str | None = None, **options: object) -> object:
 # the broker's composition root resolves "sim" before asking this registry.
 PROVIDER_FACTORIES: dict[str, str] = {
     "aws": "markets.aws.provider:open_aws_provider",
+    "gcp": "markets.gcp.provider:open_gcp_provider",
 }
 
 
