@@ -4,6 +4,7 @@ breakers, hysteresis, duplicates, the caps over long random runs, and a storm.""
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
@@ -207,6 +208,9 @@ def test_elastic_job_shrinks_in_whole_steps_without_launching() -> None:
     assert d.launches == ()
     assert d.lost_units == 8
     assert d.workload == "ft"
+    record = json.loads(json.dumps(d.as_record()))
+    assert record["kind"] == "shrink" and record["new_size"] == 40
+    assert record["checkpoint"]["window_s"] == 120.0
 
 
 def test_shrink_rounds_down_to_an_allowed_step() -> None:

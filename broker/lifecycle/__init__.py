@@ -16,11 +16,14 @@ capacity may go), ``stretches`` (break-glass against the dollar cap), ``view``
   pools and zones whose breaker is open and pools marked unavailable
   (insufficient capacity, for ``UNAVAILABLE_OFFERING_TTL_S``), cheapest
   *effective* cost first (``policies.cost_table``: the pool's hazard is in
-  it), then lowest hazard, then the workload's preference; within the
-  workload's zone and pool shares and the churn budget;
+  it), then lowest hazard, then the workload's preference; within the churn
+  budget; within the workload's zone and pool shares if any pool allows it,
+  else the best pool over them (said so; the next plan spreads it again);
+  training gangs keep their instance type;
 - ``break_glass``: on-demand when spot is adverse (no pool passes the filters)
-  or the deadline slack is gone, if the estimated extra dollars
-  ``(on-demand - spot) x hours until calm`` fit the break-glass cap;
+  or the deadline slack is gone (it no longer covers what spot is expected to
+  lose to further interruptions before the deadline), if the estimated extra
+  dollars ``(on-demand - spot) x hours until calm`` fit the break-glass cap;
 - ``checkpoint_only``: take the notice checkpoint and launch nothing (batch
   waiting for a cheaper market, or nothing allowed: said so in the reason);
 - ``ignore``: a duplicate, not our instance, not spot, or a rebalance
