@@ -144,7 +144,7 @@ class FakeCompute:
         self.by_request_id: dict[str, tuple[str, str]] = {}
         self._inject: dict[str, list[Injected]] = {}
         self._quota: dict[str, str] = {}  # machine type -> "http" | "operation"
-        self._stockout: set[tuple[str, str]] = set()
+        self._stockout: dict[tuple[str, str], int] = {}  # -> spare inserts left
         self._ids = itertools.count(7_000_000_000_000_000_001)
         self._lock = threading.RLock()
         self._max_requests = max_requests
@@ -195,8 +195,13 @@ class FakeCompute:
     def quota(self, machine_type: str, *, mode: str = "http") -> None:
         self._quota[machine_type] = mode
 
-    def stockout(self, zone: str, machine_type: str) -> None:
-        self._stockout.add((zone, machine_type))
+    def stockout(self, zone: str, machine_type: str, *, spare: int = 0) -> None:
+        """Inserts of ``machine_type`` in ``zone`` fail (in their operation)
+        once ``spare`` more have succeeded; ``spare=-1`` ends the stockout."""
+        if spare < 0:
+            self._stockout.pop((zone, machine_type), None)
+        else:
+            self._stockout[(zone, machine_type)] = spare
 
     def add_instance(
         self, zone: str, name: str, machine_type: str, **fields: Any
@@ -429,7 +434,10 @@ class FakeCompute:
         inst = self._new_instance(zone, body)
         op = self._operation(zone, "insert", inst, self.now())
         failure = "QUOTA_EXCEEDED" if mode == "operation" else None
-        if (zone, mt) in self._stockout:
+        spare = self._stockout.get((zone, mt))
+        if spare is not None and spare > 0:
+            self._stockout[(zone, mt)] = spare - 1
+        elif spare is not None:
             failure = "ZONE_RESOURCE_POOL_EXHAUSTED"
         if failure:
             del self.instances[(zone, name)]
