@@ -469,3 +469,15 @@ def test_rendered_configuration_uses_fields_the_daemon_knows() -> None:
     (launch,) = _blocks(variables, r'variable "launch"')
     attrs = set(re.findall(r"^\s*(\w+)\s*=\s*optional\(", launch, re.M))
     assert attrs == set(RegionLaunch.model_fields)
+
+
+@pytest.mark.parametrize("rel", _config_dirs())
+def test_readme_lists_every_input_and_output(rel: str) -> None:
+    where = TF_ROOT / rel
+    text = "".join(p.read_text() for p in sorted(where.glob("*.tf")))
+    readme = (where / "README.md").read_text()
+    for kind in ("variable", "output"):
+        names = re.findall(rf'^{kind} "(\w+)"', text, re.M)
+        assert names, f"no {kind} in {rel}"
+        missing = [n for n in names if f"| `{n}` |" not in readme]
+        assert not missing, f"{rel}/README.md does not list {kind}s {missing}"

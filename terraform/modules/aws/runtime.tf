@@ -43,6 +43,9 @@ locals {
       { name = "MPLCONFIGDIR", value = local.run_dir },
       { name = "PYTHONDONTWRITEBYTECODE", value = "1" },
       { name = "PYTHONUNBUFFERED", value = "1" },
+      # A change of configuration changes the task definition, so `terraform
+      # apply` rolls out a task that reads the new parameter versions.
+      { name = "SPOTFOLIO_CONFIG_SHA256", value = sha256(join("\n", [local.daemon_config_yaml, coalesce(var.workloads_yaml, "")])) },
     ],
     local.sqlite ? [] : [{ name = "PGSSLMODE", value = "require" }],
   )
