@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -256,38 +257,72 @@ def test_a_preemption_becomes_one_notice_inside_the_30s_window(
     p.ack_notice(n)  # a no-op: operations are a log, not a queue
 
 
-def test_a_checkpoint_longer_than_the_gcp_window_does_not_fit(
-    fake: FakeCompute, clock: ManualClock
+def test_a_preemption_flows_into_a_lifecycle_decision_inside_the_window(
+    fake: FakeCompute, clock: ManualClock, tmp_path: Path
 ) -> None:
-    from broker.lifecycle.choices import checkpoint_verdict
-    from policies.workloads import Workload
+    """Fake Compute Engine -> GcpMarket snapshot + GcpProvider fleet ->
+    preemption operation -> Notice -> LifecycleManager decision, all before
+    the 30 s deadline; a 60 s checkpoint is known not to fit GCP's window."""
+    from broker.lifecycle import LifecycleManager
+    from broker.lifecycle.values import DecisionKind
+    from markets.gcp.market import open_gcp_market
+    from markets.gcp.sdk import build_compute_clients
+    from policies.workloads import WorkloadSet
 
+    def batch(name: str, write_s: float) -> dict[str, Any]:
+        return {
+            "name": name,
+            "class": "batch",
+            "instance_types": ["a2-highgpu-1g"],
+            "unit_hours": 500,
+            "checkpoint_write_seconds": write_s,
+        }
+
+    workloads = WorkloadSet.model_validate(
+        {"workloads": [batch("sweeps-slow", 60.0), batch("sweeps-fast", 20.0)]}
+    )
+    prices = tmp_path / "prices.csv"
+    prices.write_text(
+        "snapshot_date,generated,machine_type,region,hour,hour_spot,month,month_1y,month_3y\n"
+        "2026-02-15,,a2-highgpu-1g,us-central1,3.6,1.5,2628,1460,730\n"
+    )
+    market = open_gcp_market(
+        project=PROJECT,
+        clients=build_compute_clients(endpoint=fake.url, anonymous=True),
+        instance_types=["a2-highgpu-1g"],
+        prices=prices,
+        clock=clock,
+        policy=FAST,
+    )
     p = provider(fake, clock)
-    zone, name = p.launch(launch_request()).instance_ids[0].split("/")
-    fake.preempt(zone, name, at=clock.now())
-    clock.advance(2)
-    n = p.poll_notices()[0]
-    assert n.deadline is not None and n.pool_key is not None
-    window_s = (n.deadline - n.at).total_seconds()
-    latency_s = (clock.now() - n.at).total_seconds()
-
-    def fits(write_s: float) -> bool:
-        w = Workload.model_validate(
-            {
-                "name": "sweeps",
-                "class": "batch",
-                "instance_types": ["a2-highgpu-1g"],
-                "unit_hours": 100,
-                "checkpoint_write_seconds": write_s,
-            }
-        )
-        verdict = checkpoint_verdict(
-            w, n.pool_key or "", window_s=window_s, latency_s=latency_s, margin_s=2.0
-        )
-        assert verdict.window_s == 30.0
-        return verdict.fits
-
-    assert fits(20.0) and not fits(60.0)
+    lost = {}
+    for w in workloads.workloads:
+        req = launch_request(key=f"gen7-{w.name}-0001").model_copy(update={"workload": w.name})
+        lost[w.name] = p.launch(req).instance_ids[0]
+    fleet = p.list_fleet(OWNER)
+    manager = LifecycleManager(workloads, clock)
+    clock.advance(600)
+    for iid in lost.values():
+        zone, name = iid.split("/")
+        fake.preempt(zone, name, at=clock.now())
+    clock.advance(3)
+    snapshot = market.snapshot()
+    decisions = {}
+    for n in p.poll_notices():
+        d = manager.handle(n, fleet, snapshot)
+        assert n.deadline is not None and d.decided_at < n.deadline
+        decisions[d.workload] = d
+    assert set(decisions) == set(lost)
+    for name, d in decisions.items():
+        assert d.lost_instance_id == lost[name]
+        assert d.checkpoint is not None and d.checkpoint.window_s == 30.0
+        # Same spot price in the region's other zones: replaced there.
+        assert d.kind is DecisionKind.REPLACE, d.reason
+        assert [(x.tier, x.count) for x in d.launches] == [(Tier.SPOT, 1)]
+        assert d.launches[0].pool_key != POOL  # not back into the lost pool
+    assert decisions["sweeps-fast"].checkpoint.fits  # type: ignore[union-attr]
+    slow = decisions["sweeps-slow"].checkpoint
+    assert slow is not None and not slow.fits and "last periodic checkpoint" in slow.note
 
 
 def test_foreign_and_old_preemptions_are_not_notices(fake: FakeCompute, clock: ManualClock) -> None:
