@@ -45,7 +45,7 @@ locals {
       { name = "PYTHONUNBUFFERED", value = "1" },
       # A change of configuration changes the task definition, so `terraform
       # apply` rolls out a task that reads the new parameter versions.
-      { name = "SPOTFOLIO_CONFIG_SHA256", value = sha256(join("\n", [local.daemon_config_yaml, coalesce(var.workloads_yaml, "")])) },
+      { name = "SPOTFOLIO_CONFIG_SHA256", value = sha256(join("\n", [local.daemon_config_yaml, var.workloads_yaml == null ? "" : var.workloads_yaml])) },
     ],
     local.sqlite ? [] : [{ name = "PGSSLMODE", value = "require" }],
   )
