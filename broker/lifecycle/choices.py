@@ -158,9 +158,12 @@ def deadline_slack(
     done_unit_hours: float | None,
     hazard_per_hour: float,
     min_margin_hours: float,
+    can_grow: bool = True,
 ) -> tuple[float, float] | None:
-    """``(slack_hours, margin_hours)`` of finishing by the deadline at
-    ``work_per_hour`` after one restart, or ``None`` without a deadline.
+    """``(slack_hours, margin_hours)`` of finishing by the deadline after one
+    restart, at the larger of ``work_per_hour`` and the job's largest allowed
+    size (at ``work_per_hour`` alone when ``can_grow`` is false, as for a
+    shrink that commits to running smaller), or ``None`` without a deadline.
 
     Without reported progress the job is taken as on schedule: done in
     proportion to the time elapsed since the horizon start. The margin is the
@@ -181,7 +184,18 @@ def deadline_slack(
     margin = max(min_margin_hours, _expected_loss_hours(w, hazard_per_hour, max(left_h, 0.0)))
     if remaining <= 0:
         return math.inf, margin
-    need_h = math.inf if work_per_hour <= 0 else remaining / work_per_hour + w.restart_hours
+    # A job may grow back to its largest allowed size before the deadline, so
+    # the slack is measured at that size: a plan that spreads the work evenly
+    # to the deadline (zero slack at its own rate) is on schedule, not late.
+    rate = work_per_hour
+    if not can_grow:
+        pass  # asked about running at exactly this rate (a shrink)
+    elif w.max_units is not None:
+        best = max(w.throughput.values(), default=1.0)
+        rate = max(rate, w.max_units * best)
+    elif w.workload_class is WorkloadClass.BATCH:
+        rate = math.inf  # no parallelism cap: more capacity finishes sooner
+    need_h = math.inf if rate <= 0 else remaining / rate + w.restart_hours
     return left_h - need_h, margin
 
 

@@ -152,7 +152,7 @@ class Chooser:
         if block is not None:
             return block
         work = tally.work_per_hour * size / tally.units if tally.units > 0 else 0.0
-        slack = self.slack(w, work, now_s, inst.pool_key)
+        slack = self.slack(w, work, now_s, inst.pool_key, can_grow=False)
         if slack is not None and slack[0] < slack[1]:
             return f"at {size} units deadline slack would be {slack[0]:.1f} h < {slack[1]:.1f} h"
         self.last_resize[w.name] = now_s
@@ -200,7 +200,13 @@ class Chooser:
         return c
 
     def slack(
-        self, w: Workload, work_per_hour: float, now_s: float, pool_key: str
+        self,
+        w: Workload,
+        work_per_hour: float,
+        now_s: float,
+        pool_key: str,
+        *,
+        can_grow: bool = True,
     ) -> tuple[float, float] | None:
         """Deadline slack and margin, at the hazard of the pool just lost."""
         lost = self.candidates(w).by_pool.get(pool_key)
@@ -212,6 +218,7 @@ class Chooser:
             done_unit_hours=self.progress.get(w.name),
             hazard_per_hour=0.0 if lost is None else lost.hazard_per_hour,
             min_margin_hours=self.config.deadline_margin_min_hours,
+            can_grow=can_grow,
         )
 
     def batch_price_cap(self, w: Workload, inst: Instance) -> float | None:
