@@ -41,8 +41,10 @@ locals {
     # Public and shared AMIs and their snapshots belong to other accounts.
     [for r in local.launch_regions : "${local.arn_ec2}:${r}::image/*"],
     [for r in local.launch_regions : "${local.arn_ec2}:${r}::snapshot/*"],
-    # The primary network interface RunInstances creates (not tagged by us).
+    # The primary network interface RunInstances creates, and the one-time
+    # spot request a spot launch creates (neither is tagged by us).
     [for r in local.launch_regions : "${local.arn_ec2}:${r}:${local.account_id}:network-interface/*"],
+    [for r in local.launch_regions : "${local.arn_ec2}:${r}:${local.account_id}:spot-instances-request/*"],
     var.launch_extra_resource_arns,
   )
   # What RunInstances creates and tags: instances and their volumes.

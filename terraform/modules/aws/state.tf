@@ -158,7 +158,8 @@ resource "aws_db_subnet_group" "state" {
 resource "aws_db_parameter_group" "state" {
   count = local.sqlite ? 0 : 1
 
-  name        = "${var.name}-state-pg${var.db_engine_version}"
+  # A prefix: a new engine version creates the new group before the old one goes.
+  name_prefix = "${var.name}-state-pg${var.db_engine_version}-"
   family      = "postgres${var.db_engine_version}"
   description = "Spotfolio ${var.name}: TLS only, slow statements logged"
 
