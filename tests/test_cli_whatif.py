@@ -118,3 +118,13 @@ def test_whatif_on_shared_data_plans_aws_and_gcp_pools_together() -> None:
     assert providers == {"aws", "gcp"}
     ours = result.scenario("spotfolio").bill.total_usd
     assert all(ours <= s.bill.total_usd + 0.01 for s in result.scenarios)
+
+
+def test_market_options_reach_the_market_adapter(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--days", "1", "--json", "--market-option", "seed=3"]) == 0
+    seeded = json.loads(capsys.readouterr().out)
+    assert main(["plan", "--days", "1", "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    # another seed is another market: the plan's cost differs
+    assert seeded["objective_usd"] != default["objective_usd"]
+    assert main(["whatif", "--market-option", "no-equals-sign"]) == 2

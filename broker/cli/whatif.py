@@ -64,7 +64,21 @@ def _levels(text: str | None) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _inputs(market: str, policies: Path | None, demand: Path | None) -> tuple[Any, Any, Any]:
+def _market_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(
+                "--market-option", None, "KEY=VALUE, e.g. project=my-project", got=pair
+            )
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
+def _inputs(
+    market: str, policies: Path | None, demand: Path | None, market_options: tuple[str, ...] = ()
+) -> tuple[Any, Any, Any]:
     from broker.demand import load_demand
     from markets.registry import open_market
     from policies.workloads import default_workloads, load_workloads
@@ -74,7 +88,7 @@ def _inputs(market: str, policies: Path | None, demand: Path | None) -> tuple[An
         if policies
         else default_workloads()
     )
-    src = open_market(market)
+    src = open_market(market, **_market_options(market_options))
     dem = load_demand(demand, ws) if demand else None
     return src, ws, dem
 
@@ -82,6 +96,9 @@ def _inputs(market: str, policies: Path | None, demand: Path | None) -> tuple[An
 _common = [
     click.option("--market", default="default", show_default=True,
                  help="default, aws, gcp, a `market fetch` file or a directory like shared/data."),
+    click.option("--market-option", "market_options", multiple=True, metavar="KEY=VALUE",
+                 help="Options for the market adapter (repeatable), e.g. project=P, "
+                      "regions=us-central1, prices=gcp_prices.csv.gz."),
     click.option("--policies", type=click.Path(path_type=Path, dir_okay=False),
                  help="Workloads YAML (default: the built-in example)."),
     click.option("--demand", type=click.Path(path_type=Path, dir_okay=False),
@@ -153,6 +170,7 @@ def _start(text: str | None) -> Any:
 )
 def whatif_command(
     market: str,
+    market_options: tuple[str, ...],
     policies: Path | None,
     demand: Path | None,
     days: int,
@@ -170,7 +188,7 @@ def whatif_command(
     from broker.whatif import run_whatif
 
     levels = _levels(committed)
-    src, ws, dem = _inputs(market, policies, demand)
+    src, ws, dem = _inputs(market, policies, demand, market_options)
     opts = _options(days, interruption_multiplier, checkpoint_minutes, period_hours, solver)
     with err_console.status("planning...", spinner="dots") as status:
         result = run_whatif(src, ws, start=_start(start), days=days, demand=dem, options=opts,
@@ -244,6 +262,7 @@ def _print_whatif(out: dict[str, Any]) -> None:
 @_with_common
 def plan_command(
     market: str,
+    market_options: tuple[str, ...],
     policies: Path | None,
     demand: Path | None,
     days: int,
@@ -261,7 +280,7 @@ def plan_command(
     from broker.optimizer.problem import build_problem
     from broker.optimizer.solve import solve
 
-    src, ws, dem = _inputs(market, policies, demand)
+    src, ws, dem = _inputs(market, policies, demand, market_options)
     snapshot = src.snapshot(_start(start))
     hours = days * 24
     if dem is None:
