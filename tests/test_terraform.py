@@ -28,17 +28,21 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from broker.daemon_config import DaemonConfig
+from broker.cli.daemon import daemon_command
+from broker.daemon_config import DaemonConfig, load_daemon_config
 from markets.aws.launch import RegionLaunch
 from markets.aws.notices import DEFAULT_VISIBILITY_TIMEOUT_S, DETAIL_TYPES, EVENT_SOURCE
-from markets.aws.provider_config import AwsProviderSettings
+from markets.aws.options import REGION_PATTERN, parse_names
+from markets.aws.provider_config import AwsProviderSettings, settings_from_options
 from markets.aws.sdk import (
     AWS_API_CALLS,
     AWS_MARKET_API_CALLS,
@@ -170,8 +174,10 @@ def test_validates_offline(tf_copy: Path, rel: str) -> None:
     ), validate.stdout + validate.stderr
 
 
-@pytest.mark.slow
-def test_module_terraform_tests_pass_with_a_mocked_provider(tf_copy: Path) -> None:
+@pytest.fixture(scope="module")
+def module_tests(tf_copy: Path) -> dict[str, dict[str, Any]]:
+    """Runs the module's ``terraform test`` (mocked provider) once; returns
+    the final state of each run that applied, by run name."""
     version = _run([_terraform(), "version", "-json"], ROOT)
     major, minor = (int(x) for x in json.loads(version.stdout)["terraform_version"].split(".")[:2])
     if (major, minor) < (1, 7):
@@ -179,9 +185,92 @@ def test_module_terraform_tests_pass_with_a_mocked_provider(tf_copy: Path) -> No
             f"terraform test with mock_provider needs Terraform >= 1.7, found {major}.{minor}"
         )
     where = _init(tf_copy, "modules/aws")
-    test = _run([_terraform(), "test", "-no-color"], where)
-    assert test.returncode == 0, f"terraform test in modules/aws:\n{test.stdout}\n{test.stderr}"
-    assert re.search(r"Success! [1-9]\d* passed, 0 failed", test.stdout), test.stdout
+    test = _run([_terraform(), "test", "-json", "-verbose", "-no-color"], where)
+    messages = [json.loads(line) for line in test.stdout.splitlines() if line.startswith("{")]
+    summary = [m["test_summary"] for m in messages if m.get("type") == "test_summary"]
+    failures = [m["@message"] for m in messages if m.get("@level") == "error"]
+    assert test.returncode == 0 and summary and summary[0]["status"] == "pass", (
+        "terraform test in modules/aws failed:\n" + "\n".join(failures) + test.stderr
+    )
+    assert summary[0]["passed"] > 0 and summary[0]["failed"] == summary[0]["errored"] == 0
+    return {m["@testrun"]: m["test_state"] for m in messages if m.get("type") == "test_state"}
+
+
+def _resource(state: dict[str, Any], address: str) -> dict[str, Any]:
+    (found,) = [r for r in state["root_module"]["resources"] if r["address"] == address]
+    values: dict[str, Any] = found["values"]
+    return values
+
+
+@pytest.mark.slow
+def test_module_terraform_tests_pass_with_a_mocked_provider(
+    module_tests: dict[str, dict[str, Any]],
+) -> None:
+    assert {"sqlite_on_efs", "postgres_on_rds"} <= set(module_tests)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", ["sqlite_on_efs", "postgres_on_rds"])
+def test_rendered_configuration_loads_in_the_daemon(
+    module_tests: dict[str, dict[str, Any]], run: str, tmp_path: Path
+) -> None:
+    """The YAML the module stores in SSM is what ``spotfolio daemon`` loads:
+    DaemonConfig, then the AWS provider's settings and the market's options."""
+    outputs = {k: v["value"] for k, v in module_tests[run]["outputs"].items()}
+    path = tmp_path / "config.yaml"
+    path.write_text(outputs["daemon_config_yaml"])
+    cfg = load_daemon_config(path)
+    assert (cfg.provider, cfg.market, cfg.owner) == ("aws", "aws", "team-ml-prod")
+    # The composition root passes owner= beside the provider options.
+    settings = settings_from_options({"owner": cfg.owner, **cfg.provider_options})
+    assert settings.queue_url == outputs["queue_url"]
+    assert settings.regions == ("us-east-1",)
+    assert settings.launch["us-east-1"].launch_template_name == "spotfolio-gpu"
+    regions = parse_names(cfg.market_options["regions"], "regions", REGION_PATTERN, "regions")
+    assert regions == ("us-east-1",)
+    assert set(cfg.market_options) <= {"regions", "instance_types"}
+    if run == "sqlite_on_efs":
+        assert cfg.store_url == "sqlite:////var/lib/spotfolio/state.db"
+        assert (cfg.planner, cfg.horizon_hours) == ("fast", 48)
+        assert cfg.committed == {"aws/us-east-1/g5.xlarge": 2}
+        assert cfg.market_options["instance_types"] == "g5.xlarge,g6.xlarge"
+    else:
+        assert cfg.store_url.startswith("postgresql+psycopg://spotfolio@")
+        assert cfg.workloads == Path("/run/spotfolio/workloads.yaml")
+
+
+@pytest.mark.slow
+def test_entrypoint_writes_the_configuration_then_runs_the_daemon(
+    module_tests: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Runs the task definition's entrypoint script with /bin/sh, its run
+    directory moved to a temporary one, and a stand-in for the daemon."""
+    state = module_tests["postgres_on_rds"]
+    task = _resource(state, "aws_ecs_task_definition.daemon")
+    (container,) = json.loads(task["container_definitions"])
+    shell, flag, script, argv0 = container["entryPoint"]
+    assert container["readonlyRootFilesystem"] and container["user"] == "1000:1000"
+    # The command is the CLI's: `spotfolio daemon --config <the file written>`.
+    command = container["command"]
+    assert command[:2] == ["spotfolio", "daemon"]
+    ctx = daemon_command.make_context("daemon", command[2:], resilient_parsing=True)
+    assert ctx.params["config_path"] == "/run/spotfolio/config.yaml"
+    assert "/run/spotfolio/config.yaml" in script
+    config_text = "owner: team-ml-prod\n"
+    env = {"PATH": os.environ["PATH"], "SPOTFOLIO_CONFIG_YAML": config_text,
+           "SPOTFOLIO_WORKLOADS_YAML": "workloads: []"}  # fmt: skip
+    stand_in = [sys.executable, "-c", "import os, sys; print(sorted(os.environ), sys.argv[1:])"]
+    ran = subprocess.run(
+        [shell, flag, script.replace("/run/spotfolio", str(tmp_path)), argv0, *stand_in, "ok"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "config.yaml").read_text() == config_text + "\n"
+    assert (tmp_path / "workloads.yaml").read_text() == "workloads: []\n"
+    assert (tmp_path / "config.yaml").stat().st_mode & 0o077 == 0  # umask 077
+    assert "SPOTFOLIO_CONFIG_YAML" not in ran.stdout and ran.stdout.rstrip().endswith("['ok']")
+    names = {s["name"] for s in container["secrets"]}
+    assert names == {"SPOTFOLIO_CONFIG_YAML", "SPOTFOLIO_WORKLOADS_YAML", "PGPASSWORD"}
 
 
 # -- checkov -------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 # One daemon per account: the service runs one task and, on a deployment,
 # stops the old task before it starts the new one (minimum 0 %, maximum
 # 100 %); the daemon's lease in the state store refuses a second one anyway
-# (a task still draining, an operator's `spotfolio daemon run` elsewhere).
+# (a task still draining, an operator's `spotfolio daemon` elsewhere).
 
 locals {
   container_name = "daemon"

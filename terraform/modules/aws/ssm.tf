@@ -5,7 +5,7 @@
 # reads and decrypts them at task start and hands their values to the
 # container as SPOTFOLIO_CONFIG_YAML / SPOTFOLIO_WORKLOADS_YAML; the
 # entrypoint (runtime.tf) writes them to /run/spotfolio and runs
-# `spotfolio daemon run --config /run/spotfolio/config.yaml`. The daemon
+# `spotfolio daemon --config /run/spotfolio/config.yaml`. The daemon
 # itself makes no SSM call and has no SSM permission.
 #
 # SecureString with the module's key: the configuration holds no password

@@ -46,9 +46,9 @@ variable "image" {
 }
 
 variable "daemon_command" {
-  description = "Command the container runs once its entrypoint has written the configuration to /run/spotfolio/config.yaml."
+  description = "Command the container runs once its entrypoint has written the configuration to /run/spotfolio/config.yaml (JSON log lines: CloudWatch Logs Insights reads their fields)."
   type        = list(string)
-  default     = ["spotfolio", "daemon", "run", "--config", "/run/spotfolio/config.yaml"]
+  default     = ["spotfolio", "daemon", "--config", "/run/spotfolio/config.yaml", "--log-format", "json"]
 
   validation {
     condition     = length(var.daemon_command) > 0

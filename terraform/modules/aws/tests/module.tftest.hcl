@@ -76,6 +76,15 @@ variables {
 }
 
 run "sqlite_on_efs" {
+  variables {
+    instance_types = ["g5.xlarge", "g6.xlarge"]
+    daemon_settings = {
+      planner       = "fast"
+      horizon_hours = 48
+      committed     = { "aws/us-east-1/g5.xlarge" = 2 }
+      intervals     = { poll_notices_s = 5, reconcile_s = 60 }
+    }
+  }
   assert {
     condition     = length(aws_efs_file_system.state) == 1 && length(aws_db_instance.state) == 0
     error_message = "sqlite: one EFS file system and no RDS instance"
