@@ -570,3 +570,18 @@ def test_readme_lists_every_input_and_output(rel: str) -> None:
         assert names, f"no {kind} in {rel}"
         missing = [n for n in names if f"| `{n}` |" not in readme]
         assert not missing, f"{rel}/README.md does not list {kind}s {missing}"
+
+
+@pytest.mark.parametrize("rel", _config_dirs())
+def test_every_variable_is_typed_and_described(rel: str) -> None:
+    text = "".join(p.read_text() for p in sorted((TF_ROOT / rel).glob("*.tf")))
+    for name, body in zip(
+        re.findall(r'^variable "(\w+)"', text, re.M),
+        _blocks(text, r'(?m)^variable "\w+"'),
+        strict=True,
+    ):
+        assert re.search(r"^\s*type\s*=", body, re.M), f"{rel}: variable {name} has no type"
+        description = _attr(body, "description")
+        assert description.startswith("<<") or len(description.strip('"')) > 10, (
+            f"{rel}: variable {name} has no description"
+        )

@@ -60,6 +60,13 @@ resource "aws_ssm_parameter" "config" {
   # Standard parameters hold 4 KB; Advanced 8 KB.
   tier = length(local.daemon_config_yaml) > 4096 ? "Advanced" : "Standard"
   tags = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = length(local.daemon_config_yaml) <= 8192
+      error_message = "The daemon's configuration exceeds 8 KB, the limit of an SSM parameter: move large settings (committed, lifecycle) out of daemon_settings."
+    }
+  }
 }
 
 resource "aws_ssm_parameter" "workloads" {

@@ -31,6 +31,11 @@ variable "tags" {
   description = "Tags added to every resource the module creates (the provider's default_tags also apply)."
   type        = map(string)
   default     = {}
+
+  validation {
+    condition     = alltrue([for k, v in var.tags : length(k) >= 1 && length(k) <= 128 && length(v) <= 256 && !startswith(lower(k), "aws:")])
+    error_message = "tags: keys of 1-128 characters not starting with aws:, values of at most 256."
+  }
 }
 
 # -- the container --------------------------------------------------------------
@@ -278,6 +283,12 @@ variable "workloads_yaml" {
   description = "The workloads file (YAML text) the daemon plans for, stored beside the configuration in SSM. null: the daemon's shipped example fleet."
   type        = string
   default     = null
+
+  validation {
+    # An advanced SSM parameter holds at most 8 KB.
+    condition     = var.workloads_yaml == null || (length(trimspace(coalesce(var.workloads_yaml, " "))) > 0 && length(coalesce(var.workloads_yaml, " ")) <= 8192)
+    error_message = "workloads_yaml: null, or non-empty YAML text of at most 8192 characters (an SSM parameter's limit)."
+  }
 }
 
 # -- notices --------------------------------------------------------------------
@@ -308,6 +319,11 @@ variable "alarm_actions" {
   description = "ARNs (SNS topics) notified when a message lands in the dead-letter queue. Empty: the alarm only shows in CloudWatch."
   type        = list(string)
   default     = []
+
+  validation {
+    condition     = alltrue([for a in var.alarm_actions : can(regex("^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:.+$", a))])
+    error_message = "alarm_actions: SNS topic ARNs (arn:aws:sns:<region>:<account>:<topic>)."
+  }
 }
 
 # -- logs and keys --------------------------------------------------------------
