@@ -14,6 +14,15 @@ after their decision and actions are durable, and ``start`` re-sends pending
 actions and re-reads the fleet by tags before anything else. One daemon per
 account: ``start`` takes the store's lease or refuses to run.
 
+Integration with the lifecycle manager: at start the store's break-glass
+total and the stretches open before a restart are handed back
+(``restore_break_glass``), and the plan epoch (``set_horizon_start``) once
+known; the snapshot the lifecycle sees is limited to the clouds we launch in
+(``DaemonConfig.launch_providers``); while it is stale, hazards count
+``stale_hazard_multiplier`` times over in the plan and the lifecycle. Each
+revocation's checkpoint hook (``checkpoint_hooks``) runs on a ``HookRunner``
+thread, never in the decision path (``broker.daemon_lifecycle``).
+
 Jobs run in APScheduler's thread pool; those that change the fleet
 (reconcile, notices) hold one lock, while solving a plan runs outside it and
 swaps the result in. A broad ``except Exception`` exists only in
@@ -38,15 +47,23 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from broker.checkpoint_hook import HookRunner
 from broker.daemon_config import DaemonConfig
+from broker.daemon_lifecycle import HookCalls
 from broker.daemon_state import FleetBook, decision_deltas, stick, substitute
 from broker.executor import Executor, Request, kv
 from broker.metrics import DaemonMetrics
 from broker.plan import Plan
 from broker.reconcile import apply_deltas, desired_now, diff, live_ours
-from broker.store import Store
+from broker.store import DecisionRecord, Store
 from markets.clock import Clock
-from markets.errors import AuthError, FatalError, InfeasiblePlanError, SpotfolioError
+from markets.errors import (
+    AuthError,
+    FatalError,
+    InfeasiblePlanError,
+    InputError,
+    SpotfolioError,
+)
 from markets.fleet import Instance, LaunchRequest, TerminateRequest
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import PriceSource, Provider
@@ -100,6 +117,7 @@ class Daemon:
         sleep: Callable[[float], None] | None = None,
         announce: Callable[[Request], None] | None = None,
         holder: str | None = None,
+        hook_runner: HookRunner | None = None,
     ) -> None:
         self.config = config
         self.provider = provider
@@ -114,6 +132,7 @@ class Daemon:
             workloads = (
                 load_workloads(config.workloads) if config.workloads else default_workloads()
             )
+        config.check_workloads(workloads)
         self.workloads = workloads
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.executor = Executor(
@@ -138,6 +157,7 @@ class Daemon:
         self._progress_at: datetime | None = None
         self.decision_latencies_s: list[float] = []  # notice polled -> decision durable
         self.window_missed = 0  # decisions made after the notice's deadline
+        self.hooks = HookCalls(self, hook_runner)
 
     # --- life ---------------------------------------------------------------------
     def start(self) -> None:
@@ -158,6 +178,7 @@ class Daemon:
             log.info(kv("recovered", pending_actions=recovered))
         self.active = True
         self._restore_plan_state()
+        self._restore_lifecycle()
         self.refresh_market(force=True)
         self.replan()
         self.reconcile()
@@ -165,6 +186,9 @@ class Daemon:
     def stop(self) -> None:
         self.active = False
         self.stopped.set()
+        self.hooks.shutdown()  # waits: each hook is bounded by its notice window
+        with self.lock:
+            self.hooks.drain()
         if not self.dry_run:
             with self.store.transaction() as tx:
                 tx.release_lease(self.config.lease_name, self.holder, self.clock.now())
@@ -212,14 +236,15 @@ class Daemon:
         ):
             return
         try:
-            snap = self.market.snapshot(now)
+            snap = self._launchable(self.market.snapshot(now))
+        except InputError:
+            raise
         except SpotfolioError as e:
             # Keep the last good snapshot, marked stale; with none, nothing to plan on.
             if s is None or isinstance(e, AuthError):
                 raise
             log.warning(kv("market_stale", error=e, kept=s.at.isoformat()))
-            self.snapshot = s.mark_stale()
-            return
+            snap = s if s.stale else s.mark_stale()
         self.snapshot = snap
         self.book.set_snapshot(snap)
         on_market = getattr(self.lifecycle, "on_market", None)
@@ -238,6 +263,42 @@ class Daemon:
             self.state.work_done = {
                 k: float(v) for k, v in (summary.get("work_done") or {}).items()
             }
+        if self.config.horizon_start is not None:
+            self.state.epoch = self.config.horizon_start
+        if self.state.epoch is not None:
+            self._sync_epoch(self.state.epoch)
+
+    def _sync_epoch(self, epoch: datetime) -> None:
+        set_start = getattr(self.lifecycle, "set_horizon_start", None)
+        if set_start is not None:
+            set_start(epoch)
+
+    def _restore_lifecycle(self) -> None:
+        from broker.daemon_lifecycle import restore_lifecycle
+
+        restore_lifecycle(self)
+
+    def _launchable(self, snap: MarketSnapshot) -> MarketSnapshot:
+        """Only pools of the clouds we launch in: the plan, the fallback pool
+        and the lifecycle's replacements never leave them."""
+        providers = self.config.launch_providers
+        if providers is None:
+            return snap
+        pools = tuple(p for p in snap.pools if p.pool.provider.value in providers)
+        if not pools:
+            raise InputError(
+                "providers",
+                None,
+                f"clouds with pools in the market {snap.source!r}",
+                got=list(providers),
+            )
+        return snap if len(pools) == len(snap.pools) else snap.model_copy(update={"pools": pools})
+
+    def record_own_decision(self, record: DecisionRecord) -> None:
+        """A decision of the daemon's own (no notice id)."""
+        if not self.dry_run:
+            with self.store.transaction() as tx:
+                tx.record_decision(self.owner, record)
 
     def _serving_demand(self, start: datetime, hours: int) -> dict[str, np.ndarray[Any, Any]]:
         from broker.demand import DemandSet, load_demand
@@ -272,6 +333,8 @@ class Daemon:
             self._track_progress(fleet, now)
             prev = self.book.counts(fleet)
         epoch = self.state.epoch or start
+        if self.state.epoch is None:
+            self._sync_epoch(epoch)
         elapsed_h = (start - epoch).total_seconds() / 3600.0
         remaining, deadlines = {}, {}
         for w in self.workloads.workloads:
@@ -280,12 +343,14 @@ class Daemon:
             if w.deadline_hours is not None:
                 deadlines[w.name] = max(1.0, w.deadline_hours - elapsed_h)
         caps = self.book.unavailable_capacity(now, hours)
+        multiplier = self.config.stale_hazard_multiplier if snap.stale else 1.0
         problem = build_problem(
             snap,
             self.workloads,
             self._serving_demand(start, hours),
             hours=hours,
-            options=PlanOptions(period_hours=1),
+            # Stale market data: widen the risk margin (ARCHITECTURE.md).
+            options=PlanOptions(period_hours=1, interruption_multiplier=multiplier),
             spot_capacity_instances=caps or None,
             committed_fixed=dict(self.config.committed),
             previous_instances=prev,
@@ -307,6 +372,7 @@ class Daemon:
             "epoch": epoch.isoformat(),
             "work_done": self.state.work_done,
             "stale_market": snap.stale,
+            "interruption_multiplier": multiplier,
         }
         with self.lock:
             if self.dry_run:
@@ -382,11 +448,12 @@ class Daemon:
         now = self.clock.now()
         done: list[Request] = []
         with self.lock:
+            self.hooks.drain()
             fleet = self._view(now)
             self._track_progress(fleet, now)
             tick = getattr(self.lifecycle, "tick", None)
             if tick is not None and self.snapshot is not None:
-                from broker.daemon_notices import apply_returns
+                from broker.daemon_lifecycle import apply_returns
 
                 returns = tick(now, fleet, self.snapshot) or ()
                 if returns:

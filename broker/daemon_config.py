@@ -22,6 +22,13 @@ Example (every field but ``owner`` has a default)::
     committed: {aws/us-east-1/g5.xlarge: 4}   # reservations the account holds
     intervals: {refresh_market_s: 900, replan_s: 3600, reconcile_s: 60, poll_notices_s: 5}
     metrics_port: 9108           # 0: no endpoint
+    providers: [aws]             # clouds we launch in (default: the provider's own)
+    horizon_start: 2026-03-01T00:00:00Z   # deadlines count from here (default: first plan)
+    stale_hazard_multiplier: 2.0 # hazards x this while the market snapshot is stale
+    checkpoint_hooks:            # called at notice time, within the window
+      llm-finetune: {command: ["/opt/train/ckpt-now", "--fast"]}
+      chat-api: {url: "http://127.0.0.1:9000/drain"}
+    lifecycle: {return_min_dwell_s: 1800}   # broker.lifecycle.LifecycleConfig
 
 Must not: open markets, stores or providers (the composition roots do).
 """
@@ -31,10 +38,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AwareDatetime, Field, ValidationError
 
+from broker.checkpoint_hook import CheckpointHook
 from markets.errors import InputError
 from policies.input_errors import StrictModel, input_error_from, read_yaml
+from policies.workloads import WorkloadSet
 
 __all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
 
@@ -98,10 +107,46 @@ class DaemonConfig(StrictModel):
     metrics_port: int = Field(default=9108, ge=0, le=65535)
     lifecycle: dict[str, Any] = Field(default_factory=dict)
     sim: SimSettings = Field(default_factory=SimSettings)
+    # Clouds the daemon may launch in; None: the provider's own (aws: [aws]),
+    # and for the simulated cloud every provider of its market. The plan, the
+    # next-pool fallback and the lifecycle's replacements all keep to these.
+    providers: list[Literal["aws", "gcp"]] | None = Field(default=None, min_length=1)
+    # The plan epoch: workloads' deadline_hours count from here. None: the
+    # first plan's start (kept in the store across restarts).
+    horizon_start: AwareDatetime | None = None
+    # "Stale market data: keep the last good snapshot, mark it stale, widen
+    # risk margins" (ARCHITECTURE.md). While the snapshot is stale, every
+    # pool's hazard counts this many times over, in the plan (the optimizer's
+    # interruption_multiplier) and in the lifecycle (ranking, deadline margin,
+    # return to spot). 2 is an assumption: prices and hazards drift a few %
+    # a week, but what went unseen may be a revocation wave.
+    stale_hazard_multiplier: float = Field(default=2.0, ge=1.0, le=100.0)
+    # Per workload: a command (argv) or a webhook called when a notice revokes
+    # one of its instances, with the time left in the window as its budget.
+    checkpoint_hooks: dict[str, CheckpointHook] = Field(default_factory=dict)
 
     @property
     def lease_name(self) -> str:
         return f"account/{self.account}"
+
+    @property
+    def launch_providers(self) -> tuple[str, ...] | None:
+        """Clouds to launch in (``None``: any pool of the market)."""
+        if self.providers is not None:
+            return tuple(self.providers)
+        return ("aws",) if self.provider == "aws" else None
+
+    def check_workloads(self, workloads: WorkloadSet, source: str = "checkpoint_hooks") -> None:
+        """Every workload named in ``checkpoint_hooks`` exists."""
+        names = {w.name for w in workloads.workloads}
+        for name in self.checkpoint_hooks:
+            if name not in names:
+                raise InputError(
+                    source,
+                    f"checkpoint_hooks.{name}",
+                    f"a configured workload ({', '.join(sorted(names))})",
+                    got=name,
+                )
 
 
 def load_daemon_config(path: str | Path, **overrides: Any) -> DaemonConfig:

@@ -1,8 +1,8 @@
 """The daemon's notice path: record, decide, record, launch, acknowledge.
 
-Owns: ``poll_and_handle`` (drain the provider's notices), ``handle_notice``
-(one notice, exactly once) and ``apply_returns`` (the lifecycle's
-return-to-spot decisions from ``tick``).
+Owns: ``poll_and_handle`` (drain the provider's notices) and
+``handle_notice`` (one notice, exactly once). The lifecycle's own decisions
+(``tick``), restarts and checkpoint hooks are ``broker.daemon_lifecycle``'s.
 
 One notice, in this order, each step durable before the next:
 
@@ -30,10 +30,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from broker.daemon_lifecycle import record_cancelled_stretch, stretch_state
 from broker.executor import kv
 from broker.reconcile import terminate_key
 from broker.store import DecisionRecord
@@ -50,7 +50,7 @@ from markets.model import Tier
 if TYPE_CHECKING:
     from broker.daemon import Daemon
 
-__all__ = ["apply_returns", "handle_notice", "notice_key", "poll_and_handle"]
+__all__ = ["handle_notice", "notice_key", "poll_and_handle"]
 
 log = logging.getLogger("spotfolio.daemon")
 BATCH = 10  # SQS ReceiveMessage returns at most 10 messages
@@ -112,6 +112,7 @@ def handle_notice(d: Daemon, n: Notice, received: float) -> None:
     if n.kind in _REVOKING and inst is not None:
         d.book.doom(n.instance_id, n.deadline or n.at + timedelta(seconds=_DEFAULT_WINDOW_S))
     payload = prior[0].payload if prior else _decide(d, n, inst, received)
+    open_before = stretch_state(d, n.notice_id) if payload.get("stretch") else None
     launched: list[str] = []
     for i, x in enumerate(payload.get("launches") or []):
         req = LaunchRequest(
@@ -125,6 +126,8 @@ def handle_notice(d: Daemon, n: Notice, received: float) -> None:
         )
         ctx = {"source": "notice", "notice_id": n.notice_id}
         launched += d.launch(req, context=ctx, notice_id=n.notice_id) or []
+    if open_before is not None and stretch_state(d, n.notice_id) is None:
+        record_cancelled_stretch(d, n.notice_id, payload.get("workload"), open_before)
     if payload.get("launch_before_terminate") and launched and inst is not None:
         ids = (inst.instance_id,)
         d.executor.run(
@@ -154,6 +157,7 @@ def _kind(dec: Any) -> str:
 def _decide(d: Daemon, n: Notice, inst: Instance | None, received: float) -> dict[str, Any]:
     """Steps 2 and 3: the decision and its launches, durable together."""
     dec = d.lifecycle.handle(n, list(d.book.last_fleet), _snap(d))
+    d.hooks.call(n, dec)  # at once: the checkpoint races the notice window
     kind = _kind(dec)
     record = dec.as_record() if hasattr(dec, "as_record") else {}
     workload = getattr(dec, "workload", None) or (inst.workload if inst else None)
@@ -182,6 +186,9 @@ def _decide(d: Daemon, n: Notice, inst: Instance | None, received: float) -> dic
     )
     if launches and not d.book.budget_allows(add, freed):
         refused, launches, bg_usd = f"fleet budget ${d.workloads.budget_usd_per_hour}/h", [], 0.0
+    withdraw = getattr(d.lifecycle, "withdraw", None)
+    if refused and withdraw is not None:
+        withdraw(n.notice_id)  # the lifecycle releases what it counted for it
     payload = {
         **record,
         "kind": kind,
@@ -192,6 +199,8 @@ def _decide(d: Daemon, n: Notice, inst: Instance | None, received: float) -> dic
         "launch_before_terminate": bool(getattr(dec, "launch_before_terminate", False)),
         "refused": refused,
     }
+    if kind == "break_glass":
+        payload["stretch"] = stretch_state(d, n.notice_id)
     latency_s = time.perf_counter() - received
     units = {x["pool_key"]: d.book.units(x["pool_key"]) for x in launches}
     with d.store.transaction() as tx:
@@ -247,70 +256,3 @@ def _decide(d: Daemon, n: Notice, inst: Instance | None, received: float) -> dic
         )
     )
     return payload
-
-
-def apply_returns(d: Daemon, returns: Sequence[Any]) -> None:
-    """Carry out ``tick``'s decisions: launches first, then terminations."""
-    by_id = {i.instance_id: i for i in d.book.last_fleet}
-    for ret in returns:
-        nid = f"tick:{ret.action_id}"
-        launches = [
-            {
-                "pool_key": x.pool_key,
-                "tier": Tier(x.tier).value,
-                "count": int(x.count),
-                "workload": ret.workload,
-            }
-            for x in ret.launches
-        ]
-        ended = [
-            [by_id[i].workload, by_id[i].pool_key, by_id[i].tier.value]
-            for i in ret.terminate_instance_ids
-            if i in by_id
-        ]
-        payload = {
-            "kind": _kind(ret),
-            "launches": launches,
-            "ended_slots": ended,
-            "reason": ret.reason,
-        }
-        bg = float(getattr(ret, "break_glass_usd_committed", 0.0) or 0.0)
-        if not d.dry_run:
-            with d.store.transaction() as tx:
-                tx.record_decision(
-                    d.owner,
-                    DecisionRecord(
-                        nid, _kind(ret), ret.workload, ret.reason, 0.0, bg, payload, d.clock.now()
-                    ),
-                )
-        d.metrics.decisions.labels(_kind(ret)).inc()
-        for i, x in enumerate(launches):
-            req = LaunchRequest(
-                idempotency_key=notice_key(nid, i),
-                pool_key=x["pool_key"],
-                tier=Tier(x["tier"]),
-                workload=ret.workload,
-                count=x["count"],
-                owner=d.owner,
-                plan_generation=d.state.generation,
-            )
-            d.launch(req, context={"source": "tick", "action_id": ret.action_id})
-        ids = tuple(sorted(i for i in ret.terminate_instance_ids if i in by_id))
-        if ids:
-            d.executor.run(
-                TerminateRequest(
-                    idempotency_key=terminate_key(d.owner, ids),
-                    instance_ids=ids,
-                    owner=d.owner,
-                    reason=f"lifecycle {ret.action_id}: {ret.reason}",
-                )
-            )
-        log.info(
-            kv(
-                "spot_return",
-                action=ret.action_id,
-                kind=_kind(ret),
-                workload=ret.workload,
-                reason=ret.reason,
-            )
-        )

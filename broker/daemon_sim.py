@@ -87,10 +87,26 @@ class SimReport:
 
 
 def default_lifecycle(workloads: WorkloadSet, clock: Clock, config: DaemonConfig) -> Lifecycle:
-    """The project's lifecycle manager, configured from the daemon's config."""
-    from broker.lifecycle import LifecycleConfig, LifecycleManager
+    """The project's lifecycle manager, configured from the daemon's config:
+    its ``lifecycle:`` settings, plus what the daemon knows better, unless
+    set there: the clouds it launches in (``launch_providers``), the plan
+    epoch (``horizon_start``; else the daemon passes its first plan's start)
+    and the stale-market hazard multiplier."""
+    from pydantic import ValidationError
 
-    cfg = LifecycleConfig.model_validate(config.lifecycle) if config.lifecycle else None
+    from broker.lifecycle import LifecycleConfig, LifecycleManager
+    from policies.input_errors import input_error_from
+
+    settings: dict[str, Any] = {
+        "providers": config.launch_providers,
+        "horizon_start": config.horizon_start,
+        "stale_hazard_multiplier": config.stale_hazard_multiplier,
+        **config.lifecycle,
+    }
+    try:
+        cfg = LifecycleConfig.model_validate(settings)
+    except ValidationError as e:
+        raise input_error_from("config", e, prefix="lifecycle") from e
     manager: Lifecycle = LifecycleManager(workloads, clock, cfg)
     return manager
 
@@ -134,6 +150,7 @@ def simulate_daemon(
             reorder=s.reorder,
             listing_lag_s=s.listing_lag_s,
             throttle_rate=s.throttle_rate,
+            providers=config.launch_providers,
         ),
     )
     provider: Provider = wrap_provider(cloud) if wrap_provider else cloud

@@ -80,6 +80,7 @@ class SimOptions:
     listing_lag_s: float = 0.0  # a new instance shows in list_fleet this late
     throttle_rate: float = 0.0  # share of mutating calls throttled
     state_change_notices: bool = True
+    providers: tuple[str, ...] | None = None  # clouds it launches in (None: any pool)
 
 
 @dataclass
@@ -338,8 +339,14 @@ class SimCloud:
             return self._replay(request)
         now = self.clock.now()
         pool = request.pool_key
-        if pool not in self._static:
-            raise InputError("launch", "pool_key", "a pool of the simulated market", got=pool)
+        providers = self.options.providers
+        if pool not in self._static or (
+            providers is not None and pool.split("/", 1)[0] not in providers
+        ):
+            where = "" if providers is None else f" in {', '.join(providers)}"
+            raise InputError(
+                "launch", "pool_key", f"a pool of the simulated market{where}", got=pool
+            )
         if pool in self._exhausted and now < self._exhausted[pool]:
             self.counters.capacity_refusals += 1
             raise CapacityUnavailableError(f"sim: {pool} exhausted", pool_key=pool)

@@ -53,6 +53,7 @@ from broker.store_schema import (
     actions_t,
     decisions_t,
     fleet_t,
+    hook_results_t,
     lease_t,
     meta,
     notices_t,
@@ -354,13 +355,20 @@ class Tx:
         return self._insert_ignore(decisions_t, values, "notice_id")
 
     def decisions(
-        self, owner: str, *, since: datetime | None = None, notice_id: str | None = None
+        self,
+        owner: str,
+        *,
+        since: datetime | None = None,
+        notice_id: str | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> list[DecisionRecord]:
         q = select(decisions_t).where(decisions_t.c.owner == owner)
         if since is not None:
             q = q.where(decisions_t.c.created_at >= since)
         if notice_id is not None:
             q = q.where(decisions_t.c.notice_id == notice_id)
+        if kinds is not None:
+            q = q.where(decisions_t.c.kind.in_(list(kinds)))
         rows = self.conn.execute(q.order_by(decisions_t.c.id)).all()
         return [
             DecisionRecord(**{c: r._mapping[c] for c in DecisionRecord.__dataclass_fields__})
@@ -380,6 +388,32 @@ class Tx:
             decisions_t.c.owner == owner
         )
         return float(self.conn.execute(q).scalar_one())
+
+    def record_hook_result(
+        self,
+        owner: str,
+        notice_id: str,
+        workload: str,
+        record: Mapping[str, Any],
+        now: datetime,
+    ) -> bool:
+        """What a notice's checkpoint hook did (once per notice); True if new."""
+        values = {
+            "notice_id": notice_id,
+            "owner": owner,
+            "workload": workload,
+            "ok": bool(record.get("ok")),
+            "record": _jsonable(record),
+            "created_at": now,
+        }
+        return self._insert_ignore(hook_results_t, values, "notice_id")
+
+    def hook_results(self, owner: str) -> dict[str, dict[str, Any]]:
+        """Notice id -> its hook's record."""
+        q = select(hook_results_t.c.notice_id, hook_results_t.c.record).where(
+            hook_results_t.c.owner == owner
+        )
+        return {str(n): dict(r) for n, r in self.conn.execute(q)}
 
     # --- lease ---------------------------------------------------------------
     def acquire_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> bool:

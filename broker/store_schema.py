@@ -2,7 +2,8 @@
 
 Owns: ``meta`` and the tables ``fleet``, ``plans``, ``actions`` (UNIQUE
 idempotency key), ``notices`` (notice id as key), ``decisions`` (UNIQUE
-notice id; NULL for the daemon's own) and ``lease``; ``UtcDateTime`` (aware
+notice id; NULL for the daemon's own), ``hook_results`` (one per notice:
+what its checkpoint hook did) and ``lease``; ``UtcDateTime`` (aware
 UTC in Python, naive UTC in the database, so both dialects compare times as
 values). ``broker.store`` reads and writes them.
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Float, Integer, MetaData, String, Table
+from sqlalchemy import JSON, Boolean, Column, DateTime, Float, Integer, MetaData, String, Table
 from sqlalchemy.types import TypeDecorator
 
 from markets.clock import ensure_utc
@@ -24,6 +25,7 @@ __all__ = [
     "actions_t",
     "decisions_t",
     "fleet_t",
+    "hook_results_t",
     "lease_t",
     "meta",
     "notices_t",
@@ -104,6 +106,16 @@ decisions_t = Table(
     Column("latency_s", Float, nullable=False),
     Column("break_glass_usd", Float, nullable=False),
     Column("payload", JSON, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+hook_results_t = Table(
+    "hook_results",
+    meta,
+    Column("notice_id", String(128), primary_key=True),
+    Column("owner", String(128), nullable=False, index=True),
+    Column("workload", String(64), nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("record", JSON, nullable=False),  # checkpoint_hook.HookResult.as_record()
     Column("created_at", UtcDateTime, nullable=False),
 )
 lease_t = Table(

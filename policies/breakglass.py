@@ -209,6 +209,13 @@ class BreakGlassLedger:
             raise ValueError(f"restored dollars are a finite amount >= 0, got {usd!r}")
         self._settled_usd += usd
 
+    def reopen(self, key: str, usd: float) -> None:
+        """After a restart: an open commitment the store recorded, taken back
+        as is (it was within the cap when committed)."""
+        if usd < 0 or not math.isfinite(usd):
+            raise ValueError(f"a commitment is a finite amount >= 0, got {usd!r}")
+        self._open[key] = self._open.get(key, 0.0) + usd
+
     def open_usd(self, key: str) -> float:
         return self._open.get(key, 0.0)
 

@@ -226,9 +226,10 @@ def _run(config: Any, *, dry_run: bool, once: bool) -> None:
         from broker.simcloud import SimCloud, SimOptions
 
         s = config.sim
-        cloud: Any = SimCloud(
-            market, clock, SimOptions(notice_seconds=s.notice_seconds, seed=s.seed)
+        opts = SimOptions(
+            notice_seconds=s.notice_seconds, seed=s.seed, providers=config.launch_providers
         )
+        cloud: Any = SimCloud(market, clock, opts)
     else:
         from markets.registry import open_provider
 

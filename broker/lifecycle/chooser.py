@@ -196,7 +196,9 @@ class Chooser:
         c = self._cands.get(w.name)
         if c is None:
             assert self._snapshot is not None
-            c = self._cands[w.name] = Candidates(w, self._snapshot, self.config.providers)
+            snap = self._snapshot
+            mult = self.config.stale_hazard_multiplier if snap.stale else 1.0
+            c = self._cands[w.name] = Candidates(w, snap, self.config.providers, mult)
         return c
 
     def slack(

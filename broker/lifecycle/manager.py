@@ -12,12 +12,13 @@ Pure and deterministic given the clock, the notices, fleets and snapshots.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from broker.lifecycle.choices import Guards, checkpoint_verdict
 from broker.lifecycle.chooser import Chooser, Outcome
-from broker.lifecycle.stretches import BreakGlassBook
+from broker.lifecycle.stretches import BreakGlassBook, stretch_from_record, stretch_record
 from broker.lifecycle.values import (
     CheckpointVerdict,
     Decision,
@@ -101,12 +102,44 @@ class LifecycleManager:
         """A resize made elsewhere (by the plan) starts the dwell too."""
         self._choose.last_resize[workload] = ensure_utc(at or self._clock.now()).timestamp()
 
-    def restore_break_glass(self, committed_usd: float) -> None:
+    def set_horizon_start(self, at: datetime) -> None:
+        """The plan epoch (``deadline_hours`` count from here), once the daemon
+        knows it: from its config, its store, or its first plan."""
+        self._horizon_s = ensure_utc(at).timestamp()
+        self._choose.horizon_s = self._horizon_s
+
+    def withdraw(self, notice_id: str) -> None:
+        """The daemon refused ``notice_id``'s decision (its own budget or cap
+        guard): forget its launches and release any stretch it opened."""
+        self._book.cancel(notice_id)
+        if self._view is not None:
+            for p in [p for p in self._view.pending if p.notice_id == notice_id]:
+                self._view.drop_pending(notice_id, p.pool_key)
+        else:
+            self._pending[:] = [p for p in self._pending if p.notice_id != notice_id]
+
+    def stretch_state(self, alloc_id: str) -> dict[str, Any] | None:
+        """An open stretch as JSON (``None``: not open), for the store: handed
+        back to ``restore_break_glass`` after a restart."""
+        s = self._book.stretches.get(alloc_id)
+        if s is None:
+            return None
+        return {**stretch_record(s), "open_usd": self._book.ledger.open_usd(alloc_id)}
+
+    def restore_break_glass(
+        self, committed_usd: float, stretches: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
         """After a restart: break-glass dollars the store says were committed
-        (decisions' commitments plus returns' deltas) count against the cap.
-        Stretches open before the restart are not resumed; the reconciler
-        follows the plan for that capacity."""
-        self._book.ledger.restore(committed_usd)
+        (decisions' commitments plus returns' deltas) count against the cap,
+        and the ``stretches`` open then (``stretch_state`` records) are resumed
+        with their open commitment, so ``tick`` returns, extends or ends them
+        as if nothing had happened."""
+        resumed = [stretch_from_record(r) for r in stretches]
+        open_usd = [max(0.0, float(r.get("open_usd", 0.0))) for r in stretches]
+        self._book.ledger.restore(max(0.0, committed_usd - sum(open_usd)))
+        for s, usd in zip(resumed, open_usd, strict=True):
+            self._book.ledger.reopen(s.alloc_id, usd)
+            self._book.stretches[s.alloc_id] = s
 
     def seed_rebalance_history(self, pool_key: str, hits: int, resolved: int) -> None:
         """Recorded rebalance outcomes of a pool (from the store, after a restart)."""

@@ -22,14 +22,16 @@ clock, or do I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from broker.lifecycle.values import LifecycleConfig, ReturnKind
 from broker.lifecycle.view import Candidate
 from policies.breakglass import BreakGlassLedger, return_to_spot_verdict
 from policies.workloads import Workload, WorkloadClass
 
-__all__ = ["BreakGlassBook", "Step", "Stretch"]
+__all__ = ["BreakGlassBook", "Step", "Stretch", "stretch_from_record", "stretch_record"]
 
 
 @dataclass(slots=True)
@@ -46,6 +48,16 @@ class Stretch:
     started_s: float
     expires_s: float  # when its committed dollars run out
     steps: int = 0
+
+
+def stretch_record(s: Stretch) -> dict[str, Any]:
+    """``s`` as JSON-ready fields (the daemon stores it with its decisions)."""
+    return asdict(s)
+
+
+def stretch_from_record(r: Mapping[str, Any]) -> Stretch:
+    """The inverse of ``stretch_record`` (extra keys such as ``open_usd`` are ignored)."""
+    return Stretch(**{f.name: r[f.name] for f in fields(Stretch)})
 
 
 @dataclass(frozen=True, slots=True)

@@ -214,3 +214,8 @@ class LifecycleConfig(BaseModel):
     pending_launch_ttl_s: float = Field(default=600.0, gt=0.0)
     # Notice ids remembered for duplicate detection (the store dedups too).
     remembered_notices: int = Field(default=100_000, ge=1)
+    # A stale snapshot (no fresh market data within its TTL) widens risk
+    # margins: every pool's hazard counts this many times over in ranking,
+    # deadline margins and the return-to-spot test (ARCHITECTURE.md, "Stale
+    # market data"). The daemon sets it from its stale_hazard_multiplier.
+    stale_hazard_multiplier: float = Field(default=2.0, ge=1.0)

@@ -282,20 +282,23 @@ class Candidate:
 class Candidates:
     """A workload's pools in one snapshot (of ``providers`` only, if given):
     spot-usable ranked by (effective cost, hazard, preference); on-demand
-    ranked by (cost per work, preference)."""
+    ranked by (cost per work, preference). Every hazard counts
+    ``hazard_multiplier`` times over (in the effective cost too): the
+    manager widens risk margins this way while the snapshot is stale."""
 
     def __init__(
         self,
         workload: Workload,
         snapshot: MarketSnapshot,
         providers: Collection[str] | None = None,
+        hazard_multiplier: float = 1.0,
     ) -> None:
         snaps = snapshot.by_key()
         pools = [
             p for p in snapshot.pools if providers is None or p.pool.provider.value in providers
         ]
         self.by_pool: dict[str, Candidate] = {}
-        for e in cost_entries(workload, pools):
+        for e in cost_entries(workload, pools, interruption_multiplier=hazard_multiplier):
             s = snaps[e.pool_key]
             od = e.usd_per_work_hour[Tier.ON_DEMAND]
             assert od is not None  # on-demand is always priced in a snapshot
@@ -309,7 +312,7 @@ class Candidates:
                 on_demand_usd_per_hour=s.on_demand_usd_per_hour,
                 spot_usd_per_work_hour=e.usd_per_work_hour[Tier.SPOT],
                 on_demand_usd_per_work_hour=od,
-                hazard_per_hour=s.hazard.rate_per_hour,
+                hazard_per_hour=s.hazard.rate_per_hour * hazard_multiplier,
                 preference_rank=e.preference_rank,
             )
         cands = list(self.by_pool.values())
