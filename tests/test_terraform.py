@@ -1,5 +1,6 @@
-"""The Terraform deployment (terraform/): format, validity, checkov, and a
-daemon IAM policy that grants exactly the AWS calls the code makes.
+"""The Terraform deployment (terraform/) checked by the tools: terraform fmt,
+init + validate, the module's terraform test, checkov; and what the module
+renders (configuration, entrypoint) run against the daemon's own code.
 
 What runs where:
 
@@ -7,17 +8,14 @@ What runs where:
   + ``terraform validate`` for every module and example, and the module's own
   ``terraform test`` (a mocked AWS provider): need the ``terraform`` binary
   and a plugin directory holding registry.terraform.io/hashicorp/aws
-  {AWS_PROVIDER_VERSION} (the registry is out of reach). DIR is
+  5.100.0 (the registry is out of reach). DIR is
   ``$SPOTFOLIO_TF_PLUGIN_DIR``, else the first of ``PLUGIN_DIR_CANDIDATES``
   that has the provider. Init runs in a temporary copy of terraform/, so the
   work tree gets no ``.terraform``.
 - checkov: ``$CHECKOV_BIN`` (``.ci/run`` installs it in a venv of its own),
   else ``checkov`` on PATH.
-- The policy checks read iam.tf as text (a small HCL scanner below) and need
-  nothing installed: the daemon's policy statements must list exactly
-  ``markets.aws.sdk``'s manifest (kept honest against the code by
-  tests/test_aws_market.py and tests/test_aws_provider.py) plus the
-  permissions those calls imply.
+- The IAM policy and the other checks of the files as text are in
+  tests/test_terraform_policy.py (nothing to install).
 """
 
 from __future__ import annotations
@@ -31,29 +29,18 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from broker.cli.daemon import daemon_command
-from broker.daemon_config import DaemonConfig, load_daemon_config
-from markets.aws.launch import RegionLaunch
-from markets.aws.notices import DEFAULT_VISIBILITY_TIMEOUT_S, DETAIL_TYPES, EVENT_SOURCE
+from broker.daemon_config import load_daemon_config
 from markets.aws.options import REGION_PATTERN, parse_names
-from markets.aws.provider_config import AwsProviderSettings, settings_from_options
-from markets.aws.sdk import (
-    AWS_API_CALLS,
-    AWS_MARKET_API_CALLS,
-    AWS_PROVIDER_IMPLIED_PERMISSIONS,
-    PRICING_REGION,
-)
-from markets.fleet import OWNER_TAG
+from markets.aws.provider_config import settings_from_options
+from tests.terraform_hcl import TF_ROOT, config_dirs
 
-ROOT = Path(__file__).resolve().parents[1]
-TF_ROOT = ROOT / "terraform"
-MODULE = TF_ROOT / "modules" / "aws"
+ROOT = TF_ROOT.parent
 AWS_PROVIDER_VERSION = "5.100.0"
 PLUGIN_DIR_CANDIDATES = (
     Path("/opt/tf-plugins"),
@@ -62,10 +49,6 @@ PLUGIN_DIR_CANDIDATES = (
     Path("/usr/local/share/terraform/plugins"),
     Path("/usr/share/terraform/plugins"),
 )
-# Permissions in the daemon's policy that no SDK call is named after, each
-# with why: SQS decrypts a CMK-encrypted message for its reader with the
-# reader's kms:Decrypt; a launch with an instance profile passes its role.
-DEPLOYMENT_PERMISSIONS = {"kms:Decrypt", "iam:PassRole"}
 
 # -- finding the tools -----------------------------------------------------------
 
@@ -121,17 +104,6 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _config_dirs() -> list[str]:
-    """Every module and example (a directory under modules/ or examples/
-    with .tf files)."""
-    dirs = {
-        p.parent.relative_to(TF_ROOT).as_posix()
-        for top in ("modules", "examples")
-        for p in (TF_ROOT / top).glob("*/*.tf")
-    }
-    return sorted(dirs)
-
-
 @pytest.fixture(scope="module")
 def tf_copy() -> Iterator[Path]:
     """A temporary copy of terraform/ (no .terraform dirs), removed after:
@@ -155,7 +127,7 @@ def _init(tf_copy: Path, rel: str) -> Path:
 
 
 def test_every_module_and_example_is_found() -> None:
-    assert {"modules/aws", "examples/aws"} <= set(_config_dirs())
+    assert {"modules/aws", "examples/aws"} <= set(config_dirs())
 
 
 def test_terraform_files_are_formatted() -> None:
@@ -164,7 +136,7 @@ def test_terraform_files_are_formatted() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rel", _config_dirs())
+@pytest.mark.parametrize("rel", config_dirs())
 def test_validates_offline(tf_copy: Path, rel: str) -> None:
     where = _init(tf_copy, rel)
     validate = _run([_terraform(), "validate", "-no-color"], where)
@@ -323,265 +295,3 @@ def test_checkov_finds_no_failed_check() -> None:
     assert all(
         c["check_result"].get("suppress_comment") for r in results for c in r["skipped_checks"]
     )
-
-
-# -- a small HCL scanner (enough for terraform fmt'ed blocks) --------------------
-
-
-def _end_of_string(text: str, i: int) -> int:
-    """Index after the string opening at text[i] == '"' (templates nest)."""
-    i += 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text[i] == '"':
-            return i + 1
-        elif text.startswith(("${", "%{"), i):
-            i = _end_of_block(text, i + 1)
-        else:
-            i += 1
-    raise ValueError("unterminated string")
-
-
-def _end_of_block(text: str, i: int) -> int:
-    """Index after the brace/bracket group opening at text[i]."""
-    close = {"{": "}", "[": "]", "(": ")"}
-    stack = [close[text[i]]]
-    i += 1
-    while stack:
-        c = text[i]
-        if c == '"':
-            i = _end_of_string(text, i)
-            continue
-        if c == "#":
-            i = text.index("\n", i)
-        elif c in close:
-            stack.append(close[c])
-        elif c == stack[-1]:
-            stack.pop()
-        i += 1
-    return i
-
-
-def _blocks(text: str, header: str) -> list[str]:
-    """Bodies of the blocks whose header matches ``header`` (a regex up to,
-    not including, the opening brace), at any depth."""
-    out = []
-    for m in re.finditer(header + r"\s*\{", text):
-        start = m.end() - 1
-        out.append(text[start + 1 : _end_of_block(text, start) - 1])
-    return out
-
-
-def _top_level(body: str, header: str) -> list[str]:
-    """Blocks of ``body`` matching ``header`` at its top level only."""
-    found, i = [], 0
-    pattern = re.compile(r"\s*(" + header + r")\s*\{")
-    while i < len(body):
-        m = pattern.match(body, i)
-        if m:
-            start = m.end() - 1
-            end = _end_of_block(body, start)
-            found.append(body[start + 1 : end - 1])
-            i = end
-        elif body[i] == '"':
-            i = _end_of_string(body, i)
-        elif body[i] == "#":
-            i = body.find("\n", i) % (len(body) + 1) + 1
-        elif body[i] in "{[(":
-            i = _end_of_block(body, i)
-        else:
-            i += 1
-    return found
-
-
-def _attr(body: str, name: str) -> str:
-    """The expression assigned to ``name``: up to the end of its line, or of
-    the brackets it opens there."""
-    m = re.search(rf"^[ \t]*{name}[ \t]*=[ \t]*", body, re.M)
-    assert m, f"no {name} in:\n{body}"
-    i = m.end()
-    while i < len(body) and body[i] != "\n":
-        if body[i] == '"':
-            i = _end_of_string(body, i)
-        elif body[i] in "{[(":
-            i = _end_of_block(body, i)
-        elif body[i] == "#":
-            break
-        else:
-            i += 1
-    return body[m.end() : i].strip()
-
-
-def _strings(expr: str) -> list[str]:
-    return re.findall(r'"([^"$]*)"', expr)
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One statement of an aws_iam_policy_document, as written in iam.tf."""
-
-    sid: str
-    actions: frozenset[str]
-    resources: str  # the expression, as text
-    conditions: tuple[tuple[str, str, str], ...]  # (test, variable, values expression)
-    for_each: str | None  # a dynamic statement's for_each expression
-
-
-def _statements(doc: str) -> list[Statement]:
-    stmts = []
-    for body in _top_level(doc, r'statement|dynamic\s+"statement"'):
-        dynamic = _top_level(body, "content")
-        inner = dynamic[0] if dynamic else body
-        conditions = tuple(
-            (_attr(c, "test").strip('"'), _attr(c, "variable").strip('"'), _attr(c, "values"))
-            for c in _top_level(inner, "condition")
-        )
-        stmts.append(
-            Statement(
-                sid=_attr(inner, "sid").strip('"'),
-                actions=frozenset(_strings(_attr(inner, "actions"))),
-                resources=_attr(inner, "resources"),
-                conditions=conditions,
-                for_each=_attr(body, "for_each") if dynamic else None,
-            )
-        )
-    return stmts
-
-
-def _policy(name: str) -> list[Statement]:
-    (doc,) = _blocks(
-        (MODULE / "iam.tf").read_text(), rf'data\s+"aws_iam_policy_document"\s+"{name}"'
-    )
-    return _statements(doc)
-
-
-def _actions(stmts: list[Statement]) -> set[str]:
-    return {a for s in stmts for a in s.actions}
-
-
-def _with(stmts: list[Statement], action: str) -> list[Statement]:
-    found = [s for s in stmts if action in s.actions]
-    assert found, f"no statement grants {action}"
-    return found
-
-
-# -- the daemon's policy is the code's calls ------------------------------------
-
-
-def test_daemon_policy_grants_exactly_the_calls_the_code_makes() -> None:
-    stmts = _policy("daemon")
-    granted = _actions(stmts)
-    expected = AWS_API_CALLS | AWS_PROVIDER_IMPLIED_PERMISSIONS | DEPLOYMENT_PERMISSIONS
-    assert granted == expected, (
-        f"missing: {sorted(expected - granted)}, not called: {sorted(granted - expected)}"
-    )
-    assert not [a for a in granted if "*" in a], "no wildcard actions"
-    market = _actions([s for s in stmts if s.sid in ("ReadMarket", "ReadPrices")])
-    assert market == AWS_MARKET_API_CALLS
-
-
-def test_launches_need_the_owner_tag_and_terminations_our_tag() -> None:
-    stmts = _policy("daemon")
-    launches = _with(stmts, "ec2:RunInstances")
-    # Instances and volumes: only with our owner tag in the request.
-    (tagged,) = [s for s in launches if s.resources == "local.launch_tagged_arns"]
-    assert tagged.conditions == (
-        ("StringEquals", "aws:RequestTag/${local.owner_tag}", "[var.owner]"),
-    )
-    # Everything else a launch touches: never an instance or a volume.
-    assert [s.resources for s in launches if s is not tagged] == ["local.launch_untagged_arns"]
-    locals_blocks = _blocks((MODULE / "iam.tf").read_text(), r"locals")
-    untagged = _attr(locals_blocks[0], "launch_untagged_arns")
-    assert ":instance/" not in untagged and ":volume/" not in untagged
-    assert "var.launch_extra_resource_arns" in untagged  # whose validation refuses both
-    (terminate,) = _with(stmts, "ec2:TerminateInstances")
-    assert terminate.conditions == (
-        ("StringEquals", "ec2:ResourceTag/${local.owner_tag}", "[var.owner]"),
-    )
-    (tag,) = _with(stmts, "ec2:CreateTags")
-    assert tag.conditions == (("StringEquals", "ec2:CreateAction", '["RunInstances"]'),)
-    assert tag.resources == "local.launch_tagged_arns"
-
-
-def test_queue_key_and_role_grants_are_narrow() -> None:
-    stmts = _policy("daemon")
-    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage"):
-        (s,) = _with(stmts, action)
-        assert s.resources == "[aws_sqs_queue.notices.arn]"
-    (decrypt,) = _with(stmts, "kms:Decrypt")
-    assert decrypt.resources == "[aws_kms_key.this.arn]"
-    assert decrypt.conditions == (
-        ("StringEquals", "kms:ViaService", '["sqs.${local.region}.amazonaws.com"]'),
-    )
-    (pass_role,) = _with(stmts, "iam:PassRole")
-    assert pass_role.resources == "var.instance_role_arns"
-    assert pass_role.for_each == "length(var.instance_role_arns) > 0 ? [1] : []"
-    (prices,) = _with(stmts, "pricing:GetProducts")
-    assert prices.conditions == (("StringEquals", "aws:RequestedRegion", "[local.pricing_region]"),)
-    main = (MODULE / "main.tf").read_text()
-    assert f'pricing_region = "{PRICING_REGION}"' in main
-    assert f'owner_tag = "{OWNER_TAG}"' in main
-
-
-def test_what_ecs_needs_to_start_the_task_stays_off_the_daemons_role() -> None:
-    daemon, execution = _actions(_policy("daemon")), _actions(_policy("execution"))
-    assert "ssm:GetParameters" in execution
-    assert daemon & execution == {"kms:Decrypt"}  # each with its own kms:ViaService
-    assert not [a for a in daemon if a.startswith(("ssm:", "secretsmanager:", "logs:", "ecr:"))]
-
-
-# -- the module agrees with the code it deploys ---------------------------------
-
-
-def test_event_rules_are_the_notices_the_daemon_reads() -> None:
-    events = (MODULE / "events.tf").read_text()
-    (types,) = _blocks(events, r"notice_detail_types\s*=")
-    assert set(_strings(types)) == set(DETAIL_TYPES)
-    assert f'source        = ["{EVENT_SOURCE}"]' in events
-    queue = (MODULE / "queue.tf").read_text()
-    assert f"visibility_timeout_seconds = {DEFAULT_VISIBILITY_TIMEOUT_S}" in queue
-
-
-def test_rendered_configuration_uses_fields_the_daemon_knows() -> None:
-    ssm = (MODULE / "ssm.tf").read_text()
-    (managed,) = _blocks(ssm, r"managed_config = merge\(\s*")
-    keys = set(re.findall(r"^[ ]*(\w+)[ ]*=", managed, re.M)) | {"workloads"}
-    assert keys <= set(DaemonConfig.model_fields), keys - set(DaemonConfig.model_fields)
-    variables = (MODULE / "variables.tf").read_text()
-    (settings,) = _blocks(variables, r'variable "daemon_settings"')
-    assert set(_strings(_attr(settings, "condition"))) == keys
-    (provider,) = _blocks(ssm, r"provider_options =")
-    assert set(re.findall(r"^[ ]{4}(\w+)[ ]*=", provider, re.M)) <= set(
-        AwsProviderSettings.model_fields
-    )
-    (launch,) = _blocks(variables, r'variable "launch"')
-    attrs = set(re.findall(r"^\s*(\w+)\s*=\s*optional\(", launch, re.M))
-    assert attrs == set(RegionLaunch.model_fields)
-
-
-@pytest.mark.parametrize("rel", _config_dirs())
-def test_readme_lists_every_input_and_output(rel: str) -> None:
-    where = TF_ROOT / rel
-    text = "".join(p.read_text() for p in sorted(where.glob("*.tf")))
-    readme = (where / "README.md").read_text()
-    for kind in ("variable", "output"):
-        names = re.findall(rf'^{kind} "(\w+)"', text, re.M)
-        assert names, f"no {kind} in {rel}"
-        missing = [n for n in names if f"| `{n}` |" not in readme]
-        assert not missing, f"{rel}/README.md does not list {kind}s {missing}"
-
-
-@pytest.mark.parametrize("rel", _config_dirs())
-def test_every_variable_is_typed_and_described(rel: str) -> None:
-    text = "".join(p.read_text() for p in sorted((TF_ROOT / rel).glob("*.tf")))
-    for name, body in zip(
-        re.findall(r'^variable "(\w+)"', text, re.M),
-        _blocks(text, r'(?m)^variable "\w+"'),
-        strict=True,
-    ):
-        assert re.search(r"^\s*type\s*=", body, re.M), f"{rel}: variable {name} has no type"
-        description = _attr(body, "description")
-        assert description.startswith("<<") or len(description.strip('"')) > 10, (
-            f"{rel}: variable {name} has no description"
-        )
