@@ -1,0 +1,214 @@
+"""The serving-fleet setting of the benchmark (benchmarks.md section 2).
+
+Owns: grouping traces into fleets (the zones of one collection replayed
+together), drawing windows, running every rule and the hindsight ILP on each,
+and the metrics: availability (share of time ``>= N`` ready), unserved
+replica-hours, cost / on-demand, cost / omniscient, overall and per group.
+
+Must not: decide (``policies.online.fleet``) or simulate
+(``broker.simulate.fleet``).
+
+Every rule sees the same windows, sizes, prices, cold start and notice. A
+group's traces are cut to a common start and length and coarsened to ticks of
+at most ``FLEET_TICK_S`` (never shorter than the cold start); a window's
+``past`` is the ``PRIOR_HOURS`` before it (what a broker watching the zones
+knows when the service starts). Costs are ratios, so on-demand costs 1 per
+replica-hour and spot ``1 / k`` unless the trace names its price.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from broker.bench import BenchData
+from broker.simulate import AvailabilityTrace, coarsen
+from broker.simulate.fleet import (
+    FleetOutcome,
+    FleetSetting,
+    FleetWindow,
+    simulate_fleet,
+    spot_prices,
+)
+from broker.simulate.omniscient import omniscient_fleet
+from policies.online.fleet import FLEET_POLICIES, fleet_policy
+
+__all__ = [
+    "FLEET_TICK_S",
+    "POLICIES",
+    "SIZES",
+    "WINDOW_HOURS",
+    "FleetResult",
+    "evaluate_window",
+    "fleet_groups",
+    "run",
+    "sample_windows",
+    "summarize",
+]
+
+FLEET_TICK_S = 300  # coarser ticks would hide revocations shorter than a tick
+WINDOW_HOURS = 24.0  # a day of serving per window
+PRIOR_HOURS = 168.0
+SIZES = (4, 8)  # "N e.g. 4-8" (benchmarks.md section 2)
+POLICIES = tuple(FLEET_POLICIES)
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    window: FleetWindow
+    replicas: int
+    outcomes: dict[str, FleetOutcome]
+    omniscient_usd: float
+    on_demand_usd: float
+
+
+def fleet_groups(
+    traces: Sequence[AvailabilityTrace], cold_start_s: int
+) -> list[tuple[str, list[AvailabilityTrace]]]:
+    """Groups of two zones or more, each trace at a common tick and length."""
+    by: dict[str, list[AvailabilityTrace]] = {}
+    for tr in traces:
+        by.setdefault(tr.group, []).append(tr)
+    out = []
+    for name, members in sorted(by.items()):
+        zones = {m.zone for m in members}
+        if len(zones) < 2 or len(zones) != len(members):
+            continue
+        gap = max(m.tick_s for m in members)
+        if any(gap % m.tick_s for m in members):
+            continue  # ticks that do not nest cannot be replayed together
+        target = max(gap, FLEET_TICK_S // gap * gap, -(-cold_start_s // gap) * gap)
+        coarse = [coarsen(coarsen(m, gap), target) for m in members]
+        n = min(c.ticks for c in coarse)
+        out.append((name, [_cut(c, n) for c in sorted(coarse, key=lambda c: c.zone)]))
+    return out
+
+
+def _cut(tr: AvailabilityTrace, n: int) -> AvailabilityTrace:
+    return AvailabilityTrace(
+        tr.name, tr.zone, tr.group, tr.tick_s, tr.held[:n], tr.spot_price_ratio
+    )
+
+
+def sample_windows(
+    traces: Sequence[AvailabilityTrace], setting: FleetSetting, per_group: int, seed: int
+) -> list[FleetWindow]:
+    """``per_group`` random day-long windows per fleet group (seeded)."""
+    out = []
+    for name, members in fleet_groups(traces, setting.cold_start_s):
+        tick = members[0].tick_s
+        held = np.vstack([m.held for m in members])
+        n = int(WINDOW_HOURS * 3600) // tick
+        if held.shape[1] < n:
+            continue
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+        prior = int(PRIOR_HOURS * 3600) // tick
+        for s in sorted(int(x) for x in rng.integers(0, held.shape[1] - n + 1, size=per_group)):
+            out.append(
+                FleetWindow(
+                    group=name,
+                    zones=tuple(m.zone for m in members),
+                    tick_s=tick,
+                    held=held[:, s : s + n],
+                    past=held[:, max(0, s - prior) : s],
+                    spot_price_ratio=tuple(m.spot_price_ratio for m in members),
+                    start_tick=s,
+                )
+            )
+    return out
+
+
+def evaluate_window(
+    setting: FleetSetting, window: FleetWindow, policies: Sequence[str] = POLICIES
+) -> FleetResult:
+    outcomes = {p: simulate_fleet(setting, window, fleet_policy(p)) for p in policies}
+    opt = omniscient_fleet(
+        window.held,
+        setting.replicas,
+        spot_prices(setting, window),
+        setting.on_demand_usd_per_hour,
+        window.tick_s,
+        setting.cold_start_s,
+    )
+    hours = window.hours - setting.cold_start_s / 3600.0
+    od = setting.replicas * hours * setting.on_demand_usd_per_hour
+    return FleetResult(window, setting.replicas, outcomes, opt.cost_usd, od)
+
+
+def _metrics(results: Sequence[FleetResult], name: str) -> dict[str, Any]:
+    outs = [r.outcomes[name] for r in results]
+    return {
+        "availability": round(float(np.mean([o.availability for o in outs])), 5),
+        "unserved_replica_hours": round(float(sum(o.unserved_replica_hours for o in outs)), 3),
+        "cost_vs_on_demand": round(
+            float(
+                np.mean([o.cost_usd / r.on_demand_usd for o, r in zip(outs, results, strict=True)])
+            ),
+            4,
+        ),
+        "cost_vs_omniscient": round(
+            float(
+                np.mean([o.cost_usd / r.omniscient_usd for o, r in zip(outs, results, strict=True)])
+            ),
+            4,
+        ),
+    }
+
+
+def summarize(results: Sequence[FleetResult], policies: Sequence[str] = POLICIES) -> dict[str, Any]:
+    if not results:
+        return {"windows": 0, "policies": {}, "groups": {}}
+    block = {name: _metrics(results, name) for name in policies}
+    block["omniscient"] = {
+        "availability": 1.0,
+        "unserved_replica_hours": 0.0,
+        "cost_vs_on_demand": round(
+            float(np.mean([r.omniscient_usd / r.on_demand_usd for r in results])), 4
+        ),
+        "cost_vs_omniscient": 1.0,
+    }
+    groups: dict[str, list[FleetResult]] = {}
+    for r in results:
+        groups.setdefault(r.window.group, []).append(r)
+    return {
+        "windows": len(results),
+        "policies": block,
+        "groups": {
+            g: {"windows": len(rs), "policies": {p: _metrics(rs, p) for p in policies}}
+            for g, rs in sorted(groups.items())
+        },
+    }
+
+
+def run(
+    data: BenchData,
+    windows: int,
+    seed: int,
+    *,
+    setting: FleetSetting | None = None,
+    sizes: Sequence[int] = SIZES,
+    policies: Sequence[str] = POLICIES,
+) -> dict[str, Any]:
+    """The fleet block of the bench: ``windows`` days per group, each size."""
+    base = setting or FleetSetting()
+    wins = sample_windows(data.traces, base, windows, seed)
+    results = []
+    for n in sizes:
+        s = FleetSetting(
+            n, base.cold_start_s, base.notice_s, base.price_ratio, base.on_demand_usd_per_hour
+        )
+        results += [evaluate_window(s, w, policies) for w in wins]
+    out = summarize(results, policies)
+    out["setting"] = {
+        "replicas": list(sizes),
+        "cold_start_s": base.cold_start_s,
+        "notice_s": base.notice_s,
+        "price_ratio": base.price_ratio,
+        "window_hours": WINDOW_HOURS,
+        "groups": sorted({w.group for w in wins}),
+    }
+    return out

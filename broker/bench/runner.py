@@ -1,0 +1,198 @@
+"""Compose the benchmark: every setting on the same data, plus the machinery.
+
+Owns: ``SETTINGS`` (name -> ``run(data, windows, seed) -> dict``; the
+``portfolio`` slot is the lead's hook and stays ``None`` until plugged in),
+``MACHINERY_HOOKS`` (``solver`` likewise), ``run_bench`` (load the data under
+measurement, run each setting, measure replay throughput, check the targets)
+and the JSON object it returns (schema ``spotfolio.bench/1``).
+
+Must not: load files itself (the caller passes ``load``) or print.
+
+Plugging in the portfolio setting and the solver measurements::
+
+    from broker.bench import runner
+    runner.SETTINGS["portfolio"] = my_portfolio.run        # (data, windows, seed) -> dict
+    runner.MACHINERY_HOOKS["solver"] = my_solver_sizes     # (data, windows, seed) -> dict
+
+The returned object: ``schema``, ``source``, ``windows``, ``seed``,
+``deadline`` (``broker.bench.deadline.summarize``), ``fleet``
+(``broker.bench.fleet.summarize``), ``portfolio`` (``{}`` until plugged in),
+``machinery`` (``data_load_s``, ``data_load_peak_traced_mib``,
+``peak_rss_mib``, ``replay`` throughput, per-setting ``seconds``, ``solver``)
+and ``targets`` (each published target: measured value, limit, ``met``).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+from broker.bench import BenchData, SettingRun
+from broker.bench import deadline as deadline_setting
+from broker.bench import fleet as fleet_setting
+from broker.simulate.deadline import DeadlineSetting, simulate_deadline
+from broker.simulate.omniscient import omniscient_deadline
+from markets.clock import Clock, SystemClock
+from policies.online.deadline import deadline_policy
+
+__all__ = ["MACHINERY_HOOKS", "SCHEMA", "SETTINGS", "TARGETS", "replay_throughput", "run_bench"]
+
+SCHEMA = "spotfolio.bench/1"
+
+SETTINGS: dict[str, SettingRun | None] = {
+    "deadline": deadline_setting.run,
+    "fleet": fleet_setting.run,
+    "portfolio": None,  # the lead's rolling-horizon vs hindsight setting plugs in here
+}
+MachineryHook = Callable[[BenchData, int, int], dict[str, Any]]
+MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
+    "solver": None,  # portfolio MILP build + solve times at 10x6x24, 40x20x24, 40x20x168
+}
+
+# issue 5 / benchmarks.md: (block, path, comparison, limit)
+TARGETS: tuple[tuple[str, str, str, float], ...] = (
+    ("deadline", "spotfolio_vs_uniform_progress", "<=", 0.97),
+    ("deadline", "spotfolio_worst_quadrant_vs_uniform_progress", "<=", 1.01),
+    ("deadline", "gap_closure_vs_greedy.spotfolio", "<=", 0.45),
+    ("deadline", "misses_except_greedy", "<=", 0),
+    ("fleet", "spotfolio.availability", ">=", 0.995),
+    ("fleet", "spotfolio.cost_vs_on_demand", "<=", 0.55),
+    ("fleet", "spotfolio.cost_vs_omniscient", "<=", 1.10),
+)
+
+
+def _rss_mib() -> float:
+    # ru_maxrss is KiB on Linux, bytes on macOS (getrusage(2))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
+
+
+def replay_throughput(data: BenchData, seed: int, clock: Clock, windows: int = 8) -> dict[str, Any]:
+    """Policy-windows per second: every deadline rule replayed over windows of
+    the longest trace, and omniscient solves per second, timed side by side."""
+    if not data.traces:
+        return {}
+    longest = max(data.traces, key=lambda t: t.hours)
+    setting = DeadlineSetting()
+    wins = deadline_setting.sample_windows([longest], setting, windows, seed, fractions=(0.8,))
+    if not wins:
+        return {}
+    t0 = clock.monotonic()
+    for w in wins:
+        for name in deadline_setting.POLICIES:
+            simulate_deadline(setting, w, deadline_policy(name))
+    t1 = clock.monotonic()
+    for w in wins:
+        omniscient_deadline(setting, w)
+    t2 = clock.monotonic()
+    n = len(wins) * len(deadline_setting.POLICIES)
+    return {
+        "trace": longest.name,
+        "trace_hours": round(longest.hours, 1),
+        "policy_windows": n,
+        "policy_windows_per_s": round(n / max(t1 - t0, 1e-9), 1),
+        "omniscient_windows_per_s": round(len(wins) / max(t2 - t1, 1e-9), 2),
+    }
+
+
+def _get(block: dict[str, Any], path: str) -> Any:
+    cur: Any = block
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _derived(out: dict[str, Any]) -> dict[str, Any]:
+    """The deadline comparisons the targets name, from the setting's block."""
+    d = out.get("deadline") or {}
+    pol = d.get("policies") or {}
+    res: dict[str, Any] = {"deadline": dict(d), "fleet": {}}
+    if "spotfolio" in pol and "uniform_progress" in pol:
+        up = pol["uniform_progress"]["mean_cost_vs_on_demand"]
+        res["deadline"]["spotfolio_vs_uniform_progress"] = round(
+            pol["spotfolio"]["mean_cost_vs_on_demand"] / up, 4
+        )
+        quads = [
+            q["policies"]["spotfolio"]["mean_cost_vs_on_demand"]
+            / q["policies"]["uniform_progress"]["mean_cost_vs_on_demand"]
+            for q in (d.get("quadrants") or {}).values()
+        ]
+        res["deadline"]["spotfolio_worst_quadrant_vs_uniform_progress"] = (
+            round(max(quads), 4) if quads else None
+        )
+    res["deadline"]["misses_except_greedy"] = sum(
+        v["deadline_misses"] for k, v in pol.items() if k != "greedy"
+    )
+    res["fleet"] = (out.get("fleet") or {}).get("policies") or {}
+    return res
+
+
+def check_targets(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target with its measured value and whether it is met."""
+    derived = _derived(out)
+    rows = []
+    for block, path, op, limit in TARGETS:
+        value = _get(derived[block], path)
+        met = None if value is None else (value <= limit if op == "<=" else value >= limit)
+        rows.append(
+            {"setting": block, "metric": path, "op": op, "limit": limit, "value": value, "met": met}
+        )
+    return rows
+
+
+def run_bench(
+    load: Callable[[], BenchData],
+    *,
+    windows: int,
+    seed: int,
+    clock: Clock | None = None,
+    settings: tuple[str, ...] = ("deadline", "fleet", "portfolio"),
+    workers: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Load the data (timed, peak memory traced), run each setting, measure."""
+    clock = clock or SystemClock()
+    say = progress or (lambda _msg: None)
+    tracemalloc.start()
+    t0 = clock.monotonic()
+    data = load()
+    load_s = clock.monotonic() - t0
+    _, traced_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    machinery: dict[str, Any] = {
+        "data_load_s": round(load_s, 3),
+        "data_load_peak_traced_mib": round(traced_peak / 2**20, 1),
+        "traces": len(data.traces),
+        "seconds": {},
+    }
+    out: dict[str, Any] = {
+        "schema": SCHEMA,
+        "source": data.source,
+        "windows": windows,
+        "seed": seed,
+    }
+    for name in settings:
+        run = SETTINGS.get(name)
+        if run is None:
+            out[name] = {}
+            continue
+        say(f"{name} ...")
+        t = clock.monotonic()
+        if name == "deadline" and workers > 1:
+            out[name] = deadline_setting.run(data, windows, seed, workers=workers)
+        else:
+            out[name] = run(data, windows, seed)
+        machinery["seconds"][name] = round(clock.monotonic() - t, 2)
+    say("machinery ...")
+    machinery["replay"] = replay_throughput(data, seed, clock)
+    for name, hook in MACHINERY_HOOKS.items():
+        machinery[name] = hook(data, windows, seed) if hook is not None else {}
+    machinery["peak_rss_mib"] = round(_rss_mib(), 1)
+    out["machinery"] = machinery
+    out["targets"] = check_targets(out)
+    return out

@@ -1,0 +1,303 @@
+"""``spotfolio simulate`` and ``spotfolio bench``: replay traces, baselines side by side.
+
+Owns: the two commands and turning their data sources into
+``broker.bench.BenchData`` (this module is a composition root, so it may name
+the concrete markets): ``--data DIR`` -> every spot trace ``markets.datadir``
+finds in a directory laid out like ``shared/data``; no ``--data`` -> the
+embedded default market's pools, sampled per tick. Must not: simulate or score
+anything itself (``broker.simulate``, ``broker.bench``).
+
+``spotfolio simulate --setting deadline|fleet [--data DIR] [--policy P]
+[--windows N] [--seed S] [--json]`` prints one setting's per-policy table;
+``spotfolio bench [--data DIR] [--windows N] [--seed S] [--json] [--out
+report.md]`` runs every setting plus the machinery measurements (see
+``broker.bench.runner`` for the JSON object).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from broker.cli._output import console, emit_json
+from markets.errors import InputError
+
+if TYPE_CHECKING:
+    from broker.bench import BenchData
+    from broker.simulate import AvailabilityTrace
+
+__all__ = [
+    "DEFAULT_MARKET_TYPES",
+    "bench_command",
+    "default_market_data",
+    "default_market_traces",
+    "directory_data",
+    "simulate_command",
+    "traces_from_spot_traces",
+]
+
+# Default market pools replayed when no --data is given: one GPU type per
+# provider and size class, every zone the catalog lists for it (fleets are
+# the zones of one type).
+DEFAULT_MARKET_TYPES = ("p3.2xlarge", "g5.12xlarge", "a2-highgpu-1g")
+DEFAULT_MARKET_DAYS = 45  # as long as the longest published trace (45-day V100)
+DEFAULT_MARKET_TICK_S = 600
+DEFAULT_WINDOWS = 30  # per trace and job fraction / per zone group: <= 10 min on 2 cores
+
+
+def traces_from_spot_traces(spot_traces: Any) -> tuple[AvailabilityTrace, ...]:
+    """``markets.traces.SpotTrace`` -> ``AvailabilityTrace`` (held = all nodes).
+
+    A fleet group is one collection (provider, instance type, kind, nodes,
+    start date) across zones."""
+    from broker.simulate import AvailabilityTrace
+
+    out = []
+    for tr in spot_traces:
+        day = tr.start.date().isoformat()
+        group = f"{tr.provider}/{tr.instance_type}/{tr.kind}/{tr.nodes}-node/{day}"
+        out.append(
+            AvailabilityTrace(
+                name=f"{tr.provider}/{tr.zone}/{tr.instance_type}/{tr.kind}/{tr.nodes}-node/{day}",
+                zone=tr.zone,
+                group=group,
+                tick_s=max(1, round(tr.gap_seconds)),
+                held=tr.held.to_numpy(),
+            )
+        )
+    return tuple(out)
+
+
+def directory_data(root: Path) -> BenchData:
+    """Every trace under ``root`` (a directory laid out like ``shared/data``)."""
+    from broker.bench import BenchData
+    from markets.datadir import discover
+
+    inv = discover(root)
+    traces = traces_from_spot_traces(inv.spot_traces)
+    if not traces:
+        raise InputError(
+            "--data",
+            None,
+            "a directory with spot availability traces (JSON with gap_seconds)",
+            got=str(root),
+        )
+    return BenchData(source=str(root), traces=traces, inventory=inv)
+
+
+def default_market_traces(
+    market: Any,
+    instance_types: tuple[str, ...] = DEFAULT_MARKET_TYPES,
+    *,
+    days: int = DEFAULT_MARKET_DAYS,
+    tick_s: int = DEFAULT_MARKET_TICK_S,
+) -> tuple[AvailabilityTrace, ...]:
+    """The default market's pools as 1-node traces: a tick is held when spot
+    could be had for most of it and no revocation landed in it (what one
+    instance held there would see)."""
+    import numpy as np
+
+    from broker.simulate import AvailabilityTrace
+
+    start = market.span()[0]
+    ticks = days * 86400 // tick_s
+    edges = [start + k * _seconds(tick_s) for k in range(ticks + 1)]
+    out = []
+    for pool in market.pools():
+        if pool.instance_type not in instance_types:
+            continue
+        share = np.array(
+            [market.available_share(pool.key, a, b) for a, b in itertools.pairwise(edges)]
+        )
+        events = market.revocation_events(pool.key, edges[0], edges[-1])
+        hit = np.zeros(ticks, dtype=np.bool_)
+        if len(events):
+            offs = ((events - edges[0]).total_seconds().to_numpy() // tick_s).astype(int)
+            hit[offs[(offs >= 0) & (offs < ticks)]] = True
+        snap_ratio = None
+        out.append(
+            AvailabilityTrace(
+                name=f"default/{pool.key}",
+                zone=pool.zone,
+                group=f"default/{pool.provider.value}/{pool.region}/{pool.instance_type}",
+                tick_s=tick_s,
+                held=(share >= 0.5) & ~hit,
+                spot_price_ratio=snap_ratio,
+            )
+        )
+    return tuple(out)
+
+
+def _seconds(s: int) -> Any:
+    from datetime import timedelta
+
+    return timedelta(seconds=s)
+
+
+def default_market_data(seed: int = 7, days: int = DEFAULT_MARKET_DAYS) -> BenchData:
+    """The embedded default market (no credentials, no files)."""
+    from broker.bench import BenchData
+    from markets.default_market import open_default_market
+
+    market = open_default_market(seed=seed, days=days)
+    return BenchData(
+        source=f"default market (seed {seed}, {days} days)",
+        traces=default_market_traces(market, days=days),
+        market=market,
+    )
+
+
+def _load(data: Path | None, seed: int) -> BenchData:
+    return directory_data(data) if data is not None else default_market_data(seed=7)
+
+
+_DATA = click.option(
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A directory laid out like shared/data (every spot trace found is replayed); "
+    "default: the embedded default market.",
+)
+_WINDOWS = click.option(
+    "--windows",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Windows per trace and job fraction (deadline) and per zone group (fleet) "
+    f"[default: {DEFAULT_WINDOWS}; smaller for CI].",
+)
+_SEED = click.option("--seed", type=int, default=0, show_default=True, help="Window draws.")
+_WORKERS = click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Processes for the deadline windows (same results).",
+)
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+@click.command(name="simulate")
+@click.option(
+    "--setting",
+    type=click.Choice(["deadline", "fleet", "portfolio"]),
+    required=True,
+    help="Which setting of benchmarks.md to replay.",
+)
+@_DATA
+@click.option("--policy", default=None, help="Replay only this policy (and the references).")
+@_WINDOWS
+@_SEED
+@_WORKERS
+@_JSON
+def simulate_command(
+    setting: str,
+    data: Path | None,
+    policy: str | None,
+    windows: int | None,
+    seed: int,
+    workers: int,
+    as_json: bool,
+) -> None:
+    """Replay one setting over the data and print its per-policy table."""
+    from broker.bench import deadline, fleet, runner
+
+    bench_data = _load(data, seed)
+    n = windows or DEFAULT_WINDOWS
+    if setting == "deadline":
+        pols = deadline.POLICIES if policy is None else _deadline_policies(policy)
+        out = deadline.run(bench_data, n, seed, policies=pols, workers=workers)
+    elif setting == "fleet":
+        pols = fleet.POLICIES if policy is None else _fleet_policies(policy)
+        out = fleet.run(bench_data, n, seed, policies=pols)
+    else:
+        hook = runner.SETTINGS.get("portfolio")
+        out = hook(bench_data, n, seed) if hook is not None else {}
+        if not out and not as_json:
+            click.echo("portfolio setting: not plugged in yet (broker.bench.runner.SETTINGS)")
+            return
+    result = {"setting": setting, "source": bench_data.source, "windows": n, "seed": seed, **out}
+    if as_json:
+        emit_json(result)
+    else:
+        _print_setting(setting, out)
+
+
+def _deadline_policies(name: str) -> tuple[str, ...]:
+    from policies.online.deadline import deadline_policy
+
+    deadline_policy(name)  # unknown -> InputError naming --policy
+    refs = ("on_demand", "greedy") if name in ("uniform_progress", "spotfolio") else ("on_demand",)
+    return tuple(dict.fromkeys((*refs, name)))
+
+
+def _fleet_policies(name: str) -> tuple[str, ...]:
+    from policies.online.fleet import fleet_policy
+
+    fleet_policy(name)
+    return tuple(dict.fromkeys(("on_demand", name)))
+
+
+def _print_setting(setting: str, out: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    pol = out.get("policies") or {}
+    if not pol:
+        console.print(f"{setting}: no windows (traces too short for the setting?)")
+        return
+    cols = list(next(iter(pol.values())))
+    table = Table(title=f"{setting}: {out.get('windows')} windows", title_justify="left")
+    table.add_column("policy")
+    for c in cols:
+        table.add_column(c, justify="right")
+    for name, m in pol.items():
+        table.add_row(name, *("-" if m[c] is None else str(m[c]) for c in cols))
+    console.print(table)
+    gap = out.get("gap_closure_vs_greedy")
+    if gap:
+        console.print("gap-closure vs greedy: " + ", ".join(f"{k} {v}" for k, v in gap.items()))
+
+
+@click.command(name="bench")
+@_DATA
+@_WINDOWS
+@_SEED
+@_WORKERS
+@_JSON
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a markdown report here (charts as PNG beside it).",
+)
+def bench_command(
+    data: Path | None,
+    windows: int | None,
+    seed: int,
+    workers: int,
+    as_json: bool,
+    out: Path | None,
+) -> None:
+    """Every setting side by side on the same data, plus the machinery."""
+    from broker.bench.report import write_report
+    from broker.bench.runner import run_bench
+
+    n = windows or DEFAULT_WINDOWS
+    say = None if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]"))
+    result = run_bench(
+        lambda: _load(data, seed), windows=n, seed=seed, workers=workers, progress=say
+    )
+    if out is not None:
+        files = write_report(result, out)
+        if not as_json:
+            console.print("wrote " + ", ".join(str(f) for f in files))
+    if as_json:
+        emit_json(result)
+        return
+    for setting in ("deadline", "fleet"):
+        _print_setting(setting, result.get(setting) or {})
+    for t in result["targets"]:
+        mark = {True: "met", False: "NOT met", None: "-"}[t["met"]]
+        console.print(f"{t['setting']}.{t['metric']} {t['op']} {t['limit']}: {t['value']} ({mark})")
