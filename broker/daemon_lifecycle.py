@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import queue
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from broker.checkpoint_hook import HookResult, HookRunner
@@ -217,9 +218,16 @@ class HookCalls:
         )
         self.in_flight += 1
         self.started += 1
-        nid = notice.notice_id
-        # run_checkpoint_hook never raises: the result is always there.
-        fut.add_done_callback(lambda f: self._done.put((nid, workload, f.result())))
+        nid, budget_s, at = notice.notice_id, float(cp.hook_budget_s), d.clock.now()
+
+        def done(f: Future[HookResult]) -> None:
+            try:
+                res = f.result()
+            except Exception as e:  # a hook thread's boundary: run_checkpoint_hook should not raise
+                res = HookResult("error", False, False, 0.0, budget_s, at, f"hook crashed: {e}")
+            self._done.put((nid, workload, res))
+
+        fut.add_done_callback(done)
         return True
 
     def drain(self) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from broker.lifecycle.choices import Guards, checkpoint_verdict
@@ -151,6 +151,11 @@ class LifecycleManager:
     def break_glass_committed_usd(self) -> float:
         """Extra dollars committed or spent on break-glass so far (<= the cap)."""
         return self._book.ledger.committed_usd
+
+    @property
+    def horizon_start(self) -> datetime:
+        """Where ``deadline_hours`` count from."""
+        return datetime.fromtimestamp(self._horizon_s, UTC)
 
     @property
     def break_glass_cap_usd(self) -> float | None:
