@@ -168,7 +168,7 @@ def run_whatif(
     actuals = _actuals(market, snapshot, start, hours)
     clock["inputs_s"] = time.perf_counter() - t
 
-    opts = options or PlanOptions(period_hours=6 if hours > 24 * 7 else 1)
+    opts = options or PlanOptions(period_hours=0 if hours > 24 * 7 else 1)
     say("planning with the optimizer")
     t = time.perf_counter()
     problem = build_problem(snapshot, workloads, forecast, hours=hours, options=opts)

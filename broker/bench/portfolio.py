@@ -61,12 +61,17 @@ def run(
         fc = {n: f.point.to_numpy(dtype=float)
               for n, f in demand.forecast(at, horizon_hours).items()}  # fmt: skip
         deadlines = {w.name: (w.deadline_hours or 1e9) - t for w in ws.workloads}
+        milestones = {
+            name: (step_hours, left * step_hours / max(deadlines[name], step_hours))
+            for name, left in state.remaining_unit_hours.items()
+        }
         return build_problem(
             snap_t, ws, fc, hours=min(horizon_hours, hours - t + horizon_hours),
             options=PlanOptions(period_hours=1), deadline_hour=deadlines,
             remaining_unit_hours=dict(state.remaining_unit_hours),
             committed_fixed=state.committed,
             previous_instances=dict(state.previous_instances),
+            milestones=milestones,
         )  # fmt: skip
 
     # Commitments are a horizon decision: buy what a whole-horizon plan on the

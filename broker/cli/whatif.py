@@ -109,8 +109,9 @@ _common = [
                  show_default=True, help="Scale every pool's interruption hazard."),
     click.option("--checkpoint-minutes", type=click.FloatRange(0, 600), default=None,
                  help="Checkpoint write time for every job (overrides the workloads)."),
-    click.option("--period-hours", type=click.IntRange(1, 168), default=None,
-                 help="Planning period (default 6 h beyond a week, else 1 h)."),
+    click.option("--period-hours", type=click.IntRange(0, 168), default=None,
+                 help="Planning period in hours; 0 = adaptive (merge hours no input "
+                      "separates; the default beyond a week, else 1 h)."),
     click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc",
                  show_default=True),
     click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
@@ -133,7 +134,7 @@ def _options(
     from broker.optimizer.problem import PlanOptions
 
     return PlanOptions(
-        period_hours=period_hours or (6 if days > 7 else 1),
+        period_hours=(0 if days > 7 else 1) if period_hours is None else period_hours,
         interruption_multiplier=interruption_multiplier,
         checkpoint_write_seconds=None if checkpoint_minutes is None else checkpoint_minutes * 60,
         solver=solver,

@@ -41,6 +41,8 @@ Constraints:
                           units^{spot}_{w,t} <= sigma_w units_{w,t}
   batch:                  units_{w,t} <= M_w (parallelism cap)
   training, batch:        sum_{t < deadline} L_t work_{w,t} + U_w >= W_w
+                          sum_{t < m} L_t work_{w,t} + U'_w >= W^m_w  (optional
+                          milestone: a rolling horizon's uniform progress)
   diversification:        sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z)
                           u S_{w,p,t} <= rho_w sum_p u S_{w,p,t}                 (each p)
   pool capacity:          sum_w S_{w,p,t} <= cap_{p,t}
@@ -501,3 +503,20 @@ def _workload_totals(
     cname = name("work")
     built.prob += _lin([*terms, (u, 1.0)]) >= required, cname
     built.described[cname] = f"{w.name}: {required:,.0f} unit-hours of work by its deadline"
+    milestone = problem.milestones.get(w.name)
+    if milestone is not None and milestone[1] > 0:
+        hour, due = milestone
+        bounds = problem.period_bounds
+        early = [
+            (
+                a.var,
+                a.work_per_instance * float(min(bounds[a.period][1], hour) - bounds[a.period][0]),
+            )
+            for a in built.allocs
+            if a.workload == w.name and bounds[a.period][0] < hour
+        ]
+        late = pulp.LpVariable(name("UM"), lowBound=0)
+        objective.append((late, w.unmet_penalty_usd_per_unit_hour))
+        cname = name("milestone")
+        built.prob += _lin([*early, (late, 1.0)]) >= min(due, required), cname
+        built.described[cname] = f"{w.name}: {due:,.0f} unit-hours done by hour {hour}"

@@ -5,8 +5,10 @@ static facts and per-period spot price and capacity), ``PlanningProblem`` and
 ``build_problem`` (from a ``MarketSnapshot`` and optional hourly arrays).
 
 Time: the horizon of ``hours`` hours is cut into periods of ``period_hours``
-(the last may be shorter). Serving demand in a period is the *maximum* of its
-hours (it must be met every hour); spot capacity the minimum; spot price the mean.
+(the last may be shorter), or, with ``period_hours = 0``, into adaptive
+periods that merge consecutive hours no input separates. Serving demand in a
+period is the *maximum* of its hours (it must be met every hour); spot
+capacity the minimum; spot price the mean.
 
 Must not: solve anything or touch PuLP (``model``/``solve`` do).
 """
@@ -65,7 +67,9 @@ class PlanOptions:
     """
 
     term_years: int = 1
-    period_hours: int = 1
+    period_hours: int = 1  # 0: adaptive periods (see PlanningProblem._adaptive_bounds)
+    period_tolerance: float = 0.05
+    max_period_hours: int = 12
     churn_usd_per_unit: float = 0.25
     allow_spot: bool = True
     allow_committed: bool = True
@@ -116,14 +120,57 @@ class PlanningProblem:
     deadline_hour: Mapping[str, float] = field(default_factory=dict)
     committed_fixed: Mapping[str, int] | None = None
     previous_instances: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    # workload -> (hour, unit-hours): work due by that hour of this horizon (a
+    # rolling horizon's uniform-progress milestone, so re-plans cannot keep
+    # pushing work past the step they commit).
+    milestones: Mapping[str, tuple[int, float]] = field(default_factory=dict)
 
     # --- periods ---------------------------------------------------------------
 
     @property
     def period_bounds(self) -> list[tuple[int, int]]:
-        """(first hour, end hour) of each period."""
-        step = max(1, self.options.period_hours)
-        return [(h, min(h + step, self.hours)) for h in range(0, self.hours, step)]
+        """(first hour, end hour) of each period (cached)."""
+        cached: list[tuple[int, int]] | None = self.__dict__.get("_bounds")
+        if cached is None:
+            if self.options.period_hours > 0:
+                step = self.options.period_hours
+                cached = [(h, min(h + step, self.hours)) for h in range(0, self.hours, step)]
+            else:
+                cached = self._adaptive_bounds()
+            object.__setattr__(self, "_bounds", cached)
+        return cached
+
+    def _adaptive_bounds(self) -> list[tuple[int, int]]:
+        """Merge consecutive hours no input separates: a period ends where any
+        serving demand moves more than ``period_tolerance`` from the period's
+        first hour, where a pool's spot price or capacity moves as much, at a
+        job's deadline, or at ``max_period_hours``. Within a period serving
+        demand is planned at its maximum, so merging never under-provisions."""
+        tol = self.options.period_tolerance
+        rows = [np.asarray(v[: self.hours], dtype=float) for v in self.serving_demand.values()]
+        for p in self.pools:
+            rows.append(np.nan_to_num(p.spot_usd_per_hour[: self.hours], nan=-1.0))
+            rows.append(np.asarray(p.spot_capacity_instances[: self.hours], dtype=float))
+        signal = np.vstack(rows) if rows else np.zeros((0, self.hours))
+        cuts = {
+            math.ceil(d)
+            for w in self.workloads.workloads
+            for d in [self.deadline_hour.get(w.name, w.deadline_hours or math.inf)]
+            if 0 < d < self.hours
+        }
+        cuts |= {h for h, _amount in self.milestones.values() if 0 < h < self.hours}
+        bounds: list[tuple[int, int]] = []
+        start = 0
+        for h in range(1, self.hours + 1):
+            if h == self.hours:
+                bounds.append((start, h))
+                break
+            ref = signal[:, start]
+            moved = bool(np.any(np.abs(signal[:, h] - ref) > tol * np.maximum(np.abs(ref), 1e-9)))
+            if moved or h in cuts or h - start >= self.options.max_period_hours:
+                bounds.append((start, h))
+                start = h
+        return bounds
 
     @property
     def period_lengths(self) -> FloatArray:
@@ -131,20 +178,17 @@ class PlanningProblem:
 
     def _reduce(self, hourly: FloatArray, how: str) -> FloatArray:
         """Per-period max/mean/min of an hourly array, vectorised."""
-        step = max(1, self.options.period_hours)
-        n = self.hours
-        pad = (-n) % step
-        fill = {"max": -np.inf, "min": np.inf, "mean": np.nan}[how]
-        arr = np.concatenate([np.asarray(hourly[:n], dtype=float), np.full(pad, fill)])
-        blocks = arr.reshape(-1, step)
+        arr = np.asarray(hourly[: self.hours], dtype=float)
+        starts = np.array([s for s, _e in self.period_bounds], dtype=int)
         if how == "max":
-            return np.asarray(blocks.max(axis=1), dtype=float)
+            return np.asarray(np.maximum.reduceat(arr, starts), dtype=float)
         if how == "min":
-            return np.asarray(blocks.min(axis=1), dtype=float)
+            return np.asarray(np.minimum.reduceat(arr, starts), dtype=float)
+        ok = ~np.isnan(arr)
+        sums = np.add.reduceat(np.where(ok, arr, 0.0), starts)
+        counts = np.add.reduceat(ok.astype(float), starts)
         with np.errstate(all="ignore"):
-            counts = np.sum(~np.isnan(blocks), axis=1)
-            sums = np.nansum(blocks, axis=1)
-            return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+            return np.where(counts > 0, sums / np.maximum(counts, 1.0), np.nan)
 
     def serving_period_demand(self, name: str) -> FloatArray:
         return self._reduce(self.serving_demand[name], "max")
