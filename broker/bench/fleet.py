@@ -28,6 +28,7 @@ import numpy as np
 from broker.bench import BenchData
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.fleet import (
+    NOTICE_S,
     FleetOutcome,
     FleetSetting,
     FleetWindow,
@@ -90,7 +91,7 @@ def fleet_groups(
 
 def _cut(tr: AvailabilityTrace, n: int) -> AvailabilityTrace:
     return AvailabilityTrace(
-        tr.name, tr.zone, tr.group, tr.tick_s, tr.held[:n], tr.spot_price_ratio
+        tr.name, tr.zone, tr.group, tr.tick_s, tr.held[:n], tr.spot_price_ratio, tr.provider
     )
 
 
@@ -117,6 +118,7 @@ def sample_windows(
                     past=held[:, max(0, s - prior) : s],
                     spot_price_ratio=tuple(m.spot_price_ratio for m in members),
                     start_tick=s,
+                    notice_s=min(NOTICE_S.get(m.provider, setting.notice_s) for m in members),
                 )
             )
     return out
@@ -206,7 +208,7 @@ def run(
     out["setting"] = {
         "replicas": list(sizes),
         "cold_start_s": base.cold_start_s,
-        "notice_s": base.notice_s,
+        "notice_s": dict(NOTICE_S),
         "price_ratio": base.price_ratio,
         "window_hours": WINDOW_HOURS,
         "groups": sorted({w.group for w in wins}),

@@ -89,7 +89,7 @@ def markdown(result: dict[str, Any], charts: dict[str, str] | None = None) -> st
         setting = f.get("setting", {})
         out.append(
             f"{f.get('windows')} fleet-days; N = {setting.get('replicas')}, cold start "
-            f"{setting.get('cold_start_s')} s, notice {setting.get('notice_s')} s."
+            f"{setting.get('cold_start_s')} s, notice (s) {setting.get('notice_s')}."
         )
         out += ["", *_table(f["policies"], _FLEET_COLS)]
         for g, block in (f.get("groups") or {}).items():

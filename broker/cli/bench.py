@@ -66,6 +66,7 @@ def traces_from_spot_traces(spot_traces: Any) -> tuple[AvailabilityTrace, ...]:
                 group=group,
                 tick_s=max(1, round(tr.gap_seconds)),
                 held=tr.held.to_numpy(),
+                provider=tr.provider,
             )
         )
     return tuple(out)
@@ -117,7 +118,6 @@ def default_market_traces(
         if len(events):
             offs = ((events - edges[0]).total_seconds().to_numpy() // tick_s).astype(int)
             hit[offs[(offs >= 0) & (offs < ticks)]] = True
-        snap_ratio = None
         out.append(
             AvailabilityTrace(
                 name=f"default/{pool.key}",
@@ -125,7 +125,7 @@ def default_market_traces(
                 group=f"default/{pool.provider.value}/{pool.region}/{pool.instance_type}",
                 tick_s=tick_s,
                 held=(share >= 0.5) & ~hit,
-                spot_price_ratio=snap_ratio,
+                provider=pool.provider.value,
             )
         )
     return tuple(out)

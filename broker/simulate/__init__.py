@@ -29,7 +29,8 @@ class AvailabilityTrace:
 
     ``group`` names the set of traces replayed together in the fleet setting
     (same instance type and collection, different zones); ``zone`` the zone.
-    ``spot_price_ratio`` is spot / on-demand for the pool when known.
+    ``spot_price_ratio`` is spot / on-demand for the pool when known;
+    ``provider`` sets the revocation notice (AWS 120 s, GCP 30 s).
     """
 
     name: str
@@ -38,6 +39,7 @@ class AvailabilityTrace:
     tick_s: int
     held: BoolArray = field(repr=False, compare=False)
     spot_price_ratio: float | None = None
+    provider: str = "aws"
 
     def __post_init__(self) -> None:
         if self.tick_s <= 0:
@@ -78,4 +80,5 @@ def coarsen(trace: AvailabilityTrace, max_tick_s: int) -> AvailabilityTrace:
         tick_s=trace.tick_s * m,
         held=held,
         spot_price_ratio=trace.spot_price_ratio,
+        provider=trace.provider,
     )

@@ -16,7 +16,7 @@ start and at each revocation notice:
    launches what is missing (a spot request in a zone without spot is
    refused) and terminates the surplus, replicas not yet ready first;
 3. if a zone holding spot now loses it at the next tick, a notice arrives
-   ``notice_s`` before (AWS: 120 s): the rule decides again, then;
+   before (AWS: 120 s, GCP: 30 s, ``NOTICE_S``): the rule decides again, then;
 4. a replica is ready ``cold_start_s`` after launch (~3 min for a large
    model: it outlasts the notice) and is billed per second from launch to
    termination or revocation, at its tier's price.
@@ -41,7 +41,19 @@ import numpy as np
 from policies.online.deadline import PoolHistory
 from policies.online.fleet import FleetPlan, FleetPolicy, FleetSpec, FleetView, ZoneView
 
-__all__ = ["FleetOutcome", "FleetSetting", "FleetWindow", "fleet_spec", "simulate_fleet"]
+__all__ = [
+    "NOTICE_S",
+    "FleetOutcome",
+    "FleetSetting",
+    "FleetWindow",
+    "fleet_spec",
+    "simulate_fleet",
+    "spot_prices",
+]
+
+# Revocation notice per provider (economics.md section 7: AWS 2 minutes, best
+# effort; GCP 30 seconds).
+NOTICE_S = {"aws": 120, "gcp": 30}
 
 BoolMatrix = np.ndarray[Any, np.dtype[np.bool_]]
 
@@ -52,7 +64,7 @@ class FleetSetting:
 
     replicas: int = 4
     cold_start_s: int = 180
-    notice_s: int = 120  # AWS spot interruption notice
+    notice_s: int = 120  # when the window does not name its provider's
     price_ratio: float = 3.0
     on_demand_usd_per_hour: float = 1.0
 
@@ -69,6 +81,7 @@ class FleetWindow:
     past: BoolMatrix = field(repr=False, compare=False)
     spot_price_ratio: tuple[float | None, ...] = ()
     start_tick: int = 0
+    notice_s: int | None = None  # the zones' provider's notice (``NOTICE_S``)
 
     @property
     def ticks(self) -> int:
@@ -88,13 +101,17 @@ def spot_prices(setting: FleetSetting, window: FleetWindow) -> tuple[float, ...]
     )
 
 
+def notice_seconds(setting: FleetSetting, window: FleetWindow) -> int:
+    return setting.notice_s if window.notice_s is None else window.notice_s
+
+
 def fleet_spec(setting: FleetSetting, window: FleetWindow) -> FleetSpec:
     tick_h = window.tick_s / 3600.0
     return FleetSpec(
         replicas=setting.replicas,
         zones=window.zones,
         cold_start_hours=setting.cold_start_s / 3600.0,
-        notice_hours=setting.notice_s / 3600.0,
+        notice_hours=notice_seconds(setting, window) / 3600.0,
         tick_hours=tick_h,
         on_demand_usd_per_hour=setting.on_demand_usd_per_hour,
         spot_usd_per_hour=spot_prices(setting, window),
@@ -181,6 +198,7 @@ def simulate_fleet(setting: FleetSetting, window: FleetWindow, policy: FleetPoli
     fleet = _Fleet(n_z, float(setting.cold_start_s))
     memory = policy.start(spec)
     measure_from = float(setting.cold_start_s)
+    notice_s = notice_seconds(setting, window)
     n = setting.replicas
     available_s = unserved_s = cover = 0.0
     no_notice = [False] * n_z
@@ -197,7 +215,7 @@ def simulate_fleet(setting: FleetSetting, window: FleetWindow, policy: FleetPoli
         if i + 1 < ticks:
             noticed = [avail[z] and not held[z, i + 1] for z in range(n_z)]
             if any(noticed[r.zone] for r in fleet.alive if r.zone >= 0):
-                at = max(t0, t1 - setting.notice_s)
+                at = max(t0, t1 - notice_s)
                 view = fleet.view(at, avail, noticed, True)
                 plan, memory = policy.decide(spec, view, memory)
                 fleet.apply(plan, at, avail)

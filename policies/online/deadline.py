@@ -244,111 +244,105 @@ class UniformProgress:
 
 @dataclass(frozen=True)
 class SpotfolioMemory:
-    """What spotfolio's rule has seen since the job started, plus the last
-    spells of the pool's history (``up``/``down``, hours, newest last)."""
+    """What spotfolio's rule has seen: hours watched and held and spot losses
+    since the job started, the current spell's age, and the lengths of the
+    spells with (``up``) and without (``down``) spot, the pool's history first."""
 
     committed: bool = False
     seen_hours: float = 0.0
     held_hours: float = 0.0
     losses: int = 0
     last_available: bool | None = None
-    run_hours: float = 0.0  # age of the current spell (with or without spot)
+    run_hours: float = 0.0
     up: tuple[float, ...] = ()
     down: tuple[float, ...] = ()
 
 
-# Why these numbers (spotfolio's rule, below):
-# - PRIOR_WEIGHT_HOURS: the pool's share and loss rate before the job count as
-#   this many hours of our own watching, as markets.interruptions weighs its
-#   advisor prior: they decide while we know nothing, then are outvoted.
+# Why these numbers (spotfolio's rule):
+# - the pool's share and loss rate before the job weigh as a day of our own
+#   watching (as markets.interruptions weighs its advisor prior);
 PRIOR_WEIGHT_HOURS = 24.0
-# - With no history at all: spot held half the time (the middle of the
-#   0.17-0.91 range published for V100 zones, economics.md section 7) and lost
-#   once per hour held (the 1-node GPU traces lose it 0.1-2 times per hour held,
-#   markets.interruptions' docstring).
+# - with no history at all: spot held half the time (the middle of the
+#   0.17-0.91 range published for V100 zones, economics.md section 7), lost once
+#   per hour held (1-node GPU traces: 0.1-2 per hour held, markets.interruptions);
 UNINFORMED_SHARE = 0.5
 UNINFORMED_LOSSES_PER_HELD_HOUR = 1.0
-# - Spells are judged on every one watched (the week before the job and since):
-#   their lengths are heavy-tailed, so a few recent ones say little about the
-#   next. The cap only bounds memory (a week of 10-minute ticks holds < 512).
+# - spell lengths are judged on every spell watched: they are heavy-tailed, so
+#   a few recent ones say little of the next (the cap only bounds memory).
 MAX_SPELLS = 512
 
 
 def _mean_residual(spells: Sequence[float], age: float) -> float | None:
-    """Mean remaining length of a spell already ``age`` long, from the spells
-    seen (``None`` with none to go by). Past the longest spell seen, a spell is
-    expected to last as long again as it has (heavy tails)."""
+    """Mean remaining length of a spell ``age`` old, from the spells seen
+    (``None``: none seen; past the longest, as long again as it has lasted)."""
     if not spells:
         return None
-    longer = [x for x in spells if x > age]
-    if not longer:
-        return age
-    return sum(longer) / len(longer) - age
+    longer = [x for x in spells if x > age + _EPS]
+    return sum(longer) / len(longer) - age if longer else age
 
 
 class SpotfolioDeadline:
-    """Spotfolio's rule: Uniform Progress's safety net, a progress target set by
-    the availability seen so far, and changeovers bought only when they pay.
+    """Spotfolio's rule: Uniform Progress's safety net and hysteresis, a progress
+    target that follows the observed availability regime, and changeovers
+    bought only when they are expected to pay. Causal: it uses the pool's
+    history before the job (``JobSpec.prior``) and each tick seen since.
 
-    **Target.** Uniform Progress asks for progress ``C t / R`` whatever the
-    market: where spot is held 90 % of the time it buys on-demand in every
-    outage to stay on that line and finishes hours early with spot still on
+    **Target.** Uniform Progress asks for ``ep(t) = C t / R`` whatever the
+    market: where spot is held most of the time it buys on-demand in every
+    outage to stay on that line, then finishes hours early with spot still on
     offer. Spotfolio asks only for the progress that leaves the rest doable by
-    spot at the *expected spot progress rate* ``a`` of the remaining time::
+    spot at its expected rate ``a`` and still keeps a reserve for one typical
+    outage near the end, and never more than Uniform Progress::
 
-        target(t) = clip(C - a (R - t), 0, C)
-        a = share x (1 - losses_per_held_hour x d)
+        target(t) = min(ep(t), clip(C - a (R - reserve - t), 0, C))
+        a = share x (1 - losses_per_held_hour x d),  reserve = 2d + mean outage
 
-    (each loss costs a changeover of progress). ``share`` and the loss rate are
-    causal: the pool's history before the job (``JobSpec.prior``, worth
-    ``PRIOR_WEIGHT_HOURS``) blended with every tick seen since.
+    (every loss costs a changeover of progress). Where spot is scarcer than
+    the job fraction this is Uniform Progress's line: falling behind there
+    only moves on-demand later, into time spot might have covered.
 
-    **Changeovers.** A switch costs ``d`` of billed time without progress, and
-    ``d`` of slack. Uniform Progress leaves on-demand for idle as soon as it is
-    ``2d`` ahead and restarts it a few ticks later, paying ``k d`` each time,
-    through a whole outage. Spotfolio, on on-demand while spot is out, keeps
-    going unless it is ahead of ``target(t + outage)``, the target after the
-    outage's expected remaining length: one restart per outage at most.
-    Leaving on-demand for spot is a bet on the spot spell: it gains ``k - 1``
-    per hour the spell lasts and loses ``2 k d`` if it ends (a changeover into
-    spot, and one back into on-demand at ``k``), so behind the target it is
-    taken only when the spell's expected remaining length exceeds
-    ``2 k d / (k - 1)`` (0.6 h at ``k = 3``, ``d = 0.2 h``); ahead of the
-    target a lost spell costs nothing but waiting, so spot is taken. Expected
-    remaining lengths come from the last ``MAX_SPELLS`` spells seen, given
-    the current spell's age (a spell that has lasted is likely to last: the
-    spells are heavy-tailed, so waiting out a flapping return is cheap).
+    **Changeovers** cost ``d`` of billed time and of slack. Uniform Progress
+    leaves on-demand for idle as soon as it is ``2d`` ahead and restarts a few
+    ticks later, paying ``k d`` each time through a whole outage. Spotfolio, on
+    on-demand while spot is out, keeps it unless ahead of ``target(t +
+    outage)``, the outage's expected remainder: one restart per outage at
+    most. Leaving on-demand for spot behind the target is a bet: a spell of
+    ``S`` more hours saves ``(k - 1) S``; if it ends, the changeovers in and
+    back out cost ``2 k d``, and ``2d`` of slack worth ``(k - 1) a`` an hour
+    (at the end, slack is spot time that would otherwise be on-demand). It is
+    taken when the expected saving is positive and at least what waiting one
+    more tick would expect, ``S`` from the spells seen given the current
+    spell's age (spells are heavy-tailed: a flapping return of one-tick blips
+    is waited out; a long spell costs one tick).
 
     Rules, the first that applies: done -> idle; safety net (idle and
-    ``R(t) < C(t) + 2d`` on the tick grid, or on on-demand one changeover
-    before that) -> on-demand to the end; on spot and spot available -> stay;
-    spot available -> spot, unless on on-demand, behind ``target(t + 2d)`` and
-    the spell's expected remainder is too short (then stay); on on-demand
-    (spot out) -> stay unless ahead of ``target(t + outage)``; behind
-    ``target(t)`` -> on-demand; else idle.
+    ``R(t) < C(t) + 2d`` on the tick grid, or on on-demand when leaving it
+    would cross that line) -> on-demand to the end; on spot and spot available
+    -> stay; spot available -> spot, unless on on-demand, behind ``target(t +
+    2d)`` and the bet does not pay (then stay); on on-demand -> stay unless
+    ahead of ``target(t + outage)``; behind ``target(t)`` -> on-demand; else
+    idle. The safety net is Uniform Progress's: the same deadline guarantee.
     """
 
     name = "spotfolio"
 
     def start(self, job: JobSpec) -> SpotfolioMemory:
-        prior = job.prior
-        if prior is None:
+        p = job.prior
+        if p is None:
             return SpotfolioMemory()
         return SpotfolioMemory(
-            up=prior.up_spells_hours[-MAX_SPELLS:], down=prior.down_spells_hours[-MAX_SPELLS:]
+            up=p.up_spells_hours[-MAX_SPELLS:], down=p.down_spells_hours[-MAX_SPELLS:]
         )
 
     @staticmethod
     def estimates(job: JobSpec, memory: SpotfolioMemory) -> tuple[float, float]:
-        """(held share, losses per hour held), prior blended with what was seen."""
-        prior = job.prior
+        """(held share, losses per hour held), the prior blended with what was seen."""
         share0, rate0, w0 = UNINFORMED_SHARE, UNINFORMED_LOSSES_PER_HELD_HOUR, 1.0
-        if prior is not None and prior.hours > 0:
-            share0, w0 = prior.held_share, min(PRIOR_WEIGHT_HOURS, prior.hours)
-            rate = prior.losses_per_held_hour
-            rate0 = rate if rate is not None else rate0
-        seen = w0 + memory.seen_hours
-        share = (share0 * w0 + memory.held_hours) / seen
+        p = job.prior
+        if p is not None and p.hours > 0:
+            share0, w0 = p.held_share, min(PRIOR_WEIGHT_HOURS, p.hours)
+            rate0 = p.losses_per_held_hour if p.losses_per_held_hour is not None else rate0
+        share = (share0 * w0 + memory.held_hours) / (w0 + memory.seen_hours)
         held = share0 * w0 + memory.held_hours
         rate = (rate0 * share0 * w0 + memory.losses) / held if held > 0 else rate0
         return share, rate
@@ -360,32 +354,29 @@ class SpotfolioDeadline:
 
     def target(self, job: JobSpec, memory: SpotfolioMemory, at_hours: float) -> float:
         """Progress wanted by ``at_hours``."""
-        a = self.rate(job, memory)
         reserve = 2.0 * job.changeover_hours
         if memory.down:
             reserve += sum(memory.down) / len(memory.down)
         rem = max(0.0, job.deadline_hours - reserve - at_hours)
-        line = min(job.compute_hours, max(0.0, job.compute_hours - a * rem))
+        line = min(job.compute_hours, max(0.0, job.compute_hours - self.rate(job, memory) * rem))
         return min(line, expected_progress(job, at_hours))
 
     def observe(self, job: JobSpec, view: TickView, memory: SpotfolioMemory) -> SpotfolioMemory:
         """Fold this tick's availability into the memory (before deciding)."""
-        avail = view.spot_available
-        up, down, run = memory.up, memory.down, memory.run_hours
-        if memory.last_available is None or memory.last_available == avail:
-            run += job.tick_hours
-        else:  # a spell ended; keep it if we saw it begin
-            if run < memory.seen_hours - _EPS:
+        avail, tick = view.spot_available, job.tick_hours
+        up, down, run = memory.up, memory.down, memory.run_hours + tick
+        if memory.last_available is not None and memory.last_available != avail:
+            if memory.run_hours < memory.seen_hours - _EPS:  # we saw the spell begin
                 if memory.last_available:
-                    up = (*up, run)[-MAX_SPELLS:]
+                    up = (*up, memory.run_hours)[-MAX_SPELLS:]
                 else:
-                    down = (*down, run)[-MAX_SPELLS:]
-            run = job.tick_hours
+                    down = (*down, memory.run_hours)[-MAX_SPELLS:]
+            run = tick
         return replace(
             memory,
-            seen_hours=memory.seen_hours + job.tick_hours,
-            held_hours=memory.held_hours + (job.tick_hours if avail else 0.0),
-            losses=memory.losses + (1 if memory.last_available is True and not avail else 0),
+            seen_hours=memory.seen_hours + tick,
+            held_hours=memory.held_hours + (tick if avail else 0.0),
+            losses=memory.losses + (1 if memory.last_available and not avail else 0),
             last_available=avail,
             run_hours=run,
             up=up,
@@ -393,53 +384,39 @@ class SpotfolioDeadline:
         )
 
     def _join_spot(self, job: JobSpec, memory: SpotfolioMemory, age: float) -> bool:
-        """Leave on-demand for a spot spell already ``age`` old now, rather
-        than stay, and rather than wait one more tick and look again?
-
-        Joining a spell that lasts ``S`` more hours saves ``(k - 1) S - 2 k d``
-        (see the class docstring). With the recent spells as the sample of
-        what ``S`` can be, join when the expected saving is positive and at
-        least what waiting a tick would expect (a flapping return of one-tick
-        blips is then waited out; a long spell costs one tick of waiting)."""
+        """Behind the target on on-demand: leave it for a spot spell ``age``
+        old now (see the class docstring for the bet)?"""
         k, d, tick = job.price_ratio, job.changeover_hours, job.tick_hours
         loss = 2.0 * k * d + 2.0 * d * (k - 1.0) * self.rate(job, memory)
+        if not memory.up:
+            _, losses = self.estimates(job, memory)
+            return (k - 1.0) * (1.0 / losses if losses > 0 else math.inf) > loss
 
         def value(at: float) -> tuple[float, int]:
             longer = [x - at for x in memory.up if x > at + _EPS]
-            if not longer:  # past every spell seen: expect as long again
+            if not longer:  # past every spell seen: as long again
                 return (k - 1.0) * max(at, tick) - loss, 0
             return (k - 1.0) * sum(longer) / len(longer) - loss, len(longer)
 
-        if not memory.up:
-            _, losses = self.estimates(job, memory)
-            spell = 1.0 / losses if losses > 0 else math.inf
-            return (k - 1.0) * spell > loss
         now, n_now = value(age)
-        if now <= 0:
-            return False
         later, n_later = value(age + tick)
         survive = n_later / n_now if n_now else 1.0
-        return now >= survive * max(later, 0.0)
+        return now > 0 and now >= survive * max(later, 0.0)
 
     def _outage_left(self, job: JobSpec, memory: SpotfolioMemory, age: float) -> float:
-        """Expected remaining hours of an outage already ``age`` old."""
+        """Expected remaining hours of an outage ``age`` old."""
         rest = _mean_residual(memory.down, age)
         if rest is not None:
             return rest
-        share, losses = self.estimates(job, memory)  # mean outage of the regime
+        share, losses = self.estimates(job, memory)  # the regime's mean outage
         return (1.0 - share) / (share * losses) if share * losses > 0 else math.inf
 
     @staticmethod
     def _thin(job: JobSpec, view: TickView) -> bool:
-        """The safety net: idle at the last safe moment, or on on-demand one
-        changeover before it (leaving on-demand for spot spends ``d`` of
-        slack, and a revocation right after must still leave ``R(t) >= C(t) +
-        d`` for the way back)."""
-        if view.mode == Mode.IDLE:
-            return last_safe_moment(job, view)
-        if view.mode == Mode.ON_DEMAND:
-            return last_safe_moment(job, view)
-        return False
+        """The safety net. On on-demand the same line: leaving it for spot
+        spends ``d``, and a revocation right after still leaves time to come
+        back (the tick-grid check covers both changeovers)."""
+        return view.mode != Mode.SPOT and last_safe_moment(job, view)
 
     def decide(
         self, job: JobSpec, view: TickView, memory: SpotfolioMemory

@@ -33,6 +33,7 @@ __all__ = [
     "FleetView",
     "OnDemandFleet",
     "SpotHedge",
+    "SpotfolioFleet",
     "StaticMix",
     "ZoneView",
     "fleet_policy",
@@ -220,95 +221,158 @@ class SpotHedge:
 
 
 @dataclass(frozen=True)
-class SpotfolioFleetMemory:
-    """Per zone: hours watched with spot, losses seen, hours since the last."""
+class ZoneMemory:
+    """One zone as seen so far: its completed spells with spot (hours), the
+    current spell's age and state, and losses per hour held."""
 
-    held_hours: tuple[float, ...]
-    losses: tuple[float, ...]
-    since_loss: tuple[float, ...]
-    last_available: tuple[bool | None, ...]
+    up: tuple[float, ...] = ()
+    run_hours: float = 0.0
+    available: bool | None = None
+    held_hours: float = 0.0
+    losses: float = 0.0
+
+
+@dataclass(frozen=True)
+class SpotfolioFleetMemory:
+    zones: tuple[ZoneMemory, ...]
     seen_at: float = -1.0
 
 
-PRIOR_WEIGHT_HOURS = 24.0
+# Why these numbers (spotfolio's fleet rule):
+# - a zone is left for a better one only when the better one is expected to keep
+#   spot MIGRATE_RATIO times longer: a move costs N cold starts of overlap
+#   (N x 3 min of spot, ~0.2 % of a day), a revocation a minute short of N ready.
+MIGRATE_RATIO = 2.0
+# - a zone whose spot is expected to end within the hour is not joined (half the
+#   revocations hit spells younger than 30 minutes: a zone that just came back
+#   is likely to revoke again, economics.md section 7); on-demand bridges until
+#   one is expected to hold, then spot takes over make-before-break.
+MIN_EXPECTED_SPELL_HOURS = 1.0
+# - with no spell seen yet, a zone's expected spell is 1 / losses-per-hour-held
+#   (prior: the pool's watched history; uninformed: one loss per hour held, as
+#   policies.online.deadline assumes).
 UNINFORMED_LOSSES_PER_HELD_HOUR = 1.0
+MAX_SPELLS = 512  # memory bound only (a week of 5-minute ticks holds fewer)
+
+
+def _expected_spell(z: ZoneMemory) -> float:
+    """Expected remaining hours of the zone's current spot spell, given its
+    age: the mean excess over the age of the spells seen longer than it (past
+    the longest, as long again as it has lasted: heavy tails)."""
+    age = z.run_hours
+    longer = [x for x in z.up if x > age]
+    if longer:
+        return sum(longer) / len(longer) - age
+    if z.up:
+        return max(age, 1e-6)
+    rate = z.losses / z.held_hours if z.held_hours > 0 else UNINFORMED_LOSSES_PER_HELD_HOUR
+    return 1.0 / rate if rate > 0 else math.inf
 
 
 class SpotfolioFleet:
-    """Spotfolio's fleet rule (draft)."""
+    """Spotfolio's fleet rule: all ``N`` on spot in the zone expected to keep
+    spot longest, moved make-before-break, replaced on the notice, and
+    on-demand only for what spot cannot hold.
+
+    Over-provisioning does not buy availability by the published measure
+    (``>= N`` ready): a revocation takes every spot replica of a zone at once,
+    so spares help only if they number as many as any one zone holds, i.e.
+    ``1.5-2 N`` spot, as much as the whole saving. Time short of ``N`` comes
+    from revocations, each ``cold start - notice`` long (one minute on AWS),
+    so the rule minimises revocations instead:
+
+    - *where*: each zone's expected remaining spot spell, from the spells seen
+      in it (a week watched before, and since) given the current spell's age;
+      spells are heavy-tailed, so a zone that has held spot for a day is a far
+      better bet than one that just came back (revocations cluster, economics.md
+      section 7). New replicas go to the best zone where spot can be had now;
+    - *moving*: when a zone expected to keep spot ``MIGRATE_RATIO`` times
+      longer appears, ``N`` replicas start there and the old ones stop only
+      once the new are ready (never short, ~3 minutes of overlap);
+    - *notices*: replicas under notice serve until taken; replacements start
+      at once in the best other zone (ready a minute after the loss);
+    - *on-demand*: only when no zone is fit for spot (none has spot, or none
+      is expected to keep it ``MIN_EXPECTED_SPELL_HOURS``), for the replicas
+      spot cannot hold, kept until spot replicas are ready again (never
+      launched for a spot replica merely warming: it would not be ready sooner).
+    """
 
     name = "spotfolio"
 
     def start(self, spec: FleetSpec) -> SpotfolioFleetMemory:
-        held, losses = [], []
+        zones = []
         for h in spec.prior or (None,) * len(spec.zones):
             if h is None or h.hours <= 0:
-                held.append(1.0)
-                losses.append(UNINFORMED_LOSSES_PER_HELD_HOUR)
+                zones.append(ZoneMemory())
                 continue
-            w = min(1.0, PRIOR_WEIGHT_HOURS / h.hours)
-            held.append(w * h.hours * h.held_share)
-            losses.append(w * len(h.up_spells_hours))
-        n = len(spec.zones)
-        return SpotfolioFleetMemory(tuple(held), tuple(losses), (math.inf,) * n, (None,) * n)
+            zones.append(
+                ZoneMemory(
+                    up=h.up_spells_hours[-MAX_SPELLS:],
+                    held_hours=h.hours * h.held_share,
+                    losses=float(len(h.up_spells_hours)),
+                )
+            )
+        return SpotfolioFleetMemory(tuple(zones))
 
     def observe(
         self, spec: FleetSpec, view: FleetView, m: SpotfolioFleetMemory
     ) -> SpotfolioFleetMemory:
+        """Fold a tick's availability in (once per tick; notices add nothing)."""
         if view.at_notice or view.elapsed_hours <= m.seen_at:
             return m
-        held, losses, since, last = (
-            list(m.held_hours),
-            list(m.losses),
-            list(m.since_loss),
-            list(m.last_available),
-        )
-        for j, z in enumerate(view.zones):
-            if z.available:
-                held[j] += spec.tick_hours
-            if last[j] is True and not z.available:
-                losses[j] += 1.0
-                since[j] = 0.0
-            else:
-                since[j] += spec.tick_hours
-            last[j] = z.available
-        return SpotfolioFleetMemory(
-            tuple(held), tuple(losses), tuple(since), tuple(last), view.elapsed_hours
-        )
-
-    def hazard(self, m: SpotfolioFleetMemory, j: int) -> float:
-        return m.losses[j] / max(m.held_hours[j], 1e-6)
+        tick = spec.tick_hours
+        out = []
+        for z, v in zip(m.zones, view.zones, strict=True):
+            if z.available is None or z.available == v.available:
+                out.append(
+                    replace(
+                        z,
+                        run_hours=z.run_hours + tick,
+                        available=v.available,
+                        held_hours=z.held_hours + (tick if v.available else 0.0),
+                    )
+                )
+                continue
+            # a spell ended: a spot spell seen from its start joins the sample
+            complete = z.available and z.run_hours < view.elapsed_hours - 1e-9
+            out.append(
+                ZoneMemory(
+                    up=(*z.up, z.run_hours)[-MAX_SPELLS:] if complete else z.up,
+                    run_hours=tick,
+                    available=v.available,
+                    held_hours=z.held_hours + (tick if v.available else 0.0),
+                    losses=z.losses + (1.0 if z.available else 0.0),
+                )
+            )
+        return SpotfolioFleetMemory(tuple(out), view.elapsed_hours)
 
     def decide(
         self, spec: FleetSpec, view: FleetView, memory: SpotfolioFleetMemory
     ) -> tuple[FleetPlan, SpotfolioFleetMemory]:
         memory = self.observe(spec, view, memory)
-        n = spec.replicas
-        safe = [z.available and not z.noticed for z in view.zones]
-        cur = [z.spot_held if ok else 0 for z, ok in zip(view.zones, safe, strict=True)]
-        want = list(cur)
-        # trim to N, dropping from the riskiest zones first
-        order = sorted(
-            range(len(safe)), key=lambda j: (self.hazard(memory, j), spec.spot_usd_per_hour[j])
-        )
-        for j in reversed(order):
-            while sum(want) > n and want[j] > 0:
-                want[j] -= 1
-        cands = [j for j in order if safe[j]]
-        if cands and sum(want) < n:
-            best = cands[0]
-            held_zones = [j for j in cands if want[j] > 0]
-            if held_zones:
-                best = (
-                    held_zones[0]
-                    if self.hazard(memory, held_zones[0])
-                    <= 2 * self.hazard(memory, cands[0]) + 1e-9
-                    else cands[0]
-                )
-            want[best] += n - sum(want)
-        ready_safe = sum(z.spot_ready for z, ok in zip(view.zones, safe, strict=True) if ok)
-        held_safe = sum(want)
-        od = max(min(view.on_demand_held, n - ready_safe), n - held_safe, 0)
+        n, zones = spec.replicas, view.zones
+        spell = [_expected_spell(m) for m in memory.zones]
+        open_ = [z.available and not z.noticed for z in zones]
+        # where spot may go: zones holding ours, or expected to keep spot a while
+        cand = [
+            ok and (z.spot_held > 0 or e >= MIN_EXPECTED_SPELL_HOURS)
+            for ok, z, e in zip(open_, zones, spell, strict=True)
+        ]
+        want = [0] * len(zones)
+        picks = [j for j, ok in enumerate(cand) if ok]
+        if picks:
+            primary = max(picks, key=lambda j: (spell[j], -spec.spot_usd_per_hour[j]))
+            holding = [j for j in picks if zones[j].spot_held > 0]
+            if holding:
+                here = max(holding, key=lambda j: zones[j].spot_held)
+                if spell[here] * MIGRATE_RATIO >= spell[primary]:
+                    primary = here
+            want[primary] = n
+            if zones[primary].spot_ready < n:  # make before break
+                for j in holding:
+                    want[j] = max(want[j], zones[j].spot_held)
+        ready = sum(z.spot_ready for z, ok in zip(zones, open_, strict=True) if ok)
+        od = max(min(view.on_demand_held, n - ready), n - sum(want), 0)
         return FleetPlan(keep_noticed(view, want), od), memory
 
 
@@ -331,6 +395,3 @@ def fleet_policy(name: str) -> FleetPolicy:
         ) from None
     policy: FleetPolicy = cls()
     return policy
-
-
-_ = math  # used by the spotfolio rule below once it exists
