@@ -40,7 +40,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -76,6 +77,7 @@ log = logging.getLogger("spotfolio.daemon")
 # (assumption: a cold start of ~3 min plus warm-up is worth ~10 % of an hour).
 STICK_MARGIN = 0.10
 _PASSES = 3  # diffs per reconcile when pools refuse capacity
+_KEEP_LATENCIES = 100_000  # bounded: a daemon runs for months
 
 
 class LeaseHeldError(FatalError):
@@ -155,7 +157,10 @@ class Daemon:
         self.book = FleetBook(self.owner, workloads)
         self._demand: Any = None
         self._progress_at: datetime | None = None
-        self.decision_latencies_s: list[float] = []  # notice polled -> decision durable
+        # Notice polled -> decision durable (s), and when each became durable
+        # (time.perf_counter(), for the reaction benchmark); the latest only.
+        self.decision_latencies_s: deque[float] = deque(maxlen=_KEEP_LATENCIES)
+        self.decisions_durable_at: deque[tuple[str, float]] = deque(maxlen=_KEEP_LATENCIES)
         self.window_missed = 0  # decisions made after the notice's deadline
         self.hooks = HookCalls(self, hook_runner)
 
@@ -488,8 +493,9 @@ class Daemon:
         req: LaunchRequest,
         *,
         context: dict[str, Any],
-        notice_id: str | None = None,
+        notice_ids: Sequence[str] = (),
         fallback: bool = True,
+        written: bool = False,
     ) -> list[str] | None:
         """Launch; on insufficient capacity the pool is skipped for
         ``unavailable_ttl_s`` and, with ``fallback``, the next acceptable pool
@@ -501,14 +507,16 @@ class Daemon:
         while True:
             units = self.book.units(req.pool_key)
             try:
-                res = self.executor.run(req, units=units, context=context)
+                res = self.executor.run(req, units=units, context=context, written=written)
                 return list(res.instance_ids) if res is not None and res.ok else []
             except CapacityUnavailableError:
                 tried.add(req.pool_key)
                 self.book.mark_unavailable(
                     req.pool_key, req.tier, self.clock.now(), self.config.backoff.unavailable_ttl_s
                 )
-                self.lifecycle.record_launch_failure(req.pool_key, req.tier, notice_id=notice_id)
+                nids: Sequence[str | None] = notice_ids or [None]
+                for nid in nids:  # each decision the request carried
+                    self.lifecycle.record_launch_failure(req.pool_key, req.tier, notice_id=nid)
                 if not fallback:
                     return None
                 alt = self.book.next_pool(
@@ -539,6 +547,7 @@ class Daemon:
                     (),
                 )
                 req = key.model_copy(update={"pool_key": pool, "count": count})
+                written = False  # a new key: the executor writes it ahead
 
     def update_fleet_metrics(self, now: datetime) -> None:
         rates, spot_share = self.book.cost_rates()

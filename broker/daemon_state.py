@@ -54,7 +54,9 @@ class FleetBook:
         self._pools: dict[str, PoolSnapshot] = {}
         self.doomed: dict[str, datetime] = {}
         self.unavailable: dict[tuple[str, Tier], datetime] = {}
-        self.last_fleet: list[Instance] = []
+        # Immutable: the lifecycle keeps its fleet index while it is handed
+        # the very same tuple (a storm's notices all see one listing).
+        self.last_fleet: tuple[Instance, ...] = ()
 
     # --- inputs ---------------------------------------------------------------
     def set_snapshot(self, snap: MarketSnapshot) -> None:
@@ -118,7 +120,7 @@ class FleetBook:
                     gone.append(row.instance_id)
             if sync and gone:
                 tx.mark_instances(gone, InstanceState.TERMINATED, now)
-        self.last_fleet = fleet
+        self.last_fleet = tuple(fleet)
         return fleet
 
     def counts(self, fleet: Iterable[Instance]) -> dict[tuple[str, str, str], float]:

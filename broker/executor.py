@@ -118,16 +118,25 @@ class Executor:
 
     # --- running ----------------------------------------------------------------
     def run(
-        self, request: Request, *, units: int = 1, context: dict[str, Any] | None = None
+        self,
+        request: Request,
+        *,
+        units: int = 1,
+        context: dict[str, Any] | None = None,
+        written: bool = False,
     ) -> ActionResult | None:
         """Carry out ``request`` (module doc). ``units`` per instance is recorded
-        with launched instances. Returns None in a dry run or when retries ran
-        out (the action stays pending and is re-sent later)."""
+        with launched instances. ``written``: the caller has just recorded this
+        new key ``pending`` itself (in the transaction of the decision that
+        asked for it), so step 1 is done. Returns None in a dry run or when
+        retries ran out (the action stays pending and is re-sent later)."""
         kind = "launch" if isinstance(request, LaunchRequest) else "terminate"
         if self.dry_run:
             self.metrics.actions.labels(kind, "dry_run").inc()
             self.announce(request)
             return None
+        if written:
+            return self._send(request, units)
         payload = {"request": request.model_dump(mode="json"), "units": units, **(context or {})}
         with self.store.transaction() as tx:
             rec = tx.record_action(

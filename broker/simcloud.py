@@ -37,6 +37,7 @@ Must not: decide anything, or use the wall clock.
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 import zlib
@@ -135,6 +136,15 @@ class SimCloud:
         self._by_key: dict[str, tuple[LaunchRequest | TerminateRequest, tuple[str, ...]]] = {}
         self._intents: dict[tuple[Any, ...], _Intent] = {}
         self._queue: list[_Queued] = []
+        self._by_receipt: dict[str | None, _Queued] = {}
+        self._deleted = 0  # deleted messages still in _queue
+        self._by_slot: dict[tuple[str, str, str, Tier], list[_Inst]] = {}
+        # Indexes that keep every call from scanning the whole account: live
+        # spot instances not yet doomed, per pool; doomed ones by revocation
+        # time (a heap); launch order (what the account's listing follows).
+        self._spot_held: dict[str, dict[str, _Inst]] = {}
+        self._due: list[tuple[datetime, int, str]] = []
+        self._order: dict[str, int] = {}
         self._acked: set[str] = set()
         self._scanned: dict[str, datetime] = {}
         self._faults: dict[str, list[SpotfolioError]] = defaultdict(list)
@@ -218,11 +228,10 @@ class SimCloud:
         now = self.clock.now()
         # Events up to and including now + notice (the scan is half-open).
         horizon = now + timedelta(seconds=self.options.notice_seconds, microseconds=1)
-        spot: dict[str, list[_Inst]] = defaultdict(list)
-        for s in self._instances.values():
-            if s.ended_at is None and s.revoke_at is None and s.inst.tier is Tier.SPOT:
-                spot[s.inst.pool_key].append(s)
-        for pool, held in spot.items():
+        for pool, by_id in list(self._spot_held.items()):
+            if not by_id:
+                continue
+            held = list(by_id.values())  # launch order, as the account lists them
             first = min(s.inst.launched_at for s in held)
             start = max(self._scanned.get(pool, first), first)
             for t in self._events(pool, start, horizon):
@@ -230,18 +239,28 @@ class SimCloud:
                 if victims:
                     self._doom(self.rng.choice(victims), t)
             self._scanned[pool] = horizon
-        for s in self._instances.values():
-            if s.ended_at is None and s.revoke_at is not None and s.revoke_at <= now:
-                self._end(s, s.revoke_at)
-                self.counters.revocations += 1
+        due: list[_Inst] = []
+        while self._due and self._due[0][0] <= now:
+            t, _order, iid = heapq.heappop(self._due)
+            s = self._instances[iid]
+            if s.ended_at is None and s.revoke_at == t:  # else terminated meanwhile
+                due.append(s)
+        for s in sorted(due, key=lambda x: self._order[x.inst.instance_id]):
+            assert s.revoke_at is not None
+            self._end(s, s.revoke_at)
+            self.counters.revocations += 1
 
     def _doom(self, s: _Inst, t: datetime) -> None:
         s.revoke_at = t
+        iid = s.inst.instance_id
+        self._spot_held.get(s.inst.pool_key, {}).pop(iid, None)
+        heapq.heappush(self._due, (t, self._order[iid], iid))
         at = max(s.inst.launched_at, t - timedelta(seconds=self.options.notice_seconds))
         self._send(NoticeKind.INTERRUPTION, s.inst, at, deadline=t)
 
     def _end(self, s: _Inst, at: datetime) -> None:
         s.ended_at = at
+        self._spot_held.get(s.inst.pool_key, {}).pop(s.inst.instance_id, None)
         s.inst = s.inst.model_copy(update={"state": InstanceState.TERMINATED})
         if self.options.state_change_notices:
             self._send(NoticeKind.STATE_CHANGE, s.inst, at, state=InstanceState.TERMINATED)
@@ -271,7 +290,9 @@ class SimCloud:
         for c in range(copies):
             delay = timedelta(seconds=self.rng.uniform(0, 20) if c else 0.0)
             receipt = f"{nid}#{c}"
-            self._queue.append(_Queued(n.model_copy(update={"receipt": receipt}), at + delay))
+            q = _Queued(n.model_copy(update={"receipt": receipt}), at + delay)
+            self._queue.append(q)
+            self._by_receipt[receipt] = q
 
     def revoke(self, instance_id: str, at: datetime) -> None:
         """Take ``instance_id`` back at ``at``, with its notice (chaos and tests)."""
@@ -287,17 +308,12 @@ class SimCloud:
         now = self.clock.now()
         times = [q.visible_at for q in self._queue if not q.deleted and q.visible_at > now]
         times += [
-            s.revoke_at
-            for s in self._instances.values()
-            if s.ended_at is None and s.revoke_at is not None
+            t
+            for t, _, iid in self._due
+            if self._instances[iid].ended_at is None and self._instances[iid].revoke_at == t
         ]
         notice = timedelta(seconds=self.options.notice_seconds)
-        pools = {
-            s.inst.pool_key
-            for s in self._instances.values()
-            if s.ended_at is None and s.revoke_at is None and s.inst.tier is Tier.SPOT
-        }
-        for pool in pools:
+        for pool in [p for p, held in self._spot_held.items() if held]:
             start = self._scanned.get(pool, now)
             ev = self._events(pool, start, start + timedelta(days=1))
             if ev:
@@ -320,14 +336,11 @@ class SimCloud:
 
     def _visible(self, req: LaunchRequest) -> int:
         seen = self.clock.now() - timedelta(seconds=self.options.listing_lag_s)
+        slot = (req.owner, req.workload, req.pool_key, req.tier)
         return sum(
             1
-            for s in self._instances.values()
-            if s.ended_at is None
-            and s.inst.launched_at <= seen
-            and (s.inst.workload, s.inst.pool_key, s.inst.tier)
-            == (req.workload, req.pool_key, req.tier)
-            and s.inst.tags.get(OWNER_TAG) == req.owner
+            for s in self._by_slot.get(slot, ())
+            if s.ended_at is None and s.inst.launched_at <= seen
         )
 
     def launch(self, request: LaunchRequest) -> ActionResult:
@@ -384,7 +397,14 @@ class SimCloud:
                 launched_at=now,
                 tags=tags,
             )
-            self._instances[iid] = _Inst(inst, usd)
+            self._instances[iid] = rec = _Inst(inst, usd)
+            self._order[iid] = len(self._order)
+            if request.tier is Tier.SPOT:
+                self._spot_held.setdefault(pool, {})[iid] = rec
+            # Indexed by (owner, workload, pool, tier): a storm's launches
+            # would otherwise scan the whole account each.
+            slot = (request.owner, request.workload, pool, request.tier)
+            self._by_slot.setdefault(slot, []).append(rec)
             ids.append(iid)
         self._by_key[key] = (request, tuple(ids))
         self._intents[self._intent_key(request)] = _Intent(self._visible(request), tuple(ids))
@@ -458,6 +478,10 @@ class SimCloud:
         self._advance()
         self._fault("poll_notices", False)
         now = self.clock.now()
+        if len(self._queue) > 256 and self._deleted * 2 > len(self._queue):
+            # Acknowledged messages are gone for good (their ids stay in _acked).
+            self._queue = [q for q in self._queue if not q.deleted]
+            self._deleted = 0
         ready = sorted(
             (q for q in self._queue if not q.deleted and q.visible_at <= now),
             key=lambda q: q.visible_at,
@@ -471,9 +495,10 @@ class SimCloud:
 
     def ack_notice(self, notice: Notice) -> None:
         self._acked.add(notice.notice_id)
-        for q in self._queue:
-            if q.notice.receipt == notice.receipt:
-                q.deleted = True
+        q = self._by_receipt.pop(notice.receipt, None)
+        if q is not None and not q.deleted:
+            q.deleted = True
+            self._deleted += 1
 
     # --- what happened ---------------------------------------------------------------
     def alive(self) -> list[Instance]:

@@ -114,6 +114,7 @@ def _jsonable(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _INSERT_IGNORE: dict[tuple[str, str], Any] = {}
+_INSERT_MANY: dict[tuple[str, str], Any] = {}
 
 
 class Tx:
@@ -152,6 +153,25 @@ class Tx:
             return False
         return True
 
+    def _insert_many_ignore(self, table: Table, rows: Sequence[dict[str, Any]], key: str) -> None:
+        """Insert ``rows`` in one statement (executemany), skipping keys that
+        exist: for batches whose callers do not need to know which were new."""
+        if not rows:
+            return
+        name = self.conn.dialect.name
+        if name not in ("sqlite", "postgresql"):
+            for row in rows:
+                self._insert_ignore(table, row, key)
+            return
+        stmt = _INSERT_MANY.get((name, table.name))
+        if stmt is None:
+            from sqlalchemy.dialects import postgresql, sqlite
+
+            d_insert = sqlite.insert if name == "sqlite" else postgresql.insert
+            stmt = d_insert(table).on_conflict_do_nothing(index_elements=[key])
+            _INSERT_MANY[(name, table.name)] = stmt
+        self.conn.execute(stmt, list(rows))
+
     # --- actions ----------------------------------------------------------
     def record_action(
         self, key: str, owner: str, kind: str, payload: Mapping[str, Any], now: datetime
@@ -171,6 +191,26 @@ class Tx:
         rec = self.action(key)
         assert rec is not None
         return ActionRecord(**{**rec.__dict__, "created": created})
+
+    def record_actions(
+        self, owner: str, actions: Sequence[tuple[str, str, Mapping[str, Any]]], now: datetime
+    ) -> None:
+        """Record ``(key, kind, payload)`` actions pending in one statement
+        (a key already recorded keeps its record)."""
+        rows = [
+            {
+                "idempotency_key": key,
+                "owner": owner,
+                "kind": kind,
+                "payload": _jsonable(payload),
+                "status": "pending",
+                "result": None,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for key, kind, payload in actions
+        ]
+        self._insert_many_ignore(actions_t, rows, "idempotency_key")
 
     def action(self, key: str) -> ActionRecord | None:
         r = self.conn.execute(select(actions_t).where(actions_t.c.idempotency_key == key)).first()
@@ -245,8 +285,7 @@ class Tx:
             for i in instances
             if i.instance_id not in known
         ]
-        for row in fresh:
-            self._insert_ignore(fleet_t, row, "instance_id")
+        self._insert_many_ignore(fleet_t, fresh, "instance_id")
         changed = [
             {"b_id": i.instance_id, "b_state": i.state.value, "b_now": now}
             for i in instances
@@ -330,6 +369,51 @@ class Tx:
             .values(handled_at=now)
         )
 
+    def record_notices(
+        self, notices: Sequence[tuple[str, str, str, datetime]], now: datetime
+    ) -> set[str]:
+        """Record each ``(notice_id, kind, instance_id, at)`` once (a batch in
+        two statements); returns the ids that were new (first delivery)."""
+        ids = list(dict.fromkeys(n[0] for n in notices))
+        if not ids:
+            return set()
+        q = select(notices_t.c.notice_id).where(notices_t.c.notice_id.in_(ids))
+        known = {str(r[0]) for r in self.conn.execute(q)}
+        rows: dict[str, dict[str, Any]] = {}
+        for nid, kind, iid, at in notices:
+            if nid not in known and nid not in rows:
+                rows[nid] = {
+                    "notice_id": nid,
+                    "kind": kind,
+                    "instance_id": iid,
+                    "at": at,
+                    "received_at": now,
+                    "handled_at": None,
+                }
+        # One writer holds the lease (and SQLite's BEGIN IMMEDIATE lock), so
+        # nothing can insert between the SELECT and this.
+        self._insert_many_ignore(notices_t, list(rows.values()), "notice_id")
+        return set(rows)
+
+    def handled_notices(self, notice_ids: Sequence[str]) -> set[str]:
+        """Which of ``notice_ids`` are handled (one query for a batch)."""
+        if not notice_ids:
+            return set()
+        q = select(notices_t.c.notice_id).where(
+            notices_t.c.notice_id.in_(list(notice_ids)), notices_t.c.handled_at.is_not(None)
+        )
+        return {str(r[0]) for r in self.conn.execute(q)}
+
+    def mark_notices_handled(self, notice_ids: Sequence[str], now: datetime) -> None:
+        if notice_ids:
+            self.conn.execute(
+                update(notices_t)
+                .where(
+                    notices_t.c.notice_id.in_(list(notice_ids)), notices_t.c.handled_at.is_(None)
+                )
+                .values(handled_at=now)
+            )
+
     def count_notices(self, *, unhandled: bool = False) -> int:
         q = select(func.count()).select_from(notices_t)
         if unhandled:
@@ -354,6 +438,29 @@ class Tx:
             return True
         return self._insert_ignore(decisions_t, values, "notice_id")
 
+    def record_decisions(self, owner: str, records: Sequence[DecisionRecord]) -> None:
+        """Store a batch of decisions; a notice that already has one keeps it."""
+        rows = [
+            {
+                "notice_id": d.notice_id,
+                "owner": owner,
+                "kind": d.kind,
+                "workload": d.workload,
+                "reason": d.reason[:1000],
+                "latency_s": d.latency_s,
+                "break_glass_usd": d.break_glass_usd,
+                "payload": _jsonable(d.payload),
+                "created_at": d.created_at,
+            }
+            for d in records
+        ]
+        own = [r for r in rows if r["notice_id"] is None]
+        if own:
+            self.conn.execute(insert(decisions_t), own)
+        self._insert_many_ignore(
+            decisions_t, [r for r in rows if r["notice_id"] is not None], "notice_id"
+        )
+
     def decisions(
         self,
         owner: str,
@@ -374,6 +481,22 @@ class Tx:
             DecisionRecord(**{c: r._mapping[c] for c in DecisionRecord.__dataclass_fields__})
             for r in rows
         ]
+
+    def decisions_for_notices(
+        self, owner: str, notice_ids: Sequence[str]
+    ) -> dict[str, DecisionRecord]:
+        """The stored decisions of ``notice_ids`` (one query for a batch)."""
+        if not notice_ids:
+            return {}
+        q = select(decisions_t).where(
+            decisions_t.c.owner == owner, decisions_t.c.notice_id.in_(list(notice_ids))
+        )
+        out: dict[str, DecisionRecord] = {}
+        for r in self.conn.execute(q):
+            rec = DecisionRecord(**{c: r._mapping[c] for c in DecisionRecord.__dataclass_fields__})
+            if rec.notice_id is not None:
+                out[rec.notice_id] = rec
+        return out
 
     def decision_counts(self, owner: str) -> dict[str, int]:
         q = (

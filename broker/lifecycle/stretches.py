@@ -23,7 +23,7 @@ clock, or do I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from broker.lifecycle.values import LifecycleConfig, ReturnKind
@@ -50,14 +50,17 @@ class Stretch:
     steps: int = 0
 
 
+_FIELDS = tuple(f.name for f in fields(Stretch))
+
+
 def stretch_record(s: Stretch) -> dict[str, Any]:
     """``s`` as JSON-ready fields (the daemon stores it with its decisions)."""
-    return asdict(s)
+    return {name: getattr(s, name) for name in _FIELDS}
 
 
 def stretch_from_record(r: Mapping[str, Any]) -> Stretch:
     """The inverse of ``stretch_record`` (extra keys such as ``open_usd`` are ignored)."""
-    return Stretch(**{f.name: r[f.name] for f in fields(Stretch)})
+    return Stretch(**{name: r[name] for name in _FIELDS})
 
 
 @dataclass(frozen=True, slots=True)

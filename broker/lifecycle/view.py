@@ -85,7 +85,7 @@ class FleetView:
     """Tallies of one fleet sequence plus the manager's overlay."""
 
     def __init__(self, fleet: Sequence[Instance], workloads: dict[str, Workload]) -> None:
-        self.source: tuple[Instance, ...] = tuple(fleet)
+        self.source: tuple[Instance, ...] = fleet if isinstance(fleet, tuple) else tuple(fleet)
         self.by_id: dict[str, Instance] = {}
         self.tallies: dict[str, Tally] = {}
         self.total_units = 0.0
