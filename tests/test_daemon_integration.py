@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from sqlalchemy import select
 
 from broker.daemon import Daemon
 from broker.daemon_config import DaemonConfig, load_daemon_config
 from broker.daemon_sim import default_lifecycle
 from broker.lifecycle import LifecycleManager
+from broker.store_schema import actions_t
 from markets.clock import ManualClock
 from markets.errors import InputError, TransientError
 from markets.fleet import Instance, LaunchRequest
@@ -408,3 +410,72 @@ def test_a_stale_market_widens_risk_margins_in_the_lifecycle_and_the_plan(
     with d_fresh.store.transaction() as tx:
         _gen, _at, summary = tx.latest_plan("me")  # type: ignore[misc]
     assert summary["stale_market"] is False and summary["interruption_multiplier"] == 1.0
+
+
+# --- crashes inside the batched notice path ----------------------------------------
+
+
+def _storm_world(tmp_path: Path, n: int) -> tuple[World, list[str]]:
+    w = World(tmp_path, TinyMarket([A, B, C, pool_key("d")]), state_change_notices=False)
+    w.workloads = parse_workloads(
+        {"workloads": [{"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
+                        "demand": {"base_units": 2, "peak_units": 2}}]}
+    )  # fmt: skip
+    (*ids,) = w.cloud.launch(
+        LaunchRequest(idempotency_key="sf-storm", pool_key=A, tier=Tier.SPOT, workload="api",
+                      count=n, owner="me", plan_generation=0)
+    ).instance_ids  # fmt: skip
+    return w, ids
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_killed_at_every_launch_of_a_storm_the_restart_decides_once_and_launches_once(
+    tmp_path: Path, when: str
+) -> None:
+    from tests.test_daemon import Crash, CrashingProvider
+
+    n = 30  # three received batches of ten
+    k = 0
+    while True:
+        k += 1
+        run = tmp_path / f"{when}-{k}"
+        run.mkdir()
+        w, ids = _storm_world(run, n)
+        probe = CrashingProvider(w.cloud, at=k, when=when)
+        d = w.daemon(provider=probe)
+        d.active = True
+        d.refresh_market(force=True)
+        d.book.view(w.cloud, w.store, w.clock.now(), 0.0)
+        for iid in ids:
+            w.cloud.revoke(iid, w.clock.now() + timedelta(seconds=120))
+        try:
+            d.poll_notices()
+        except Crash:
+            pass
+        else:
+            assert k > 1 and probe.calls < k  # every launch of the storm was a crash point
+            break
+        # A new process: the lease ran out, the unacknowledged messages come back.
+        w.clock.advance(max(w.config.lease_ttl_s, 30.0) + 1)
+        again = w.daemon()
+        again.start()
+        while again.poll_notices():
+            w.clock.advance(5)
+        with w.store.transaction() as tx:
+            decisions = [x for x in tx.decisions("me") if x.notice_id]
+            assert tx.count_actions("me", "pending") == 0
+            actions = tx.conn.execute(select(actions_t)).all()
+        notice_ids = [x.notice_id for x in decisions]
+        # Every instance the notices asked for was launched once, under one key.
+        asked = sum(int(x["count"]) for r in decisions for x in r.payload["launches"])
+        got = sum(
+            len((a.result or {}).get("instance_ids") or [])
+            for a in actions
+            if a.payload.get("source") == "notice" and a.status == "done"
+        )
+        assert asked == got > 0, k
+        assert sorted(notice_ids) == sorted(set(notice_ids)) and len(notice_ids) == n, k
+        assert w.cloud.counters.duplicate_launches == 0, k
+        assert w.cloud.orphaned(w.known()) == [], k
+        assert w.cloud.unacked() == 0, k
+    assert k >= 4  # the storm's batches asked for several merged launches
