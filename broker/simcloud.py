@@ -145,6 +145,7 @@ class SimCloud:
         self._spot_held: dict[str, dict[str, _Inst]] = {}
         self._due: list[tuple[datetime, int, str]] = []
         self._order: dict[str, int] = {}
+        self._next_event: dict[str, tuple[datetime, datetime | None]] = {}
         self._acked: set[str] = set()
         self._scanned: dict[str, datetime] = {}
         self._faults: dict[str, list[SpotfolioError]] = defaultdict(list)
@@ -315,9 +316,12 @@ class SimCloud:
         notice = timedelta(seconds=self.options.notice_seconds)
         for pool in [p for p, held in self._spot_held.items() if held]:
             start = self._scanned.get(pool, now)
-            ev = self._events(pool, start, start + timedelta(days=1))
-            if ev:
-                times.append(max(ev[0] - notice, now))
+            cached = self._next_event.get(pool)
+            if cached is None or cached[0] != start:  # a scan moved on: look again
+                ev = self._events(pool, start, start + timedelta(days=1))
+                cached = self._next_event[pool] = (start, ev[0] if ev else None)
+            if cached[1] is not None:
+                times.append(max(cached[1] - notice, now))
         future = [t for t in times if t > now]
         return min(future) if future else None
 
