@@ -80,6 +80,15 @@ class SimSettings(StrictModel):
     reorder: bool = False
     listing_lag_s: float = Field(default=0.0, ge=0)
     throttle_rate: float = Field(default=0.0, ge=0, le=1)
+    # Running daemon only (not --hours): simulated time passes at the real
+    # rate from here (default: the market's first hour), and with a
+    # state_file the account lives in that file, so it outlives the process
+    # (kill the daemon, start it again: the account is as the cloud left it).
+    start: AwareDatetime | None = None
+    state_file: Path | None = None
+    # With a state_file: each launch/terminate takes this long (wall clock),
+    # half before the cloud acts and half for its answer.
+    api_latency_s: float = Field(default=0.0, ge=0, le=10)
 
 
 class DaemonConfig(StrictModel):
@@ -170,6 +179,9 @@ def load_daemon_config(path: str | Path, **overrides: Any) -> DaemonConfig:
         p = getattr(cfg, name)
         if p is not None and not p.is_absolute():
             updates[name] = base / p
+    state = cfg.sim.state_file
+    if state is not None and not state.is_absolute():
+        updates["sim"] = cfg.sim.model_copy(update={"state_file": base / state})
     if cfg.store_url.startswith("sqlite:///") and not cfg.store_url.startswith("sqlite:////"):
         rel = cfg.store_url.removeprefix("sqlite:///")
         if rel and rel != ":memory:":

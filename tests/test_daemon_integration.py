@@ -4,6 +4,8 @@ at notice time, and stale market data widening risk margins."""
 
 from __future__ import annotations
 
+import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from broker.daemon import Daemon
 from broker.daemon_config import DaemonConfig, load_daemon_config
 from broker.daemon_sim import default_lifecycle
 from broker.lifecycle import LifecycleManager
+from broker.store import Store
 from broker.store_schema import actions_t
 from markets.clock import ManualClock
 from markets.errors import InputError, TransientError
@@ -479,3 +482,110 @@ def test_killed_at_every_launch_of_a_storm_the_restart_decides_once_and_launches
         assert w.cloud.orphaned(w.known()) == [], k
         assert w.cloud.unacked() == 0, k
     assert k >= 4  # the storm's batches asked for several merged launches
+
+
+# --- a real daemon process, killed with SIGKILL ----------------------------------------
+
+
+def _daemon_process(cfg: Path, *args: str) -> subprocess.Popen[bytes]:
+    code = "import sys; from broker.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "daemon", "--config", str(cfg), "--log-level", "warning",
+         *args],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _count(db: Path, sql: str) -> int:
+    if not db.exists():
+        return 0
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return int(con.execute(sql).fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_a_daemon_process_killed_at_random_points_restarts_without_double_launch_or_orphan(
+    tmp_path: Path,
+) -> None:
+    """``spotfolio daemon --provider sim`` in its own process, its account in a
+    file (``sim.state_file``): SIGKILL at random moments (after a random
+    number of new actions, plus a random delay), spot revocations injected
+    into the account while it is down, a restart each time; then one last
+    start-up pass. ~30 s."""
+    import random
+    import signal
+
+    import yaml
+
+    from broker.simcloud_state import PersistentSimCloud, load_state
+    from markets.registry import open_market
+
+    db, account = tmp_path / "state.db", tmp_path / "account.pkl"
+    lease_ttl_s = 1.5
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "owner": "me", "store_url": f"sqlite:///{db}", "provider": "sim", "planner": "fast",
+        "metrics_port": 0, "lease_ttl_s": lease_ttl_s,
+        "intervals": {"reconcile_s": 0.5, "poll_notices_s": 0.5, "lease_renew_s": 0.5,
+                      "refresh_market_s": 60, "replan_s": 3},
+        # A lagging listing: only the store's write-ahead record prevents a
+        # second launch of a request whose instances are not listed yet.
+        # Each launch/terminate takes 0.1 s: kills land inside calls, before
+        # the cloud acted or after it acted but before the daemon heard.
+        "sim": {"state_file": str(account), "seed": 5, "listing_lag_s": 1.0,
+                "api_latency_s": 0.1},
+    }))  # fmt: skip
+    market = open_market("default")
+    rng = random.Random(11)
+    actions_sql = "select count(*) from actions"
+    kills = 0
+    for round_ in range(4):
+        if round_:
+            cloud, clock = load_state(market, account)
+            spot = [i.instance_id for i in cloud.alive() if i.tier is Tier.SPOT]
+            for iid in rng.sample(spot, min(3, len(spot))):
+                cloud.revoke(iid, clock.now() + timedelta(seconds=60))
+            PersistentSimCloud(cloud, account, clock.offset_s)._save()
+        time.sleep(lease_ttl_s + 0.3)  # the killed daemon's lease runs out
+        before = _count(db, actions_sql)
+        want = before + rng.randint(1, 3)
+        proc = _daemon_process(cfg)
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _count(db, actions_sql) >= want:
+                break
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.25))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        _out, err = proc.communicate(timeout=30)
+        assert proc.returncode in (-signal.SIGKILL, 0), err.decode()[-2000:]
+    assert kills >= 3
+    time.sleep(lease_ttl_s + 0.3)
+    last = _daemon_process(cfg, "--once")
+    _out, err = last.communicate(timeout=60)
+    assert last.returncode == 0, err.decode()[-2000:]
+
+    cloud, _clock = load_state(market, account)
+    store = Store(f"sqlite:///{db}")
+    with store.transaction() as tx:
+        known = tx.known_instance_ids("me")
+        assert tx.count_actions("me", "pending") == 0
+        launches = [a for a in tx.conn.execute(select(actions_t)).all() if a.kind == "launch"]
+    assert cloud.counters.revocations + len(cloud.alive()) > 0
+    assert cloud.orphaned(known) == []
+    assert cloud.counters.duplicate_launches == 0
+    # Every instance the cloud created belongs to exactly one launch the
+    # store recorded done: none was launched twice under two keys.
+    recorded = sum(
+        len((a.result or {}).get("instance_ids") or []) for a in launches if a.status == "done"
+    )
+    assert cloud.counters.instances_launched == recorded > 0

@@ -212,6 +212,31 @@ def _simulate(
     console.print(t)
 
 
+def _sim_account(config: Any, market: Any) -> tuple[Any, Any]:
+    """The simulated cloud and its clock (simulated time at the real rate,
+    from ``sim.start`` or the market's first hour); with ``sim.state_file``
+    the account lives in that file and outlives the process."""
+    from broker.simcloud import SimCloud, SimOptions
+    from broker.simcloud_state import OffsetClock, PersistentSimCloud
+
+    s = config.sim
+    opts = SimOptions(
+        notice_seconds=s.notice_seconds,
+        seed=s.seed,
+        duplicate_rate=s.duplicate_rate,
+        reorder=s.reorder,
+        listing_lag_s=s.listing_lag_s,
+        throttle_rate=s.throttle_rate,
+        providers=config.launch_providers,
+    )
+    if s.state_file is not None:
+        return PersistentSimCloud.open(
+            market, s.state_file, opts, s.start, latency_s=s.api_latency_s
+        )
+    clock = OffsetClock.starting_at(s.start or market.span()[0])
+    return SimCloud(market, clock, opts), clock
+
+
 def _run(config: Any, *, dry_run: bool, once: bool) -> None:
     from broker.daemon import Daemon, run_scheduled
     from broker.daemon_sim import default_lifecycle
@@ -220,16 +245,10 @@ def _run(config: Any, *, dry_run: bool, once: bool) -> None:
     from markets.clock import SystemClock
     from policies.workloads import default_workloads, load_workloads
 
-    clock = SystemClock()
+    clock: Any = SystemClock()
     market = _market(config.market, config)
     if config.provider == "sim":
-        from broker.simcloud import SimCloud, SimOptions
-
-        s = config.sim
-        opts = SimOptions(
-            notice_seconds=s.notice_seconds, seed=s.seed, providers=config.launch_providers
-        )
-        cloud: Any = SimCloud(market, clock, opts)
+        cloud, clock = _sim_account(config, market)
     else:
         from markets.registry import open_provider
 
