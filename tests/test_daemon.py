@@ -348,7 +348,7 @@ def test_the_cli_prints_the_simulation_schema(capsys: pytest.CaptureFixture[str]
 
     from broker.cli import main
 
-    assert main(["daemon", "--provider", "sim", "--hours", "2", "--json"]) == 0
+    assert main(["daemon", "--provider", "sim", "--hours", "24", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("revocations", "unhandled_notices", "duplicate_launches", "orphaned_instances",
                 "budget_exceeded", "cost_usd"):  # fmt: skip

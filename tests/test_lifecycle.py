@@ -573,6 +573,71 @@ def test_dollars_committed_before_a_restart_count_against_the_cap() -> None:
     assert "$20 of the $30 cap is left" in d.reason
 
 
+def test_a_stretch_saved_before_a_restart_returns_to_spot_as_if_nothing_happened() -> None:
+    # The same run twice: once straight, once with the manager replaced by a
+    # new one restored from what a store would hold (the ledger's total and
+    # the open stretch's record).
+    straight, clock_a, fleet, d = _broken_glass()
+    restarted, clock_b, fleet_b, d_b = _broken_glass()
+    saved = restarted.stretch_state(d_b.notice_id)
+    assert saved is not None and saved["open_usd"] == pytest.approx(d.break_glass_usd_committed)
+    fresh, _ = manager(clock=clock_b)
+    fresh.restore_break_glass(restarted.break_glass_committed_usd, [json.loads(json.dumps(saved))])
+    assert fresh.break_glass_stretches() == restarted.break_glass_stretches()
+    assert fresh.break_glass_committed_usd == pytest.approx(d.break_glass_usd_committed)
+    for m in (straight, fresh):  # the guards (breakers, failures) are not carried over
+        _close_all_p4d_spot(m)
+    got = []
+    for m, clock, f in ((straight, clock_a, fleet), (fresh, clock_b, fleet_b)):
+        out = []
+        for _ in range(70):
+            clock.advance(60)
+            out += [
+                (r.kind, r.launches, r.terminate_instance_ids) for r in m.tick(None, f, market())
+            ]
+        got.append((out, round(m.break_glass_committed_usd, 6)))
+    assert got[0] == got[1]
+    assert any(k is ReturnKind.RETURN_TO_SPOT for k, _, _ in got[0][0])
+
+
+def test_a_withdrawn_break_glass_releases_its_dollars_and_launch() -> None:
+    m, clock = manager(workloads(cap=5000.0))
+    _close_all_p4d_spot(m)
+    lost = inst("rigid", key("us-east-1a", "p4d.24xlarge"), 8)
+    d = m.handle(revoke(lost, clock.now()), (lost,), market())
+    assert d.kind is DecisionKind.BREAK_GLASS and m.break_glass_committed_usd > 0
+    m.withdraw(d.notice_id)
+    assert m.break_glass_committed_usd == 0 and m.break_glass_stretches() == {}
+    assert m.stretch_state(d.notice_id) is None
+
+
+def test_the_horizon_start_can_be_set_once_the_daemon_knows_the_plan_epoch() -> None:
+    # 9,000 unit-hours left: counted from T0, 400 h in, the deadline needs
+    # on-demand; counted from an epoch 300 h later, the job is early.
+    m, clock = manager()
+    clock.set(T0 + timedelta(hours=400))
+    m.report_progress("ft", 1000.0)
+    m.set_horizon_start(T0 + timedelta(hours=300))
+    assert m.horizon_start == T0 + timedelta(hours=300)
+    fleet = ft_fleet()
+    d = m.handle(revoke(spot_of(fleet)[0], clock.now()), fleet, market())
+    assert d.kind is not DecisionKind.BREAK_GLASS
+
+
+def test_a_stale_snapshot_counts_hazards_over_and_picks_the_calmer_pool() -> None:
+    # p4d: 1a cheapest (hazard 0.02), 1c dearest and calmest (0.005); with
+    # hazards x 40 while stale, the calm pool's effective cost wins.
+    rigid = [inst("rigid", key(z, "p4d.24xlarge"), 8) for z in ("us-east-1b", "us-east-1b")]
+    picks = []
+    for stale in (False, True):
+        m, clock = manager(stale_hazard_multiplier=40.0)
+        snap = market().mark_stale() if stale else market()
+        d = m.handle(revoke(rigid[0], clock.now()), tuple(rigid), snap)
+        assert d.kind is DecisionKind.REPLACE
+        picks.append(d.launches[0].pool_key)
+    assert picks == [key("us-east-1a", "p4d.24xlarge"), key("us-east-1c", "p4d.24xlarge")]
+
+
 def test_no_return_while_savings_do_not_pay_for_the_move() -> None:
     # Spot back at nearly the on-demand price: the move is not worth it.
     dear = MarketSnapshot(
