@@ -1,4 +1,5 @@
-"""The daemon's durable state: fleet, plans, actions, notices, decisions, lease.
+"""The daemon's durable state: fleet, plans, actions, notices, decisions,
+checkpoint-hook results, lease.
 
 Owns: the tables (SQLAlchemy Core, so the same statements run on SQLite, the
 default file store, and on PostgreSQL by URL), ``Store`` (engine, schema,
@@ -14,6 +15,13 @@ Rules the daemon relies on:
 - *Exactly-once notices*: a notice is recorded once by ``notice_id``; a
   decision is recorded at most once per notice (``decisions.notice_id`` is
   UNIQUE; decisions of the daemon's own, e.g. returning to spot, have none).
+  The sum of ``decisions.break_glass_usd`` is the break-glass total: notice
+  decisions add what they commit, the daemon's own add their net change
+  (negative when a stretch ends under its estimate).
+- *Batches*: a received batch of notices, its decisions and their actions
+  are written with one statement per table (``record_notices``,
+  ``record_decisions``, ``record_actions``: executemany, ``ON CONFLICT DO
+  NOTHING``), which is what keeps a notice storm under a second on SQLite.
 - *One active daemon per account*: ``lease`` rows are taken with
   compare-and-set ``UPDATE ... WHERE holder = me OR expires_at < now``; the
   row count says who won. Row locks (PostgreSQL) and the single writer

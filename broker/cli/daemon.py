@@ -9,7 +9,11 @@ provider (``markets.registry.open_provider`` for ``aws``; ``SimCloud`` for
   runs the daemon (APScheduler jobs, metrics on ``metrics_port``) until
   SIGTERM; ``--once`` runs one start-up pass (lease, recovery, plan,
   reconcile, notices) and exits; ``--dry-run`` prints the actions instead of
-  calling any mutating API.
+  calling any mutating API. With ``provider: sim`` the simulated cloud's
+  time runs at the real rate from ``sim.start`` (default: the market's first
+  hour); ``sim.state_file`` keeps the simulated account in a file, so the
+  daemon can be killed and restarted against the same account
+  (``broker.simcloud_state``).
 - ``spotfolio daemon --provider sim --hours H [--market M] [--json]`` runs a
   simulated account for H hours in accelerated time and prints one object::
 

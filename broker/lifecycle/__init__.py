@@ -45,6 +45,13 @@ replace in 1b/1c``; ``1b, 1c breakers open too -> break glass on 1a
 on-demand ($ committed) -> tick(): breakers closed, dwell passed, savings x
 lifetime > switching cost -> back to spot``.
 
+While the snapshot is stale (no fresh market data), every hazard counts
+``stale_hazard_multiplier`` times over: in the ranking, the deadline margin
+and the return-to-spot test. After a restart, ``restore_break_glass`` takes
+back the ledger and the stretches a store recorded (``stretch_state``);
+``set_horizon_start`` takes the plan epoch; ``withdraw`` forgets a decision the
+daemon refused.
+
 ``tick`` returns break-glass capacity to spot with hysteresis and keeps the
 cap: a stretch is extended only while the cap can pay for it, otherwise it
 goes back to spot or ends. Everything is pure and deterministic given the
