@@ -20,6 +20,7 @@ from broker.daemon import Daemon
 from broker.daemon_config import DaemonConfig, load_daemon_config
 from broker.daemon_sim import default_lifecycle
 from broker.lifecycle import LifecycleManager
+from broker.simcloud import SimOptions
 from broker.store import Store
 from broker.store_schema import actions_t
 from markets.clock import ManualClock
@@ -589,3 +590,46 @@ def test_a_daemon_process_killed_at_random_points_restarts_without_double_launch
         len((a.result or {}).get("instance_ids") or []) for a in launches if a.status == "done"
     )
     assert cloud.counters.instances_launched == recorded > 0
+
+
+def test_the_batched_notice_path_and_a_restart_on_postgresql(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The same statements on PostgreSQL: a duplicated storm killed after its
+    second launch, restarted; hook results stored and read back."""
+    import psycopg
+
+    from tests.test_daemon import Crash, CrashingProvider
+
+    base = request.getfixturevalue("postgres_server")
+    name = f"integration_{abs(hash(tmp_path.name)) % 10**8}"
+    with psycopg.connect(base.replace("+psycopg", "") + "/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    n = 25
+    w, ids = _storm_world(tmp_path, n)
+    w.cloud.options = SimOptions(state_change_notices=False, duplicate_rate=1.0, reorder=True)
+    w.config = w.config.model_copy(update={"store_url": f"{base}/{name}"})
+    w.store = Store(w.config.store_url)
+    d = w.daemon(provider=CrashingProvider(w.cloud, at=2, when="after"))
+    d.active = True
+    d.refresh_market(force=True)
+    d.book.view(w.cloud, w.store, w.clock.now(), 0.0)
+    for iid in ids:
+        w.cloud.revoke(iid, w.clock.now() + timedelta(seconds=120))
+    with pytest.raises(Crash):
+        d.poll_notices()
+    w.clock.advance(31)
+    again = w.daemon()
+    again.start()
+    while again.poll_notices():
+        w.clock.advance(5)
+    with w.store.transaction() as tx:
+        decisions = [x for x in tx.decisions("me") if x.notice_id]
+        assert tx.count_actions("me", "pending") == 0
+        assert tx.record_hook_result("me", "n-1", "api", {"ok": True, "kind": "command"}, T0)
+        assert not tx.record_hook_result("me", "n-1", "api", {"ok": False}, T0)
+        assert tx.hook_results("me") == {"n-1": {"ok": True, "kind": "command"}}
+    assert len({x.notice_id for x in decisions}) == len(decisions) == n
+    assert w.cloud.counters.duplicate_launches == 0 and w.cloud.orphaned(w.known()) == []
+    assert _manager(again).break_glass_committed_usd == pytest.approx(_store_usd(w))
+    w.store.close()
