@@ -68,6 +68,10 @@ __all__ = ["handle_batch", "handle_notice", "merged_key", "notice_key", "poll_an
 
 log = logging.getLogger("spotfolio.daemon")
 BATCH = 10  # SQS ReceiveMessage returns at most 10 messages
+# A storm is handled GATHER notices at a time, gathered within GATHER_S (an SQS
+# receive takes ~10-50 ms; the notice window is 120 s, the target 1 s).
+GATHER = 50
+GATHER_S = 0.1
 _REVOKING = (NoticeKind.INTERRUPTION, NoticeKind.PREEMPTED)
 _DEFAULT_WINDOW_S = 120.0  # AWS spot interruption notice
 
@@ -106,17 +110,25 @@ class _Item:
 
 
 def poll_and_handle(d: Daemon) -> int:
-    """Drain the provider's notices (batches of ``BATCH``); returns how many."""
+    """Drain the provider's notices; returns how many. While receives come
+    back full (a storm), up to ``GATHER`` notices or ``GATHER_S`` seconds of
+    receiving are handled as one batch: fewer commits and fewer, larger
+    merged launches. A lone notice is handled as soon as it is received."""
     total = 0
     guard = _Guard()
     while d.active:
-        batch = d.provider.poll_notices(BATCH)
-        received = time.perf_counter()
+        batch = list(d.provider.poll_notices(BATCH))
+        first = time.perf_counter()
+        more = len(batch) == BATCH
+        while more and len(batch) < GATHER and time.perf_counter() - first < GATHER_S:
+            got = d.provider.poll_notices(BATCH)
+            batch += got
+            more = len(got) == BATCH
         with d.lock:
             d.hooks.drain()
-            handle_batch(d, batch, received, guard)
+            handle_batch(d, batch, first, guard)
         total += len(batch)
-        if len(batch) < BATCH:
+        if not more:
             break
     return total
 
@@ -163,10 +175,10 @@ def handle_batch(
     for n in todo:
         if n.notice_id in new and n.kind in _REVOKING:
             d.metrics.revocations.inc()
-    fleet = {i.instance_id: i for i in d.book.last_fleet}
+    fleet = d.book.by_id
     if any(n.instance_id not in fleet and n.kind is not NoticeKind.STATE_CHANGE for n in todo):
         d.book.view(d.provider, d.store, now, d.config.listing_grace_s)
-        fleet = {i.instance_id: i for i in d.book.last_fleet}
+        fleet = d.book.by_id
     gone = [
         n.instance_id
         for n in todo

@@ -57,6 +57,7 @@ class FleetBook:
         # Immutable: the lifecycle keeps its fleet index while it is handed
         # the very same tuple (a storm's notices all see one listing).
         self.last_fleet: tuple[Instance, ...] = ()
+        self.by_id: dict[str, Instance] = {}  # last_fleet by instance id
 
     # --- inputs ---------------------------------------------------------------
     def set_snapshot(self, snap: MarketSnapshot) -> None:
@@ -121,6 +122,7 @@ class FleetBook:
             if sync and gone:
                 tx.mark_instances(gone, InstanceState.TERMINATED, now)
         self.last_fleet = tuple(fleet)
+        self.by_id = {i.instance_id: i for i in fleet}
         return fleet
 
     def counts(self, fleet: Iterable[Instance]) -> dict[tuple[str, str, str], float]:

@@ -486,10 +486,12 @@ class SimCloud:
             # Acknowledged messages are gone for good (their ids stay in _acked).
             self._queue = [q for q in self._queue if not q.deleted]
             self._deleted = 0
-        ready = sorted(
+        # == sorted(...)[:max_notices], without sorting the whole queue
+        ready = heapq.nsmallest(
+            max_notices,
             (q for q in self._queue if not q.deleted and q.visible_at <= now),
             key=lambda q: q.visible_at,
-        )[:max_notices]
+        )
         for q in ready:  # in flight until acknowledged or the timeout passes
             q.visible_at = now + timedelta(seconds=self.options.visibility_timeout_s)
         batch = [q.notice for q in ready]

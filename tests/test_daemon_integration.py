@@ -438,7 +438,7 @@ def test_killed_at_every_launch_of_a_storm_the_restart_decides_once_and_launches
 ) -> None:
     from tests.test_daemon import Crash, CrashingProvider
 
-    n = 30  # three received batches of ten
+    n = 120  # three gathered batches (of up to GATHER = 50)
     k = 0
     while True:
         k += 1
