@@ -5,8 +5,9 @@ Owns: ``poll_and_handle`` (drain the provider's notices), ``handle_batch``
 of one). The lifecycle's own decisions (``tick``), restarts and checkpoint
 hooks are ``broker.daemon_lifecycle``'s.
 
-One batch (what one receive returned: up to 10 messages on SQS), in this
-order, each step durable before the next:
+One batch (what one receive returned, up to 10 messages on SQS; in a storm,
+while receives come back full, up to ``GATHER`` notices received within
+``GATHER_S``), in this order, each step durable before the next:
 
 1. record the notices by ``notice_id`` (one transaction); a notice already
    handled is only acknowledged again (SQS and EventBridge deliver at least

@@ -25,17 +25,18 @@ Two settings. ``single``: one notice at a time, ``repeats`` times, 20
 simulated minutes apart (so breakers close and budgets refill between them),
 from a serving fleet of 40 spot instances spread over three zones. ``storm``:
 a zone-wide revocation, ``storm`` spot instances of one pool taken back at the
-same deadline; the poller drains 10 notices per receive, as SQS does, and
-handles them in order, so a late notice's latency includes every notice
-before it. The serving workload replaces on spot within the churn budget,
-then breaks glass to on-demand (no dollar cap here, no fleet budget): nearly
-every decision asks for a launch.
+same deadline; the poller receives 10 notices at a time, as SQS does,
+gathers full receives into batches of up to 50 and handles them in order,
+so a late notice's latency includes every notice before it. The serving
+workload replaces on spot within the churn budget, then breaks glass to
+on-demand (no dollar cap here, no fleet budget): every decision launches.
 
 The daemon is brought up without a plan (market refreshed, fleet listed), so
 nothing but the notice path runs. The simulated cloud answers in
 microseconds, but its bookkeeping grows with the fleet: ``provider_s`` is the
 time spent inside provider calls, to read the figures net of it. A real
-``CreateFleet`` takes ~0.1-1 s per call, which this does not model.
+``CreateFleet`` takes ~0.1-1 s per call, which this does not model (merged
+launches keep a storm to a few dozen calls: one per pool per batch).
 
 Must not: print, or touch anything outside its temporary directory.
 """
