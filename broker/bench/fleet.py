@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -141,6 +141,10 @@ def evaluate_window(
     return FleetResult(window, setting.replicas, outcomes, opt.cost_usd, od)
 
 
+def _evaluate_job(job: tuple[FleetSetting, FleetWindow, tuple[str, ...]]) -> FleetResult:
+    return evaluate_window(*job)
+
+
 def _metrics(results: Sequence[FleetResult], name: str) -> dict[str, Any]:
     outs = [r.outcomes[name] for r in results]
     return {
@@ -194,16 +198,22 @@ def run(
     setting: FleetSetting | None = None,
     sizes: Sequence[int] = SIZES,
     policies: Sequence[str] = POLICIES,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """The fleet block of the bench: ``windows`` days per group, each size."""
+    """The fleet block of the bench: ``windows`` days per group, each size;
+    ``workers > 1`` spreads them over processes (same results)."""
     base = setting or FleetSetting()
     wins = sample_windows(data.traces, base, windows, seed)
-    results = []
-    for n in sizes:
-        s = FleetSetting(
-            n, base.cold_start_s, base.notice_s, base.price_ratio, base.on_demand_usd_per_hour
-        )
-        results += [evaluate_window(s, w, policies) for w in wins]
+    jobs = [(replace(base, replicas=n), w, tuple(policies)) for n in sizes for w in wins]
+    if workers > 1 and len(jobs) >= 2 * workers:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = list(
+                pool.map(_evaluate_job, jobs, chunksize=max(1, len(jobs) // (4 * workers)))
+            )
+    else:
+        results = [_evaluate_job(j) for j in jobs]
     out = summarize(results, policies)
     out["setting"] = {
         "replicas": list(sizes),

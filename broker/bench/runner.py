@@ -185,6 +185,8 @@ def run_bench(
         t = clock.monotonic()
         if name == "deadline" and workers > 1:
             out[name] = deadline_setting.run(data, windows, seed, workers=workers)
+        elif name == "fleet" and workers > 1:
+            out[name] = fleet_setting.run(data, windows, seed, workers=workers)
         else:
             out[name] = run(data, windows, seed)
         machinery["seconds"][name] = round(clock.monotonic() - t, 2)

@@ -45,7 +45,7 @@ __all__ = [
 DEFAULT_MARKET_TYPES = ("p3.2xlarge", "g5.12xlarge", "a2-highgpu-1g")
 DEFAULT_MARKET_DAYS = 45  # as long as the longest published trace (45-day V100)
 DEFAULT_MARKET_TICK_S = 600
-DEFAULT_WINDOWS = 30  # per trace and job fraction / per zone group: <= 10 min on 2 cores
+DEFAULT_WINDOWS = 40  # per trace and job fraction / per zone group: <= 10 min on 2 cores
 
 
 def traces_from_spot_traces(spot_traces: Any) -> tuple[AvailabilityTrace, ...]:
@@ -174,7 +174,7 @@ _WORKERS = click.option(
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Processes for the deadline windows (same results).",
+    help="Processes for the deadline and fleet windows (same results).",
 )
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
@@ -211,7 +211,7 @@ def simulate_command(
         out = deadline.run(bench_data, n, seed, policies=pols, workers=workers)
     elif setting == "fleet":
         pols = fleet.POLICIES if policy is None else _fleet_policies(policy)
-        out = fleet.run(bench_data, n, seed, policies=pols)
+        out = fleet.run(bench_data, n, seed, policies=pols, workers=workers)
     else:
         hook = runner.SETTINGS.get("portfolio")
         out = hook(bench_data, n, seed) if hook is not None else {}
@@ -240,6 +240,20 @@ def _fleet_policies(name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(("on_demand", name)))
 
 
+_SHORT = {  # table headers (the JSON keeps the long names)
+    "mean_cost_vs_on_demand": "cost/OD",
+    "p75_cost_vs_on_demand": "p75 cost/OD",
+    "mean_cost_vs_omniscient": "cost/omni",
+    "deadline_misses": "misses",
+    "spot_hours_vs_omniscient": "spot h/omni",
+    "changeovers_per_window": "changeovers",
+    "availability": "availability",
+    "unserved_replica_hours": "unserved rep-h",
+    "cost_vs_on_demand": "cost/OD",
+    "cost_vs_omniscient": "cost/omni",
+}
+
+
 def _print_setting(setting: str, out: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -249,9 +263,9 @@ def _print_setting(setting: str, out: dict[str, Any]) -> None:
         return
     cols = list(next(iter(pol.values())))
     table = Table(title=f"{setting}: {out.get('windows')} windows", title_justify="left")
-    table.add_column("policy")
+    table.add_column("policy", no_wrap=True)
     for c in cols:
-        table.add_column(c, justify="right")
+        table.add_column(_SHORT.get(c, c), justify="right")
     for name, m in pol.items():
         table.add_row(name, *("-" if m[c] is None else str(m[c]) for c in cols))
     console.print(table)

@@ -32,8 +32,9 @@ the optimum is also a legal run of the same simulator.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +47,9 @@ from broker.simulate.deadline import (
     simulate_deadline,
 )
 from policies.online.deadline import Mode
+
+if TYPE_CHECKING:
+    from broker.optimizer.fleet_ilp import FleetOptimum
 
 __all__ = ["OmniscientDeadline", "omniscient_deadline", "omniscient_fleet"]
 
@@ -214,8 +218,18 @@ def _backtrack(
     return modes
 
 
-def omniscient_fleet(*args: Any, **kwargs: Any) -> Any:
-    """The fleet setting's hindsight ILP (``broker.optimizer.fleet_ilp``)."""
+def omniscient_fleet(
+    held: np.ndarray[Any, Any],
+    replicas: int,
+    spot_usd_per_hour: Sequence[float],
+    on_demand_usd_per_hour: float,
+    tick_s: float,
+    cold_start_s: float,
+) -> FleetOptimum:
+    """The fleet setting's hindsight optimum: the ILP of
+    ``broker.optimizer.fleet_ilp`` (PuLP lives only under broker/optimizer)."""
     from broker.optimizer.fleet_ilp import solve_fleet_ilp
 
-    return solve_fleet_ilp(*args, **kwargs)
+    return solve_fleet_ilp(
+        held, replicas, spot_usd_per_hour, on_demand_usd_per_hour, tick_s, cold_start_s
+    )
