@@ -13,8 +13,8 @@ Example (every field but ``owner`` has a default)::
     workloads: workloads.yaml    # default: the shipped example fleet
     demand: demand.csv           # optional hourly serving demand
     market: aws                  # default | aws | gcp | a recorded-data path
-    provider: aws                # aws | sim
-    provider_options:            # the AWS provider's settings (markets.aws.provider_config)
+    provider: aws                # aws | gcp | sim
+    provider_options:            # provider settings (markets.aws/gcp provider_config)
       queue_url: https://sqs.us-east-1.amazonaws.com/123456789012/spotfolio-notices
       launch: {us-east-1: {launch_template_name: spotfolio-gpu}}
     planner: milp                # milp (CBC) | fast (greedy, milliseconds)
@@ -100,7 +100,7 @@ class DaemonConfig(StrictModel):
     demand_seed: int = 0
     market: str = "default"
     market_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    provider: Literal["aws", "sim"] = "sim"
+    provider: Literal["aws", "gcp", "sim"] = "sim"
     # The provider's own settings (aws: launch templates per region, queue_url...).
     provider_options: dict[str, Any] = Field(default_factory=dict)
     planner: Literal["milp", "fast"] = "milp"
@@ -143,7 +143,7 @@ class DaemonConfig(StrictModel):
         """Clouds to launch in (``None``: any pool of the market)."""
         if self.providers is not None:
             return tuple(self.providers)
-        return ("aws",) if self.provider == "aws" else None
+        return None if self.provider == "sim" else (self.provider,)
 
     def check_workloads(self, workloads: WorkloadSet, source: str = "checkpoint_hooks") -> None:
         """Every workload named in ``checkpoint_hooks`` exists."""

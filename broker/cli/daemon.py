@@ -1,11 +1,11 @@
 """``spotfolio daemon``: run the provisioning daemon, or a simulated account.
 
 Composition root: opens the market (``markets.registry.open_market``), the
-provider (``markets.registry.open_provider`` for ``aws``; ``SimCloud`` for
+provider (``markets.registry.open_provider`` for ``aws`` and ``gcp``; ``SimCloud`` for
 ``sim``), the store and the lifecycle manager, and hands them to
 ``broker.daemon.Daemon``.
 
-- ``spotfolio daemon --config FILE [--provider aws|sim] [--dry-run] [--once]``
+- ``spotfolio daemon --config FILE [--provider aws|gcp|sim] [--dry-run] [--once]``
   runs the daemon (APScheduler jobs, metrics on ``metrics_port``) until
   SIGTERM; ``--once`` runs one start-up pass (lease, recovery, plan,
   reconcile, notices) and exits; ``--dry-run`` prints the actions instead of
@@ -136,7 +136,7 @@ def _announce(request: Any) -> None:
 )
 @click.option(
     "--provider",
-    type=click.Choice(["aws", "sim"]),
+    type=click.Choice(["aws", "gcp", "sim"]),
     default=None,
     help="Cloud to act in (overrides the config's provider).",
 )
@@ -256,7 +256,7 @@ def _run(config: Any, *, dry_run: bool, once: bool) -> None:
     else:
         from markets.registry import open_provider
 
-        cloud = open_provider("aws", owner=config.owner, **config.provider_options)
+        cloud = open_provider(config.provider, owner=config.owner, **config.provider_options)
     workloads = load_workloads(config.workloads) if config.workloads else default_workloads()
     store = Store(config.store_url)
     daemon = Daemon(
