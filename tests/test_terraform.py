@@ -138,6 +138,10 @@ def test_terraform_files_are_formatted() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("rel", config_dirs())
 def test_validates_offline(tf_copy: Path, rel: str) -> None:
+    if "hashicorp/google" in "".join(p.read_text() for p in (TF_ROOT / rel).glob("*.tf")):
+        # tests/test_terraform_gcp.py: skips with the reason, or validates
+        # once a plugin directory holds hashicorp/google.
+        pytest.skip(f"{rel} needs hashicorp/google: validated by tests/test_terraform_gcp.py")
     where = _init(tf_copy, rel)
     validate = _run([_terraform(), "validate", "-no-color"], where)
     assert validate.returncode == 0, f"terraform validate in {rel}:\n{validate.stderr}"
