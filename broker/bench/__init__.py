@@ -30,10 +30,10 @@ class BenchData:
 
     ``traces``: availability traces at their own tick (deadline windows come
     from each; fleets replay the traces of one ``group`` together).
-    ``market``: the market the data came from when there is one (the default
-    market, a ``markets.protocols.HistorySource``), for settings that need
-    prices and hourly history (the portfolio setting). ``inventory``: what
-    ``markets.datadir.discover`` loaded, when ``--data`` was given.
+    ``market``: the market the data came from (the default market, or the
+    replay market over ``--data``; a ``markets.protocols.HistorySource``), for
+    settings that need prices and hourly history (the portfolio setting).
+    ``inventory``: what ``markets.datadir.discover`` loaded, with ``--data``.
     """
 
     source: str

@@ -73,9 +73,12 @@ def traces_from_spot_traces(spot_traces: Any) -> tuple[AvailabilityTrace, ...]:
 
 
 def directory_data(root: Path) -> BenchData:
-    """Every trace under ``root`` (a directory laid out like ``shared/data``)."""
+    """Every trace under ``root`` (a directory laid out like ``shared/data``),
+    and the replay market over everything found there (for the settings that
+    need prices and hourly history)."""
     from broker.bench import BenchData
     from markets.datadir import discover
+    from markets.replay.market import ReplayMarket
 
     inv = discover(root)
     traces = traces_from_spot_traces(inv.spot_traces)
@@ -86,7 +89,8 @@ def directory_data(root: Path) -> BenchData:
             "a directory with spot availability traces (JSON with gap_seconds)",
             got=str(root),
         )
-    return BenchData(source=str(root), traces=traces, inventory=inv)
+    market = ReplayMarket.from_inventory(inv)
+    return BenchData(source=str(root), traces=traces, market=market, inventory=inv)
 
 
 def default_market_traces(

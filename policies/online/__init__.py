@@ -13,15 +13,33 @@ from policies.online.deadline import (
     DeadlinePolicy,
     JobSpec,
     Mode,
+    PoolHistory,
     TickView,
     deadline_policy,
+)
+from policies.online.fleet import (
+    FLEET_POLICIES,
+    FleetPlan,
+    FleetPolicy,
+    FleetSpec,
+    FleetView,
+    ZoneView,
+    fleet_policy,
 )
 
 __all__ = [
     "DEADLINE_POLICIES",
+    "FLEET_POLICIES",
     "DeadlinePolicy",
+    "FleetPlan",
+    "FleetPolicy",
+    "FleetSpec",
+    "FleetView",
     "JobSpec",
     "Mode",
+    "PoolHistory",
     "TickView",
+    "ZoneView",
     "deadline_policy",
+    "fleet_policy",
 ]

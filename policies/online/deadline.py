@@ -40,11 +40,14 @@ __all__ = [
     "JobSpec",
     "Mode",
     "OnDemand",
+    "PoolHistory",
     "SpotfolioDeadline",
     "SpotfolioMemory",
     "TickView",
     "UniformProgress",
     "deadline_policy",
+    "expected_progress",
+    "last_safe_moment",
 ]
 
 _EPS = 1e-9
@@ -112,10 +115,6 @@ class JobSpec:
     price_ratio: float = 3.0  # k: on-demand price / spot price
     prior: PoolHistory | None = None
 
-    @property
-    def job_fraction(self) -> float:
-        return self.compute_hours / self.deadline_hours
-
 
 @dataclass(frozen=True)
 class TickView:
@@ -157,14 +156,13 @@ def _done(job: JobSpec, view: TickView) -> bool:
     return view.progress_hours >= job.compute_hours - _EPS
 
 
-def last_safe_moment(job: JobSpec, view: TickView, extra_hours: float = 0.0) -> bool:
+def last_safe_moment(job: JobSpec, view: TickView) -> bool:
     """``R(t) < C(t) + 2d`` on the tick grid: waiting one more tick idle could
-    leave too little time to finish on on-demand after a changeover.
-    ``extra_hours`` asks for that much more slack."""
+    leave too little time to finish on on-demand after a changeover."""
     rem_time, rem_work = _remaining(job, view)
     tick = job.tick_hours
     time_ticks = math.floor(rem_time / tick + _EPS)
-    need_ticks = math.ceil((rem_work + 2.0 * job.changeover_hours + extra_hours) / tick - _EPS)
+    need_ticks = math.ceil((rem_work + 2.0 * job.changeover_hours) / tick - _EPS)
     return need_ticks >= time_ticks
 
 
@@ -182,9 +180,12 @@ class OnDemand:
 
 class Greedy:
     """Wait for spot; switch to on-demand only at the last safe moment, and
-    stay there (the paper's "greedy"/strawman). Its documented risk: it keeps
-    a spot instance however thin the slack, so it ends with long on-demand
-    runs that waste the spot capacity available meanwhile."""
+    stay there (the paper's "greedy"/strawman, skypilot-org/can-t-be-late).
+    Its documented weakness: all the slack goes on waiting, so the job ends
+    with one long on-demand run, blind to the spot that returns meanwhile;
+    and it holds spot however thin the slack (safe here only because the last
+    safe moment keeps ``2d``: a revocation still leaves time for one
+    changeover)."""
 
     name = "greedy"
 
