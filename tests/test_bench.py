@@ -50,6 +50,29 @@ def _traces(days: int = 6) -> tuple[AvailabilityTrace, ...]:
     )
 
 
+PORTFOLIO_POLICIES = {"on_demand", "committed_quantile", "static_mix", "spotfolio_rolling",
+                      "hindsight"}  # fmt: skip
+PORTFOLIO_KEYS = {"total_cost_usd", "cost_vs_hindsight", "unmet_serving_unit_hours"}
+
+
+@pytest.fixture
+def cheap_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The portfolio setting and the solver/reaction measurements take tens of
+    seconds at any size; tests about the deadline and fleet settings stub them
+    (one test below runs them for real)."""
+    monkeypatch.setitem(runner.SETTINGS, "portfolio", None)
+    monkeypatch.setitem(runner.MACHINERY_HOOKS, "solver", lambda d, w, s: {})
+    monkeypatch.setitem(runner.MACHINERY_HOOKS, "reaction", lambda d, w, s: {})
+
+
+def _check_portfolio(block: dict[str, Any]) -> None:
+    assert set(block["policies"]) == PORTFOLIO_POLICIES
+    for name, row in block["policies"].items():
+        assert set(row) >= PORTFOLIO_KEYS, name
+    assert block["policies"]["hindsight"]["cost_vs_hindsight"] == 1.0
+    assert block["policies"]["spotfolio_rolling"]["unmet_serving_unit_hours"] == 0
+
+
 def _check_schema(out: dict[str, Any]) -> None:
     assert out["windows"] >= 1
     pol = out["deadline"]["policies"]
@@ -62,13 +85,15 @@ def _check_schema(out: dict[str, Any]) -> None:
     fpol = out["fleet"]["policies"]
     for name in ("on_demand", "static_mix", "even_spread", "spothedge", "spotfolio", "omniscient"):
         assert set(fpol[name]) >= FLEET_KEYS, name
-    assert out["portfolio"] == {}
+    if out["portfolio"]:
+        _check_portfolio(out["portfolio"])
     m = out["machinery"]
     assert {"data_load_s", "peak_rss_mib", "replay", "seconds", "solver"} <= set(m)
     assert m["replay"]["policy_windows_per_s"] > 0
     assert {t["metric"] for t in out["targets"]} >= {"gap_closure_vs_greedy.spotfolio"}
 
 
+@pytest.mark.usefixtures("cheap_hooks")
 def test_runner_composes_settings_with_the_schema() -> None:
     out = runner.run_bench(lambda: BenchData("synthetic", _traces()), windows=1, seed=2)
     _check_schema(out)
@@ -100,6 +125,7 @@ def test_portfolio_and_solver_hooks_plug_in(monkeypatch: pytest.MonkeyPatch) -> 
     assert "hindsight" in markdown(out)
 
 
+@pytest.mark.usefixtures("cheap_hooks")
 def test_report_writes_markdown_and_charts(tmp_path: Path) -> None:
     out = runner.run_bench(lambda: BenchData("synthetic", _traces()), windows=1, seed=2)
     files = write_report(out, tmp_path / "report.md")
@@ -126,6 +152,11 @@ def test_bench_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out = json.loads(capsys.readouterr().out)
     _check_schema(out)
     assert out["source"] == str(root)
+    # the real portfolio setting and machinery hooks, at their smallest size
+    _check_portfolio(out["portfolio"])
+    assert set(out["machinery"]["solver"]) == {"10x6x24"}
+    assert out["machinery"]["reaction"]["storm"]["notices"] == 100
+    assert {t["setting"] for t in out["targets"]} >= {"deadline", "fleet", "portfolio"}
 
 
 def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,7 +169,9 @@ def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         main(["simulate", "--setting", "deadline", "--policy", "psychic", "--data", str(root)]) == 2
     )
     assert "--policy" in capsys.readouterr().err
-    assert main(["simulate", "--setting", "portfolio", "--json", "--data", str(root)]) == 0
+    portfolio = ["simulate", "--setting", "portfolio", "--windows", "1", "--json"]
+    assert main([*portfolio, "--data", str(root)]) == 0
+    _check_portfolio(json.loads(capsys.readouterr().out))
 
 
 def test_bench_rejects_a_directory_without_traces(tmp_path: Path) -> None:
@@ -146,6 +179,7 @@ def test_bench_rejects_a_directory_without_traces(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("cheap_hooks")
 def test_bench_on_the_development_data(capsys: pytest.CaptureFixture[str]) -> None:
     if not (DATA / "spot-availability-traces").is_dir():
         pytest.skip(f"development data not found at {DATA}")

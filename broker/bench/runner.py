@@ -42,14 +42,54 @@ __all__ = ["MACHINERY_HOOKS", "SCHEMA", "SETTINGS", "TARGETS", "replay_throughpu
 
 SCHEMA = "spotfolio.bench/1"
 
+# --windows scales every setting; at this many windows and above the heavy
+# measurements run at full size (30-day portfolio, all solver sizes, a
+# 1,000-notice storm), below it they shrink so CI stays fast.
+FULL_SIZE_WINDOWS = 20
+
+
+def _portfolio(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
+    """The portfolio setting on the default market: the recorded traces cover
+    V100/K80 pools only, which cannot host the example fleet's serving and
+    training workloads (A10G/L4 and A100/H100)."""
+    from broker.bench import portfolio
+    from markets.registry import open_market
+
+    days = 30 if windows >= FULL_SIZE_WINDOWS else max(1, min(windows, 7))
+    market = open_market("default", seed=seed + 7)
+    out = portfolio.run(market, days=days, seed=seed)  # type: ignore[arg-type]
+    out["market"] = "default"
+    return out
+
+
+def _solver(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
+    from broker.bench import solver
+
+    if windows >= FULL_SIZE_WINDOWS:
+        out = solver.run(solver.DEFAULT_SIZES[:1], seed=seed, naive=True, naive_time_limit_s=60)
+        out.update(solver.run(solver.DEFAULT_SIZES[1:], seed=seed, naive=False))
+        return out
+    return solver.run(solver.DEFAULT_SIZES[:1], seed=seed, naive=False)
+
+
+def _reaction(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
+    from broker.bench import reaction
+
+    storm = 1000 if windows >= FULL_SIZE_WINDOWS else 100
+    return reaction.run(storm=storm, seed=seed, repeats=20 if storm == 1000 else 5)
+
+
 SETTINGS: dict[str, SettingRun | None] = {
     "deadline": deadline_setting.run,
     "fleet": fleet_setting.run,
-    "portfolio": None,  # the lead's rolling-horizon vs hindsight setting plugs in here
+    "portfolio": _portfolio,
 }
 MachineryHook = Callable[[BenchData, int, int], dict[str, Any]]
 MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
-    "solver": None,  # portfolio MILP build + solve times at 10x6x24, 40x20x24, 40x20x168
+    # portfolio MILP build + solve times at 10x6x24, 40x20x24, 40x20x168
+    "solver": _solver,
+    # notice -> durable decision -> launch request, one notice and a storm
+    "reaction": _reaction,
 }
 
 # issue 5 / benchmarks.md: (block, path, comparison, limit)
@@ -61,6 +101,8 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("fleet", "spotfolio.availability", ">=", 0.995),
     ("fleet", "spotfolio.cost_vs_on_demand", "<=", 0.55),
     ("fleet", "spotfolio.cost_vs_omniscient", "<=", 1.10),
+    ("portfolio", "spotfolio_rolling.cost_vs_hindsight", "<=", 1.05),
+    ("portfolio", "spotfolio_rolling.unmet_serving_unit_hours", "<=", 0),
 )
 
 
@@ -111,7 +153,7 @@ def _derived(out: dict[str, Any]) -> dict[str, Any]:
     """The deadline comparisons the targets name, from the setting's block."""
     d = out.get("deadline") or {}
     pol = d.get("policies") or {}
-    res: dict[str, Any] = {"deadline": dict(d), "fleet": {}}
+    res: dict[str, Any] = {"deadline": dict(d), "fleet": {}, "portfolio": {}}
     if "spotfolio" in pol and "uniform_progress" in pol:
         up = pol["uniform_progress"]["mean_cost_vs_on_demand"]
         res["deadline"]["spotfolio_vs_uniform_progress"] = round(
@@ -129,6 +171,7 @@ def _derived(out: dict[str, Any]) -> dict[str, Any]:
         v["deadline_misses"] for k, v in pol.items() if k != "greedy"
     )
     res["fleet"] = (out.get("fleet") or {}).get("policies") or {}
+    res["portfolio"] = (out.get("portfolio") or {}).get("policies") or {}
     return res
 
 
