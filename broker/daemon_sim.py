@@ -137,7 +137,9 @@ def simulate_daemon(
         workloads = load_workloads(config.workloads) if config.workloads else default_workloads()
     span = getattr(market, "span", None)
     t0 = ensure_utc(start or (span()[0] if span else datetime(2026, 1, 1)))
-    t0 = t0.replace(minute=0, second=0, microsecond=0)
+    whole = t0.replace(minute=0, second=0, microsecond=0)
+    # The first whole hour inside the market's data (a recording rarely starts on one).
+    t0 = whole if whole == t0 else whole + timedelta(hours=1)
     clock = ManualClock(t0)
     s = config.sim
     cloud = SimCloud(
