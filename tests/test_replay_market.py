@@ -328,3 +328,23 @@ def test_real_hazard_counts_every_loss_of_the_pool(real: ReplayMarket) -> None:
     d = details[[p.pool.key for p in snap.pools].index(WEST_A)]
     assert d.hazard.events == sum(int(t.losses()["nodes_lost"].sum()) for t in traces)
     assert len(d.traces) == len(traces) == 3
+
+
+@pytest.mark.skipif(not (DATA / "spot-availability-traces").is_dir(), reason=f"{DATA} absent")
+def test_revocation_events_replay_the_recorded_losses_of_a_pool() -> None:
+    from datetime import UTC, datetime
+
+    from markets.replay import open_replay_market
+
+    market = open_replay_market(path=DATA)
+    key = "aws/us-west-2/us-west-2a/p3.2xlarge"
+    start, end = datetime(2023, 2, 16, tzinfo=UTC), datetime(2023, 2, 20, tzinfo=UTC)
+    events = market.revocation_events(key, start, end)
+    assert len(events) > 0
+    assert events.is_monotonic_increasing
+    assert events.min() >= start and events.max() < end
+    # the hourly frame counts the same losses
+    hourly = market.hourly(start, 96)
+    mine = hourly[hourly.pool_key == key]
+    assert int(mine.revocations.sum()) == len(events)
+    assert len(market.revocation_events("aws/us-east-1/us-east-1a/g5.xlarge", start, end)) == 0

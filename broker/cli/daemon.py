@@ -197,7 +197,9 @@ def _simulate(
     config = _config(config_path, **overrides)
     if seed is not None:
         config = config.model_copy(update={"sim": config.sim.model_copy(update={"seed": seed})})
-    report = simulate_daemon(config, _market(config.market, config), hours=hours)
+    report = simulate_daemon(
+        config, _market(config.market, config), hours=hours, start=config.sim.start
+    )
     out = report.to_dict()
     if as_json:
         emit_json(out)

@@ -141,6 +141,22 @@ class ReplayMarket:
     def span(self) -> tuple[datetime, datetime]:
         return _dt(self._span_ns[0]), _dt(self._span_ns[1])
 
+    def revocation_events(self, pool_key: str, start: datetime, end: datetime) -> pd.DatetimeIndex:
+        """Recorded node revocations of the pool's traces in ``[start, end)``
+        (UTC; a drop of d nodes gives d equal times), so the simulated cloud
+        replays the real losses. Empty for a pool without traces."""
+        import pandas as pd
+
+        pool = self._by_key.get(pool_key)
+        lo = ensure_utc(start).timestamp()
+        hi = ensure_utc(end).timestamp()
+        if pool is None or not pool.traces:
+            return pd.DatetimeIndex([], tz="UTC")
+        until_ns = int(hi * NS)
+        times = np.concatenate([tr.revocation_times_s(until_ns) for tr in pool.traces])
+        sel = np.sort(times[(times >= lo) & (times < hi)])
+        return pd.DatetimeIndex(pd.to_datetime(sel, unit="s", utc=True))
+
     def trace_ids(self) -> list[str]:
         return sorted(tr.trace_id for p in self._pools for tr in p.traces)
 
