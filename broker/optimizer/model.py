@@ -69,6 +69,7 @@ from typing import Any
 
 import pulp
 
+from broker.optimizer.aggregate import undominated_commitments, undominated_on_demand
 from broker.optimizer.problem import PlanningProblem
 from markets.model import Tier
 from policies.cost_table import CostEntry
@@ -159,6 +160,39 @@ def _spot_candidates(
     return chosen
 
 
+def _aggregate(
+    problem: PlanningProblem,
+    per_w: dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]],
+    *,
+    integral: bool,
+) -> dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]]:
+    """Drop dominated on-demand options and commitment groups (exact: see
+    ``broker.optimizer.aggregate``)."""
+    running: dict[str, set[str]] = {w: set() for w in per_w}
+    for (w, key, tier), n in problem.previous_instances.items():
+        if tier == Tier.ON_DEMAND.value and n > 0 and w in running:
+            running[w].add(key)
+    groups: dict[str, dict[str, CostEntry]] = {}
+    price: dict[str, float] = {}
+    for w, (_od, com, _spot) in per_w.items():
+        for e in com:
+            g = _group_key(e)
+            groups.setdefault(g, {})[w] = e
+            price.setdefault(
+                g, (e.usd_per_work_hour[Tier.COMMITTED] or 0.0) * e.work_per_instance_hour
+            )
+    fixed = {g for g, n in (problem.committed_fixed or {}).items() if n > 0}
+    kept = undominated_commitments(groups, price, keep=fixed)
+    return {
+        w: (
+            undominated_on_demand(od, integral=integral, keep=running[w]),
+            [e for e in com if _group_key(e) in kept],
+            spot,
+        )
+        for w, (od, com, spot) in per_w.items()
+    }
+
+
 def _lin(terms: list[tuple[Any, float]]) -> Any:
     """A linear expression; a variable listed twice has its coefficients summed
     (``LpAffineExpression`` from pairs would keep only the last)."""
@@ -204,6 +238,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     spot_prices = {k: problem.period_mean(problem.pool(k).spot_usd_per_hour) for k in in_use}
     if integral is None:
         integral = opts.integral if opts.integral is not None else n_alloc <= opts.integral_max_vars
+    per_w = _aggregate(problem, per_w, integral=integral)
     cat = pulp.LpInteger if integral else pulp.LpContinuous
     built = BuiltModel(prob=prob, integral=integral)
     built.serving_demand = {
