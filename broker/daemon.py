@@ -456,14 +456,7 @@ class Daemon:
             self.hooks.drain()
             fleet = self._view(now)
             self._track_progress(fleet, now)
-            tick = getattr(self.lifecycle, "tick", None)
-            if tick is not None and self.snapshot is not None:
-                from broker.daemon_lifecycle import apply_returns
-
-                returns = tick(now, fleet, self.snapshot) or ()
-                if returns:
-                    apply_returns(self, returns)
-                    fleet = self._view(now)
+            fleet = self._tick(now, fleet)
             for _ in range(_PASSES):
                 doomed = self.book.doomed_ids(now)
                 gen = self.state.generation
@@ -487,6 +480,37 @@ class Daemon:
             self._view(now)
             self.update_fleet_metrics(now)
         return done
+
+    def _tick(self, now: datetime, fleet: list[Instance]) -> list[Instance]:
+        """The lifecycle's break-glass upkeep, carried out; the fleet after it."""
+        tick = getattr(self.lifecycle, "tick", None)
+        if tick is None or self.snapshot is None:
+            return fleet
+        from broker.daemon_lifecycle import apply_returns
+
+        returns = tick(now, fleet, self.snapshot) or ()
+        if not returns:
+            return fleet
+        apply_returns(self, returns)
+        return self._view(now)
+
+    def upkeep_due_at(self) -> datetime | None:
+        """When a break-glass stretch must be extended or ended (``None``: none open)."""
+        due = getattr(self.lifecycle, "upkeep_due_at", None)
+        return due() if due is not None else None
+
+    def upkeep(self) -> None:
+        """Extend or end break-glass stretches whose committed dollars are about
+        to run out. Reconcile ticks too, but it may run less often than the
+        lifecycle's ``return_lead_s``; without this job a stretch would keep
+        on-demand past what the cap paid for (measured: a 30-day trace run
+        with hourly reconciles spent $11.44 against a $10 cap)."""
+        now = self.clock.now()
+        due = self.upkeep_due_at()
+        if due is None or due > now:
+            return
+        with self.lock:
+            self._tick(now, self._view(now))
 
     def launch(
         self,
@@ -590,6 +614,7 @@ def run_scheduled(daemon: Daemon, *, metrics_port: int | None = None) -> None:
         ("replan", daemon.replan, iv.replan_s),
         ("reconcile", daemon.reconcile, iv.reconcile_s),
         ("poll_notices", daemon.poll_notices, iv.poll_notices_s),
+        ("break_glass_upkeep", daemon.upkeep, iv.upkeep_s),
     ]
     for name, fn, seconds in jobs:
         sched.add_job(daemon.guarded(name, fn), "interval", seconds=seconds, id=name, name=name)

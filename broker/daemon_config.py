@@ -20,7 +20,8 @@ Example (every field but ``owner`` has a default)::
     planner: milp                # milp (CBC) | fast (greedy, milliseconds)
     horizon_hours: 24            # rolling horizon; the current hour is committed
     committed: {aws/us-east-1/g5.xlarge: 4}   # reservations the account holds
-    intervals: {refresh_market_s: 900, replan_s: 3600, reconcile_s: 60, poll_notices_s: 5}
+    intervals: {refresh_market_s: 900, replan_s: 3600, reconcile_s: 60, poll_notices_s: 5,
+                upkeep_s: 30}     # upkeep_s < lifecycle.return_lead_s
     metrics_port: 9108           # 0: no endpoint
     providers: [aws]             # clouds we launch in (default: the provider's own)
     horizon_start: 2026-03-01T00:00:00Z   # deadlines count from here (default: first plan)
@@ -38,11 +39,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, Field, ValidationError
+from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
 from broker.checkpoint_hook import CheckpointHook
 from markets.errors import InputError
-from policies.input_errors import StrictModel, input_error_from, read_yaml
+from policies.input_errors import FieldError, StrictModel, input_error_from, read_yaml
 from policies.workloads import WorkloadSet
 
 __all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
@@ -59,6 +60,10 @@ class Intervals(StrictModel):
     # A few seconds: the AWS notice window is 120 s (economics.md s7).
     poll_notices_s: float = Field(default=5.0, gt=0, le=60)
     lease_renew_s: float = Field(default=10.0, gt=0)
+    # Break-glass stretches due to be extended or ended are checked this
+    # often; it must be shorter than the lifecycle's return_lead_s (300 s by
+    # default), or a stretch can outrun the dollars the cap committed to it.
+    upkeep_s: float = Field(default=30.0, gt=0)
 
 
 class Backoff(StrictModel):
@@ -133,6 +138,20 @@ class DaemonConfig(StrictModel):
     # Per workload: a command (argv) or a webhook called when a notice revokes
     # one of its instances, with the time left in the window as its budget.
     checkpoint_hooks: dict[str, CheckpointHook] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _upkeep_before_lead(self) -> DaemonConfig:
+        from broker.lifecycle.values import LifecycleConfig
+
+        lead = self.lifecycle.get("return_lead_s", LifecycleConfig().return_lead_s)
+        if isinstance(lead, int | float) and self.intervals.upkeep_s >= lead:
+            raise FieldError(
+                "intervals.upkeep_s",
+                f"fewer seconds than lifecycle.return_lead_s ({lead:g}), so a break-glass "
+                "stretch is extended or ended before its committed dollars run out",
+                self.intervals.upkeep_s,
+            )
+        return self
 
     @property
     def lease_name(self) -> str:

@@ -172,14 +172,19 @@ def simulate_daemon(
     ]
     due = {name: t0 + timedelta(seconds=every) for name, _, every in jobs}
     poll = daemon.guarded("poll_notices", daemon.poll_notices)
+    # Break-glass upkeep runs when a stretch is due, not on a grid: the
+    # simulated clock jumps there (the running daemon polls every upkeep_s).
+    upkeep = daemon.guarded("break_glass_upkeep", daemon.upkeep)
     while daemon.active:
         nxt = cloud.next_event_at()
         poll_at = _grid_ceil(nxt, t0, iv.poll_notices_s) if nxt is not None else None
-        t = min([*due.values(), *([poll_at] if poll_at else [])])
+        upkeep_at = daemon.upkeep_due_at()
+        t = min([*due.values(), *(x for x in (poll_at, upkeep_at) if x is not None)])
         if t >= end:
             break
         clock.set(max(t, clock.now()))
         poll()
+        upkeep()
         for name, fn, every in jobs:
             if due[name] <= clock.now():
                 daemon.guarded(name, fn)()

@@ -633,3 +633,79 @@ def test_the_batched_notice_path_and_a_restart_on_postgresql(
     assert w.cloud.counters.duplicate_launches == 0 and w.cloud.orphaned(w.known()) == []
     assert _manager(again).break_glass_committed_usd == pytest.approx(_store_usd(w))
     w.store.close()
+
+
+def _adverse(w: World, d: Daemon) -> None:
+    for pool in (A, B, C):  # spot stays out of capacity everywhere
+        _manager(d).record_launch_failure(pool, Tier.SPOT)
+
+
+def test_upkeep_ends_a_stretch_before_its_dollars_run_out_when_reconcile_is_rare(
+    tmp_path: Path,
+) -> None:
+    """Reconcile hourly (or less) and a stretch committed for one hour would
+    run past what the cap paid for; the upkeep job wakes when a stretch is due
+    (``return_lead_s`` before it runs out) and extends or ends it in time."""
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    _adverse(w, d)
+
+    def on_demand() -> int:
+        return sum(i.tier is Tier.ON_DEMAND for i in w.cloud.alive())
+
+    base = on_demand()
+    _nid, committed = _break_glass(w, d)
+    cap = w.workloads.break_glass_cap_usd
+    assert cap is not None and committed < cap
+    assert on_demand() == base + 1  # the break-glass launch
+    steps = 0
+    while (due := d.upkeep_due_at()) is not None:
+        assert due > w.clock.now()  # nothing is ever overdue
+        d.upkeep()  # not due yet: a no-op
+        assert d.upkeep_due_at() == due
+        w.clock.set(due)
+        _adverse(w, d)
+        d.upkeep()
+        steps += 1
+        assert _store_usd(w) <= cap + 1e-6
+        assert steps < 50
+    with w.store.transaction() as tx:
+        kinds = [x.kind for x in tx.decisions("me", kinds=["extend", "end"])]
+    # Extended while the cap could pay, then ended: the extra on-demand
+    # instance is gone (one of the slot's, they are alike) and what was spent
+    # stayed inside the cap.
+    assert kinds.count("extend") >= 1 and kinds[-1] == "end"
+    assert on_demand() == base
+    assert _store_usd(w) <= cap + 1e-6
+
+
+def test_without_upkeep_a_late_reconcile_overspends_the_commitment(tmp_path: Path) -> None:
+    """The failure the upkeep job exists for: the first tick after the
+    stretch ran out settles more than was committed."""
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    _adverse(w, d)
+    _nid, committed = _break_glass(w, d)
+    due = d.upkeep_due_at()
+    assert due is not None
+    w.clock.set(due + timedelta(hours=2))
+    _adverse(w, d)
+    d.reconcile()
+    assert _store_usd(w) > committed
+
+
+def test_the_upkeep_interval_must_be_shorter_than_the_return_lead(tmp_path: Path) -> None:
+    import yaml
+
+    p = tmp_path / "daemon.yaml"
+    p.write_text(yaml.safe_dump({"owner": "me", "intervals": {"upkeep_s": 600}}))
+    with pytest.raises(InputError, match=r"intervals\.upkeep_s.*return_lead_s \(300\)"):
+        load_daemon_config(p)
+    p.write_text(
+        yaml.safe_dump(
+            {"owner": "me", "intervals": {"upkeep_s": 600}, "lifecycle": {"return_lead_s": 900}}
+        )
+    )
+    assert load_daemon_config(p).intervals.upkeep_s == 600

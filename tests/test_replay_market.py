@@ -348,3 +348,35 @@ def test_revocation_events_replay_the_recorded_losses_of_a_pool() -> None:
     mine = hourly[hourly.pool_key == key]
     assert int(mine.revocations.sum()) == len(events)
     assert len(market.revocation_events("aws/us-east-1/us-east-1a/g5.xlarge", start, end)) == 0
+
+
+def test_regions_and_zones_options_keep_only_those_pools(tmp_path: Path) -> None:
+    root = write_mini(tmp_path / "data")
+    every = open_replay_market(path=root)
+    regions = sorted({p.region for p in every.pools()})
+    zones = sorted({p.zone for p in every.pools()})
+    assert len(regions) > 1 and len(zones) > 1  # something to restrict
+    one = open_market(str(root), regions=regions[0])
+    assert {p.region for p in one.pools()} == {regions[0]}  # type: ignore[attr-defined]
+    assert {p.key for p in one.pools()} == {  # type: ignore[attr-defined]
+        p.key for p in every.pools() if p.region == regions[0]
+    }
+    both = open_replay_market(path=root, zones=f"{zones[0]}, {zones[-1]}")
+    assert {p.zone for p in both.pools()} == {zones[0], zones[-1]}
+    # The span and the snapshots of the kept pools are the unrestricted ones'.
+    assert both.span() == every.span()
+    at = every.span()[1]
+    kept = {s.pool.key: s for s in both.snapshot(at).pools}
+    assert kept == {s.pool.key: s for s in every.snapshot(at).pools if s.pool.key in kept}
+
+
+def test_a_region_the_data_does_not_hold_is_named_with_what_it_holds(tmp_path: Path) -> None:
+    root = write_mini(tmp_path / "data")
+    with pytest.raises(InputError) as e:
+        open_replay_market(path=root, regions="us-west-9")
+    assert e.value.source == "regions" and "us-west-9" in str(e.value)
+    assert "names in the recorded data" in str(e.value)
+    with pytest.raises(InputError, match="zone names like"):
+        open_replay_market(path=root, zones="not a zone")
+    with pytest.raises(InputError, match="region names like"):
+        open_replay_market(path=root, regions="")

@@ -377,6 +377,15 @@ class LifecycleManager:
 
     # --- break-glass upkeep --------------------------------------------------------
 
+    def upkeep_due_at(self) -> datetime | None:
+        """When ``tick`` must next run so that no stretch outlives its
+        committed dollars: ``return_lead_s`` before the earliest expiry
+        (``None`` with no stretch open). Returns to spot are opportunistic and
+        need no deadline; an extension or an end does."""
+        lead = self.config.return_lead_s
+        due = [s.expires_s - lead for s in self._book.stretches.values()]
+        return datetime.fromtimestamp(min(due), UTC) if due else None
+
     def tick(
         self, now: datetime | None, fleet: Sequence[Instance], snapshot: MarketSnapshot
     ) -> tuple[SpotReturn, ...]:

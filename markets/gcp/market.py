@@ -31,7 +31,7 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -69,13 +69,13 @@ from markets.model import (
     PoolSnapshot,
     Provider,
 )
+from markets.options import parse_names
 
 __all__ = [
     "DEFAULT_MACHINE_TYPES",
     "DEFAULT_REGIONS",
     "GcpMarket",
     "open_gcp_market",
-    "parse_names",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,17 +95,6 @@ REGION_PATTERN = re.compile(r"^[a-z]+-[a-z]+\d+$")  # us-central1, europe-west4
 ZONE_PATTERN = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")  # us-central1-a
 TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")  # a2-highgpu-1g
 _FUTURE_SKEW = timedelta(minutes=5)
-
-
-def parse_names(value: object, option: str, pattern: re.Pattern[str], what: str) -> tuple[str, ...]:
-    """A list option (comma-separated string or sequence) as sorted unique
-    names; empty or malformed names raise ``InputError`` naming ``option``."""
-    items = value.split(",") if isinstance(value, str) else list(cast(Iterable[object], value))
-    names = tuple(sorted({str(v).strip() for v in items if str(v).strip()}))
-    bad = [n for n in names if not pattern.match(n)]
-    if not names or bad:
-        raise InputError(option, None, what, got=", ".join(bad) or value)
-    return names
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ or use the wall clock (a snapshot at ``at`` depends only on the data and ``at``)
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from markets.interruptions import (
     estimate_hazard,
 )
 from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot
+from markets.options import parse_names
 from markets.replay import resolve as rv
 from markets.replay.build import PoolData, build_pools
 from markets.replay.series import NS
@@ -352,6 +354,45 @@ class ReplayMarket:
             raise InputError("pool_keys", None, "pool keys of this replay market", got=unknown)
         return [self._by_key[k] for k in dict.fromkeys(pool_keys)]
 
+    def restricted(
+        self, *, regions: Sequence[str] | None = None, zones: Sequence[str] | None = None
+    ) -> ReplayMarket:
+        """The same market keeping only pools in ``regions`` and ``zones``
+        (``None``: no restriction). A name the data does not hold raises
+        ``InputError`` listing the names it does (a typo, or the wrong data)."""
+        for option, wanted, have in (
+            ("regions", regions, {p.pool.region for p in self._pools}),
+            ("zones", zones, {p.pool.zone for p in self._pools}),
+        ):
+            missing = sorted(set(wanted or ()) - have)
+            if missing:
+                raise InputError(
+                    option,
+                    None,
+                    f"names in the recorded data: {', '.join(sorted(have))}",
+                    got=", ".join(missing),
+                )
+        kept = [
+            p
+            for p in self._pools
+            if (regions is None or p.pool.region in regions)
+            and (zones is None or p.pool.zone in zones)
+        ]
+        if not kept:
+            raise InputError(
+                "zones",
+                None,
+                "at least one pool in the given regions and zones",
+                got={"regions": list(regions or ()), "zones": list(zones or ())},
+            )
+        return ReplayMarket(
+            kept,
+            inventory=self.inventory,
+            left_out=self.left_out,
+            span_ns=self._span_ns,
+            source=f"{self.source} restricted",
+        )
+
     def aligned(self, origin: datetime, *, traces: Sequence[str] | None = None) -> ReplayMarket:
         """A view where each chosen trace starts at ``origin``: its pool's every
         series (prices too) is shifted by the same offset, so the pool shows
@@ -395,16 +436,36 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+# AWS (us-west-2, us-west-2a) and GCP (us-central1, us-central1-a) names.
+REGION_PATTERN = re.compile(r"^[a-z]+(-[a-z]+)*-[a-z]*\d+$")
+ZONE_PATTERN = re.compile(r"^[a-z]+(-[a-z]+)*-[a-z]*\d+-?[a-z]$")
+
+
 def open_replay_market(
     *,
     path: str | Path,
     gpu_only: bool = False,
     strict: bool = True,
     clock: Clock | None = None,
+    regions: object = None,
+    zones: object = None,
     **_: object,
 ) -> ReplayMarket:
     """The registry's factory: a directory laid out like ``shared/data`` (any
-    subset) or one recorded file (``market fetch`` output). Options meant for
-    other markets are ignored."""
+    subset) or one recorded file (``market fetch`` output). ``regions`` /
+    ``zones`` (sequences or comma-separated strings) keep only the pools there,
+    as the live markets' ``regions`` option does: a fleet replayed where its
+    launch templates, data or quotas are. Options meant for other markets are
+    ignored."""
     inv = discover(path, strict=strict, clock=clock)
-    return ReplayMarket.from_inventory(inv, gpu_only=gpu_only)
+    market = ReplayMarket.from_inventory(inv, gpu_only=gpu_only)
+    if regions is None and zones is None:
+        return market
+    return market.restricted(
+        regions=None
+        if regions is None
+        else parse_names(regions, "regions", REGION_PATTERN, "region names like us-west-2"),
+        zones=None
+        if zones is None
+        else parse_names(zones, "zones", ZONE_PATTERN, "zone names like us-west-2a"),
+    )
