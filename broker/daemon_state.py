@@ -58,6 +58,9 @@ class FleetBook:
         # the very same tuple (a storm's notices all see one listing).
         self.last_fleet: tuple[Instance, ...] = ()
         self.by_id: dict[str, Instance] = {}  # last_fleet by instance id
+        # Slots whose launch the budget refused at the last reconcile: a
+        # refusal is a warning when it starts, not at every pass it lasts.
+        self.budget_refused: set[tuple[str, str, str]] = set()
 
     # --- inputs ---------------------------------------------------------------
     def set_snapshot(self, snap: MarketSnapshot) -> None:
@@ -193,10 +196,14 @@ class FleetBook:
         rate = sum(self.price(i.pool_key, i.tier) for k, i in live.items() if k not in ending)
         launches = [r for r in requests if isinstance(r, LaunchRequest)]
         kept: list[LaunchRequest] = []
+        refused: set[tuple[str, str, str]] = set()
         for r in sorted(launches, key=lambda r: -self.priority.get(r.workload, 0)):
             add = r.count * self.price(r.pool_key, r.tier)
             if rate + add > self.budget_usd_per_hour:
-                log.warning(
+                slot = (r.workload, r.pool_key, r.tier.value)
+                refused.add(slot)
+                log.log(
+                    logging.DEBUG if slot in self.budget_refused else logging.WARNING,
                     kv(
                         "budget_refused",
                         workload=r.workload,
@@ -204,11 +211,12 @@ class FleetBook:
                         usd_per_hour=f"{add:.2f}",
                         fleet_usd_per_hour=f"{rate:.2f}",
                         budget=self.budget_usd_per_hour,
-                    )
+                    ),
                 )
                 continue
             rate += add
             kept.append(r)
+        self.budget_refused = refused
         order = {r.idempotency_key: i for i, r in enumerate(launches)}
         kept.sort(key=lambda r: order[r.idempotency_key])
         return [*kept, *ends]
@@ -278,7 +286,9 @@ def stick(
     """
     out = dict(want)
     groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-    for w, pool, tier in set(want) | set(running):
+    # Sorted, with pool names breaking price ties: the same inputs give the
+    # same moves in every process (set order follows PYTHONHASHSEED).
+    for w, pool, tier in sorted(set(want) | set(running)):
         groups[(w, tier, pool.split("/")[-1])].append(pool)
     for (w, tier, _itype), pools in groups.items():
         t = Tier(tier)
@@ -287,9 +297,9 @@ def stick(
             for p in pools
             if running.get((w, p, tier), 0) > out.get((w, p, tier), 0)
         }
-        for q in sorted(pools, key=lambda p: -book.price(p, t)):
+        for q in sorted(pools, key=lambda p: (-book.price(p, t), p)):
             need = out.get((w, q, tier), 0) - int(running.get((w, q, tier), 0))
-            for p in sorted(surplus, key=lambda p: book.price(p, t)):
+            for p in sorted(surplus, key=lambda p: (book.price(p, t), p)):
                 if need <= 0:
                     break
                 if surplus[p] <= 0 or book.price(q, t) < book.price(p, t) * (1 - margin):
