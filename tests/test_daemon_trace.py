@@ -83,3 +83,39 @@ def test_a_month_on_the_v100_traces_keeps_the_budget_and_the_break_glass_cap(
                for r in reasons)  # fmt: skip
     refused = [r for r in caplog.records if r.getMessage().startswith("budget_refused")]
     assert refused or any("refused: fleet budget" in r for r in reasons)
+
+
+def test_the_cli_takes_market_options_and_the_simulated_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import yaml
+
+    from broker.cli import main
+
+    fleet = {"workloads": [{"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
+                            "unit_hours": 100, "deadline_hours": 48, "max_units": 4}]}  # fmt: skip
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    (tmp_path / "daemon.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "owner": "cli",
+                "store_url": "sqlite://",
+                "workloads": "fleet.yaml",
+                "planner": "fast",
+                "metrics_port": 0,
+            }
+        )
+    )
+    args = ["daemon", "--config", str(tmp_path / "daemon.yaml"), "--provider", "sim",
+            "--hours", "3", "--market", str(DATA), "--json"]  # fmt: skip
+    start = ["--start", "2023-02-16T00:00:00Z"]
+    assert main([*args, *start, "--market-option", "regions=us-west-9"]) == 2
+    assert "regions: expected names in the recorded data" in capsys.readouterr().err
+    assert main([*args, "--start", "yesterday"]) == 2
+    assert "sim.start" in capsys.readouterr().err
+    assert main([*args, *start, "--market-option", "regions=us-west-2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["start"] == "2023-02-16T00:00:00+00:00" and out["hours"] == 3
+    assert out["counters"]["instances_launched"] > 0

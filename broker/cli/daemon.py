@@ -151,6 +151,11 @@ def _announce(request: Any) -> None:
     help="With --provider sim: simulate this many hours in accelerated time.",
 )
 @click.option("--market", default=None, help="Market: default, aws, gcp or a recorded-data path.")
+@click.option("--market-option", "market_option", multiple=True, metavar="KEY=VALUE",
+              help="Options for the market adapter (repeatable; added to the config's "
+              "market_options), e.g. regions=us-west-2.")  # fmt: skip
+@click.option("--start", default=None, metavar="ISO",
+              help="With --provider sim: simulated time starts here (sim.start).")  # fmt: skip
 @click.option("--seed", type=int, default=None, help="Seed of the simulated cloud.")
 @click.option("--json", "as_json", is_flag=True, help="Print the simulation's result as JSON.")
 @click.option("--log-format", type=click.Choice(["kv", "json"]), default="kv", show_default=True)
@@ -163,6 +168,8 @@ def daemon_command(
     once: bool,
     hours: int | None,
     market: str | None,
+    market_option: tuple[str, ...],
+    start: str | None,
     seed: int | None,
     as_json: bool,
     log_format: str,
@@ -171,17 +178,37 @@ def daemon_command(
     """Keep a cloud account's fleet at the plan (or simulate an account)."""
     _logging(log_format, "warning" if hours is not None and log_level == "info" else log_level)
     if hours is not None:
-        _simulate(config_path, provider, hours, market, seed, as_json)
+        _simulate(config_path, provider, hours, market, market_option, start, seed, as_json)
         return
     if config_path is None:
         raise InputError("--config", None, "a daemon config file (or --provider sim --hours H)")
-    config = _config(config_path, provider=provider, market=market)
+    config = _with_sim(_config(config_path, provider=provider, market=market), market_option, start)
     _run(config, dry_run=dry_run, once=once)
+
+
+def _with_sim(
+    config: Any, pairs: tuple[str, ...], start: str | None, seed: int | None = None
+) -> Any:
+    """The config with the command line's market options, sim start and seed
+    laid over it (validated as the config file's fields are)."""
+    from pydantic import ValidationError
+
+    from broker.cli._market_options import market_options
+    from policies.input_errors import input_error_from
+
+    sim: dict[str, Any] = {"start": start, "seed": seed}
+    data = config.model_dump()
+    data["market_options"] = {**config.market_options, **market_options(pairs)}
+    data["sim"] = {**data["sim"], **{k: v for k, v in sim.items() if v is not None}}
+    try:
+        return type(config).model_validate(data)
+    except ValidationError as e:
+        raise input_error_from("options", e) from e
 
 
 def _simulate(
     config_path: str | None, provider: str | None, hours: int, market: str | None,
-    seed: int | None, as_json: bool,
+    pairs: tuple[str, ...], start: str | None, seed: int | None, as_json: bool,
 ) -> None:  # fmt: skip
     from broker.daemon_sim import simulate_daemon
 
@@ -194,9 +221,7 @@ def _simulate(
         overrides.update(
             store_url="sqlite://", planner="fast", metrics_port=0, intervals=SIM_INTERVALS
         )
-    config = _config(config_path, **overrides)
-    if seed is not None:
-        config = config.model_copy(update={"sim": config.sim.model_copy(update={"seed": seed})})
+    config = _with_sim(_config(config_path, **overrides), pairs, start, seed)
     report = simulate_daemon(
         config, _market(config.market, config), hours=hours, start=config.sim.start
     )

@@ -41,6 +41,7 @@ from typing import Any
 
 import click
 
+from broker.cli._market_options import market_options as market_options_of
 from broker.cli._output import console, emit_json, err_console
 from markets.errors import InputError
 
@@ -64,18 +65,6 @@ def _levels(text: str | None) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _market_options(pairs: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InputError(
-                "--market-option", None, "KEY=VALUE, e.g. project=my-project", got=pair
-            )
-        out[key.strip().replace("-", "_")] = value.strip()
-    return out
-
-
 def _inputs(
     market: str, policies: Path | None, demand: Path | None, market_options: tuple[str, ...] = ()
 ) -> tuple[Any, Any, Any]:
@@ -88,7 +77,7 @@ def _inputs(
         if policies
         else default_workloads()
     )
-    src = open_market(market, **_market_options(market_options))
+    src = open_market(market, **market_options_of(market_options))
     dem = load_demand(demand, ws) if demand else None
     return src, ws, dem
 
