@@ -511,6 +511,7 @@ class Daemon:
             return
         with self.lock:
             self._tick(now, self._view(now))
+            self.update_fleet_metrics(now)
 
     def launch(
         self,
@@ -578,12 +579,20 @@ class Daemon:
         for tier, usd in rates.items():
             self.metrics.cost_rate.labels(tier).set(usd)
         self.metrics.spot_share.set(spot_share)
+        committed = getattr(self.lifecycle, "break_glass_committed_usd", None)
+        if committed is not None:
+            self.metrics.break_glass_committed_usd.set(committed)
+        if self.workloads.break_glass_cap_usd is not None:
+            self.metrics.break_glass_cap_usd.set(self.workloads.break_glass_cap_usd)
 
     # --- notices ----------------------------------------------------------------
     def poll_notices(self) -> int:
         from broker.daemon_notices import poll_and_handle
 
-        return poll_and_handle(self)
+        handled = poll_and_handle(self)
+        if handled:
+            self.update_fleet_metrics(self.clock.now())
+        return handled
 
 
 def _alt_key(key: str, pool: str) -> str:

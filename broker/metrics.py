@@ -17,8 +17,12 @@ Metrics (Prometheus adds ``_total`` to counters, ``_bucket``/``_sum``/
   replace, break_glass, checkpoint_only, ignore).
 - ``spotfolio_notice_to_decision_seconds``: from receiving a notice to its
   decision being durable in the store (histogram).
-- ``spotfolio_break_glass_usd_total``: dollars committed to break-glass
-  on-demand capacity (the cap applies to this).
+- ``spotfolio_break_glass_usd_total``: gross dollars committed to break-glass
+  on-demand capacity (each stretch and each extension; what a stretch ending
+  early releases is not subtracted: a counter only goes up).
+- ``spotfolio_break_glass_committed_usd``: what counts against the cap now
+  (dollars spent by closed stretches plus open commitments; the store's sum).
+- ``spotfolio_break_glass_cap_usd``: the configured cap (absent without one).
 - ``spotfolio_actions_total{kind,outcome}``: launches/terminations by outcome
   (done, replayed, failed, capacity, throttled, dry_run, budget).
 - ``spotfolio_job_errors_total{job}``: unexpected errors caught at a job boundary.
@@ -63,6 +67,14 @@ class DaemonMetrics:
         )
         self.break_glass_usd = Counter(
             "spotfolio_break_glass_usd", "Dollars committed to break-glass on-demand", registry=r
+        )
+        self.break_glass_committed_usd = Gauge(
+            "spotfolio_break_glass_committed_usd",
+            "Break-glass dollars counting against the cap (spent + open commitments)",
+            registry=r,
+        )
+        self.break_glass_cap_usd = Gauge(
+            "spotfolio_break_glass_cap_usd", "Configured break-glass cap", registry=r
         )
         self.actions = Counter(
             "spotfolio_actions", "Provider actions by outcome", ["kind", "outcome"], registry=r

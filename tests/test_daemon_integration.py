@@ -672,6 +672,11 @@ def test_upkeep_ends_a_stretch_before_its_dollars_run_out_when_reconcile_is_rare
         assert steps < 50
     with w.store.transaction() as tx:
         kinds = [x.kind for x in tx.decisions("me", kinds=["extend", "end"])]
+    m = d.metrics
+    assert m.value("spotfolio_break_glass_committed_usd") == pytest.approx(_store_usd(w))
+    assert m.value("spotfolio_break_glass_cap_usd") == cap
+    # The counter is gross: every commitment, nothing released subtracted.
+    assert m.value("spotfolio_break_glass_usd_total") > _store_usd(w)
     # Extended while the cap could pay, then ended: the extra on-demand
     # instance is gone (one of the slot's, they are alike) and what was spent
     # stayed inside the cap.
