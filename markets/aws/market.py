@@ -8,12 +8,13 @@ effective prices, the spot price in force at ``at`` (spot price history), the
 placement score (zone or region) and an interruption hazard prior.
 
 Caching and failure, one rule per component (zones, offerings, instance
-types, on-demand, reserved, spot history, placement): a value younger than its
-TTL (``markets.ttl``) is reused; an older one is refetched; if the refetch
-fails *transiently* (throttled or 5xx after botocore's retries, network) the
-old value is kept and the snapshot is marked ``stale``; with no old value
-there is nothing honest to plan on and ``StaleDataError`` is raised. Auth
-errors are never masked as stale: they propagate at once.
+types, on-demand, reserved, spot history, placement), kept by
+``markets.cache.TtlCache``: a value younger than its TTL (``markets.ttl``) is
+reused; an older one is refetched; if the refetch fails *transiently*
+(throttled or 5xx after botocore's retries, network) the old value is kept and
+the snapshot is marked ``stale``; with no old value there is nothing honest to
+plan on and ``StaleDataError`` is raised. Auth errors are never masked as
+stale: they propagate at once.
 
 Must not: retry by itself (botocore's retry config does), launch anything,
 or estimate hazards from history (``markets.interruptions`` does).
@@ -22,10 +23,9 @@ or estimate hazards from history (``markets.interruptions`` does).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Literal
 
 from markets import ttl
 from markets.aws.hazard import advisor_hazard, assumed_hazard
@@ -41,8 +41,9 @@ from markets.aws.sdk import (
     build_clients,
 )
 from markets.aws.spot import SpotHistory, fetch_placement_scores, fetch_spot_history
+from markets.cache import Entry, TtlCache
 from markets.clock import Clock, SystemClock, ensure_utc
-from markets.errors import InputError, StaleDataError, TransientError
+from markets.errors import InputError, StaleDataError
 from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Provider
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 DEFAULT_REGIONS = ("us-east-1",)
 # GPU types from the embedded catalog, one per family, cheap to expensive.
@@ -70,13 +70,6 @@ _MARKET_OPTIONS = frozenset(
     {"zones", "placement_client", "placement", "placement_target_capacity", "reserved"}
     | {"history_days", "advisor_buckets", "clock"}
 )
-
-
-@dataclass(frozen=True)
-class _Entry(Generic[T]):
-    value: T
-    fetched_mono: float
-    fetched_at: datetime
 
 
 class AwsMarket:
@@ -130,7 +123,8 @@ class AwsMarket:
         self._history = timedelta(days=history_days)
         self._advisor = dict(advisor_buckets or {})
         self._clock: Clock = clock or SystemClock()
-        self._cache: dict[str, _Entry[Any]] = {}
+        self._cache = TtlCache(self._clock, source="aws", answer_from="AWS", log=log)
+        # Parts missing or old for reasons other than a kept cache entry.
         self._stale_parts: set[str] = set()
         self._reported: set[tuple[str, datetime]] = set()
         self.skipped = SkippedRows()
@@ -163,7 +157,7 @@ class AwsMarket:
         return tuple(p.pool for p in self.snapshot().pools)
 
     def instance_types(self) -> Sequence[InstanceType]:
-        types = self._get("instance_types", ttl.INSTANCE_TYPES_TTL_S, self._fetch_types)
+        types = self._cache.get("instance_types", ttl.INSTANCE_TYPES_TTL_S, self._fetch_types)
         return tuple(types.value[n] for n in sorted(types.value))
 
     def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
@@ -172,7 +166,8 @@ class AwsMarket:
         if at > now + _FUTURE_SKEW:
             raise InputError("snapshot", "at", "a time not after now", got=at.isoformat())
         self._stale_parts = set()
-        types = self._get("instance_types", ttl.INSTANCE_TYPES_TTL_S, self._fetch_types).value
+        self._cache.clear_stale()
+        types = self._cache.get("instance_types", ttl.INSTANCE_TYPES_TTL_S, self._fetch_types).value
         zones = {r: self._zones(r) for r in self.regions}
         on_demand = self._on_demand()
         live = now - at <= timedelta(seconds=ttl.SPOT_PRICE_TTL_S)
@@ -204,9 +199,10 @@ class AwsMarket:
                         )
                     )
         pools.sort(key=lambda p: p.pool.key)
-        stale = bool(self._stale_parts)
+        stale_parts = self._stale_parts | self._cache.stale_keys
+        stale = bool(stale_parts)
         if stale:
-            log.warning("aws market snapshot is stale: kept old %s", sorted(self._stale_parts))
+            log.warning("aws market snapshot is stale: kept old %s", sorted(stale_parts))
         return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="aws")
 
     # -- assembly --------------------------------------------------------------
@@ -249,40 +245,18 @@ class AwsMarket:
 
     # -- components ------------------------------------------------------------
 
-    def _get(self, key: str, ttl_s: float, fetch: Callable[[], T]) -> _Entry[T]:
-        """The cached value for ``key``, refetched past ``ttl_s`` (see module doc)."""
-        entry = self._cache.get(key)
-        mono = self._clock.monotonic()
-        if entry is not None and mono - entry.fetched_mono < ttl_s:
-            return cast(_Entry[T], entry)
-        try:
-            value = fetch()
-        except TransientError as e:
-            if entry is None:
-                raise StaleDataError(
-                    f"aws {key}", None, "one successful answer from AWS", got=str(e)
-                ) from e
-            log.warning(
-                "aws %s: refresh failed (%s); keeping the answer of %s", key, e, entry.fetched_at
-            )
-            self._stale_parts.add(key)
-            return cast(_Entry[T], entry)
-        fresh = _Entry(value=value, fetched_mono=mono, fetched_at=self._clock.now())
-        self._cache[key] = fresh
-        return fresh
-
     def _fetch_types(self) -> dict[str, InstanceType]:
         return fetch_instance_types(self.ec2_clients, self.requested_types, self.skipped)
 
     def _zones(self, region: str) -> tuple[Zone, ...]:
-        return self._get(
+        return self._cache.get(
             f"zones/{region}",
             ttl.AVAILABILITY_ZONES_TTL_S,
             lambda: fetch_zones(self.ec2_clients[region], region, self.skipped),
         ).value
 
     def _offerings(self, region: str, zones: Sequence[Zone]) -> dict[str, tuple[str, ...]]:
-        return self._get(
+        return self._cache.get(
             f"offerings/{region}",
             ttl.INSTANCE_TYPE_OFFERINGS_TTL_S,
             lambda: fetch_offerings(
@@ -297,7 +271,7 @@ class AwsMarket:
             client = self.pricing_client
             try:
                 prices = dict(
-                    self._get(
+                    self._cache.get(
                         "on_demand",
                         ttl.ON_DEMAND_PRICE_TTL_S,
                         lambda: fetch_on_demand(
@@ -319,7 +293,7 @@ class AwsMarket:
     def _reserved(self, region: str) -> dict[tuple[str, int], float]:
         if not self._with_reserved:
             return {}
-        return self._get(
+        return self._cache.get(
             f"reserved/{region}",
             ttl.RESERVED_PRICE_TTL_S,
             lambda: fetch_reserved(
@@ -327,7 +301,7 @@ class AwsMarket:
             ),
         ).value
 
-    def _spot(self, region: str, zones: Iterable[Zone]) -> _Entry[SpotHistory]:
+    def _spot(self, region: str, zones: Iterable[Zone]) -> Entry[SpotHistory]:
         names = [z.name for z in zones]
 
         def fetch() -> SpotHistory:
@@ -344,11 +318,11 @@ class AwsMarket:
             )
             return SpotHistory.build(start, end, points)
 
-        return self._get(f"spot/{region}", ttl.SPOT_PRICE_TTL_S, fetch)
+        return self._cache.get(f"spot/{region}", ttl.SPOT_PRICE_TTL_S, fetch)
 
     def _scores(self, zones: Mapping[str, Sequence[Zone]]) -> dict[str, int]:
         by_id = {z.zone_id: z.name for zs in zones.values() for z in zs}
-        return self._get(
+        return self._cache.get(
             f"placement/{self._placement}",
             ttl.SPOT_PLACEMENT_SCORE_TTL_S,
             lambda: fetch_placement_scores(

@@ -14,10 +14,11 @@ observed preemptions say otherwise; spot prices are per region and change at
 most monthly, so one price file row serves every zone of the region.
 
 Caching and failure, one rule per component (zones, machine types,
-accelerators, price file), as in ``markets.aws.market``: a value younger than
-its TTL (``markets.ttl``) is reused; an older one is refetched; a *transient*
-failure (429/5xx after api-core's retries, network) keeps the old value and
-marks the snapshot ``stale``; with no old value ``StaleDataError`` is raised.
+accelerators, price file), kept by ``markets.cache.TtlCache`` as in
+``markets.aws.market``: a value younger than its TTL (``markets.ttl``) is
+reused; an older one is refetched; a *transient* failure (429/5xx after
+api-core's retries, network) keeps the old value and marks the snapshot
+``stale``; with no old value ``StaleDataError`` is raised.
 A price file older than ``prices.MAX_FILE_AGE_S`` at ``at`` also marks the
 snapshot stale. Auth errors propagate at once.
 
@@ -31,15 +32,15 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any
 
 from markets import ttl
+from markets.cache import Entry, TtlCache
 from markets.clock import Clock, SystemClock, ensure_utc
-from markets.errors import InputError, StaleDataError, TransientError
+from markets.errors import InputError
 from markets.gcp.errors import gcp_call
 from markets.gcp.inventory import (
     AcceleratorSpec,
@@ -79,7 +80,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 DEFAULT_REGIONS = ("us-central1",)
 # GPU machine types of the embedded catalog, one or two per family.
@@ -95,13 +95,6 @@ REGION_PATTERN = re.compile(r"^[a-z]+-[a-z]+\d+$")  # us-central1, europe-west4
 ZONE_PATTERN = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")  # us-central1-a
 TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")  # a2-highgpu-1g
 _FUTURE_SKEW = timedelta(minutes=5)
-
-
-@dataclass(frozen=True)
-class _Entry(Generic[T]):
-    value: T
-    fetched_mono: float
-    fetched_at: datetime
 
 
 class GcpMarket:
@@ -147,7 +140,8 @@ class GcpMarket:
         self.prices_path = Path(prices) if prices is not None else None
         self._clock: Clock = clock or SystemClock()
         self._policy = policy or CallPolicy()
-        self._cache: dict[str, _Entry[Any]] = {}
+        self._cache = TtlCache(self._clock, source="gcp", answer_from="Compute Engine", log=log)
+        # Parts old for reasons other than a kept cache entry (the price file's age).
         self._stale_parts: set[str] = set()
         self.skipped: Counter[str] = Counter()
 
@@ -200,6 +194,7 @@ class GcpMarket:
         if at > now + _FUTURE_SKEW:
             raise InputError("snapshot", "at", "a time not after now", got=at.isoformat())
         self._stale_parts = set()
+        self._cache.clear_stale()
         zones = self._zones()
         offered_entry = self._machine_types(zones)
         offered = offered_entry.value
@@ -240,37 +235,18 @@ class GcpMarket:
         age = table.file_age_s(at)
         if age is not None and age > MAX_FILE_AGE_S:
             self._stale_parts.add("price file")
-        stale = bool(self._stale_parts)
+        stale_parts = self._stale_parts | self._cache.stale_keys
+        stale = bool(stale_parts)
         if stale:
-            log.warning("gcp market snapshot is stale: %s", sorted(self._stale_parts))
+            log.warning("gcp market snapshot is stale: %s", sorted(stale_parts))
         self.skipped.update(table.skipped)
         table.skipped.clear()
         return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="gcp")
 
     # -- components ------------------------------------------------------------
 
-    def _get(self, key: str, ttl_s: float, fetch: Callable[[], T]) -> _Entry[T]:
-        """The cached value for ``key``, refetched past ``ttl_s`` (see module doc)."""
-        entry = self._cache.get(key)
-        mono = self._clock.monotonic()
-        if entry is not None and mono - entry.fetched_mono < ttl_s:
-            return cast(_Entry[T], entry)
-        try:
-            value = fetch()
-        except TransientError as e:
-            if entry is None:
-                raise StaleDataError(
-                    f"gcp {key}", None, "one successful answer from Compute Engine", got=str(e)
-                ) from e
-            log.warning("gcp %s: refresh failed (%s); keeping %s", key, e, entry.fetched_at)
-            self._stale_parts.add(key)
-            return cast(_Entry[T], entry)
-        fresh = _Entry(value=value, fetched_mono=mono, fetched_at=self._clock.now())
-        self._cache[key] = fresh
-        return fresh
-
     def _zones(self) -> tuple[GcpZone, ...]:
-        return self._get(
+        return self._cache.get(
             "zones",
             ttl.AVAILABILITY_ZONES_TTL_S,
             lambda: fetch_zones(self.zones_client, self.project, self.regions, self._policy),
@@ -278,9 +254,9 @@ class GcpMarket:
 
     def _machine_types(
         self, zones: Sequence[GcpZone]
-    ) -> _Entry[dict[str, dict[str, MachineTypeSpec]]]:
+    ) -> Entry[dict[str, dict[str, MachineTypeSpec]]]:
         names = [z.name for z in zones]
-        return self._get(
+        return self._cache.get(
             "machine_types",
             ttl.INSTANCE_TYPE_OFFERINGS_TTL_S,
             lambda: fetch_machine_types(
@@ -304,7 +280,7 @@ class GcpMarket:
                 if s.accelerator
             }
         )
-        return self._get(
+        return self._cache.get(
             f"accelerators/{','.join(names)}",
             ttl.INSTANCE_TYPES_TTL_S,
             lambda: fetch_accelerators(
@@ -319,7 +295,7 @@ class GcpMarket:
         path = self.prices_path
         if path is None:
             return PriceTable.empty()
-        return self._get(
+        return self._cache.get(
             "prices",
             ttl.GCP_PRICE_FILE_TTL_S,
             lambda: PriceTable.load(path, regions=self.regions, machine_types=self.requested_types),
