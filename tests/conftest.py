@@ -123,3 +123,19 @@ def gcp_fake() -> Iterator[object]:
 
     with FakeCompute(lifetime_s=3600.0) as fake:  # stops itself after an hour at most
         yield fake
+
+
+# -- the "spotfolio" logger as each test found it ------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _spotfolio_logger() -> Iterator[None]:
+    """The CLI configures the "spotfolio" logger (its own handler, no
+    propagation): put it back after each test, so a later test's ``caplog``
+    still sees the records."""
+    import logging
+
+    log = logging.getLogger("spotfolio")
+    saved = (log.handlers[:], log.propagate, log.level)
+    yield
+    log.handlers[:], log.propagate, log.level = saved[0], saved[1], saved[2]

@@ -269,7 +269,8 @@ def _sim_account(config: Any, market: Any) -> tuple[Any, Any]:
 
 
 def _run(config: Any, *, dry_run: bool, once: bool) -> None:
-    from broker.daemon import Daemon, run_scheduled
+    from broker.daemon import Daemon
+    from broker.daemon_schedule import run_scheduled
     from broker.daemon_sim import default_lifecycle
     from broker.metrics import DaemonMetrics
     from broker.store import Store
