@@ -39,7 +39,7 @@ import numpy as np
 from markets import catalog
 from markets.clock import ensure_utc
 from markets.errors import InputError
-from markets.interruptions import monthly_share_to_rate
+from markets.hazard_prior import monthly_share_to_rate
 from markets.model import (
     Hazard,
     HazardSource,
@@ -101,7 +101,7 @@ PARTICIPATION_FLOOR, PARTICIPATION_BETA = 0.7, (3.0, 1.0)
 # AWS Spot Instance Advisor buckets (economics.md section 7; shared/data/aws-spot-
 # advisor "ranges"): share of instances reclaimed over a month, <5 %, 5-10 %,
 # 10-15 %, 15-20 %, >20 %, read as a constant hazard -ln(1 - share) / 730 h as
-# markets.interruptions does. The top bucket is open: its hazard is drawn
+# markets.hazard_prior does. The top bucket is open: its hazard is drawn
 # log-uniform up to one a day (assumption; the 1-node GPU traces in shared/data
 # lose spot 2-9 times per available day, counting capacity loss, which this
 # model keeps in ``spot_available``).

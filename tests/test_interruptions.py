@@ -15,28 +15,29 @@ from typing import Any
 import numpy as np
 import pytest
 
-from markets.interruptions import (
+from markets.clustering import CLUSTER_WINDOW_S, clustering, co_revocation, zone_correlations
+from markets.hazard_prior import (
     ADVISOR_BUCKET_SHARES,
     ASSUMED_PRIOR,
-    CLUSTER_WINDOW_S,
     DEFAULT_PRIOR_HOURS,
-    Exposure,
     HazardPrior,
-    clustering,
-    co_revocation,
-    estimate_from_counts,
-    estimate_from_revocations,
-    estimate_from_trace,
-    estimate_hazard,
-    exposure_from_counts,
-    gamma_quantile,
     monthly_share_to_rate,
+)
+from markets.interruptions import (
+    Exposure,
+    estimate_from_revocations,
+    estimate_hazard,
+    gamma_quantile,
+)
+from markets.model import HazardSource
+from markets.probe_series import (
+    estimate_from_counts,
+    estimate_from_trace,
+    exposure_from_counts,
     regime_stats,
     revocation_times_s,
     trace_revocation_times_s,
-    zone_correlations,
 )
-from markets.model import HazardSource
 from markets.traces import SpotTrace, load_spot_traces
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -13,7 +13,7 @@ import pytest
 
 from markets import catalog
 from markets.errors import InputError
-from markets.interruptions import HazardPrior
+from markets.hazard_prior import HazardPrior
 from markets.model import HazardSource, PoolSnapshot
 from markets.price_files import load_aws_spot_prices
 from markets.protocols import HistorySource

@@ -59,7 +59,7 @@ from broker.cli._output import console, emit_json, err_console
 from markets.errors import InputError
 
 if TYPE_CHECKING:
-    from markets.interruptions import Clustering
+    from markets.clustering import Clustering
     from markets.model import MarketSnapshot, PoolSnapshot
     from markets.replay import PoolDetail
 
@@ -227,7 +227,7 @@ def _model_clustering(market: Any, snap: MarketSnapshot) -> dict[str, Clustering
     revocation events (the default market)."""
     import numpy as np
 
-    from markets.interruptions import clustering
+    from markets.clustering import clustering
 
     if not hasattr(market, "revocation_events"):
         return {}

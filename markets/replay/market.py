@@ -22,15 +22,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from markets.clock import Clock, ensure_utc
+from markets.clustering import Clustering
 from markets.datadir import DataInventory, discover
 from markets.errors import InputError
-from markets.interruptions import (
-    ASSUMED_PRIOR,
-    Clustering,
-    HazardEstimate,
-    HazardPrior,
-    estimate_hazard,
-)
+from markets.hazard_prior import ASSUMED_PRIOR, HazardPrior
+from markets.interruptions import HazardEstimate, estimate_hazard
 from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot
 from markets.options import parse_names
 from markets.replay import resolve as rv

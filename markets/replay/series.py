@@ -191,7 +191,7 @@ class TraceSeries:
 
     def exposure_until(self, t_ns: int) -> Exposure:
         """Evidence seen by ``t_ns`` (ticks that started by then), as
-        ``markets.interruptions.exposure_from_counts`` counts it: node drops
+        ``markets.probe_series.exposure_from_counts`` counts it: node drops
         between probes, node-hours held counted at each interval's start."""
         k = (
             0
