@@ -11,17 +11,18 @@ Must not: build the model (``model``) or bill a plan (``broker.billing``).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import pandas as pd
 import pulp
 
+from broker.optimizer.backend import run_solver
 from broker.optimizer.model import BuiltModel, build_model
 from broker.optimizer.problem import PlanningProblem
+from broker.optimizer.search import relax_and_fix
 from broker.plan import ALLOCATION_COLUMNS, Commitment, Plan, WorkloadExplanation
-from markets.errors import InfeasiblePlanError, InputError
+from markets.errors import InfeasiblePlanError
 from markets.model import Tier
 from policies.workloads import WorkloadClass
 
@@ -30,30 +31,16 @@ __all__ = ["solve"]
 _EPS = 1e-6
 
 
-def _solver(name: str, gap: float, time_limit_s: float) -> Any:
-    if name == "cbc":
-        return pulp.PULP_CBC_CMD(msg=False, gapRel=gap, timeLimit=time_limit_s)
-    if name == "highs":
-        try:
-            import highspy  # noqa: F401
-        except ImportError as e:
-            raise InputError("--solver", None, "cbc, or install highspy for highs", got=name) from e
-        return pulp.HiGHS(msg=False, gapRel=gap, timeLimit=time_limit_s)
-    raise InputError("--solver", None, "one of cbc, highs", got=name)
-
-
 def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     """Build, solve and explain. Raises ``InfeasiblePlanError`` when no plan
     meets the hard constraints (budgets, fixed commitments).
 
     Small models (integer instance counts) go to the MILP solver directly.
-    Larger ones are solved by relax-and-fix: the LP relaxation gives a lower
-    bound; commitments are rounded to whole instances and each training gang's
-    sizes are rounded block by block so that its cumulative size never falls
-    behind the relaxation's (carrying the rounding error forward); the LP is
-    then re-solved with those fixed. The gap to the bound is reported; when it
-    exceeds ``options.gap`` the MILP may polish it, warm-started from that
-    plan, for ``options.polish_s``.
+    Larger ones are solved by relax-and-fix (``broker.optimizer.search``):
+    LP bound, whole gang blocks, an integer completion, and, with
+    ``options.polish_s``, the MILP warm-started from that plan until it
+    proves ``options.gap``. Either way ``plan.meta`` carries the proven
+    ``lower_bound_usd`` and the ``gap`` to it (``None`` if nothing was proven).
     """
     opts = problem.options
     t0 = time.perf_counter()
@@ -61,132 +48,30 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     build_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     ints = [v for v in built.prob.variables() if v.cat == pulp.LpInteger]
-    if built.integral or not ints:
-        built.prob.solve(_solver(opts.solver, opts.gap, opts.time_limit_s))
-        bound = None
+    search = None
+    if not built.integral and ints:
+        search = relax_and_fix(problem, built, start=t0)
+    if search is None:
+        left = max(1.0, opts.time_limit_s - (time.perf_counter() - t0))
+        outcome = run_solver(built.prob, opts.solver, gap=opts.gap, time_limit_s=left)
+        sol_status, bound, method = outcome.sol_status, outcome.bound, "milp"
+        proven_by = "milp" if ints else "lp"
     else:
-        bound = _relax_and_fix(
-            problem, built, ints, opts.gap, opts.time_limit_s, opts.solver, opts.polish_s
-        )
+        sol_status, bound, method = search.status, search.bound, "relax-and-fix"
+        proven_by = search.proven_by
     solve_s = time.perf_counter() - t1
-    sol_status = built.prob.sol_status
     if sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         raise _infeasible(problem, built)
     plan = _extract(problem, built, build_s, solve_s, opts.solver, sol_status)
+    gap = None
     if bound is not None:
-        gap = (plan.objective_usd - bound) / max(abs(plan.objective_usd), 1e-9)
-        plan.meta.update(
-            {"lower_bound_usd": bound, "gap": max(gap, 0.0), "method": "relax-and-fix"}
-        )
-    else:
-        plan.meta["method"] = "milp"
+        gap = max(0.0, (plan.objective_usd - bound) / max(abs(plan.objective_usd), 1e-9))
+    plan.meta.update(
+        {"lower_bound_usd": bound, "gap": gap, "method": method, "bound_from": proven_by}
+    )
+    if search is not None:
+        plan.meta.update(search.steps)
     return plan
-
-
-def _relax_and_fix(
-    problem: PlanningProblem,
-    built: BuiltModel,
-    ints: list[Any],
-    gap: float,
-    time_limit_s: float,
-    solver_name: str,
-    polish_s: float,
-) -> float | None:
-    """Returns the LP lower bound (None if the relaxation is infeasible)."""
-    start = time.perf_counter()
-    prob = built.prob
-    for v in ints:
-        v.cat = pulp.LpContinuous
-    prob.solve(_solver(solver_name, gap, time_limit_s))
-    if prob.sol_status != pulp.LpSolutionOptimal:
-        return None
-    bound = float(pulp.value(prob.objective) or 0.0)
-    saved = {v.name: (v.lowBound, v.upBound) for v in ints}
-    for v in built.commit_vars.values():
-        n = float(round(_val(v)))
-        v.lowBound = v.upBound = n
-    for w in problem.workloads.workloads:
-        keys = sorted(k for k in built.gang if k[0] == w.name)
-        if keys:
-            _fix_gang(built, w, keys, solver_name, gap, time_limit_s)
-    prob.solve(_solver(solver_name, gap, time_limit_s))
-    if prob.sol_status != pulp.LpSolutionOptimal:
-        # Rounding broke a hard constraint: fall back to the MILP.
-        for v in ints:
-            v.lowBound, v.upBound = saved[v.name]
-            v.cat = pulp.LpInteger
-        prob.solve(
-            _solver(solver_name, gap, max(1.0, time_limit_s - (time.perf_counter() - start)))
-        )
-        return bound
-    fixed_obj = float(pulp.value(prob.objective) or 0.0)
-    if (fixed_obj - bound) / max(abs(fixed_obj), 1e-9) <= gap:
-        return bound
-    left = min(polish_s, time_limit_s - (time.perf_counter() - start))
-    if left < 1.0:
-        return bound
-    # Polish: the MILP from the rounded plan as incumbent.
-    for v in prob.variables():
-        v.setInitialValue(_val(v))
-    for v in ints:
-        v.lowBound, v.upBound = saved[v.name]
-        v.cat = pulp.LpInteger
-    solver = pulp.PULP_CBC_CMD(msg=False, gapRel=gap, timeLimit=left, warmStart=True)
-    if solver_name != "cbc":
-        solver = _solver(solver_name, gap, left)
-    prob.solve(solver)
-    return bound
-
-
-def _fix_gang(
-    built: BuiltModel,
-    w: Any,
-    keys: list[tuple[str, int]],
-    solver_name: str,
-    gap: float,
-    time_limit_s: float,
-) -> None:
-    """Round one training job's gang to whole decisions.
-
-    The relaxation spreads a fractional gang over every block (a gang of 8.5
-    GPUs whose minimum is 16); the integer answer is to run a whole gang in
-    fewer blocks. Try running in the k blocks the relaxation used most, for a
-    few k, with the size left continuous; keep the cheapest k; then round each
-    block's size to an allowed step, carrying the rounding error forward so
-    the cumulative size never falls behind.
-    """
-    prob = built.prob
-    order = sorted(keys, key=lambda k: (-_val(built.gang[k][0]), k[1]))
-    used = sum(_val(built.gang[k][0]) for k in keys)
-    candidates = sorted({min(len(keys), max(1, math.ceil(used * f))) for f in (1, 2)})
-    candidates.append(len(keys))
-    best: tuple[float, int] | None = None
-    for k in dict.fromkeys(candidates):
-        for i, key in enumerate(order):
-            r, _n = built.gang[key]
-            r.lowBound = r.upBound = 1.0 if i < k else 0.0
-        prob.solve(_solver(solver_name, gap, time_limit_s))
-        if prob.sol_status != pulp.LpSolutionOptimal:
-            continue
-        obj = float(pulp.value(prob.objective) or 0.0)
-        if best is None or obj < best[0] - 1e-9:
-            best = (obj, k)
-    k_best = best[1] if best is not None else len(keys)
-    for i, key in enumerate(order):
-        r, _n = built.gang[key]
-        r.lowBound = r.upBound = 1.0 if i < k_best else 0.0
-    prob.solve(_solver(solver_name, gap, time_limit_s))
-    sizes = w.gang_sizes()
-    carry = 0.0
-    for key in keys:
-        r, n = built.gang[key]
-        if _val(r) < 0.5:
-            n.lowBound = n.upBound = 0.0
-            continue
-        target = w.step_units * _val(n) + carry
-        steps = min(len(sizes) - 1, max(0, math.ceil(target / w.step_units - 1e-6)))
-        carry = target - steps * w.step_units
-        n.lowBound = n.upBound = float(steps)
 
 
 def _val(v: Any) -> float:
