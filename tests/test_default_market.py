@@ -1,7 +1,7 @@
 """The embedded default market: deterministic, calibrated, and a valid HistorySource.
 
 Calibration checks compare generated statistics with the figures stated in
-``markets.default_market`` (and economics.md section 7), with tolerances from
+``markets.default_calibration`` (and economics.md section 7), with tolerances from
 the sampling noise of a few months of history.
 """
 
@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from markets import default_calibration as cal
 from markets import default_market as dm
 from markets.catalog import CATALOG, committed_price, list_price
 from markets.errors import InputError
@@ -148,8 +149,8 @@ def test_hourly_outside_the_span_is_an_input_error(market: dm.DefaultMarket) -> 
 
 def test_discounts_stay_in_the_stated_band(frame: pd.DataFrame) -> None:
     discount = 1.0 - frame["spot_usd_per_hour"] / frame["on_demand_usd_per_hour"]
-    assert discount.min() >= dm.SPOT_DISCOUNT_MIN - 1e-9
-    assert discount.max() <= dm.SPOT_DISCOUNT_MAX + 1e-9
+    assert discount.min() >= cal.SPOT_DISCOUNT_MIN - 1e-9
+    assert discount.max() <= cal.SPOT_DISCOUNT_MAX + 1e-9
     per_pool = discount.groupby(frame["pool_key"]).mean()
     # Beta(2, 3) over the band: mean 0.72; both halves of the band are used.
     assert per_pool.mean() == pytest.approx(0.72, abs=0.02)
@@ -164,12 +165,12 @@ def test_aws_prices_drift_a_few_percent_a_week(frame: pd.DataFrame) -> None:
         c
         for c in prices.columns
         if c.startswith("aws/")
-        and discount[c].between(dm.SPOT_DISCOUNT_MIN + 1e-6, dm.SPOT_DISCOUNT_MAX - 1e-6).all()
+        and discount[c].between(cal.SPOT_DISCOUNT_MIN + 1e-6, cal.SPOT_DISCOUNT_MAX - 1e-6).all()
     ]
     assert len(free) > 100
     logp = np.log(prices[free].to_numpy())
     weekly = logp[168:] - logp[:-168]
-    assert weekly.std() == pytest.approx(dm.PRICE_WEEKLY_SD, rel=0.2)
+    assert weekly.std() == pytest.approx(cal.PRICE_WEEKLY_SD, rel=0.2)
     assert np.abs(np.diff(logp, axis=0)).max() < 0.05  # no hourly jumps
 
 
@@ -182,7 +183,7 @@ def test_gcp_spot_price_is_per_region_and_holds_thirty_days(frame: pd.DataFrame)
     for cols in by_type.values():
         assert np.allclose(prices[cols].to_numpy(), prices[cols[0]].to_numpy()[:, None])
     changes = (prices.diff().abs() > 0).sum(axis=0)
-    assert changes.max() <= DAYS * 24 // dm.GCP_PRICE_HOLD_HOURS + 1
+    assert changes.max() <= DAYS * 24 // cal.GCP_PRICE_HOLD_HOURS + 1
 
 
 # --- calibration: availability ---------------------------------------------------
@@ -227,7 +228,7 @@ def test_revocations_cluster_within_five_minutes_in_a_zone(market: dm.DefaultMar
     followed = total = 0
     for ns in _zone_events(market).values():
         gaps_s = np.diff(ns) / 1e9
-        followed += int((gaps_s <= dm.CLUSTER_WINDOW_S).sum())
+        followed += int((gaps_s <= cal.CLUSTER_WINDOW_S).sum())
         total += len(ns)
     assert total > 2000
     # SkyServe (EuroSys 2025): 83-97 % are followed by another within 5 minutes.
@@ -242,16 +243,16 @@ def test_revocation_rates_match_the_advisor_buckets(market: dm.DefaultMarket) ->
     pool_hours: dict[int, float] = defaultdict(float)
     for p in market.pools():
         m = market.pool_model(p.key)
-        lo, hi = dm.bucket_hazard_band(m.bucket)
+        lo, hi = cal.bucket_hazard_band(m.bucket)
         assert lo <= m.hazard_per_hour <= hi
         count[m.bucket] += len(market.revocation_events(p.key, start, end))
         expected[m.bucket] += m.hazard_per_hour * hours
         pool_hours[m.bucket] += hours
-    top = len(dm.BUCKET_WEIGHTS) - 1
+    top = len(cal.BUCKET_WEIGHTS) - 1
     assert count[top] == pytest.approx(expected[top], rel=0.15)
-    assert count[top] / pool_hours[top] > dm.bucket_hazard_band(top)[0]
+    assert count[top] / pool_hours[top] > cal.bucket_hazard_band(top)[0]
     for b in range(top):  # few events: within 4 Poisson sds of the bucket's edges
-        lo, hi = (r * pool_hours[b] for r in dm.bucket_hazard_band(b))
+        lo, hi = (r * pool_hours[b] for r in cal.bucket_hazard_band(b))
         assert lo - 4 * np.sqrt(lo) - 1 <= count[b] <= hi + 4 * np.sqrt(hi) + 1, b
     # GPU types are mostly in the top bucket, as in the advisor snapshot.
     buckets = [market.pool_model(p.key).bucket for p in market.pools()]
@@ -281,7 +282,7 @@ def test_snapshot_defaults_to_the_start_and_is_valid(market: dm.DefaultMarket) -
             list_price(p.provider, p.region, p.instance_type)
         )
         assert ps.spot_discount is not None
-        assert dm.SPOT_DISCOUNT_MIN - 1e-9 <= ps.spot_discount <= dm.SPOT_DISCOUNT_MAX + 1e-9
+        assert cal.SPOT_DISCOUNT_MIN - 1e-9 <= ps.spot_discount <= cal.SPOT_DISCOUNT_MAX + 1e-9
         assert ps.committed_1y_usd_per_hour == committed_price(
             p.provider, p.region, p.instance_type, 1
         )
