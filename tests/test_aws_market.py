@@ -28,7 +28,7 @@ from botocore.stub import Stubber
 
 from markets import ttl
 from markets.aws import errors as aws_errors
-from markets.aws.hazard import advisor_hazard, assumed_hazard, rate_from_monthly_share
+from markets.aws.hazard import advisor_hazard, assumed_hazard
 from markets.aws.market import AwsMarket, open_aws_market
 from markets.aws.pricing import fetch_reserved, parse_on_demand_product
 from markets.aws.rows import SkippedRows
@@ -792,7 +792,6 @@ def test_hazard_prior_from_advisor_bucket_else_assumed() -> None:
     # Bucket 1 is 5-10 % of a month's instances reclaimed: midpoint 7.5 %, so
     # 92.5 % survive 730 hours.
     assert math.exp(-h.rate_per_hour * 730) == pytest.approx(0.925)
-    assert rate_from_monthly_share(0.0) == 0.0
     assert assumed_hazard().rate_per_hour > h.rate_per_hour
 
 

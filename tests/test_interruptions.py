@@ -83,6 +83,7 @@ def test_advisor_bucket_maps_to_a_monthly_survival_rate() -> None:
     rates = [HazardPrior.from_advisor_bucket(b).rate_per_hour for b in range(5)]
     assert rates == sorted(rates)
     assert monthly_share_to_rate(0.25) == pytest.approx(-math.log(0.75) / 730.0)
+    assert monthly_share_to_rate(0.0) == 0.0
     with pytest.raises(ValueError, match="0-4"):
         HazardPrior.from_advisor_bucket(5)
     with pytest.raises(ValueError):
