@@ -12,6 +12,7 @@ Must not: draw random numbers, hold state, read files or call clouds.
 
 from __future__ import annotations
 
+from markets.clustering import CLUSTER_WINDOW_S
 from markets.hazard_prior import monthly_share_to_rate
 
 __all__ = [
@@ -83,8 +84,9 @@ BUCKET0_FLOOR_SHARE = 0.005  # assumption: no pool is revocation-free
 BUCKET_WEIGHTS = (0.05, 0.05, 0.10, 0.05, 0.75)
 # "83-97 % [of preemptions] are followed by another in the same zone within 5
 # minutes" (SkyServe, EuroSys 2025; economics.md section 7). A burst of
-# Geometric(mean 10) events leaves 1 in 10 without a follower: ~90 %.
-CLUSTER_WINDOW_S = 300.0
+# Geometric(mean 10) events leaves 1 in 10 without a follower: ~90 %. The
+# 5-minute window is ``markets.clustering``'s (CLUSTER_WINDOW_S, re-exported
+# here): the model is calibrated against the statistic that measures it.
 BURST_MEAN_EVENTS = 10.0
 BURST_GAP_MEAN_S = 40.0  # exponential gaps: P(gap > 300 s) = e^-7.5, negligible
 # Assumption: bursts are 4x as likely while the zone is short of capacity
