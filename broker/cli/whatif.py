@@ -32,12 +32,22 @@ actual demand and market. ``--json`` prints one object::
     }
 
 ``plan`` runs one optimization and prints the plan with its explanation.
+
+Owns: both commands, the options they share (declared once in
+``_COMMON_OPTIONS`` and stacked by ``_common_options``, which hands a command
+its values as one ``CommonOptions``), and their output. Must not: plan, bill
+or read market data itself (``broker.whatif``, ``broker.optimizer``,
+``markets``), all imported inside the commands so that ``spotfolio --help``
+stays fast.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import click
 
@@ -65,24 +75,40 @@ def _levels(text: str | None) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _inputs(
-    market: str, policies: Path | None, demand: Path | None, market_options: tuple[str, ...] = ()
-) -> tuple[Any, Any, Any]:
+@dataclass(frozen=True)
+class CommonOptions:
+    """The values of the options ``whatif`` and ``plan`` share (``_COMMON_OPTIONS``;
+    the field names are click's parameter names)."""
+
+    market: str
+    market_options: tuple[str, ...]
+    policies: Path | None
+    demand: Path | None
+    days: int
+    start: str | None
+    interruption_multiplier: float
+    checkpoint_minutes: float | None
+    period_hours: int | None
+    solver: str
+    as_json: bool
+
+
+def _inputs(c: CommonOptions) -> tuple[Any, Any, Any]:
     from broker.demand import load_demand
     from markets.registry import open_market
     from policies.workloads import default_workloads, load_workloads
 
     ws = (
-        load_workloads(policies, demand_supplied=demand is not None)
-        if policies
+        load_workloads(c.policies, demand_supplied=c.demand is not None)
+        if c.policies
         else default_workloads()
     )
-    src = open_market(market, **market_options_of(market_options))
-    dem = load_demand(demand, ws) if demand else None
+    src = open_market(c.market, **market_options_of(c.market_options))
+    dem = load_demand(c.demand, ws) if c.demand else None
     return src, ws, dem
 
 
-_common = [
+_COMMON_OPTIONS = [
     click.option("--market", default="default", show_default=True,
                  help="default, aws, gcp, a `market fetch` file or a directory like shared/data."),
     click.option("--market-option", "market_options", multiple=True, metavar="KEY=VALUE",
@@ -107,26 +133,37 @@ _common = [
 ]  # fmt: skip
 
 
-def _with_common(f: Any) -> Any:
-    for opt in reversed(_common):
-        f = opt(f)
-    return f
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def _options(
-    days: int,
-    interruption_multiplier: float,
-    checkpoint_minutes: float | None,
-    period_hours: int | None,
-    solver: str,
-) -> Any:
+def _common_options(f: Callable[Concatenate[CommonOptions, _P], _R]) -> Callable[_P, _R]:
+    """Stack ``_COMMON_OPTIONS`` on the command callback ``f``, which gets
+    their values as one ``CommonOptions`` (its first argument) and its own
+    options as keyword arguments, as click passes them."""
+    names = [fld.name for fld in fields(CommonOptions)]
+
+    @functools.wraps(f)
+    def callback(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        values: dict[str, Any] = {n: kwargs.pop(n) for n in names}
+        common = CommonOptions(**values)
+        return f(common, *args, **kwargs)
+
+    for opt in reversed(_COMMON_OPTIONS):
+        callback = opt(callback)
+    return callback
+
+
+def _options(c: CommonOptions) -> Any:
     from broker.optimizer.problem import PlanOptions
 
     return PlanOptions(
-        period_hours=(0 if days > 7 else 1) if period_hours is None else period_hours,
-        interruption_multiplier=interruption_multiplier,
-        checkpoint_write_seconds=None if checkpoint_minutes is None else checkpoint_minutes * 60,
-        solver=solver,
+        period_hours=(0 if c.days > 7 else 1) if c.period_hours is None else c.period_hours,
+        interruption_multiplier=c.interruption_multiplier,
+        checkpoint_write_seconds=(
+            None if c.checkpoint_minutes is None else c.checkpoint_minutes * 60
+        ),
+        solver=c.solver,
     )
 
 
@@ -144,7 +181,7 @@ def _start(text: str | None) -> Any:
 
 
 @click.command(name="whatif")
-@_with_common
+@_common_options
 @click.option(
     "--committed",
     "committed",
@@ -159,30 +196,17 @@ def _start(text: str | None) -> Any:
     help="Write a PNG: cost by tier per scenario and the committed sweep.",
 )
 def whatif_command(
-    market: str,
-    market_options: tuple[str, ...],
-    policies: Path | None,
-    demand: Path | None,
-    days: int,
-    start: str | None,
-    interruption_multiplier: float,
-    checkpoint_minutes: float | None,
-    period_hours: int | None,
-    solver: str,
-    as_json: bool,
-    committed: str | None,
-    seed: int,
-    plot: Path | None,
+    common: CommonOptions, committed: str | None, seed: int, plot: Path | None
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     from broker.whatif import run_whatif
 
     levels = _levels(committed)
-    src, ws, dem = _inputs(market, policies, demand, market_options)
-    opts = _options(days, interruption_multiplier, checkpoint_minutes, period_hours, solver)
+    src, ws, dem = _inputs(common)
+    opts = _options(common)
     with err_console.status("planning...", spinner="dots") as status:
-        result = run_whatif(src, ws, start=_start(start), days=days, demand=dem, options=opts,
-                            committed_levels=levels, seed=seed,
+        result = run_whatif(src, ws, start=_start(common.start), days=common.days, demand=dem,
+                            options=opts, committed_levels=levels, seed=seed,
                             progress=lambda m: status.update(m))  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
     rows = [s.to_dict(od, ws) for s in result.scenarios]
@@ -209,7 +233,7 @@ def whatif_command(
         from broker.cli._plot import plot_whatif
 
         plot_whatif(result, plot)
-    if as_json:
+    if common.as_json:
         emit_json(out)
         return
     _print_whatif(out)
@@ -249,20 +273,8 @@ def _print_whatif(out: dict[str, Any]) -> None:
 
 
 @click.command(name="plan")
-@_with_common
-def plan_command(
-    market: str,
-    market_options: tuple[str, ...],
-    policies: Path | None,
-    demand: Path | None,
-    days: int,
-    start: str | None,
-    interruption_multiplier: float,
-    checkpoint_minutes: float | None,
-    period_hours: int | None,
-    solver: str,
-    as_json: bool,
-) -> None:
+@_common_options
+def plan_command(common: CommonOptions) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
     from datetime import timedelta
 
@@ -270,16 +282,16 @@ def plan_command(
     from broker.optimizer.problem import build_problem
     from broker.optimizer.solve import solve
 
-    src, ws, dem = _inputs(market, policies, demand, market_options)
-    snapshot = src.snapshot(_start(start))
-    hours = days * 24
+    src, ws, dem = _inputs(common)
+    snapshot = src.snapshot(_start(common.start))
+    hours = common.days * 24
     if dem is None:
         dem = DemandSet.from_shapes(ws, snapshot.at - timedelta(days=28), 28 * 24 + hours)
     window = dem.window(snapshot.at, hours)
     serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
-    opts = _options(days, interruption_multiplier, checkpoint_minutes, period_hours, solver)
+    opts = _options(common)
     plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts))
-    if not as_json:
+    if not common.as_json:
         console.print(plan.explain())
         return
     emit_json({
