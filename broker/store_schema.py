@@ -5,7 +5,7 @@ idempotency key), ``notices`` (notice id as key), ``decisions`` (UNIQUE
 notice id; NULL for the daemon's own), ``hook_results`` (one per notice:
 what its checkpoint hook did) and ``lease``; ``UtcDateTime`` (aware
 UTC in Python, naive UTC in the database, so both dialects compare times as
-values). ``broker.store`` reads and writes them.
+values). ``broker.store`` and its ``store_*`` query modules read and write them.
 
 Must not: open connections or hold queries.
 """
