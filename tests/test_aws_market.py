@@ -254,6 +254,37 @@ def test_auth_failure_fails_fast_and_is_not_masked_as_stale(
     assert sleeps == []
 
 
+def test_a_stale_instance_type_list_kept_outside_a_snapshot_is_not_hidden_from_the_next(
+    moto_server: str, sleeps: list[float]
+) -> None:
+    # instance_types() keeps the old list when its refresh fails; that stale
+    # mark is cleared when the next snapshot starts. Nothing is hidden: a failed
+    # refresh does not renew the cached list's age, so the snapshot refreshes it
+    # again and says stale if that fails too, fresh only if it succeeded.
+    clock = ManualClock(T0)
+    ec2 = server_client(moto_server, attempts=1)
+    market = AwsMarket(
+        ec2_clients={REGION: ec2},
+        pricing_client=None,
+        instance_types=TYPES,
+        placement="off",
+        clock=clock,
+    )
+    assert not market.snapshot().stale
+    clock.advance(ttl.INSTANCE_TYPES_TTL_S + 1)
+    faults = Faults(ec2, "DescribeInstanceTypes", "RequestLimitExceeded", 503, times=None)
+    assert {t.name for t in market.instance_types()} == set(TYPES)  # the old list, kept
+    tried = faults.sent
+    assert tried >= 1
+    still_failing = market.snapshot()
+    assert faults.sent > tried  # the snapshot asked again rather than trust the old list
+    assert still_failing.stale and still_failing.pools
+    faults.left = 0  # AWS answers again
+    tried = faults.sent
+    answered = market.snapshot()
+    assert faults.sent == tried + 1 and not answered.stale
+
+
 # -- Stubber: a whole market without moto --------------------------------------
 
 ZONES = (("us-east-1a", "use1-az6"), ("us-east-1b", "use1-az1"))

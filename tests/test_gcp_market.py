@@ -172,6 +172,24 @@ def test_keeps_the_last_inventory_when_a_refresh_fails_and_says_stale(
     assert [p.pool for p in second.pools] == [p.pool for p in first.pools]
 
 
+def test_an_inventory_kept_by_instance_types_is_asked_again_by_the_next_snapshot(
+    fake: FakeCompute, prices: Path
+) -> None:
+    # instance_types() keeps the old machine types when their refresh fails; the
+    # next snapshot clears that mark but does not trust the old list: it asks
+    # again (a failure does not renew the cached list's age) and says stale.
+    clock = ManualClock(T0)
+    m = market(fake, clock, prices=prices)
+    first = m.snapshot()
+    clock.advance(timedelta(hours=2))
+    fake.fail_next("compute.machineTypes.aggregatedList", 503, "backendError", times=1000)
+    assert {t.name for t in m.instance_types()} == {p.pool.instance_type for p in first.pools}
+    tried = fake.calls["compute.machineTypes.aggregatedList"]
+    second = m.snapshot()
+    assert fake.calls["compute.machineTypes.aggregatedList"] > tried
+    assert second.stale is True and second.pools
+
+
 def test_no_answer_at_all_is_stale_data_not_an_empty_market(fake: FakeCompute) -> None:
     fake.fail_next("compute.zones.list", 503, "backendError", times=1000)
     with pytest.raises(StaleDataError):

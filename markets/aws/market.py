@@ -166,6 +166,9 @@ class AwsMarket:
         if at > now + _FUTURE_SKEW:
             raise InputError("snapshot", "at", "a time not after now", got=at.isoformat())
         self._stale_parts = set()
+        # Marks left by calls outside a snapshot (instance_types()) go too, and
+        # lose nothing: a failed refresh keeps its entry past the TTL, so this
+        # snapshot asks again and marks it again if that fails.
         self._cache.clear_stale()
         types = self._cache.get("instance_types", ttl.INSTANCE_TYPES_TTL_S, self._fetch_types).value
         zones = {r: self._zones(r) for r in self.regions}

@@ -194,6 +194,9 @@ class GcpMarket:
         if at > now + _FUTURE_SKEW:
             raise InputError("snapshot", "at", "a time not after now", got=at.isoformat())
         self._stale_parts = set()
+        # Marks left by calls outside a snapshot (instance_types()) go too, and
+        # lose nothing: a failed refresh keeps its entry past the TTL, so this
+        # snapshot asks again and marks it again if that fails.
         self._cache.clear_stale()
         zones = self._zones()
         offered_entry = self._machine_types(zones)
