@@ -35,7 +35,6 @@ month: 0 ``<5 %``, 1 ``5-10 %``, 2 ``10-15 %``, 3 ``15-20 %``, 4 ``>20 %``.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from markets.errors import InputError
+from markets.hazard_prior import ADVISOR_BUCKET_SHARES, HOURS_PER_MONTH, monthly_share_to_rate
 from markets.parsing import (
     DEFAULT_POLICY,
     BadRow,
@@ -83,13 +83,10 @@ INTERRUPTION_BUCKETS: dict[int, tuple[float, float]] = {
     3: (0.15, 0.20),
     4: (0.20, 1.0),
 }
-# The advisor's "month" is a trailing month; 730 h = 365 * 24 / 12, the same
-# hours-per-month convention the cloud price lists use (markets.price_files).
-HOURS_PER_MONTH = 730.0
-# The top band is open (">20 %"). Its midpoint (60 %) would make every GPU type
-# look unusable; we take 25 %, one band-width (5 points) above its floor, as
-# the representative share. An assumption, stated, not a published figure.
-TOP_BUCKET_REPRESENTATIVE_SHARE = 0.25
+# The representative share of each band (midpoints; 25 % for the open top
+# band, an assumption) and the month-to-hour conversion are the hazard
+# prior's (markets.hazard_prior): one source for both.
+TOP_BUCKET_REPRESENTATIVE_SHARE = ADVISOR_BUCKET_SHARES[-1]
 
 
 def bucket_hazard_per_hour(
@@ -97,22 +94,20 @@ def bucket_hazard_per_hour(
 ) -> float:
     """A prior interruption hazard (per instance-hour on spot) for a bucket.
 
-    Conversion: if a share ``p`` of the instances running through a month is
-    reclaimed, and each is reclaimed at a constant rate ``lambda`` (Poisson,
-    memoryless), the survival over the month is ``exp(-lambda * H) = 1 - p``,
-    so ``lambda = -ln(1 - p) / H`` with ``H = 730`` hours. ``p`` is the band's
-    midpoint (2.5 %, 7.5 %, 12.5 %, 17.5 %) or ``TOP_BUCKET_REPRESENTATIVE_SHARE``
-    for the open top band, unless ``share`` is given. Bucket 4 gives about
-    3.9e-4 per hour (one interruption per ~107 days held).
+    Conversion (``markets.hazard_prior.monthly_share_to_rate``): if a share
+    ``p`` of the instances running through a month is reclaimed at a constant
+    rate, ``lambda = -ln(1 - p) / 730``. ``p`` is the bucket's representative
+    share (2.5 %, 7.5 %, 12.5 %, 17.5 %, 25 %) unless ``share`` is given.
+    Bucket 4 gives about 3.9e-4 per hour (one interruption per ~107 days held).
+    Bad input raises ``InputError`` (it comes from files and options).
     """
     if bucket not in INTERRUPTION_BUCKETS:
         raise InputError("advisor bucket", None, "an integer 0-4", got=bucket)
     if share is None:
-        low, high = INTERRUPTION_BUCKETS[bucket]
-        share = TOP_BUCKET_REPRESENTATIVE_SHARE if bucket == 4 else (low + high) / 2
+        share = ADVISOR_BUCKET_SHARES[bucket]
     if not 0.0 <= share < 1.0:
         raise InputError("advisor share", None, "a monthly share in [0, 1)", got=share)
-    return -math.log1p(-share) / hours_per_month
+    return monthly_share_to_rate(share, hours_per_month)
 
 
 @dataclass(frozen=True)
