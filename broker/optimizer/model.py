@@ -53,11 +53,15 @@ Constraints:
 
 Structure exploited: on-demand and commitments are aggregated to one option
 per (workload, type) and group per type (cheapest region): no constraint
-separates their pools; per workload only the ``max_spot_pools`` cheapest spot
-pools by effective cost enter (more when the zone cap needs more zones);
-periods of ``period_hours`` shrink long horizons. Instance counts are integer
-when the model is small (``PlanOptions.integral``), else continuous and
-rounded up afterwards.
+separates their pools; then options another dominates (the same coefficients
+in every constraint, no dearer) are dropped, so 40 types with three sizes
+leave one on-demand option per workload and three commitment groups
+(``broker.optimizer.aggregate``; exact: the optimum and the LP bound do not
+move). Per workload only the ``max_spot_pools`` cheapest spot pools by
+effective cost enter (more when the zone cap needs more zones); periods of
+``period_hours`` shrink long horizons. Instance counts are integer when the
+model is small (``PlanOptions.integral``), else continuous (average instances
+over a period); commitments and gangs stay integer (``broker.optimizer.search``).
 """
 
 from __future__ import annotations
@@ -238,7 +242,8 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     spot_prices = {k: problem.period_mean(problem.pool(k).spot_usd_per_hour) for k in in_use}
     if integral is None:
         integral = opts.integral if opts.integral is not None else n_alloc <= opts.integral_max_vars
-    per_w = _aggregate(problem, per_w, integral=integral)
+    if opts.aggregate:
+        per_w = _aggregate(problem, per_w, integral=integral)
     cat = pulp.LpInteger if integral else pulp.LpContinuous
     built = BuiltModel(prob=prob, integral=integral)
     built.serving_demand = {

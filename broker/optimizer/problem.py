@@ -57,13 +57,18 @@ class PlanOptions:
     relaxation, read as average instances over the period). ``gang_blocks``:
     a training gang's size is decided once per block, at most this many blocks
     over the horizon, and never shorter than its minimum dwell: few integer
-    decisions, and no resize sooner than the dwell. ``max_spot_pools``: per workload, only the this
-    many cheapest spot pools by effective cost are offered to the solver (plus
-    enough zones to satisfy the diversification caps).
-    ``polish_s``: seconds of warm-started MILP search after relax-and-fix
-    when its gap to the LP bound exceeds ``gap`` (0: report the gap as is; the
-    bound is weak where gangs idle part of the time, so most of a reported gap
-    is the bound's, not the plan's).
+    decisions, and no resize sooner than the dwell. ``max_spot_pools``: per
+    workload, only this many cheapest spot pools by effective cost are offered
+    to the solver (plus enough zones to satisfy the diversification caps).
+    ``aggregate``: drop dominated on-demand options and commitment groups
+    (exact, ``broker.optimizer.aggregate``; off only for the benchmark's naive
+    formulation). ``gap``: the relative gap to a proven lower bound a MILP
+    solve stops at. ``polish_s``: 0 (default) solves large models by quick
+    relax-and-fix and reports its gap to the LP bound as is (1-3 % on the
+    benchmark, mostly the plan's: gangs rounded to whole blocks); above 0, a
+    thorough relax-and-fix (``broker.optimizer.search``) and then up to this
+    many seconds of warm-started MILP until ``gap`` is proven.
+    ``time_limit_s`` caps the whole solve.
     """
 
     term_years: int = 1
@@ -79,6 +84,7 @@ class PlanOptions:
     integral: bool | None = None
     integral_max_vars: int = 300
     max_spot_pools: int = 8
+    aggregate: bool = True
     gang_blocks: int = 24
     solver: str = "cbc"
     gap: float = 0.005

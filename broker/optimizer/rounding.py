@@ -15,8 +15,8 @@ Owns the rounding steps of relax-and-fix (``search``), each working on a
   becomes k whole blocks, contiguous and next to a running neighbour (a stop
   and restart costs churn), k = round(mass) first, then moved one block at a
   time while the LP (R fixed, C and N free) gets cheaper.
-- ``round_up``: commitments rounded up and steps carried as above, for a
-  plan that is feasible for sure before the integer completion.
+- ``round_up``: commitments rounded up (down if a budget binds) and steps
+  carried as above: a whole plan before the integer completion.
 
 Must not: choose solvers or report (``search``/``solve`` do).
 """
@@ -208,10 +208,16 @@ def _gang_pattern(
 
 
 def round_up(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> float | None:
-    """Commitments rounded up (never short of what the relaxation used),
-    steps carried; the LP objective, ``None`` if a hard constraint breaks."""
-    for v in built.commit_vars.values():
-        v.lowBound = v.upBound = float(math.ceil(_val(v) - _EPS))
+    """Commitments rounded up (never short of what the relaxation used; down
+    instead when that breaks a budget), steps carried; the LP objective,
+    ``None`` if a hard constraint still breaks."""
+    relaxed = {g: _val(v) for g, v in built.commit_vars.items()}
     for w in problem.workloads.workloads:
         _carry_steps(built, w)
-    return _solved(resolve())
+    for how in (lambda x: math.ceil(x - _EPS), lambda x: math.floor(x + _EPS)):
+        for g, v in built.commit_vars.items():
+            v.lowBound = v.upBound = float(how(relaxed[g]))
+        obj = _solved(resolve())
+        if obj is not None:
+            return obj
+    return None

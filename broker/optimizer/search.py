@@ -44,6 +44,9 @@ __all__ = ["Search", "relax_and_fix"]
 # The integer completion's time cap: its LP is tight, so it usually ends in a
 # fraction of this; when not, its best plan so far is taken.
 _COMPLETION_S = 1.5
+# ... and the gap it stops at, as a share of the asked gap: close to the
+# optimum it leaves the proof little to find.
+_COMPLETION_GAP_SHARE = 0.1
 
 
 @dataclass
@@ -131,7 +134,7 @@ def _complete(
     done = run_solver(
         built.prob,
         opts.solver,
-        gap=opts.gap / 10,
+        gap=opts.gap * _COMPLETION_GAP_SHARE,
         time_limit_s=max(0.5, min(_COMPLETION_S, 0.2 * left())),
         warm=True,
     )
