@@ -68,7 +68,8 @@ class PlanOptions:
     benchmark, mostly the plan's: gangs rounded to whole blocks); above 0, a
     thorough relax-and-fix (``broker.optimizer.search``) and then up to this
     many seconds of warm-started MILP until ``gap`` is proven.
-    ``time_limit_s`` caps the whole solve.
+    ``time_limit_s``: the MILP's limit; relax-and-fix's search, completion
+    and proof share it, counted from the start of the solve.
     """
 
     term_years: int = 1

@@ -77,8 +77,8 @@ def relax_and_fix(
     saved = {v.name: (v.lowBound, v.upBound) for v in ints}
     out = Search()
 
-    def lp() -> Outcome:
-        return run_solver(prob, opts.solver, gap=opts.gap, time_limit_s=max(1.0, left()))
+    def lp() -> Outcome:  # each LP may take the whole limit, as a plain solve's LP may
+        return run_solver(prob, opts.solver, gap=opts.gap, time_limit_s=opts.time_limit_s)
 
     try:
         for v in ints:

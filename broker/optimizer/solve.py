@@ -1,12 +1,15 @@
 """Solve a ``PlanningProblem`` and turn the solution into a ``Plan`` with reasons.
 
-Owns: solver choice (CBC inside PuLP by default, HiGHS when ``highspy`` is
-installed), reading the solution into the plan's allocation table, the
-per-workload explanations (effective-cost ranking, constraints that bound),
-and turning an infeasible model into an ``InfeasiblePlanError`` that lists the
-conflicting constraints in words.
+Owns: the solve's course (small models as one MILP, larger ones by
+relax-and-fix, ``search``), the proven lower bound and gap in ``plan.meta``,
+reading the solution into the plan's allocation table, the per-workload
+explanations (effective-cost ranking, constraints that bound), and turning an
+infeasible model into an ``InfeasiblePlanError`` that lists the conflicting
+constraints in words.
 
-Must not: build the model (``model``) or bill a plan (``broker.billing``).
+Must not: build the model (``model``), drive a solver (``backend``: CBC
+inside PuLP by default, HiGHS when ``highspy`` is installed) or bill a plan
+(``broker.billing``).
 """
 
 from __future__ import annotations
