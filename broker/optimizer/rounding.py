@@ -209,15 +209,17 @@ def _gang_pattern(
 
 def round_up(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> float | None:
     """Commitments rounded up (never short of what the relaxation used; down
-    instead when that breaks a budget), steps carried; the LP objective,
-    ``None`` if a hard constraint still breaks."""
+    instead when that breaks a budget) and the LP re-solved, so the gang
+    sizes adapt to them; then steps carried. The LP objective, ``None`` if a
+    hard constraint still breaks."""
     relaxed = {g: _val(v) for g, v in built.commit_vars.items()}
-    for w in problem.workloads.workloads:
-        _carry_steps(built, w)
     for how in (lambda x: math.ceil(x - _EPS), lambda x: math.floor(x + _EPS)):
         for g, v in built.commit_vars.items():
             v.lowBound = v.upBound = float(how(relaxed[g]))
-        obj = _solved(resolve())
-        if obj is not None:
-            return obj
-    return None
+        if _solved(resolve()) is not None:
+            break
+    else:
+        return None
+    for w in problem.workloads.workloads:
+        _carry_steps(built, w)
+    return _solved(resolve())
