@@ -214,12 +214,20 @@ def _run_webhook(
             finally:
                 e.close()
         except (urllib.error.URLError, OSError, ValueError) as e:
-            box["error"] = str(getattr(e, "reason", e))
+            reason = getattr(e, "reason", e)
+            box["error"] = str(reason)
+            # The socket's own timeout (connect or read) can fire just before
+            # join() gives up: it is the same outcome, a hook out of budget.
+            box["timed_out"] = isinstance(reason, TimeoutError)
 
     worker = threading.Thread(target=call, name="spotfolio-webhook", daemon=True)
     worker.start()
     worker.join(budget_s)
     if worker.is_alive():
+        return result(
+            "webhook", False, f"no answer within its {budget_s:.1f} s budget", timed_out=True
+        )
+    if box.get("timed_out"):
         return result(
             "webhook", False, f"no answer within its {budget_s:.1f} s budget", timed_out=True
         )

@@ -234,3 +234,28 @@ def test_runner_returns_at_once_and_the_result_comes_within_budget(server: str) 
     finally:
         runner.shutdown()
     assert os.environ.get("SPOTFOLIO_NOTICE_ID") is None  # nothing leaked into our env
+
+
+def test_a_socket_timeout_that_beats_the_join_is_still_a_timeout(
+    monkeypatch: pytest.MonkeyPatch, server: str
+) -> None:
+    """The socket's own timeout and the thread join share the budget; when
+    the socket's fires first the hook is out of budget all the same (seen as
+    a flaky 'request failed: timed out' under load)."""
+    import urllib.error
+    import urllib.request
+
+    def timing_out(*_a: object, **_k: object) -> None:
+        raise urllib.error.URLError(TimeoutError("timed out"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", timing_out)
+    r = _run(_hook(f"{server}/slow"), budget_s=5.0)
+    assert r.timed_out and not r.ok and "budget" in r.detail
+
+    # Other failures stay failures, not timeouts.
+    def refused(*_a: object, **_k: object) -> None:
+        raise urllib.error.URLError(ConnectionRefusedError("refused"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", refused)
+    r = _run(_hook(f"{server}/slow"), budget_s=5.0)
+    assert not r.timed_out and not r.ok and "refused" in r.detail
