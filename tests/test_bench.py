@@ -157,6 +157,29 @@ def test_bench_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert set(out["machinery"]["solver"]) == {"10x6x24"}
     assert out["machinery"]["reaction"]["storm"]["notices"] == 100
     assert {t["setting"] for t in out["targets"]} >= {"deadline", "fleet", "portfolio"}
+    rows = {t["metric"]: t for t in out["targets"]}
+    # a short run has no 40x20x24 row: that target is unmeasured, not met
+    assert rows["solver.40x20x24.seconds"]["value"] is None
+    assert rows["solver.40x20x24.seconds"]["met"] is None
+    p99 = out["machinery"]["reaction"]["storm"]["launch_request_ms"]["p99"]
+    assert rows["reaction.storm.launch_request_ms.p99"]["value"] == p99
+
+
+def test_machinery_targets_read_the_solver_and_reaction_rows() -> None:
+    out = {
+        "machinery": {
+            "solver": {"40x20x24": {"seconds": 6.2, "gap": 0.004}},
+            "reaction": {
+                "single": {"launch_request_ms": {"p99": 12.0}},
+                "storm": {"launch_request_ms": {"p99": 1500.0}},
+            },
+        }
+    }
+    rows = {t["metric"]: t for t in runner.check_targets(out)}
+    assert rows["solver.40x20x24.seconds"]["met"] is False  # 6.2 s > 5 s
+    assert rows["solver.40x20x24.gap"]["met"] is True
+    assert rows["reaction.single.launch_request_ms.p99"]["met"] is True
+    assert rows["reaction.storm.launch_request_ms.p99"]["met"] is False
 
 
 def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
