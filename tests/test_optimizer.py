@@ -331,3 +331,25 @@ def test_adaptive_periods_cut_where_demand_moves_and_at_deadlines() -> None:
     per = problem.serving_period_demand("api")
     for (s, e), d in zip(bounds, per, strict=True):
         assert d == pytest.approx(demand[s:e].max())
+
+
+def test_a_workload_no_pool_offers_is_unmet_and_said_so_by_both_planners() -> None:
+    from broker.optimizer.fast import fast_plan
+
+    ws = parse_workloads(
+        {"workloads": [
+            _serving(),
+            {"name": "sweeps", "class": "batch", "instance_types": ["p9.huge"],
+             "unit_hours": 100, "deadline_hours": 24},
+            {"name": "web", "class": "serving", "instance_types": ["g9"]},
+        ]},
+        demand_supplied=True,
+    )  # fmt: skip
+    demand = {"api": np.full(24, 2.0), "web": np.full(24, 3.0)}
+    problem = build_problem(_market(_pool("us-east-1a")), ws, demand, hours=24)
+    for plan in (solve(problem), fast_plan(problem)):
+        assert plan.unmet_unit_hours["sweeps"] == pytest.approx(100.0)
+        assert plan.unmet_unit_hours["web"] == pytest.approx(72.0)
+        assert plan.unmet_unit_hours["api"] == pytest.approx(0.0)
+    text = solve(problem).explanations["sweeps"].binding
+    assert text == ["sweeps: no pool of the market offers its instance types (p9.huge)"]

@@ -165,10 +165,11 @@ def fast_plan(problem: PlanningProblem) -> Plan:
     commit_pool: dict[str, CostEntry] = {}
     for w in sorted(problem.workloads.workloads, key=lambda x: -x.priority):
         entries = problem.entries(w)
-        od = min(
-            (e for e in entries if e.usd_per_work_hour[Tier.ON_DEMAND] is not None),
-            key=lambda e: (e.usd_per_work_hour[Tier.ON_DEMAND], e.preference_rank),
-        )
+        on_demand = [e for e in entries if e.usd_per_work_hour[Tier.ON_DEMAND] is not None]
+        if not on_demand:  # no pool of the market offers its types: all of it unmet
+            unmet[w.name] = _all_demand(problem, w)
+            continue
+        od = min(on_demand, key=lambda e: (e.usd_per_work_hour[Tier.ON_DEMAND], e.preference_rank))
         com = [e for e in entries if e.usd_per_work_hour[Tier.COMMITTED] is not None
                and bought.get(_group(e), 0) > 0]  # fmt: skip
         spot_order = [e for e in entries if e.spot_factor is not None and w.max_spot_share > 0
@@ -264,6 +265,14 @@ def fast_plan(problem: PlanningProblem) -> Plan:
         unmet[w.name] * w.unmet_penalty_usd_per_unit_hour for w in problem.workloads.workloads
     )
     return Plan(**{**plan.__dict__, "objective_usd": cost})
+
+
+def _all_demand(problem: PlanningProblem, w: Workload) -> float:
+    """Unit-hours the workload asks for over the horizon."""
+    if w.workload_class is WorkloadClass.SERVING:
+        demand = problem.serving_period_demand(w.name)
+        return float(np.dot(demand, problem.period_lengths))
+    return float(problem.required_unit_hours(w))
 
 
 _ = np  # numpy arrays flow through _Pools

@@ -199,12 +199,16 @@ def _explain(
             if p is not None and (tier is not Tier.SPOT or w.max_spot_share > 0):
                 ranking.append((e.pool_key, tier.value, p))
     ranking.sort(key=lambda r: r[2])
+    binding = _binding(built, name)
+    if not ranking:  # the demand rows bind, but the cause is the market
+        types = ", ".join(w.instance_types)
+        binding = [f"{name}: no pool of the market offers its instance types ({types})"]
     return WorkloadExplanation(
         workload=name,
         unit_hours_by_tier=by_tier,
         pools=[(k, t, v) for (k, t), v in pools],
         ranking=ranking[:5],
-        binding=_binding(built, name),
+        binding=binding,
         unmet_unit_hours=plan.unmet_unit_hours.get(name, 0.0),
     )
 
