@@ -128,3 +128,20 @@ def test_market_options_reach_the_market_adapter(capsys: pytest.CaptureFixture[s
     # another seed is another market: the plan's cost differs
     assert seeded["objective_usd"] != default["objective_usd"]
     assert main(["whatif", "--market-option", "no-equals-sign"]) == 2
+
+
+@pytest.mark.slow
+def test_plan_with_gap_proves_its_plan_within_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """~15 s: the quick solve and the proven one on the same day of the example fleet."""
+    assert main(["plan", "--days", "1", "--json"]) == 0
+    quick = json.loads(capsys.readouterr().out)
+    assert main(["plan", "--days", "1", "--json", "--gap", "0.01", "--time-limit", "60"]) == 0
+    proven = json.loads(capsys.readouterr().out)
+    assert proven["meta"]["gap"] <= 0.01 + 1e-9
+    # the proof never makes the plan worse than the quick one, and both
+    # bounds are valid bounds of the same model
+    assert proven["objective_usd"] <= quick["objective_usd"] + 1e-6
+    assert proven["meta"]["lower_bound_usd"] <= proven["objective_usd"] + 0.01  # rounded
+    assert quick["meta"]["lower_bound_usd"] <= proven["objective_usd"] + 0.01
+    assert main(["plan", "--days", "1", "--gap", "0"]) == 2
+    assert "--gap" in capsys.readouterr().err

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -274,7 +274,16 @@ def _print_whatif(out: dict[str, Any]) -> None:
 
 @click.command(name="plan")
 @_common_options
-def plan_command(common: CommonOptions) -> None:
+@click.option(
+    "--gap",
+    type=click.FloatRange(0.0001, 0.5),
+    default=None,
+    help="Solve until the plan is proven within this fraction of the optimum "
+    "(e.g. 0.005); default: the quick solve, its gap reported.",
+)
+@click.option("--time-limit", "time_limit_s", type=click.FloatRange(1, 3600), default=60.0,
+              show_default=True, help="With --gap: seconds the proof may take.")  # fmt: skip
+def plan_command(common: CommonOptions, gap: float | None, time_limit_s: float) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
     from datetime import timedelta
 
@@ -290,9 +299,14 @@ def plan_command(common: CommonOptions) -> None:
     window = dem.window(snapshot.at, hours)
     serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
     opts = _options(common)
+    if gap is not None:  # the thorough search, then a warm-started MILP until proven
+        opts = replace(opts, gap=gap, polish_s=time_limit_s, time_limit_s=time_limit_s)
     plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts))
     if not common.as_json:
         console.print(plan.explain())
+        bound, got = plan.meta.get("lower_bound_usd"), plan.meta.get("gap")
+        if bound is not None and got is not None:
+            console.print(f"lower bound ${bound:,.2f}: the plan is within {got:.2%} of the optimum")
         return
     emit_json({
         "schema": "spotfolio.plan/1",
