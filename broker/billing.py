@@ -8,7 +8,10 @@ a workload. The rules, the same for every scenario so comparisons are fair:
 - committed instances are paid every hour, used or not;
 - on-demand allocations are paid as planned;
 - spot allocations are paid only for the share of the hour spot was held, at
-  the hour's spot price, and deliver work only for that share;
+  the hour's spot price, and deliver work only for that share. A plan's spot
+  work already counts the pool's *expected* held share (``policies.cost_table``
+  divides the spot factor by it), so the bill swaps the expected share for the
+  actual one (work x held / expected) rather than taking it off twice;
 - serving demand above what was held is topped up on on-demand at the
   workload's cheapest on-demand price (an autoscaler's reaction); the part of
   the top-up caused by lost spot is *break-glass* dollars, the rest
@@ -83,6 +86,11 @@ class Bill:
             self.by_workload_usd[workload] = self.by_workload_usd.get(workload, 0.0) + usd
 
 
+def _expected_share(share: float | None) -> float:
+    """The held share a plan's spot work assumed (``policies.cost_table``)."""
+    return 1.0 if share is None or share <= 0 else share
+
+
 def _cheapest_od(workloads: WorkloadSet, snapshot: MarketSnapshot) -> dict[str, float]:
     """Per workload, dollars per reference work-hour on its cheapest on-demand."""
     out: dict[str, float] = {}
@@ -141,7 +149,13 @@ def bill_plan(
     bill.expected_revocations = float(
         sum(inst[i] * held[i] * hazard.get(keys[i], 0.0) for i in spot_rows)
     )
-    delivered = work * held
+    # The plan's spot work assumed the snapshot's held share; what happened
+    # replaces it (see the module docstring).
+    expected = {p.pool.key: _expected_share(p.available_share) for p in snapshot.pools}
+    share_ratio = np.ones(len(a))
+    for i in spot_rows:
+        share_ratio[i] = held[i] / expected.get(keys[i], 1.0)
+    delivered = work * share_ratio
     budget_h = workloads.budget_usd_per_hour
     hourly_cost = np.bincount(hour_idx, weights=usd, minlength=hours)[:hours] + committed_h
     bill.budget_exceeded_hours = int(
