@@ -43,16 +43,7 @@ class ActionsTx(TxBase):
         self, key: str, owner: str, kind: str, payload: Mapping[str, Any], now: datetime
     ) -> ActionRecord:
         """Record a pending action once; always returns the stored record."""
-        values = {
-            "idempotency_key": key,
-            "owner": owner,
-            "kind": kind,
-            "payload": jsonable(payload),
-            "status": "pending",
-            "result": None,
-            "created_at": now,
-            "updated_at": now,
-        }
+        values = _pending_row(key, owner, kind, payload, now)
         created = self._insert_ignore(actions_t, values, "idempotency_key")
         rec = self.action(key)
         assert rec is not None
@@ -63,19 +54,7 @@ class ActionsTx(TxBase):
     ) -> None:
         """Record ``(key, kind, payload)`` actions pending in one statement
         (a key already recorded keeps its record)."""
-        rows = [
-            {
-                "idempotency_key": key,
-                "owner": owner,
-                "kind": kind,
-                "payload": jsonable(payload),
-                "status": "pending",
-                "result": None,
-                "created_at": now,
-                "updated_at": now,
-            }
-            for key, kind, payload in actions
-        ]
+        rows = [_pending_row(key, owner, kind, payload, now) for key, kind, payload in actions]
         self._insert_many_ignore(actions_t, rows, "idempotency_key")
 
     def action(self, key: str) -> ActionRecord | None:
@@ -117,3 +96,19 @@ class ActionsTx(TxBase):
         if status is not None:
             q = q.where(actions_t.c.status == status)
         return int(self.conn.execute(q).scalar_one())
+
+
+def _pending_row(
+    key: str, owner: str, kind: str, payload: Mapping[str, Any], now: datetime
+) -> dict[str, Any]:
+    """An ``actions`` row for an action written ahead, not yet done."""
+    return {
+        "idempotency_key": key,
+        "owner": owner,
+        "kind": kind,
+        "payload": jsonable(payload),
+        "status": "pending",
+        "result": None,
+        "created_at": now,
+        "updated_at": now,
+    }

@@ -122,17 +122,7 @@ class NoticesTx(TxBase):
     # --- decisions ----------------------------------------------------------
     def record_decision(self, owner: str, d: DecisionRecord) -> bool:
         """Store a decision; False if the notice already has one."""
-        values = {
-            "notice_id": d.notice_id,
-            "owner": owner,
-            "kind": d.kind,
-            "workload": d.workload,
-            "reason": d.reason[:1000],
-            "latency_s": d.latency_s,
-            "break_glass_usd": d.break_glass_usd,
-            "payload": jsonable(d.payload),
-            "created_at": d.created_at,
-        }
+        values = _decision_row(owner, d)
         if d.notice_id is None:
             self.conn.execute(insert(decisions_t).values(**values))
             return True
@@ -140,20 +130,7 @@ class NoticesTx(TxBase):
 
     def record_decisions(self, owner: str, records: Sequence[DecisionRecord]) -> None:
         """Store a batch of decisions; a notice that already has one keeps it."""
-        rows = [
-            {
-                "notice_id": d.notice_id,
-                "owner": owner,
-                "kind": d.kind,
-                "workload": d.workload,
-                "reason": d.reason[:1000],
-                "latency_s": d.latency_s,
-                "break_glass_usd": d.break_glass_usd,
-                "payload": jsonable(d.payload),
-                "created_at": d.created_at,
-            }
-            for d in records
-        ]
+        rows = [_decision_row(owner, d) for d in records]
         own = [r for r in rows if r["notice_id"] is None]
         if own:
             self.conn.execute(insert(decisions_t), own)
@@ -238,3 +215,18 @@ class NoticesTx(TxBase):
             hook_results_t.c.owner == owner
         )
         return {str(n): dict(r) for n, r in self.conn.execute(q)}
+
+
+def _decision_row(owner: str, d: DecisionRecord) -> dict[str, Any]:
+    """A ``decisions`` row (the reason cut to the column's 1,000 characters)."""
+    return {
+        "notice_id": d.notice_id,
+        "owner": owner,
+        "kind": d.kind,
+        "workload": d.workload,
+        "reason": d.reason[:1000],
+        "latency_s": d.latency_s,
+        "break_glass_usd": d.break_glass_usd,
+        "payload": jsonable(d.payload),
+        "created_at": d.created_at,
+    }
