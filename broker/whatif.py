@@ -65,7 +65,13 @@ class Scenario:
             "budget_exceeded_hours": self.bill.budget_exceeded_hours,
             "committed_instances": self.plan.committed_instances(),
             "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),
+            # the optimizer's proof (None for baselines): objective vs its bound
+            "plan_gap": _rounded(self.plan.meta.get("gap"), 6),
         }
+
+
+def _rounded(x: object, digits: int) -> float | None:
+    return None if not isinstance(x, int | float) else round(float(x), digits)
 
 
 @dataclass(frozen=True)

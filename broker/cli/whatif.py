@@ -90,6 +90,8 @@ class CommonOptions:
     checkpoint_minutes: float | None
     period_hours: int | None
     solver: str
+    gap: float | None
+    time_limit_s: float
     as_json: bool
 
 
@@ -129,6 +131,11 @@ _COMMON_OPTIONS = [
                       "separates; the default beyond a week, else 1 h)."),
     click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc",
                  show_default=True),
+    click.option("--gap", type=click.FloatRange(0.0001, 0.5), default=None,
+                 help="Solve until each plan is proven within this fraction of the optimum "
+                      "(e.g. 0.005); default: the quick solve, its gap reported."),
+    click.option("--time-limit", "time_limit_s", type=click.FloatRange(1, 3600), default=60.0,
+                 show_default=True, help="With --gap: seconds each proof may take."),
     click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
 ]  # fmt: skip
 
@@ -157,7 +164,7 @@ def _common_options(f: Callable[Concatenate[CommonOptions, _P], _R]) -> Callable
 def _options(c: CommonOptions) -> Any:
     from broker.optimizer.problem import PlanOptions
 
-    return PlanOptions(
+    opts = PlanOptions(
         period_hours=(0 if c.days > 7 else 1) if c.period_hours is None else c.period_hours,
         interruption_multiplier=c.interruption_multiplier,
         checkpoint_write_seconds=(
@@ -165,6 +172,10 @@ def _options(c: CommonOptions) -> Any:
         ),
         solver=c.solver,
     )
+    if c.gap is None:
+        return opts
+    # --gap: the thorough search, then a warm-started MILP until proven
+    return replace(opts, gap=c.gap, polish_s=c.time_limit_s, time_limit_s=c.time_limit_s)
 
 
 def _start(text: str | None) -> Any:
@@ -274,16 +285,7 @@ def _print_whatif(out: dict[str, Any]) -> None:
 
 @click.command(name="plan")
 @_common_options
-@click.option(
-    "--gap",
-    type=click.FloatRange(0.0001, 0.5),
-    default=None,
-    help="Solve until the plan is proven within this fraction of the optimum "
-    "(e.g. 0.005); default: the quick solve, its gap reported.",
-)
-@click.option("--time-limit", "time_limit_s", type=click.FloatRange(1, 3600), default=60.0,
-              show_default=True, help="With --gap: seconds the proof may take.")  # fmt: skip
-def plan_command(common: CommonOptions, gap: float | None, time_limit_s: float) -> None:
+def plan_command(common: CommonOptions) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
     from datetime import timedelta
 
@@ -299,8 +301,6 @@ def plan_command(common: CommonOptions, gap: float | None, time_limit_s: float) 
     window = dem.window(snapshot.at, hours)
     serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
     opts = _options(common)
-    if gap is not None:  # the thorough search, then a warm-started MILP until proven
-        opts = replace(opts, gap=gap, polish_s=time_limit_s, time_limit_s=time_limit_s)
     plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts))
     if not common.as_json:
         console.print(plan.explain())
