@@ -36,7 +36,7 @@ from markets.fleet import NoticeKind
 from markets.protocols import PriceSource, Provider
 from policies.workloads import WorkloadSet, default_workloads, load_workloads
 
-__all__ = ["SimReport", "default_lifecycle", "simulate_daemon"]
+__all__ = ["SimReport", "default_lifecycle", "sim_options", "simulate_daemon"]
 
 LifecycleFactory = Callable[[WorkloadSet, Clock, DaemonConfig], Lifecycle]
 
@@ -111,6 +111,21 @@ def default_lifecycle(workloads: WorkloadSet, clock: Clock, config: DaemonConfig
     return manager
 
 
+def sim_options(config: DaemonConfig) -> SimOptions:
+    """The simulated cloud's options from the config's ``sim:`` settings and
+    the clouds the daemon launches in."""
+    s = config.sim
+    return SimOptions(
+        notice_seconds=s.notice_seconds,
+        seed=s.seed,
+        duplicate_rate=s.duplicate_rate,
+        reorder=s.reorder,
+        listing_lag_s=s.listing_lag_s,
+        throttle_rate=s.throttle_rate,
+        providers=config.launch_providers,
+    )
+
+
 def _sleep(clock: ManualClock, seconds: float) -> None:
     clock.advance(seconds)  # backoff waits pass in simulated time
 
@@ -141,20 +156,7 @@ def simulate_daemon(
     # The first whole hour inside the market's data (a recording rarely starts on one).
     t0 = whole if whole == t0 else whole + timedelta(hours=1)
     clock = ManualClock(t0)
-    s = config.sim
-    cloud = SimCloud(
-        market,
-        clock,
-        SimOptions(
-            notice_seconds=s.notice_seconds,
-            seed=s.seed,
-            duplicate_rate=s.duplicate_rate,
-            reorder=s.reorder,
-            listing_lag_s=s.listing_lag_s,
-            throttle_rate=s.throttle_rate,
-            providers=config.launch_providers,
-        ),
-    )
+    cloud = SimCloud(market, clock, sim_options(config))
     provider: Provider = wrap_provider(cloud) if wrap_provider else cloud
     store = Store(store_url)
     daemon = Daemon(

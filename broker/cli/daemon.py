@@ -247,19 +247,12 @@ def _sim_account(config: Any, market: Any) -> tuple[Any, Any]:
     """The simulated cloud and its clock (simulated time at the real rate,
     from ``sim.start`` or the market's first hour); with ``sim.state_file``
     the account lives in that file and outlives the process."""
-    from broker.simcloud import SimCloud, SimOptions
+    from broker.daemon_sim import sim_options
+    from broker.simcloud import SimCloud
     from broker.simcloud_state import OffsetClock, PersistentSimCloud
 
     s = config.sim
-    opts = SimOptions(
-        notice_seconds=s.notice_seconds,
-        seed=s.seed,
-        duplicate_rate=s.duplicate_rate,
-        reorder=s.reorder,
-        listing_lag_s=s.listing_lag_s,
-        throttle_rate=s.throttle_rate,
-        providers=config.launch_providers,
-    )
+    opts = sim_options(config)
     if s.state_file is not None:
         return PersistentSimCloud.open(
             market, s.state_file, opts, s.start, latency_s=s.api_latency_s

@@ -382,9 +382,8 @@ class LifecycleManager:
         committed dollars: ``return_lead_s`` before the earliest expiry
         (``None`` with no stretch open). Returns to spot are opportunistic and
         need no deadline; an extension or an end does."""
-        lead = self.config.return_lead_s
-        due = [s.expires_s - lead for s in self._book.stretches.values()]
-        return datetime.fromtimestamp(min(due), UTC) if due else None
+        due = self._book.next_due_s()
+        return None if due is None else datetime.fromtimestamp(due, UTC)
 
     def tick(
         self, now: datetime | None, fleet: Sequence[Instance], snapshot: MarketSnapshot

@@ -124,6 +124,15 @@ class BreakGlassBook:
         self.ledger.settle(alloc_id, 0.0)
         return True
 
+    def due_s(self, s: Stretch) -> float:
+        """When ``s`` must be extended or ended: ``return_lead_s`` before its
+        committed dollars run out."""
+        return s.expires_s - self.config.return_lead_s
+
+    def next_due_s(self) -> float | None:
+        """The earliest ``due_s`` of the open stretches (``None``: none open)."""
+        return min((self.due_s(s) for s in self.stretches.values()), default=None)
+
     def step(
         self,
         s: Stretch,
@@ -158,7 +167,7 @@ class BreakGlassBook:
             why_stay = v.reason
         else:
             why_stay = why_no_target
-        if now_s < s.expires_s - cfg.return_lead_s:
+        if now_s < self.due_s(s):
             return None
         hours = cfg.break_glass_min_hours
         usd = s.extra_usd_per_hour * hours
