@@ -6,7 +6,7 @@ zones where each type is offered, per-GPU-model throughput factors and the
 aliases the public spot traces use for instance types.
 
 Must not: do I/O, call a cloud API, or model spot prices (that is
-``markets.default_market``). Every figure below is a fact stated with its
+``markets.default.market``). Every figure below is a fact stated with its
 source and date; refresh it by hand, never by generating from a data file.
 
 Prices are US dollars per instance-hour, Linux, in the reference region

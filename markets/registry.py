@@ -79,7 +79,7 @@ MARKETS: Registry[Callable[..., object]] = Registry("market")
 # imports its SDK. Each attribute is a factory taking keyword options and
 # returning a ``markets.protocols.PriceSource``.
 MARKET_FACTORIES: dict[str, str] = {
-    "default": "markets.default_market:open_default_market",
+    "default": "markets.default.market:open_default_market",
     "replay": "markets.replay:open_replay_market",
     "aws": "markets.aws.market:open_aws_market",
     "gcp": "markets.gcp.market:open_gcp_market",

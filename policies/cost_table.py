@@ -20,7 +20,7 @@ from markets.errors import SpotNeverFinishesError
 from markets.model import PoolSnapshot, Tier
 from policies.checkpoint import NOTICE_SECONDS
 from policies.effective_cost import spot_time_factor
-from policies.workloads import Workload, WorkloadClass
+from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["CostEntry", "cost_entries", "spot_factor"]
 

@@ -111,15 +111,15 @@ def postgres_server() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-# -- a fake Compute Engine REST API (tests/gcp_fake.py), for the GCP adapters --
+# -- a fake Compute Engine REST API (tests/fakes/gcp.py), for the GCP adapters --
 
 
 @pytest.fixture(scope="session")
 def gcp_fake() -> Iterator[object]:
-    """A ``tests.gcp_fake.FakeCompute`` on a free 127.0.0.1 port for the whole
+    """A ``tests.fakes.gcp.FakeCompute`` on a free 127.0.0.1 port for the whole
     session. Shared: tests using it only read (zones, machine types); tests
     that launch or preempt start their own ``FakeCompute``."""
-    from tests.gcp_fake import FakeCompute
+    from tests.fakes.gcp import FakeCompute
 
     with FakeCompute(lifetime_s=3600.0) as fake:  # stops itself after an hour at most
         yield fake

@@ -33,7 +33,7 @@ class BenchData:
     ``market``: the market the data came from (the default market, or the
     replay market over ``--data``; a ``markets.protocols.HistorySource``), for
     settings that need prices and hourly history (the portfolio setting).
-    ``inventory``: what ``markets.datadir.discover`` loaded, with ``--data``.
+    ``inventory``: what ``markets.files.datadir.discover`` loaded, with ``--data``.
     """
 
     source: str

@@ -2,7 +2,7 @@
 
 Owns: ``run``. Hourly demand for the example fleet over ``days``, real or
 default market. Compared, all billed alike on the actual demand and the actual
-hourly spot market (``broker.billing``): all on-demand; committed at the
+hourly spot market (``broker.whatif.billing``): all on-demand; committed at the
 quantile rule + on-demand; a static ASG-like mix; Spotfolio's rolling horizon
 (plans 24 h ahead on a forecast re-made each step from the history known then
 and the market snapshot of then, keeps ``step_hours``, re-plans); and the
@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from broker.baselines import all_on_demand, committed_quantile, static_mix
-from broker.billing import MarketActuals, bill_plan
-from broker.demand import DemandSet
-from broker.optimizer.problem import PlanOptions, build_problem
-from broker.whatif import HISTORY_DAYS, _actual_demand, _actuals
+from broker.planning.demand import DemandSet
+from broker.planning.optimizer.problem import PlanOptions, build_problem
+from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
+from broker.whatif.billing import MarketActuals, bill_plan
+from broker.whatif.run import HISTORY_DAYS, _actual_demand, _actuals
 from markets.protocols import PriceSource
-from policies.workloads import WorkloadClass, WorkloadSet, default_workloads
+from policies.workloads.spec import WorkloadClass, WorkloadSet, default_workloads
 
 __all__ = ["run"]
 
@@ -40,8 +40,8 @@ def run(
     horizon_hours: int = 24,
     workloads: WorkloadSet | None = None,
 ) -> dict[str, Any]:
-    from broker.optimizer.rolling import RollingState, rolling_horizon
-    from broker.optimizer.solve import solve
+    from broker.planning.optimizer.solve import solve
+    from broker.planning.rolling import RollingState, rolling_horizon
 
     ws = workloads or default_workloads()
     t_all = time.perf_counter()
@@ -122,8 +122,8 @@ def _hindsight(snapshot: Any, ws: WorkloadSet, actual: dict[str, Any],
                actuals: MarketActuals, hours: int) -> Any:  # fmt: skip
     """The MILP with perfect knowledge: actual demand, hourly spot prices, and
     spot capacity scaled by the share of each hour it could be held."""
-    from broker.optimizer.problem import _capacity
-    from broker.optimizer.solve import solve
+    from broker.planning.optimizer.problem import _capacity
+    from broker.planning.optimizer.solve import solve
 
     opts = PlanOptions(period_hours=1 if hours <= 24 * 7 else 3)
     prices: dict[str, Any] = {}

@@ -124,14 +124,14 @@ class _Rig:
     """Daemon, store, lifecycle and simulated cloud for one setting."""
 
     def __init__(self, directory: Path, market: Any, seed: int) -> None:
-        from broker.daemon import Daemon
-        from broker.daemon_config import DaemonConfig
-        from broker.daemon_sim import default_lifecycle
-        from broker.metrics import DaemonMetrics
-        from broker.simcloud import SimCloud, SimOptions
-        from broker.store import Store
+        from broker.daemon.accelerated import default_lifecycle
+        from broker.daemon.config import DaemonConfig
+        from broker.daemon.daemon import Daemon
+        from broker.daemon.metrics import DaemonMetrics
+        from broker.daemon.store.store import Store
         from markets.clock import ManualClock
-        from policies.workloads import parse_workloads
+        from markets.sim.cloud import SimCloud, SimOptions
+        from policies.workloads.spec import parse_workloads
 
         self.clock = ManualClock(market.span()[0])
         self.cloud = SimCloud(

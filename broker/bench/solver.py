@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from broker.optimizer.problem import PlanningProblem, PlanOptions, build_problem
+from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from markets.model import (
     Hazard,
     HazardSource,
@@ -39,7 +39,7 @@ from markets.model import (
     PoolSnapshot,
     Provider,
 )
-from policies.workloads import parse_workloads
+from policies.workloads.spec import parse_workloads
 
 __all__ = ["DEFAULT_SIZES", "run", "synthetic_problem"]
 
@@ -103,7 +103,7 @@ def _r(x: float | None, nd: int = 4) -> float | None:
 
 
 def _solved(problem: PlanningProblem, options: PlanOptions) -> tuple[Any, dict[str, Any]]:
-    from broker.optimizer.solve import solve
+    from broker.planning.optimizer.solve import solve
 
     plan, secs = _timed(lambda: solve(dataclasses.replace(problem, options=options)))
     m = plan.meta
@@ -135,8 +135,8 @@ def run(sizes: tuple[tuple[int, int, int], ...] = DEFAULT_SIZES, *, seed: int = 
     """Per size: Spotfolio's proven-gap solve (CBC; HiGHS too when ``highs``,
     by default when installed), the quick relax-and-fix, the fast path and
     the naive MILP, side by side."""
-    from broker.optimizer.fast import fast_plan
-    from broker.optimizer.solve import solve
+    from broker.planning.optimizer.fast import fast_plan
+    from broker.planning.optimizer.solve import solve
 
     with_highs = _highs_installed() if highs is None else highs
     out: dict[str, Any] = {}

@@ -2,7 +2,7 @@
 
 Owns: the two commands and turning their data sources into
 ``broker.bench.BenchData`` (this module is a composition root, so it may name
-the concrete markets): ``--data DIR`` -> every spot trace ``markets.datadir``
+the concrete markets): ``--data DIR`` -> every spot trace ``markets.files.datadir``
 finds in a directory laid out like ``shared/data``; no ``--data`` -> the
 embedded default market's pools, sampled per tick. Must not: simulate or score
 anything itself (``broker.simulate``, ``broker.bench``).
@@ -49,7 +49,7 @@ DEFAULT_WINDOWS = 40  # per trace and job fraction / per zone group: <= 10 min o
 
 
 def traces_from_spot_traces(spot_traces: Any) -> tuple[AvailabilityTrace, ...]:
-    """``markets.traces.SpotTrace`` -> ``AvailabilityTrace`` (held = all nodes).
+    """``markets.files.traces.SpotTrace`` -> ``AvailabilityTrace`` (held = all nodes).
 
     A fleet group is one collection (provider, instance type, kind, nodes,
     start date) across zones."""
@@ -77,7 +77,7 @@ def directory_data(root: Path) -> BenchData:
     and the replay market over everything found there (for the settings that
     need prices and hourly history)."""
     from broker.bench import BenchData
-    from markets.datadir import discover
+    from markets.files.datadir import discover
     from markets.replay.market import ReplayMarket
 
     inv = discover(root)
@@ -144,7 +144,7 @@ def _seconds(s: int) -> Any:
 def default_market_data(seed: int = 7, days: int = DEFAULT_MARKET_DAYS) -> BenchData:
     """The embedded default market (no credentials, no files)."""
     from broker.bench import BenchData
-    from markets.default_market import open_default_market
+    from markets.default.market import open_default_market
 
     market = open_default_market(seed=seed, days=days)
     return BenchData(

@@ -3,7 +3,7 @@
 Composition root: opens the market (``markets.registry.open_market``), the
 provider (``markets.registry.open_provider`` for ``aws`` and ``gcp``; ``SimCloud`` for
 ``sim``), the store and the lifecycle manager, and hands them to
-``broker.daemon.Daemon``.
+``broker.daemon.daemon.Daemon``.
 
 - ``spotfolio daemon --config FILE [--provider aws|gcp|sim] [--dry-run] [--once]``
   runs the daemon (APScheduler jobs, metrics on ``metrics_port``) until
@@ -13,7 +13,7 @@ provider (``markets.registry.open_provider`` for ``aws`` and ``gcp``; ``SimCloud
   time runs at the real rate from ``sim.start`` (default: the market's first
   hour); ``sim.state_file`` keeps the simulated account in a file, so the
   daemon can be killed and restarted against the same account
-  (``broker.simcloud_state``).
+  (``markets.sim.persist``).
 - ``spotfolio daemon --provider sim --hours H [--market M] [--json]`` runs a
   simulated account for H hours in accelerated time and prints one object::
 
@@ -93,7 +93,7 @@ def _logging(fmt: str, level: str) -> None:
 
 
 def _config(path: str | None, **overrides: Any) -> Any:
-    from broker.daemon_config import DaemonConfig, load_daemon_config
+    from broker.daemon.config import DaemonConfig, load_daemon_config
 
     if path is not None:
         return load_daemon_config(path, **overrides)
@@ -101,7 +101,7 @@ def _config(path: str | None, **overrides: Any) -> Any:
         overrides["owner"] = "spotfolio-sim"
     from pydantic import ValidationError
 
-    from policies.input_errors import input_error_from
+    from markets.validation import input_error_from
 
     try:
         return DaemonConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
@@ -193,8 +193,8 @@ def _with_sim(
     laid over it (validated as the config file's fields are)."""
     from pydantic import ValidationError
 
-    from broker.cli._market_options import market_options
-    from policies.input_errors import input_error_from
+    from broker.cli._adapter_options import market_options
+    from markets.validation import input_error_from
 
     sim: dict[str, Any] = {"start": start, "seed": seed}
     data = config.model_dump()
@@ -210,7 +210,7 @@ def _simulate(
     config_path: str | None, provider: str | None, hours: int, market: str | None,
     pairs: tuple[str, ...], start: str | None, seed: int | None, as_json: bool,
 ) -> None:  # fmt: skip
-    from broker.daemon_sim import simulate_daemon
+    from broker.daemon.accelerated import simulate_daemon
 
     if provider not in (None, "sim"):
         raise InputError(
@@ -247,9 +247,9 @@ def _sim_account(config: Any, market: Any) -> tuple[Any, Any]:
     """The simulated cloud and its clock (simulated time at the real rate,
     from ``sim.start`` or the market's first hour); with ``sim.state_file``
     the account lives in that file and outlives the process."""
-    from broker.daemon_sim import sim_options
-    from broker.simcloud import SimCloud
-    from broker.simcloud_state import OffsetClock, PersistentSimCloud
+    from broker.daemon.accelerated import sim_options
+    from markets.sim.cloud import SimCloud
+    from markets.sim.persist import OffsetClock, PersistentSimCloud
 
     s = config.sim
     opts = sim_options(config)
@@ -262,13 +262,13 @@ def _sim_account(config: Any, market: Any) -> tuple[Any, Any]:
 
 
 def _run(config: Any, *, dry_run: bool, once: bool) -> None:
-    from broker.daemon import Daemon
-    from broker.daemon_schedule import run_scheduled
-    from broker.daemon_sim import default_lifecycle
-    from broker.metrics import DaemonMetrics
-    from broker.store import Store
+    from broker.daemon.accelerated import default_lifecycle
+    from broker.daemon.daemon import Daemon
+    from broker.daemon.metrics import DaemonMetrics
+    from broker.daemon.schedule import run_scheduled
+    from broker.daemon.store.store import Store
     from markets.clock import SystemClock
-    from policies.workloads import default_workloads, load_workloads
+    from policies.workloads.spec import default_workloads, load_workloads
 
     clock: Any = SystemClock()
     market = _market(config.market, config)

@@ -34,7 +34,7 @@ a list (sorted as ``--sort``, cut to ``--limit``) of pool objects:
   name the input or fallback that answered; ``origins``: the datasets that
   made the pool; ``traces``: trace ids).
 
-``datasets`` (replay only, else []): per dataset found (``markets.datadir``):
+``datasets`` (replay only, else []): per dataset found (``markets.files.datadir``):
 ``name``, ``files``, ``rows``, ``rows_bad``, ``start``, ``end``, ``regions``,
 ``zones``, ``instance_types``. ``left_out``: per reason, ``count`` and up to
 five ``examples`` of pool candidates the replay market could not type, price
@@ -59,7 +59,7 @@ from broker.cli._output import console, emit_json, err_console
 from markets.errors import InputError
 
 if TYPE_CHECKING:
-    from markets.clustering import Clustering
+    from markets.hazard.clustering import Clustering
     from markets.model import MarketSnapshot, PoolSnapshot
     from markets.replay import PoolDetail
 
@@ -114,7 +114,7 @@ def fetch(
     from markets.aws.inventory import fetch_zones
     from markets.aws.spot import fetch_spot_history
     from markets.clock import SystemClock
-    from markets.price_files import PRICE_COLUMNS, parquet_available, write_price_history
+    from markets.files.prices import PRICE_COLUMNS, parquet_available, write_price_history
     from markets.registry import open_market
 
     if not (math.isfinite(days) and 0 < days <= MAX_FETCH_DAYS):
@@ -227,7 +227,7 @@ def _model_clustering(market: Any, snap: MarketSnapshot) -> dict[str, Clustering
     revocation events (the default market)."""
     import numpy as np
 
-    from markets.clustering import clustering
+    from markets.hazard.clustering import clustering
 
     if not hasattr(market, "revocation_events"):
         return {}

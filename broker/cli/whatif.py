@@ -36,7 +36,7 @@ actual demand and market. ``--json`` prints one object::
 Owns: both commands, the options they share (declared once in
 ``_COMMON_OPTIONS`` and stacked by ``_common_options``, which hands a command
 its values as one ``CommonOptions``), and their output. Must not: plan, bill
-or read market data itself (``broker.whatif``, ``broker.optimizer``,
+or read market data itself (``broker.whatif.run``, ``broker.planning.optimizer``,
 ``markets``), all imported inside the commands so that ``spotfolio --help``
 stays fast.
 """
@@ -51,7 +51,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import click
 
-from broker.cli._market_options import market_options as market_options_of
+from broker.cli._adapter_options import market_options as market_options_of
 from broker.cli._output import console, emit_json, err_console
 from markets.errors import InputError
 
@@ -96,9 +96,9 @@ class CommonOptions:
 
 
 def _inputs(c: CommonOptions) -> tuple[Any, Any, Any]:
-    from broker.demand import load_demand
+    from broker.planning.demand import load_demand
     from markets.registry import open_market
-    from policies.workloads import default_workloads, load_workloads
+    from policies.workloads.spec import default_workloads, load_workloads
 
     ws = (
         load_workloads(c.policies, demand_supplied=c.demand is not None)
@@ -162,7 +162,7 @@ def _common_options(f: Callable[Concatenate[CommonOptions, _P], _R]) -> Callable
 
 
 def _options(c: CommonOptions) -> Any:
-    from broker.optimizer.problem import PlanOptions
+    from broker.planning.optimizer.problem import PlanOptions
 
     opts = PlanOptions(
         period_hours=(0 if c.days > 7 else 1) if c.period_hours is None else c.period_hours,
@@ -210,7 +210,7 @@ def whatif_command(
     common: CommonOptions, committed: str | None, seed: int, plot: Path | None
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
-    from broker.whatif import run_whatif
+    from broker.whatif.run import run_whatif
 
     levels = _levels(committed)
     src, ws, dem = _inputs(common)
@@ -289,9 +289,9 @@ def plan_command(common: CommonOptions) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
     from datetime import timedelta
 
-    from broker.demand import DemandSet
-    from broker.optimizer.problem import build_problem
-    from broker.optimizer.solve import solve
+    from broker.planning.demand import DemandSet
+    from broker.planning.optimizer.problem import build_problem
+    from broker.planning.optimizer.solve import solve
 
     src, ws, dem = _inputs(common)
     snapshot = src.snapshot(_start(common.start))

@@ -58,7 +58,7 @@ goes back to spot or ends. Everything is pure and deterministic given the
 clock: no I/O, no LP. ``handle`` is a dictionary walk over the snapshot's
 pools and the fleet (see ``handle`` for reusing the fleet index).
 
-Must not: call a provider, run the checkpoint hook (``broker.checkpoint_hook``),
+Must not: call a provider, run the checkpoint hook (``broker.daemon.hooks``),
 persist anything (the daemon's store records decisions) or solve a plan.
 """
 

@@ -20,7 +20,7 @@ from broker.lifecycle.view import Candidate, Candidates, Tally
 from markets.model import Tier
 from policies.breakglass import ChurnBudget, CircuitBreakers
 from policies.checkpoint import NOTICE_SECONDS, daly_interval, notice_checkpoint_fits
-from policies.workloads import Workload, WorkloadClass
+from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = [
     "Guards",

@@ -27,7 +27,7 @@ from broker.lifecycle.view import Candidate, Candidates, FleetView, Pending, ins
 from markets.fleet import Instance
 from markets.model import MarketSnapshot, Tier
 from policies.breakglass import resize_block_reason
-from policies.workloads import Workload, WorkloadClass
+from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["Chooser", "Outcome"]
 

@@ -33,7 +33,7 @@ from markets.clock import Clock, ensure_utc
 from markets.fleet import Instance, Notice, NoticeKind
 from markets.model import MarketSnapshot, Tier
 from policies.breakglass import ChurnBudget, CircuitBreakers, RebalancePrecision
-from policies.workloads import Workload, WorkloadClass, WorkloadSet
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["LifecycleManager"]
 

@@ -29,7 +29,7 @@ from typing import Any
 from broker.lifecycle.values import LifecycleConfig, ReturnKind
 from broker.lifecycle.view import Candidate
 from policies.breakglass import BreakGlassLedger, return_to_spot_verdict
-from policies.workloads import Workload, WorkloadClass
+from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["BreakGlassBook", "Step", "Stretch", "stretch_from_record", "stretch_record"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from markets.fleet import Instance, InstanceState
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import cost_entries
-from policies.workloads import Workload
+from policies.workloads.spec import Workload
 
 __all__ = [
     "Candidate",

@@ -8,7 +8,7 @@ tick), and ``coarsen`` (many fine ticks -> one decision tick). The engines:
 ``broker.simulate.omniscient`` (the hindsight optimum of both).
 
 Must not: read files or name a market adapter. Composition roots (the CLI)
-turn ``markets.traces.SpotTrace`` or the default market into traces here.
+turn ``markets.files.traces.SpotTrace`` or the default market into traces here.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Owns: ``omniscient_deadline`` (exact dynamic programme over ticks x progress
 for one deadline window) and ``omniscient_fleet`` (the fleet setting's
-hindsight ILP, built and solved in ``broker.optimizer.fleet_ilp`` because PuLP
+hindsight ILP, built and solved in ``broker.planning.optimizer.fleet_ilp`` because PuLP
 lives only there).
 
 Must not: be used as a policy's input. Its only job is a lower bound and a
@@ -49,7 +49,7 @@ from broker.simulate.deadline import (
 from policies.online.deadline import Mode
 
 if TYPE_CHECKING:
-    from broker.optimizer.fleet_ilp import FleetOptimum
+    from broker.planning.optimizer.fleet_ilp import FleetOptimum
 
 __all__ = ["OmniscientDeadline", "omniscient_deadline", "omniscient_fleet"]
 
@@ -227,8 +227,8 @@ def omniscient_fleet(
     cold_start_s: float,
 ) -> FleetOptimum:
     """The fleet setting's hindsight optimum: the ILP of
-    ``broker.optimizer.fleet_ilp`` (PuLP lives only under broker/optimizer)."""
-    from broker.optimizer.fleet_ilp import solve_fleet_ilp
+    ``broker.planning.optimizer.fleet_ilp`` (PuLP lives only under broker/planning/optimizer)."""
+    from broker.planning.optimizer.fleet_ilp import solve_fleet_ilp
 
     return solve_fleet_ilp(
         held, replicas, spot_usd_per_hour, on_demand_usd_per_hour, tick_s, cold_start_s

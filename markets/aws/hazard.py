@@ -3,8 +3,8 @@
 Owns: ``assumed_hazard`` (nothing known: a conservative configured default)
 and ``advisor_hazard`` (a prior from the Spot Instance Advisor bucket), as
 ``Hazard`` values with the live adapter's confidence. The bucket shares and the
-monthly-share -> hourly-rate conversion are ``markets.hazard_prior``'s; the
-estimator from observed history is ``markets.interruptions``; this module is
+monthly-share -> hourly-rate conversion are ``markets.hazard.prior``'s; the
+estimator from observed history is ``markets.hazard.posterior``; this module is
 the fallback the live adapter uses before any history exists.
 
 Must not: estimate from data, keep its own copy of the bucket maths, or read
@@ -13,7 +13,7 @@ the placement score (a fulfilment signal, not an interruption one).
 
 from __future__ import annotations
 
-from markets.hazard_prior import ASSUMED_PRIOR, HazardPrior
+from markets.hazard.prior import ASSUMED_PRIOR, HazardPrior
 from markets.model import Hazard, HazardSource
 
 __all__ = ["advisor_hazard", "assumed_hazard"]

@@ -17,7 +17,7 @@ plan on and ``StaleDataError`` is raised. Auth errors are never masked as
 stale: they propagate at once.
 
 Must not: retry by itself (botocore's retry config does), launch anything,
-or estimate hazards from history (``markets.interruptions`` does).
+or estimate hazards from history (``markets.hazard.posterior`` does).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ rule sees every instance) are acknowledged and dropped.
 
 Errors leave as the project's tree (``markets.aws.errors``): capacity codes
 of a launch -> ``CapacityUnavailableError(pool_key=...)`` at once (botocore
-does not retry them, see ``provider_config``); throttling and 5xx after
+does not retry them, see ``markets.aws.settings``); throttling and 5xx after
 botocore's retries -> ``ThrottledError`` / ``TransientError``; account limits
 -> ``QuotaExceededError``; credentials and permissions -> ``AuthError``.
 
@@ -45,7 +45,7 @@ from markets.aws.launch import (
     units_from_catalog,
 )
 from markets.aws.notices import SqsApi, SqsNotices
-from markets.aws.provider_config import (
+from markets.aws.settings import (
     AwsProviderSettings,
     Ec2ProviderApi,
     build_provider_clients,

@@ -1,7 +1,7 @@
 """The narrow AWS SDK surface the market adapter uses, and how clients are built.
 
 Owns: ``AWS_API_CALLS`` (the manifest of every AWS API action the adapter
-calls; ``tests/test_aws_market.py`` keeps it equal to the calls in the code,
+calls; ``tests/unit/markets/aws/test_market.py`` keeps it equal to the calls in the code,
 and the IAM policy is derived from it), the ``Ec2Api`` / ``PricingApi``
 protocols that name only the client methods used, and ``client_config`` /
 ``build_clients`` (botocore retry configuration: throttling and 5xx are retried

@@ -9,7 +9,7 @@ the prices in force at ``at`` (``markets.gcp.prices``: on-demand, spot, 1- and
 
 What GCP does not have, and what the snapshot says instead: no placement
 score (``placement_score=None``); no interruption history per pool, so the
-hazard is ``markets.hazard_prior.ASSUMED_PRIOR`` labelled ``assumed`` until
+hazard is ``markets.hazard.prior.ASSUMED_PRIOR`` labelled ``assumed`` until
 observed preemptions say otherwise; spot prices are per region and change at
 most monthly, so one price file row serves every zone of the region.
 
@@ -23,7 +23,7 @@ A price file older than ``prices.MAX_FILE_AGE_S`` at ``at`` also marks the
 snapshot stale. Auth errors propagate at once.
 
 Must not: retry by itself, launch anything (``markets.gcp.provider``), or
-estimate hazards from history (``markets.interruptions``).
+estimate hazards from history (``markets.hazard.posterior``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from markets.gcp.sdk import (
     ZonesApi,
     build_compute_clients,
 )
-from markets.hazard_prior import ASSUMED_PRIOR
+from markets.hazard.prior import ASSUMED_PRIOR
 from markets.model import (
     Hazard,
     HazardSource,

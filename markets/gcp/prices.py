@@ -1,7 +1,7 @@
 """GCP prices per (region, machine type) as of a time: a price file, else the catalog.
 
 Owns: ``PriceTable`` (change points read from a price file in the format
-``markets.gcp_prices.load_gcp_prices`` reads: the Cyclenerd
+``markets.files.gcp_prices.load_gcp_prices`` reads: the Cyclenerd
 google-cloud-pricing-cost-calculator export, like ``shared/data/gcp-prices``),
 ``GcpPrice`` (on-demand, spot, 1- and 3-year committed-use prices of one
 (region, type) and where they came from) and ``MAX_FILE_AGE_S``.
@@ -87,7 +87,7 @@ class PriceTable:
         cls, path: str | Path, *, regions: Iterable[str], machine_types: Iterable[str]
     ) -> PriceTable:
         """Read a price file, keeping the rows of ``regions`` x ``machine_types``."""
-        from markets.gcp_prices import load_gcp_prices
+        from markets.files.gcp_prices import load_gcp_prices
 
         path = Path(path)
         if not path.is_file():

@@ -7,7 +7,7 @@ A launch of ``count`` VMs is ``count`` ``instances.insert`` calls (one VM
 each), sent together and then awaited (``zoneOperations.wait``), because
 Compute Engine reports a stockout in the *operation*, not in the HTTP reply.
 Spot VMs get ``scheduling.provisioningModel = SPOT`` and
-``instanceTerminationAction`` (DELETE by default: see ``provider_config``).
+``instanceTerminationAction`` (DELETE by default: see ``markets.gcp.settings``).
 
 Idempotency, in three layers (``labels`` explains names and request ids):
 (1) before inserting, the VMs carrying the request's launch-key label are
@@ -61,7 +61,6 @@ from markets.gcp.labels import (
 )
 from markets.gcp.operations import await_operations
 from markets.gcp.preemption import PreemptionReader, parse_time
-from markets.gcp.provider_config import GcpProviderSettings, insert_request, settings_from_options
 from markets.gcp.sdk import (
     CallPolicy,
     ComputeClients,
@@ -69,6 +68,7 @@ from markets.gcp.sdk import (
     ZoneOperationsApi,
     build_compute_clients,
 )
+from markets.gcp.settings import GcpProviderSettings, insert_request, settings_from_options
 from markets.model import Pool, Provider
 
 __all__ = ["GcpProvider", "open_gcp_provider"]

@@ -3,7 +3,7 @@ clients are built.
 
 Owns: the manifest of every Compute Engine REST method called
 (``GCP_MARKET_API_CALLS``, ``GCP_PROVIDER_API_CALLS``, ``GCP_API_CALLS``; the
-fake server in ``tests/gcp_fake.py`` records the methods really called and a
+fake server in ``tests/fakes/gcp.py`` records the methods really called and a
 test keeps the two equal), the IAM permissions those calls need
 (``GCP_IAM_PERMISSIONS``, for a least-privilege custom role), the protocols
 naming only the client methods used, ``CallPolicy`` (retry and timeout of

@@ -4,13 +4,13 @@ Owns: ``open_replay_market`` (registered as ``replay``; ``open_market(path)``
 opens it for an existing file or directory) and ``ReplayMarket``. Modules:
 ``series`` (change points and traces on int64 ns), ``build`` (the join),
 ``resolve`` (the fallback chains, vectorised over times), ``market`` (snapshot,
-hourly, aligned views). Must not: read files itself (``markets.datadir``
+hourly, aligned views). Must not: read files itself (``markets.files.datadir``
 discovers and loads them), call a cloud, or use the wall clock.
 
 Sources
 -------
 A directory laid out like ``shared/data`` (any subset, any other traces or
-price files of the same formats: ``markets.datadir.discover`` recognises files
+price files of the same formats: ``markets.files.datadir.discover`` recognises files
 by content), or one file written by ``spotfolio market fetch`` (a price
 history, CSV or Parquet).
 
@@ -54,7 +54,7 @@ Each tier is a chain; the first link that knows answers, and the snapshot's
 * availability (``available_share``, ``spot_available``, hourly
   ``spot_available`` and ``revocations``): traces only. A 16-node trace counts
   as the share of its nodes held.
-* hazard: ``markets.interruptions.estimate_hazard`` with the advisor bucket's
+* hazard: ``markets.hazard.posterior.estimate_hazard`` with the advisor bucket's
   prior for (region, type) (AWS; else the assumed prior), updated with every
   trace's revocations and node-hours held *before* ``at``.
 * placement score: AWS's score is not in any recorded dataset; while a trace

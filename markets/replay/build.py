@@ -6,7 +6,7 @@ traces and its static facts, each with a provenance label), ``build_pools``
 type and place GCP machine types.
 
 Must not: answer "what is in force at t" (``markets.replay.market`` does) or
-read files (``markets.datadir`` did).
+read files (``markets.files.datadir`` did).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 
 from markets import catalog
-from markets.datadir import DataInventory
 from markets.errors import InputError
+from markets.files.datadir import DataInventory
+from markets.files.traces import SpotTrace
 from markets.model import InstanceType, Pool, Provider
 from markets.replay.series import NEVER, NS, StepSeries, TraceSeries
-from markets.traces import SpotTrace
 
 __all__ = ["LEFT_OUT_REASONS", "PoolData", "build_pools", "gcp_gpu_model"]
 

@@ -5,7 +5,7 @@ provenance in ``PoolDetail``) and ``open_replay_market`` (registered as
 ``replay``). The join rules, fallbacks and time semantics are documented in
 the package docstring (``markets.replay``).
 
-Must not: read files itself (``markets.datadir.discover`` does), call a cloud,
+Must not: read files itself (``markets.files.datadir.discover`` does), call a cloud,
 or use the wall clock (a snapshot at ``at`` depends only on the data and ``at``).
 """
 
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from markets.clock import Clock, ensure_utc
-from markets.clustering import Clustering
-from markets.datadir import DataInventory, discover
 from markets.errors import InputError
-from markets.hazard_prior import ASSUMED_PRIOR, HazardPrior
-from markets.interruptions import HazardEstimate, estimate_hazard
+from markets.files.datadir import DataInventory, discover
+from markets.hazard.clustering import Clustering
+from markets.hazard.posterior import HazardEstimate, estimate_hazard
+from markets.hazard.prior import ASSUMED_PRIOR, HazardPrior
 from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot
 from markets.options import parse_names
 from markets.replay import resolve as rv

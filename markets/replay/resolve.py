@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from markets.clustering import Clustering, clustering
+from markets.hazard.clustering import Clustering, clustering
 from markets.model import Pool
 from markets.replay.build import PoolData
 from markets.replay.series import NS, StepSeries, TraceSeries
@@ -198,7 +198,7 @@ def zone_key(pool: Pool) -> str:
 
 def zone_clustering(pools: Sequence[PoolData], t_ns: int) -> dict[str, Clustering]:
     """Per zone with traces: the revocations of all its pools seen by ``t_ns``,
-    merged, as ``markets.clustering.clustering`` (SkyServe: "another in the
+    merged, as ``markets.hazard.clustering.clustering`` (SkyServe: "another in the
     same zone within 5 minutes"). Resolution: the coarsest probe gap, doubled
     when every trace of the zone is single-node (an instance must come back
     before it can be taken again); ``effective_window_s`` reports it."""

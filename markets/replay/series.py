@@ -8,7 +8,7 @@ seen up to a time are a ``searchsorted`` or an ``np.interp`` away). Both shift
 in time (``shifted``) for the aligned replay.
 
 Must not: know pools, prices per tier or the join rules (``markets.replay.build``),
-or estimate hazards (``markets.interruptions`` does, from ``TraceSeries.exposure_until``).
+or estimate hazards (``markets.hazard.posterior`` does, from ``TraceSeries.exposure_until``).
 
 Times are int64 nanoseconds since the Unix epoch (UTC) everywhere here: the
 arithmetic is exact and vectorises; ``NS`` converts.
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from markets.interruptions import Exposure
+from markets.hazard.posterior import Exposure
 
 __all__ = ["NEVER", "NS", "StepSeries", "TraceSeries"]
 
@@ -191,7 +191,7 @@ class TraceSeries:
 
     def exposure_until(self, t_ns: int) -> Exposure:
         """Evidence seen by ``t_ns`` (ticks that started by then), as
-        ``markets.probe_series.exposure_from_counts`` counts it: node drops
+        ``markets.hazard.probes.exposure_from_counts`` counts it: node drops
         between probes, node-hours held counted at each interval's start."""
         k = (
             0

@@ -3,7 +3,7 @@
 Owns: the deadline setting's decision rules (benchmarks.md section 1, the "Can't
 Be Late" setting, NSDI 2024) as pure functions of what the job knows at a tick:
 ``on_demand``, ``greedy``, ``uniform_progress`` (exactly as published) here,
-and ``spotfolio`` (ours) in ``policies.online.deadline_spotfolio``; the
+and ``spotfolio`` (ours) in ``policies.online.progress``; the
 registry ``deadline_policy(name)`` knows all four. Each rule is a
 ``DeadlinePolicy``: ``start(job)`` gives its memory, ``decide(job, view,
 memory)`` returns the mode for the coming tick and the memory to carry.
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 # The registry by name sits at the end: ``SpotfolioDeadline`` lives in
-# ``policies.online.deadline_spotfolio``, which builds on the types here.
+# ``policies.online.progress``, which builds on the types here.
 
 _EPS = 1e-9
 
@@ -249,7 +249,7 @@ class UniformProgress:
 
 
 # Imported last: the Spotfolio rule builds on the types above.
-from policies.online.deadline_spotfolio import SpotfolioDeadline, SpotfolioMemory  # noqa: E402
+from policies.online.progress import SpotfolioDeadline, SpotfolioMemory  # noqa: E402
 
 DEADLINE_POLICIES: dict[str, type[Any]] = {
     "on_demand": OnDemand,

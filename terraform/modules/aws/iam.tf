@@ -5,7 +5,7 @@
 # AWS_PROVIDER_API_CALLS), the permission EC2 checks for tags on create
 # (AWS_PROVIDER_IMPLIED_PERMISSIONS: ec2:CreateTags), kms:Decrypt for
 # reading the CMK-encrypted queue, and iam:PassRole for the instance roles
-# named in var.instance_role_arns. tests/test_terraform_policy.py compares the
+# named in var.instance_role_arns. tests/terraform/test_policy.py compares the
 # actions below with that manifest; change both together.
 #
 # The task's other permissions are not calls of the code and live apart: EFS

@@ -13,7 +13,7 @@
 # Manager), but it maps the account's queue, subnets and launch templates.
 
 locals {
-  # Provider settings (markets.aws.provider_config.AwsProviderSettings): the
+  # Provider settings (markets.aws.settings.AwsProviderSettings): the
   # queue this module made, and per-region launch settings without nulls.
   provider_options = {
     queue_url = aws_sqs_queue.notices.url
@@ -33,7 +33,7 @@ locals {
     "postgresql+psycopg://${var.db_username}@${aws_db_instance.state[0].endpoint}/spotfolio?sslmode=require"
   )
 
-  # broker.daemon_config.DaemonConfig fields the module owns (the rest come
+  # broker.daemon.config.DaemonConfig fields the module owns (the rest come
   # from var.daemon_settings, whose validation keeps these out of it).
   managed_config = merge(
     {

@@ -1,4 +1,4 @@
-# The daemon's state store (broker.store): write-ahead actions, notices
+# The daemon's state store (broker.daemon.store.store): write-ahead actions, notices
 # handled, decisions, plans and the account lease. Losing it loses nothing
 # the cloud does not also know (the daemon re-reads its fleet by tags), but
 # it is what keeps a notice from being handled twice and a launch from being

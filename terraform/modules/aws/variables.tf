@@ -21,7 +21,7 @@ variable "owner" {
   type        = string
 
   validation {
-    # Same pattern as broker.daemon_config.DaemonConfig.owner.
+    # Same pattern as broker.daemon.config.DaemonConfig.owner.
     condition     = can(regex("^[A-Za-z0-9_.:/@+=-]{1,128}$", var.owner))
     error_message = "owner: 1-128 characters of letters, digits and _.:/@+=-"
   }
@@ -255,7 +255,7 @@ variable "launch_extra_resource_arns" {
 # -- daemon configuration (rendered to SSM) ------------------------------------
 
 variable "daemon_settings" {
-  description = "Further fields of the daemon's YAML configuration (broker.daemon_config.DaemonConfig): planner, horizon_hours, committed, intervals, backoff, lifecycle, ... The module sets owner, account, store_url, market, market_options, provider, provider_options, metrics_port and workloads itself."
+  description = "Further fields of the daemon's YAML configuration (broker.daemon.config.DaemonConfig): planner, horizon_hours, committed, intervals, backoff, lifecycle, ... The module sets owner, account, store_url, market, market_options, provider, provider_options, metrics_port and workloads itself."
   type        = any
   default     = {}
 

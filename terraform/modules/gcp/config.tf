@@ -10,7 +10,7 @@
 # templates and service accounts, so it is kept out of instance metadata.
 
 locals {
-  # markets.gcp.provider_config.GcpProviderSettings without owner (the
+  # markets.gcp.settings.GcpProviderSettings without owner (the
   # composition root passes the daemon's owner beside these).
   provider_options = merge(
     { project = var.project, zones = sort(var.zones) },
@@ -28,7 +28,7 @@ locals {
   db_user   = trimsuffix(google_service_account.daemon.email, ".gserviceaccount.com")
   store_url = local.sqlite ? "sqlite:///${local.state_dir}/state.db" : "postgresql+psycopg://${urlencode(local.db_user)}@127.0.0.1:5432/spotfolio?sslmode=disable"
 
-  # broker.daemon_config.DaemonConfig fields the module owns (the rest come
+  # broker.daemon.config.DaemonConfig fields the module owns (the rest come
   # from var.daemon_settings, whose validation keeps these out of it).
   managed_config = merge(
     {

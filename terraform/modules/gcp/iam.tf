@@ -2,7 +2,7 @@
 # compute one) holding what the code calls and nothing else.
 #
 # The two custom roles together hold exactly markets.gcp.sdk.
-# GCP_IAM_PERMISSIONS; tests/test_terraform_gcp.py compares them, so change
+# GCP_IAM_PERMISSIONS; tests/terraform/test_gcp.py compares them, so change
 # both together. They are split because IAM conditions on a project binding
 # apply to every permission of the role: list permissions are checked on the
 # project, so a name condition would deny them.

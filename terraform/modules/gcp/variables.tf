@@ -22,7 +22,7 @@ variable "project" {
   type        = string
 
   validation {
-    # Same pattern as markets.gcp.provider_config.GcpProviderSettings.project.
+    # Same pattern as markets.gcp.settings.GcpProviderSettings.project.
     condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project))
     error_message = "project: a project id, 6-30 characters of lowercase letters, digits and '-'."
   }
@@ -63,7 +63,7 @@ variable "zones" {
 }
 
 variable "launch" {
-  description = "How the daemon creates VMs: exactly one of instance_template or source_image, and subnetwork, service_account, boot_disk_gb, termination_action, extra_labels (markets.gcp.provider_config.GcpProviderSettings)."
+  description = "How the daemon creates VMs: exactly one of instance_template or source_image, and subnetwork, service_account, boot_disk_gb, termination_action, extra_labels (markets.gcp.settings.GcpProviderSettings)."
   type = object({
     instance_template  = optional(string)
     source_image       = optional(string)

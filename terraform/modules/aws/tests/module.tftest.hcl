@@ -1,7 +1,7 @@
 # `terraform test` (Terraform >= 1.7) with a mocked AWS provider: no
 # credentials, no API calls. It evaluates every expression of the module for
 # both state backends and checks that bad inputs are refused by validation.
-# tests/test_terraform.py runs it after `terraform init -plugin-dir=...`.
+# tests/terraform/test_aws.py runs it after `terraform init -plugin-dir=...`.
 
 mock_provider "aws" {
   mock_data "aws_caller_identity" {

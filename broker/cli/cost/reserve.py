@@ -1,0 +1,127 @@
+"""``spotfolio cost reserve``: how many units to commit for an hourly demand
+series, and what each what-if level costs (``policies.reservations``).
+
+Owns: the command, its options, its table and its JSON
+(``spotfolio.cost.reserve/1``, schema in ``broker.cli.cost``); the demand and
+levels are read by ``broker.cli.cost.demand``. Must not: compute any cost
+itself.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from broker.cli._output import emit_json
+from broker.cli.cost.demand import parse_levels, read_demand
+from broker.cli.cost.options import finite
+from broker.cli.cost.output import fmt_usd, print_table, round_field
+from markets.errors import InputError
+
+if TYPE_CHECKING:
+    from policies.reservations import CommitmentCost
+
+__all__ = ["reserve"]
+
+
+@click.command("reserve")
+@click.option("--demand", required=True, help="Hourly demand: a CSV file or a comma list.")
+@click.option("--column", default=None, help="CSV column holding the demand.")
+@click.option("--on-demand", type=float, required=True, help="On-demand $ per unit-hour.")
+@click.option("--committed", type=float, default=None, help="Committed $ per unit-hour.")
+@click.option(
+    "--discount",
+    type=float,
+    default=None,
+    help="Committed discount off on-demand (0.4 = 40 %), instead of --committed.",
+)
+@click.option(
+    "--alternative",
+    type=float,
+    default=None,
+    help="$ per unit-hour of the cheapest alternative (default: --on-demand; "
+    "or the effective spot price for restart-tolerant work).",
+)
+@click.option("--levels", default=None, help="Commitment levels to compare: 40%,60% or 24,36.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (stable schema).")
+def reserve(**opts: Any) -> None:  # fmt: skip
+    """How many units to commit for an hourly demand series, and what-if levels."""
+    from policies.reservations import commitment_cost, compare_commitment_levels
+
+    od = opts["on_demand"]
+    finite("--on-demand", od, "a price per unit-hour > 0", positive=True)
+    if (opts["committed"] is None) == (opts["discount"] is None):
+        raise InputError("--committed", None, "exactly one of --committed PRICE or --discount D")
+    if opts["discount"] is not None:
+        d = opts["discount"]
+        if not (math.isfinite(d) and 0 <= d < 1):
+            raise InputError("--discount", None, "a fraction in [0, 1)", got=d)
+        committed = (1.0 - d) * od
+    else:
+        committed = opts["committed"]
+        finite("--committed", committed, "a price per unit-hour >= 0")
+    alt = od if opts["alternative"] is None else opts["alternative"]
+    finite("--alternative", alt, "a price per unit-hour > 0", positive=True)
+    demand = read_demand(opts["demand"], opts["column"])
+    peak = math.ceil(max(demand) - 1e-9)
+    levels = parse_levels(opts["levels"], peak)
+    cmp = compare_commitment_levels(demand, levels, committed, alt)
+    none = commitment_cost(demand, 0, committed, alt)
+
+    def level(c: CommitmentCost) -> dict[str, Any]:
+        raw = {
+            "committed_units": c.committed_units,
+            "share_of_peak": c.committed_units / peak if peak else None,
+            "committed_usd": c.committed_usd,
+            "alternative_unit_hours": c.alternative_unit_hours,
+            "alternative_usd": c.alternative_usd,
+            "total_usd": c.total_usd,
+            "occupancy": c.occupancy,
+        }
+        return {k: round_field(k, v) for k, v in raw.items()}
+
+    if opts["as_json"]:
+        emit_json(
+            {
+                "schema": "spotfolio.cost.reserve/1",
+                "hours": len(demand),
+                "peak_units": cmp.peak_units,
+                "mean_units": round_field("mean_units", sum(demand) / len(demand)),
+                "committed_usd_per_unit_hour": round_field("_usd_per_unit_hour", committed),
+                "alternative_usd_per_unit_hour": round_field("_usd_per_unit_hour", alt),
+                "breakeven_occupancy": round_field("breakeven_occupancy", cmp.breakeven_occupancy),
+                "optimal": level(cmp.optimal),
+                "no_commitment": level(none),
+                "levels": [level(c) for c in cmp.levels],
+                "steps": [
+                    {
+                        "from_units": s.from_units,
+                        "to_units": s.to_units,
+                        "marginal_occupancy": round_field("x", s.marginal_occupancy),
+                        "delta_usd": round_field("delta_usd", s.delta_usd),
+                        "pays": s.pays,
+                    }
+                    for s in cmp.steps
+                ],
+            }
+        )
+        return
+    rows = [
+        ("hours of demand", f"{len(demand)} (peak {cmp.peak_units} units)"),
+        ("break-even occupancy", f"{cmp.breakeven_occupancy:.1%}"),
+        ("commit", f"{cmp.optimal.committed_units} units: {fmt_usd(cmp.optimal.total_usd)}"),
+        ("commit nothing", fmt_usd(none.total_usd)),
+    ]
+    rows += [(f"at {c.committed_units} units", fmt_usd(c.total_usd)) for c in cmp.levels]
+    for s in cmp.steps:
+        occ = "-" if s.marginal_occupancy is None else f"{s.marginal_occupancy:.1%}"
+        rows.append(
+            (
+                f"{s.from_units} -> {s.to_units} units",
+                f"{'saves' if s.pays else 'costs'} {fmt_usd(abs(s.delta_usd))} "
+                f"(added units busy {occ})",
+            )
+        )
+    print_table("Committed capacity", rows)

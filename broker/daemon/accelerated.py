@@ -1,0 +1,248 @@
+"""A simulated account: the real daemon over ``SimCloud`` in accelerated time.
+
+Owns: ``simulate_daemon`` and ``SimReport`` (what ``spotfolio daemon
+--provider sim --hours H --json`` prints). The daemon, its store and its
+lifecycle manager are the production ones; only the provider (``SimCloud``)
+and the clock (a ``ManualClock``) differ. Instead of APScheduler the loop
+jumps the clock to the next moment something is due: a job's next run, or
+the next notice the cloud will deliver (rounded up to the daemon's polling
+grid, so notice latency includes the wait for the next poll).
+
+Accelerated cadence: jobs run at the config's intervals in simulated time;
+the lease is renewed at every reconcile (nobody else contends for it here).
+
+Must not: use the wall clock for simulated time (``time.perf_counter`` only
+measures how long decisions take).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from broker.daemon.config import DaemonConfig
+from broker.daemon.daemon import Daemon, Lifecycle
+from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.store.store import Store
+from markets.clock import Clock, ManualClock, ensure_utc
+from markets.fleet import NoticeKind
+from markets.protocols import PriceSource, Provider
+from markets.sim.cloud import SimCloud, SimOptions
+from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
+
+__all__ = ["SimReport", "default_lifecycle", "sim_options", "simulate_daemon"]
+
+LifecycleFactory = Callable[[WorkloadSet, Clock, DaemonConfig], Lifecycle]
+
+
+@dataclass
+class SimReport:
+    start: datetime
+    hours: int
+    revocations: int
+    decisions: dict[str, int]
+    unhandled_notices: int
+    duplicate_launches: int
+    orphaned_instances: int
+    decision_latency_ms: dict[str, float | None]
+    budget_exceeded: bool
+    budget_exceeded_hours: int
+    cost_usd: float
+    cost_by_tier_usd: dict[str, float]
+    break_glass_usd: float
+    break_glass_cap_usd: float | None
+    window_missed: int
+    counters: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "spotfolio.daemon.sim/1",
+            "start": self.start.isoformat(),
+            "hours": self.hours,
+            "revocations": self.revocations,
+            "decisions": self.decisions,
+            "unhandled_notices": self.unhandled_notices,
+            "duplicate_launches": self.duplicate_launches,
+            "orphaned_instances": self.orphaned_instances,
+            "decision_latency_ms": self.decision_latency_ms,
+            "decisions_after_deadline": self.window_missed,
+            "budget_exceeded": self.budget_exceeded,
+            "budget_exceeded_hours": self.budget_exceeded_hours,
+            "cost_usd": round(self.cost_usd, 2),
+            "cost_by_tier_usd": {k: round(v, 2) for k, v in self.cost_by_tier_usd.items()},
+            "break_glass_usd": round(self.break_glass_usd, 2),
+            "break_glass_cap_usd": self.break_glass_cap_usd,
+            "break_glass_cap_exceeded": self.break_glass_cap_usd is not None
+            and self.break_glass_usd > self.break_glass_cap_usd + 1e-6,
+            "counters": self.counters,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def default_lifecycle(workloads: WorkloadSet, clock: Clock, config: DaemonConfig) -> Lifecycle:
+    """The project's lifecycle manager, configured from the daemon's config:
+    its ``lifecycle:`` settings, plus what the daemon knows better, unless
+    set there: the clouds it launches in (``launch_providers``), the plan
+    epoch (``horizon_start``; else the daemon passes its first plan's start)
+    and the stale-market hazard multiplier."""
+    from pydantic import ValidationError
+
+    from broker.lifecycle import LifecycleConfig, LifecycleManager
+    from markets.validation import input_error_from
+
+    settings: dict[str, Any] = {
+        "providers": config.launch_providers,
+        "horizon_start": config.horizon_start,
+        "stale_hazard_multiplier": config.stale_hazard_multiplier,
+        **config.lifecycle,
+    }
+    try:
+        cfg = LifecycleConfig.model_validate(settings)
+    except ValidationError as e:
+        raise input_error_from("config", e, prefix="lifecycle") from e
+    manager: Lifecycle = LifecycleManager(workloads, clock, cfg)
+    return manager
+
+
+def sim_options(config: DaemonConfig) -> SimOptions:
+    """The simulated cloud's options from the config's ``sim:`` settings and
+    the clouds the daemon launches in."""
+    s = config.sim
+    return SimOptions(
+        notice_seconds=s.notice_seconds,
+        seed=s.seed,
+        duplicate_rate=s.duplicate_rate,
+        reorder=s.reorder,
+        listing_lag_s=s.listing_lag_s,
+        throttle_rate=s.throttle_rate,
+        providers=config.launch_providers,
+    )
+
+
+def _sleep(clock: ManualClock, seconds: float) -> None:
+    clock.advance(seconds)  # backoff waits pass in simulated time
+
+
+def _grid_ceil(t: datetime, origin: datetime, step_s: float) -> datetime:
+    k = math.ceil((t - origin).total_seconds() / step_s - 1e-9)
+    return origin + timedelta(seconds=k * step_s)
+
+
+def simulate_daemon(
+    config: DaemonConfig,
+    market: PriceSource,
+    *,
+    hours: int,
+    start: datetime | None = None,
+    workloads: WorkloadSet | None = None,
+    store_url: str = "sqlite://",
+    lifecycle: LifecycleFactory = default_lifecycle,
+    wrap_provider: Callable[[SimCloud], Provider] | None = None,
+) -> SimReport:
+    """Run a simulated account for ``hours`` (see the module docstring)."""
+    t_wall = time.perf_counter()
+    if workloads is None:
+        workloads = load_workloads(config.workloads) if config.workloads else default_workloads()
+    span = getattr(market, "span", None)
+    t0 = ensure_utc(start or (span()[0] if span else datetime(2026, 1, 1)))
+    whole = t0.replace(minute=0, second=0, microsecond=0)
+    # The first whole hour inside the market's data (a recording rarely starts on one).
+    t0 = whole if whole == t0 else whole + timedelta(hours=1)
+    clock = ManualClock(t0)
+    cloud = SimCloud(market, clock, sim_options(config))
+    provider: Provider = wrap_provider(cloud) if wrap_provider else cloud
+    store = Store(store_url)
+    daemon = Daemon(
+        config, provider, market, store, lifecycle(workloads, clock, config), clock,
+        workloads=workloads, metrics=DaemonMetrics(), sleep=lambda s: _sleep(clock, s),
+    )  # fmt: skip
+    daemon.start()
+    iv = config.intervals
+    end = t0 + timedelta(hours=hours)
+    jobs: list[tuple[str, Callable[[], object], float]] = [
+        ("refresh_market", daemon.refresh_market, iv.refresh_market_s),
+        ("replan", daemon.replan, iv.replan_s),
+        ("renew_lease", daemon.renew_lease, iv.reconcile_s),
+        ("reconcile", daemon.reconcile, iv.reconcile_s),
+    ]
+    due = {name: t0 + timedelta(seconds=every) for name, _, every in jobs}
+    poll = daemon.guarded("poll_notices", daemon.poll_notices)
+    # Break-glass upkeep runs when a stretch is due, not on a grid: the
+    # simulated clock jumps there (the running daemon polls every upkeep_s).
+    upkeep = daemon.guarded("break_glass_upkeep", daemon.upkeep)
+    while daemon.active:
+        nxt = cloud.next_event_at()
+        poll_at = _grid_ceil(nxt, t0, iv.poll_notices_s) if nxt is not None else None
+        upkeep_at = daemon.upkeep_due_at()
+        t = min([*due.values(), *(x for x in (poll_at, upkeep_at) if x is not None)])
+        if t >= end:
+            break
+        clock.set(max(t, clock.now()))
+        poll()
+        upkeep()
+        for name, fn, every in jobs:
+            if due[name] <= clock.now():
+                daemon.guarded(name, fn)()
+                while due[name] <= clock.now():
+                    due[name] += timedelta(seconds=every)
+    clock.set(max(end, clock.now()))
+    poll()
+    return _report(daemon, cloud, store, t0, hours, workloads, time.perf_counter() - t_wall)
+
+
+def _report(
+    d: Daemon, cloud: SimCloud, store: Store, t0: datetime, hours: int, ws: WorkloadSet, secs: float
+) -> SimReport:
+    with store.transaction() as tx:
+        counts = tx.decision_counts(d.owner)
+        known = tx.known_instance_ids(d.owner)
+        bg = tx.break_glass_usd(d.owner)
+    decisions = {k: counts.get(k, 0) for k in ("shrink", "replace", "break_glass")}
+    decisions.update({k: v for k, v in counts.items() if k not in decisions})
+    lat = np.array(d.decision_latencies_s) * 1e3
+    pct: dict[str, float | None] = {"p50": None, "p99": None}
+    if lat.size:
+        pct = {
+            "p50": round(float(np.percentile(lat, 50)), 3),
+            "p99": round(float(np.percentile(lat, 99)), 3),
+        }
+    hourly, by_tier = cloud.hourly_cost_usd(t0, hours)
+    budget = ws.budget_usd_per_hour
+    over = int(np.sum(hourly > budget + 1e-6)) if budget is not None else 0
+    c = cloud.counters
+    return SimReport(
+        start=t0,
+        hours=hours,
+        revocations=c.revocations,
+        decisions=decisions,
+        unhandled_notices=cloud.unacked(kinds=(NoticeKind.INTERRUPTION, NoticeKind.REBALANCE)),
+        duplicate_launches=c.duplicate_launches,
+        orphaned_instances=len(cloud.orphaned(known)),
+        decision_latency_ms=pct,
+        budget_exceeded=over > 0,
+        budget_exceeded_hours=over,
+        cost_usd=float(hourly.sum()),
+        cost_by_tier_usd=by_tier,
+        break_glass_usd=bg,
+        break_glass_cap_usd=ws.break_glass_cap_usd,
+        window_missed=d.window_missed,
+        counters={
+            "launch_requests": c.launch_requests,
+            "launches": c.launches,
+            "instances_launched": c.instances_launched,
+            "replays": c.replays,
+            "terminations": c.terminations,
+            "notices_sent": c.notices_sent,
+            "throttled": c.throttled,
+            "capacity_refusals": c.capacity_refusals,
+            "plan_generation": d.state.generation,
+        },
+        seconds=secs,
+    )

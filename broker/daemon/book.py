@@ -1,0 +1,312 @@
+"""What the daemon knows between jobs: the fleet view, prices, pools to avoid.
+
+Owns: ``FleetBook`` (the fleet as listed by the cloud, merged with the
+store's in-flight launches; instances under a revocation notice; pools that
+refused capacity; prices from the snapshot in force; the fleet budget check;
+the next acceptable pool), ``decision_deltas`` (how the lifecycle's decisions
+since the plan adjust its counts) and ``substitute``.
+
+The fleet view: the cloud's listing is the truth, but a just-launched
+instance may not be listed yet (EC2's listing is eventually consistent), so
+an instance the store recorded from a done launch within ``grace_s`` counts
+as present; an older store row the cloud no longer lists is marked
+terminated. Every listed instance of ours is written to the store, so nothing
+alive stays unknown (no orphans).
+
+Must not: call a mutating provider API or decide what a notice means.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from broker.daemon.executor import kv
+from broker.daemon.store.store import DecisionRecord, Store
+from broker.planning.reconcile import Slot, live_ours
+from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.model import MarketSnapshot, PoolSnapshot, Tier
+from markets.protocols import Provider
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
+
+__all__ = ["FleetBook", "decision_deltas", "substitute"]
+
+log = logging.getLogger("spotfolio.daemon")
+# Decisions that take the noticed instance's place out of the plan until the
+# next plan (it is being revoked; refilling the same pool would undo them).
+_TAKE_OUT = frozenset({"shrink", "replace", "break_glass", "checkpoint_only"})
+_DOOM_KEEP = timedelta(minutes=10)  # remember a doomed id a while past its deadline
+
+
+class FleetBook:
+    def __init__(self, owner: str, workloads: WorkloadSet) -> None:
+        self.owner = owner
+        self.workloads = {w.name: w for w in workloads.workloads}
+        self.budget_usd_per_hour = workloads.budget_usd_per_hour
+        self.priority = {w.name: w.priority for w in workloads.workloads}
+        self.snapshot: MarketSnapshot | None = None
+        self._pools: dict[str, PoolSnapshot] = {}
+        self.doomed: dict[str, datetime] = {}
+        self.unavailable: dict[tuple[str, Tier], datetime] = {}
+        # Immutable: the lifecycle keeps its fleet index while it is handed
+        # the very same tuple (a storm's notices all see one listing).
+        self.last_fleet: tuple[Instance, ...] = ()
+        self.by_id: dict[str, Instance] = {}  # last_fleet by instance id
+        # Slots whose launch the budget refused at the last reconcile: a
+        # refusal is a warning when it starts, not at every pass it lasts.
+        self.budget_refused: set[tuple[str, str, str]] = set()
+
+    # --- inputs ---------------------------------------------------------------
+    def set_snapshot(self, snap: MarketSnapshot) -> None:
+        self.snapshot = snap
+        self._pools = snap.by_key()
+
+    def workload(self, name: str) -> Workload | None:
+        return self.workloads.get(name)
+
+    def units(self, pool_key: str) -> int:
+        p = self._pools.get(pool_key)
+        return 1 if p is None else p.instance.units
+
+    def price(self, pool_key: str, tier: Tier) -> float:
+        p = self._pools.get(pool_key)
+        if p is None:
+            return 0.0
+        usd = p.price(tier)
+        return p.on_demand_usd_per_hour if usd is None else usd
+
+    def doom(self, instance_id: str, deadline: datetime) -> None:
+        self.doomed[instance_id] = deadline
+
+    def doomed_ids(self, now: datetime) -> frozenset[str]:
+        for iid in [i for i, t in self.doomed.items() if t + _DOOM_KEEP < now]:
+            del self.doomed[iid]
+        return frozenset(self.doomed)
+
+    def mark_unavailable(self, pool_key: str, tier: Tier, now: datetime, ttl_s: float) -> None:
+        self.unavailable[(pool_key, tier)] = now + timedelta(seconds=ttl_s)
+
+    def is_unavailable(self, pool_key: str, tier: Tier, now: datetime) -> bool:
+        until = self.unavailable.get((pool_key, tier))
+        return until is not None and now < until
+
+    def unavailable_capacity(self, now: datetime, hours: int) -> dict[str, Any]:
+        """Zero spot capacity for pools that just refused it (for the optimizer)."""
+        return {
+            pool: np.zeros(hours)
+            for (pool, tier), until in self.unavailable.items()
+            if tier is Tier.SPOT and now < until
+        }
+
+    # --- the fleet ------------------------------------------------------------------
+    def view(
+        self, provider: Provider, store: Store, now: datetime, grace_s: float, *, sync: bool = True
+    ) -> list[Instance]:
+        listed = [i for i in provider.list_fleet(self.owner) if i.tags.get(OWNER_TAG) == self.owner]
+        ids = {i.instance_id for i in listed}
+        fleet = list(listed)
+        with store.transaction() as tx:
+            if sync:
+                tx.upsert_instances(self.owner, listed, now)
+            gone = []
+            for row in tx.fleet(self.owner):
+                if row.instance_id in ids:
+                    continue
+                if (now - row.launched_at).total_seconds() < grace_s:
+                    fleet.append(_from_row(row, self.owner))
+                else:
+                    gone.append(row.instance_id)
+            if sync and gone:
+                tx.mark_instances(gone, InstanceState.TERMINATED, now)
+        self.last_fleet = tuple(fleet)
+        self.by_id = {i.instance_id: i for i in fleet}
+        return fleet
+
+    def counts(self, fleet: Iterable[Instance]) -> dict[tuple[str, str, str], float]:
+        out: dict[tuple[str, str, str], float] = defaultdict(float)
+        for i in live_ours(fleet, self.owner):
+            if i.instance_id not in self.doomed:
+                out[(i.workload, i.pool_key, i.tier.value)] += 1.0
+        return dict(out)
+
+    def cost_rates(self) -> tuple[dict[str, float], float]:
+        """$/h of the last fleet view by tier, and the share of units on spot."""
+        rates = {t.value: 0.0 for t in Tier}
+        units = {t.value: 0 for t in Tier}
+        for i in live_ours(self.last_fleet, self.owner):
+            rates[i.tier.value] += self.price(i.pool_key, i.tier)
+            units[i.tier.value] += i.units
+        total = sum(units.values())
+        return rates, (units[Tier.SPOT.value] / total if total else 0.0)
+
+    # --- choices the daemon makes itself ------------------------------------------------
+    def next_pool(
+        self,
+        workload: str,
+        failed_pool: str,
+        tier: Tier,
+        count: int,
+        tried: set[str],
+        now: datetime,
+    ) -> tuple[str, int] | None:
+        """Cheapest acceptable pool per unit of work on ``tier`` that has not
+        failed, and the instance count giving the same work. A training gang
+        keeps its instance type when it can (parallel groups are rigid)."""
+        w = self.workloads.get(workload)
+        if w is None or self.snapshot is None:
+            return None
+        failed_type = failed_pool.split("/")[-1]
+        lost = count * self.units(failed_pool) * w.throughput_of(failed_type)
+        best: tuple[tuple[int, float, str], str, float] | None = None
+        for p in self.snapshot.pools:
+            key, itype = p.pool.key, p.pool.instance_type
+            if itype not in w.instance_types or key in tried or self.is_unavailable(key, tier, now):
+                continue
+            usd = p.price(tier)
+            if usd is None or (tier is Tier.SPOT and not p.spot_available):
+                continue
+            work = p.instance.units * w.throughput_of(itype)
+            same = 0 if (w.workload_class is WorkloadClass.TRAINING and itype == failed_type) else 1
+            rank = (same, usd / work, key)
+            if best is None or rank < best[0]:
+                best = (rank, key, work)
+        if best is None:
+            return None
+        return best[1], max(1, math.ceil(lost / best[2] - 1e-9))
+
+    def within_budget(
+        self,
+        requests: Sequence[LaunchRequest | TerminateRequest],
+        fleet: Sequence[Instance],
+        now: datetime,
+    ) -> list[LaunchRequest | TerminateRequest]:
+        """Drop launches that would take the fleet's $/h over the fleet budget
+        (terminations count first; higher-priority workloads launch first)."""
+        if self.budget_usd_per_hour is None:
+            return list(requests)
+        live = {i.instance_id: i for i in live_ours(fleet, self.owner)}
+        ends = [r for r in requests if isinstance(r, TerminateRequest)]
+        ending = {iid for r in ends for iid in r.instance_ids}
+        rate = sum(self.price(i.pool_key, i.tier) for k, i in live.items() if k not in ending)
+        launches = [r for r in requests if isinstance(r, LaunchRequest)]
+        kept: list[LaunchRequest] = []
+        refused: set[tuple[str, str, str]] = set()
+        for r in sorted(launches, key=lambda r: -self.priority.get(r.workload, 0)):
+            add = r.count * self.price(r.pool_key, r.tier)
+            if rate + add > self.budget_usd_per_hour:
+                slot = (r.workload, r.pool_key, r.tier.value)
+                refused.add(slot)
+                log.log(
+                    logging.DEBUG if slot in self.budget_refused else logging.WARNING,
+                    kv(
+                        "budget_refused",
+                        workload=r.workload,
+                        pool=r.pool_key,
+                        usd_per_hour=f"{add:.2f}",
+                        fleet_usd_per_hour=f"{rate:.2f}",
+                        budget=self.budget_usd_per_hour,
+                    ),
+                )
+                continue
+            rate += add
+            kept.append(r)
+        self.budget_refused = refused
+        order = {r.idempotency_key: i for i, r in enumerate(launches)}
+        kept.sort(key=lambda r: order[r.idempotency_key])
+        return [*kept, *ends]
+
+    def budget_allows(self, add_usd_per_hour: float, freed_usd_per_hour: float = 0.0) -> bool:
+        if self.budget_usd_per_hour is None:
+            return True
+        rates, _ = self.cost_rates()
+        return (
+            sum(rates.values()) - freed_usd_per_hour + add_usd_per_hour <= self.budget_usd_per_hour
+        )
+
+
+def _from_row(row: Any, owner: str) -> Instance:
+    return Instance(
+        instance_id=row.instance_id,
+        pool_key=row.pool_key,
+        tier=Tier(row.tier),
+        workload=row.workload,
+        state=InstanceState(row.state)
+        if row.state in ("pending", "running")
+        else InstanceState.PENDING,
+        units=row.units,
+        launched_at=row.launched_at,
+        tags={OWNER_TAG: owner},
+    )
+
+
+def decision_deltas(decisions: Iterable[DecisionRecord]) -> dict[Slot, int]:
+    """Count changes the decisions since the plan imply (see ``_TAKE_OUT``)."""
+    out: dict[Slot, int] = defaultdict(int)
+    for d in decisions:
+        p = d.payload
+        lost = p.get("lost_slot")
+        if lost and (d.kind in _TAKE_OUT or p.get("taken_out")):
+            out[(lost[0], lost[1], lost[2])] -= int(p.get("lost_count", 1))
+        for s in p.get("ended_slots") or []:
+            out[(s[0], s[1], s[2])] -= 1
+        for x in p.get("launches") or []:
+            workload = x.get("workload") or d.workload
+            if workload:
+                out[(workload, x["pool_key"], x["tier"])] += int(x["count"])
+    return dict(out)
+
+
+def substitute(want: Mapping[Slot, int], book: FleetBook, now: datetime) -> dict[Slot, int]:
+    """Move counts of pools that refused capacity to the next acceptable pool."""
+    out: dict[Slot, int] = defaultdict(int)
+    for (w, pool, tier), n in want.items():
+        t = Tier(tier)
+        if book.is_unavailable(pool, t, now):
+            alt = book.next_pool(w, pool, t, n, {pool}, now)
+            if alt is not None:
+                out[(w, alt[0], tier)] += alt[1]
+                continue
+        out[(w, pool, tier)] += n
+    return dict(out)
+
+
+def stick(
+    want: Mapping[Slot, int], running: Mapping[Slot, float], book: FleetBook, margin: float
+) -> dict[Slot, int]:
+    """Keep running instances where the plan only moved them to an equivalent
+    pool: the same instance type and tier, priced less than ``margin`` cheaper
+    (a 24-hour plan re-solved every hour flips between near-equal zones, and
+    every flip is a cold start; the MILP charges churn, the fast path does not).
+    """
+    out = dict(want)
+    groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    # Sorted, with pool names breaking price ties: the same inputs give the
+    # same moves in every process (set order follows PYTHONHASHSEED).
+    for w, pool, tier in sorted(set(want) | set(running)):
+        groups[(w, tier, pool.split("/")[-1])].append(pool)
+    for (w, tier, _itype), pools in groups.items():
+        t = Tier(tier)
+        surplus = {
+            p: int(running.get((w, p, tier), 0)) - out.get((w, p, tier), 0)
+            for p in pools
+            if running.get((w, p, tier), 0) > out.get((w, p, tier), 0)
+        }
+        for q in sorted(pools, key=lambda p: (-book.price(p, t), p)):
+            need = out.get((w, q, tier), 0) - int(running.get((w, q, tier), 0))
+            for p in sorted(surplus, key=lambda p: (book.price(p, t), p)):
+                if need <= 0:
+                    break
+                if surplus[p] <= 0 or book.price(q, t) < book.price(p, t) * (1 - margin):
+                    continue
+                k = min(need, surplus[p])
+                out[(w, q, tier)] -= k
+                out[(w, p, tier)] = out.get((w, p, tier), 0) + k
+                surplus[p] -= k
+                need -= k
+    return {k: v for k, v in out.items() if v > 0}

@@ -1,0 +1,208 @@
+"""The daemon's configuration file: one validated YAML document.
+
+Owns: ``DaemonConfig`` (with ``Intervals``, ``Backoff`` and ``SimSettings``)
+and ``load_daemon_config``. Any problem names the file, the field path and
+what was expected (``InputError``, CLI exit 2). Relative paths in the file
+are relative to the file.
+
+Example (every field but ``owner`` has a default)::
+
+    owner: team-ml-prod          # value of the spotfolio:owner tag on our instances
+    account: "123456789012"      # one active daemon per account (the lease name)
+    store_url: sqlite:///var/lib/spotfolio/state.db   # or postgresql+psycopg://...
+    workloads: workloads.yaml    # default: the shipped example fleet
+    demand: demand.csv           # optional hourly serving demand
+    market: aws                  # default | aws | gcp | a recorded-data path
+    provider: aws                # aws | gcp | sim
+    provider_options:            # provider settings (markets.aws.settings, markets.gcp.settings)
+      queue_url: https://sqs.us-east-1.amazonaws.com/123456789012/spotfolio-notices
+      launch: {us-east-1: {launch_template_name: spotfolio-gpu}}
+    planner: milp                # milp (CBC) | fast (greedy, milliseconds)
+    horizon_hours: 24            # rolling horizon; the current hour is committed
+    committed: {aws/us-east-1/g5.xlarge: 4}   # reservations the account holds
+    intervals: {refresh_market_s: 900, replan_s: 3600, reconcile_s: 60, poll_notices_s: 5,
+                upkeep_s: 30}     # upkeep_s < lifecycle.return_lead_s
+    metrics_port: 9108           # 0: no endpoint
+    providers: [aws]             # clouds we launch in (default: the provider's own)
+    horizon_start: 2026-03-01T00:00:00Z   # deadlines count from here (default: first plan)
+    stale_hazard_multiplier: 2.0 # hazards x this while the market snapshot is stale
+    checkpoint_hooks:            # called at notice time, within the window
+      llm-finetune: {command: ["/opt/train/ckpt-now", "--fast"]}
+      chat-api: {url: "http://127.0.0.1:9000/drain"}
+    lifecycle: {return_min_dwell_s: 1800}   # broker.lifecycle.LifecycleConfig
+
+Must not: open markets, stores or providers (the composition roots do).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, Field, ValidationError, model_validator
+
+from broker.daemon.hooks import CheckpointHook
+from markets.errors import InputError
+from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
+from policies.workloads.spec import WorkloadSet
+
+__all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
+
+
+class Intervals(StrictModel):
+    """How often each job runs (seconds)."""
+
+    # A market snapshot older than this is refreshed; AWS spot prices move a
+    # few % a week (economics.md s7), placement scores faster: 15 minutes.
+    refresh_market_s: float = Field(default=900.0, gt=0)
+    replan_s: float = Field(default=3600.0, gt=0)  # hourly: the plan's period
+    reconcile_s: float = Field(default=60.0, gt=0)
+    # A few seconds: the AWS notice window is 120 s (economics.md s7).
+    poll_notices_s: float = Field(default=5.0, gt=0, le=60)
+    lease_renew_s: float = Field(default=10.0, gt=0)
+    # Break-glass stretches due to be extended or ended are checked this
+    # often; it must be shorter than the lifecycle's return_lead_s (300 s by
+    # default), or a stretch can outrun the dollars the cap committed to it.
+    upkeep_s: float = Field(default=30.0, gt=0)
+
+
+class Backoff(StrictModel):
+    """Jittered exponential backoff on throttling, and pool cool-down."""
+
+    max_attempts: int = Field(default=4, ge=1, le=20)
+    base_s: float = Field(default=0.5, ge=0)
+    cap_s: float = Field(default=8.0, ge=0)
+    # After InsufficientInstanceCapacity a pool is skipped this long.
+    unavailable_ttl_s: float = Field(default=900.0, ge=0)
+
+
+class SimSettings(StrictModel):
+    """The simulated provider (``provider: sim``)."""
+
+    seed: int = 0
+    notice_seconds: float = Field(default=120.0, gt=0)
+    duplicate_rate: float = Field(default=0.0, ge=0, le=1)
+    reorder: bool = False
+    listing_lag_s: float = Field(default=0.0, ge=0)
+    throttle_rate: float = Field(default=0.0, ge=0, le=1)
+    # Running daemon only (not --hours): simulated time passes at the real
+    # rate from here (default: the market's first hour), and with a
+    # state_file the account lives in that file, so it outlives the process
+    # (kill the daemon, start it again: the account is as the cloud left it).
+    start: AwareDatetime | None = None
+    state_file: Path | None = None
+    # With a state_file: each launch/terminate takes this long (wall clock),
+    # half before the cloud acts and half for its answer.
+    api_latency_s: float = Field(default=0.0, ge=0, le=10)
+
+
+class DaemonConfig(StrictModel):
+    owner: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:/@+=-]+$")
+    account: str = Field(default="default", min_length=1, max_length=64)
+    store_url: str = "sqlite:///spotfolio-daemon.db"
+    workloads: Path | None = None
+    demand: Path | None = None
+    demand_seed: int = 0
+    market: str = "default"
+    market_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    provider: Literal["aws", "gcp", "sim"] = "sim"
+    # The provider's own settings (aws: launch templates per region, queue_url...).
+    provider_options: dict[str, Any] = Field(default_factory=dict)
+    planner: Literal["milp", "fast"] = "milp"
+    horizon_hours: int = Field(default=24, ge=1, le=168)
+    committed: dict[str, int] = Field(default_factory=dict)
+    intervals: Intervals = Field(default_factory=Intervals)
+    backoff: Backoff = Field(default_factory=Backoff)
+    lease_ttl_s: float = Field(default=30.0, gt=0)
+    # A launched instance may take this long to show in the cloud's listing
+    # (EC2 DescribeInstances is eventually consistent): until then the store's
+    # record of it counts as present.
+    listing_grace_s: float = Field(default=120.0, ge=0)
+    metrics_port: int = Field(default=9108, ge=0, le=65535)
+    lifecycle: dict[str, Any] = Field(default_factory=dict)
+    sim: SimSettings = Field(default_factory=SimSettings)
+    # Clouds the daemon may launch in; None: the provider's own (aws: [aws]),
+    # and for the simulated cloud every provider of its market. The plan, the
+    # next-pool fallback and the lifecycle's replacements all keep to these.
+    providers: list[Literal["aws", "gcp"]] | None = Field(default=None, min_length=1)
+    # The plan epoch: workloads' deadline_hours count from here. None: the
+    # first plan's start (kept in the store across restarts).
+    horizon_start: AwareDatetime | None = None
+    # "Stale market data: keep the last good snapshot, mark it stale, widen
+    # risk margins" (ARCHITECTURE.md). While the snapshot is stale, every
+    # pool's hazard counts this many times over, in the plan (the optimizer's
+    # interruption_multiplier) and in the lifecycle (ranking, deadline margin,
+    # return to spot). 2 is an assumption: prices and hazards drift a few %
+    # a week, but what went unseen may be a revocation wave.
+    stale_hazard_multiplier: float = Field(default=2.0, ge=1.0, le=100.0)
+    # Per workload: a command (argv) or a webhook called when a notice revokes
+    # one of its instances, with the time left in the window as its budget.
+    checkpoint_hooks: dict[str, CheckpointHook] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _upkeep_before_lead(self) -> DaemonConfig:
+        from broker.lifecycle.values import LifecycleConfig
+
+        lead = self.lifecycle.get("return_lead_s", LifecycleConfig().return_lead_s)
+        if isinstance(lead, int | float) and self.intervals.upkeep_s >= lead:
+            raise FieldError(
+                "intervals.upkeep_s",
+                f"fewer seconds than lifecycle.return_lead_s ({lead:g}), so a break-glass "
+                "stretch is extended or ended before its committed dollars run out",
+                self.intervals.upkeep_s,
+            )
+        return self
+
+    @property
+    def lease_name(self) -> str:
+        return f"account/{self.account}"
+
+    @property
+    def launch_providers(self) -> tuple[str, ...] | None:
+        """Clouds to launch in (``None``: any pool of the market)."""
+        if self.providers is not None:
+            return tuple(self.providers)
+        return None if self.provider == "sim" else (self.provider,)
+
+    def check_workloads(self, workloads: WorkloadSet, source: str = "checkpoint_hooks") -> None:
+        """Every workload named in ``checkpoint_hooks`` exists."""
+        names = {w.name for w in workloads.workloads}
+        for name in self.checkpoint_hooks:
+            if name not in names:
+                raise InputError(
+                    source,
+                    f"checkpoint_hooks.{name}",
+                    f"a configured workload ({', '.join(sorted(names))})",
+                    got=name,
+                )
+
+
+def load_daemon_config(path: str | Path, **overrides: Any) -> DaemonConfig:
+    """Read, validate and resolve paths relative to the file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError("--config", None, f"a readable UTF-8 YAML file ({e})", got=source) from e
+    data = read_yaml(text, source)
+    if not isinstance(data, dict):
+        raise InputError(source, None, "a mapping of daemon settings", got=type(data).__name__)
+    data = {**data, **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        cfg = DaemonConfig.model_validate(data)
+    except ValidationError as e:
+        raise input_error_from(source, e) from e
+    base = Path(path).resolve().parent
+    updates: dict[str, Any] = {}
+    for name in ("workloads", "demand"):
+        p = getattr(cfg, name)
+        if p is not None and not p.is_absolute():
+            updates[name] = base / p
+    state = cfg.sim.state_file
+    if state is not None and not state.is_absolute():
+        updates["sim"] = cfg.sim.model_copy(update={"state_file": base / state})
+    if cfg.store_url.startswith("sqlite:///") and not cfg.store_url.startswith("sqlite:////"):
+        rel = cfg.store_url.removeprefix("sqlite:///")
+        if rel and rel != ":memory:":
+            updates["store_url"] = f"sqlite:///{base / rel}"
+    return cfg.model_copy(update=updates) if updates else cfg

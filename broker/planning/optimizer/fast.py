@@ -1,0 +1,278 @@
+"""The fast path: a greedy allocator whose plan is feasible by construction.
+
+Owns: ``fast_plan``. For revocations and storms there is no time for a MILP:
+this fills each period's demand from the cheapest sources in effective-cost
+order, honouring every rule the MILP honours (non-revocable base, gang sizes
+and gang minimum on non-revocable tiers, max spot share, zone and pool caps on
+spot, pool capacity shared between workloads, deadlines), in milliseconds.
+Commitments are taken as given (``problem.committed_fixed``; none by default),
+since buying them is a horizon decision, not a reaction.
+
+Spot water-filling: for a spot target S, a pool may take at most
+``min(capacity left, max_pool_share * S)`` and its zone at most
+``max_zone_share * S``; what spot cannot take goes to on-demand. The MILP's
+cost is a lower bound for this plan's objective on the same problem (the bench
+reports the gap).
+
+Must not: import PuLP.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from broker.planning.optimizer.problem import PlanningProblem
+from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
+from markets.model import Tier
+from policies.cost_table import CostEntry
+from policies.workloads.spec import Workload, WorkloadClass
+
+__all__ = ["fast_plan"]
+
+
+def _group(e: CostEntry) -> str:
+    provider, region, _zone, itype = e.pool_key.split("/")
+    return f"{provider}/{region}/{itype}"
+
+
+class _Pools:
+    """Spot capacity left per (pool, period), shared by all workloads."""
+
+    def __init__(self, problem: PlanningProblem) -> None:
+        self.left = {p.key: problem.period_min(p.spot_capacity_instances) for p in problem.pools}
+        self.price = {p.key: problem.period_mean(p.spot_usd_per_hour) for p in problem.pools}
+
+
+def _fill_spot(
+    w: Workload,
+    entries: list[CostEntry],
+    t: int,
+    target_work: float,
+    pools: _Pools,
+    *,
+    in_units: bool = False,
+) -> list[tuple[CostEntry, float]]:
+    """Instances per spot pool delivering at most ``target_work`` (physical
+    units instead when ``in_units``: a gang is sized in GPUs), within caps."""
+    out: list[tuple[CostEntry, float]] = []
+    zone_used: dict[str, float] = {}
+    remaining = target_work
+    # Caps are shares of the spot *units* the workload ends up holding; taking
+    # them as shares of the target is conservative (holding less only loosens them).
+    for e in entries:
+        if remaining <= 1e-9:
+            break
+        if e.spot_factor is None or e.usd_per_work_hour[Tier.SPOT] is None:
+            continue
+        price = pools.price[e.pool_key][t]
+        if not math.isfinite(price):
+            continue
+        work_per_inst = (
+            float(e.units_per_instance) if in_units else e.work_per_instance_hour / e.spot_factor
+        )
+        zone = e.pool_key.split("/")[2]
+        target_units = target_work / max(work_per_inst, 1e-12) * e.units_per_instance
+        pool_cap = w.max_pool_share * target_units / e.units_per_instance
+        zone_cap = (
+            w.max_zone_share * target_units - zone_used.get(zone, 0.0)
+        ) / e.units_per_instance
+        n = min(pools.left[e.pool_key][t], pool_cap, zone_cap, remaining / work_per_inst)
+        if n <= 1e-9:
+            continue
+        zone_used[zone] = zone_used.get(zone, 0.0) + n * e.units_per_instance
+        remaining -= n * work_per_inst
+        out.append((e, n))
+    out = _enforce_shares(w, out)
+    for e, n in out:
+        pools.left[e.pool_key][t] -= n
+    return out
+
+
+def _enforce_shares(
+    w: Workload, alloc: list[tuple[CostEntry, float]]
+) -> list[tuple[CostEntry, float]]:
+    """Cut pools and zones back to their share of the spot actually held
+    (the target may not have been reached, which shrinks the allowed shares);
+    repeat until every cap holds, or give up spot entirely."""
+    amounts = [n for _e, n in alloc]
+    for _ in range(200):
+        units = [n * e.units_per_instance for (e, _n), n in zip(alloc, amounts, strict=True)]
+        total = sum(units)
+        if total <= 1e-9:
+            return []
+        worst = 0.0
+        by_zone: dict[str, list[int]] = {}
+        for i, (e, _n) in enumerate(alloc):
+            by_zone.setdefault(e.pool_key.split("/")[2], []).append(i)
+            over = units[i] - w.max_pool_share * total
+            if over > 1e-9:
+                worst = max(worst, over)
+                amounts[i] -= over / e.units_per_instance
+        for members in by_zone.values():
+            z_units = sum(units[i] for i in members)
+            over = z_units - w.max_zone_share * total
+            if over > 1e-9:
+                worst = max(worst, over)
+                for i in members:
+                    amounts[i] *= 1.0 - over / z_units
+        if worst <= 1e-9:
+            return [(e, n) for (e, _n), n in zip(alloc, amounts, strict=True) if n > 1e-9]
+    return []
+
+
+def _gang_schedule(
+    w: Workload,
+    od: CostEntry,
+    spot: list[CostEntry],
+    periods: list[int],
+    lengths: object,
+    required: float,
+) -> tuple[int, list[int]]:
+    """The gang size with the lowest estimated dollars per unit of work (the
+    minimum on on-demand where the policy says so, the rest at the cheapest
+    effective spot price), run for just enough of the earliest periods."""
+    sizes = w.gang_sizes()
+    od_unit = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.throughput
+    spot_prices = [e.usd_per_work_hour[Tier.SPOT] for e in spot]
+    spot_unit = min((p * od.throughput for p in spot_prices if p is not None), default=od_unit)
+    nonrev = w.non_revocable_min_units
+
+    def usd_per_work(size: int) -> float:
+        return (nonrev * od_unit + (size - nonrev) * min(spot_unit, od_unit)) / (
+            size * od.throughput
+        )
+
+    size = min(sizes, key=lambda z: (usd_per_work(z), -z))
+    # Run from the start until the work is done (the caller stops there).
+    return size, list(periods)
+
+
+def fast_plan(problem: PlanningProblem) -> Plan:
+    """A feasible plan in one greedy pass (see the module docstring)."""
+    t0 = time.perf_counter()
+    pools = _Pools(problem)
+    periods = problem.period_bounds
+    lengths = problem.period_lengths
+    bought: dict[str, float] = {g: float(n) for g, n in (problem.committed_fixed or {}).items()}
+    used: dict[tuple[str, int], float] = {}  # committed instances in use per (group, period)
+    committed_price: dict[str, float] = {}
+    rows: list[tuple[object, ...]] = []
+    unmet: dict[str, float] = {}
+    commit_pool: dict[str, CostEntry] = {}
+    for w in sorted(problem.workloads.workloads, key=lambda x: -x.priority):
+        entries = problem.entries(w)
+        on_demand = [e for e in entries if e.usd_per_work_hour[Tier.ON_DEMAND] is not None]
+        if not on_demand:  # no pool of the market offers its types: all of it unmet
+            unmet[w.name] = _all_demand(problem, w)
+            continue
+        od = min(on_demand, key=lambda e: (e.usd_per_work_hour[Tier.ON_DEMAND], e.preference_rank))
+        com = [e for e in entries if e.usd_per_work_hour[Tier.COMMITTED] is not None
+               and bought.get(_group(e), 0) > 0]  # fmt: skip
+        spot_order = [e for e in entries if e.spot_factor is not None and w.max_spot_share > 0
+                      and problem.options.allow_spot]  # fmt: skip
+        required = problem.required_unit_hours(w)
+        last = problem.last_hour(w)
+        run_periods = [t for t, (h0, _h1) in enumerate(periods)
+                       if w.workload_class is WorkloadClass.SERVING or h0 < last]  # fmt: skip
+        hours_avail = float(sum(lengths[t] for t in run_periods))
+        per_hour_work = required / hours_avail if hours_avail > 0 else 0.0
+        gang = 0
+        if w.workload_class is WorkloadClass.TRAINING:
+            gang, run_periods = _gang_schedule(w, od, spot_order, run_periods, lengths, required)
+        gang_mode = w.workload_class is WorkloadClass.TRAINING
+
+        def measure(e: CostEntry, gang_mode: bool = gang_mode) -> float:
+            return float(e.units_per_instance) if gang_mode else e.work_per_instance_hour
+
+        done = 0.0
+        for t in run_periods:
+            if gang_mode and done >= required - 1e-9:
+                break  # the gang has done its work: stop paying for it
+            h0, h1 = periods[t]
+            if w.workload_class is WorkloadClass.SERVING:
+                need = float(problem.serving_period_demand(w.name)[t])
+                base = (1.0 - w.max_spot_share) * need
+            elif w.workload_class is WorkloadClass.TRAINING:
+                need = float(gang)  # a gang is counted in physical units
+                base = float(w.non_revocable_min_units)
+            else:
+                cap = (w.max_units or math.inf) * od.throughput
+                need = min(per_hour_work, cap)
+                base = (1.0 - w.max_spot_share) * need
+            got_nonrev = 0.0
+            committed_work = 0.0
+            for e in com:  # committed first: already paid for, base and above
+                g = _group(e)
+                left = bought[g] - used.get((g, t), 0.0)
+                take = min(left, (need - got_nonrev) / measure(e))
+                if take <= 1e-9:
+                    continue
+                used[(g, t)] = used.get((g, t), 0.0) + take
+                price = (e.usd_per_work_hour[Tier.COMMITTED] or 0.0) * e.work_per_instance_hour
+                committed_price[g] = price
+                commit_pool[g] = e
+                rows.append((t, h0, h1, w.name, Tier.COMMITTED.value, e.pool_key, take,
+                             take * e.units_per_instance, take * e.work_per_instance_hour,
+                             price))  # fmt: skip
+                got_nonrev += take * measure(e)
+                committed_work += take * e.work_per_instance_hour
+            od_price = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.work_per_instance_hour
+            od_base = max(base - got_nonrev, 0.0) / measure(od)
+            spot_target = min(need - max(base, got_nonrev), w.max_spot_share * need)
+            spot = _fill_spot(w, spot_order, t, max(spot_target, 0.0), pools, in_units=gang_mode)
+            spot_work = sum(
+                n
+                * (
+                    e.units_per_instance
+                    if gang_mode
+                    else e.work_per_instance_hour / (e.spot_factor or 1.0)
+                )
+                for e, n in spot
+            )
+            od_rest = max(need - max(base, got_nonrev) - spot_work, 0.0) / measure(od)
+            od_total = od_base + od_rest
+            if od_total > 1e-9:
+                rows.append((t, h0, h1, w.name, Tier.ON_DEMAND.value, od.pool_key, od_total,
+                             od_total * od.units_per_instance,
+                             od_total * od.work_per_instance_hour, od_price))  # fmt: skip
+            for e, n in spot:
+                assert e.spot_factor is not None
+                rows.append((t, h0, h1, w.name, Tier.SPOT.value, e.pool_key, n,
+                             n * e.units_per_instance,
+                             n * e.work_per_instance_hour / e.spot_factor,
+                             float(pools.price[e.pool_key][t])))  # fmt: skip
+            delivered = committed_work + od_total * od.work_per_instance_hour
+            delivered += sum(n * e.work_per_instance_hour / (e.spot_factor or 1.0) for e, n in spot)
+            done += delivered * float(lengths[t])
+        if w.workload_class is not WorkloadClass.SERVING:
+            unmet[w.name] = max(required - done, 0.0)
+        else:
+            unmet[w.name] = 0.0
+    table = pd.DataFrame(rows, columns=ALLOCATION_COLUMNS)
+    commitments = tuple(
+        Commitment(g, commit_pool[g].pool_key if g in commit_pool else "", n, 0,
+                   committed_price.get(g, 0.0), problem.options.term_years)
+        for g, n in sorted((problem.committed_fixed or {}).items())
+    )  # fmt: skip
+    plan = Plan(problem.start, problem.hours, problem.options.period_hours, commitments, table,
+                0.0, "greedy", "fast", time.perf_counter() - t0, False,
+                unmet_unit_hours=unmet)  # fmt: skip
+    cost = plan.planned_cost_usd() + sum(
+        unmet[w.name] * w.unmet_penalty_usd_per_unit_hour for w in problem.workloads.workloads
+    )
+    return Plan(**{**plan.__dict__, "objective_usd": cost})
+
+
+def _all_demand(problem: PlanningProblem, w: Workload) -> float:
+    """Unit-hours the workload asks for over the horizon."""
+    if w.workload_class is WorkloadClass.SERVING:
+        demand = problem.serving_period_demand(w.name)
+        return float(np.dot(demand, problem.period_lengths))
+    return float(problem.required_unit_hours(w))
+
+
+_ = np  # numpy arrays flow through _Pools

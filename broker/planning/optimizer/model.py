@@ -1,0 +1,562 @@
+r"""The portfolio MILP: stated first, then built in PuLP.
+
+Notation (period t of length L_t hours; workload w; pool p = (provider,
+region, zone, type) with u_p units per instance; group g = (provider, region,
+type) for commitments; zone z):
+
+  C_g        integer >= 0   committed instances bought in group g (all horizon)
+  K_{w,g,t}  >= 0           committed instances of g used by w in t
+  O_{w,j,t}  >= 0           on-demand instances of option j (cheapest region
+                            of each acceptable type: nothing else separates
+                            on-demand pools, so they are aggregated)
+  S_{w,p,t}  >= 0           spot instances of pool p
+  U_{w,t}    >= 0           unmet serving demand (reference units)
+  U_w        >= 0           unmet training/batch work (reference unit-hours)
+  R_{w,b}    binary, N_{w,b} integer >= 0
+                            training gang running / extra steps in gang block b
+                            (a block spans the workload's minimum dwell, so the
+                            gang is never resized sooner than that)
+  D_{w,x,t}  >= 0           launches (increase of an allocation x since t-1)
+
+  Work of an instance-hour: a_{w,p} = u_p * theta_{w,type(p)} on committed and
+  on-demand, a_{w,p} / f_{w,p} on spot, where theta is the workload's
+  throughput factor and f the spot time factor T_total/T_prod
+  (policies.cost_table: checkpoints, lost work, restarts at the pool's hazard).
+  Spot is thus priced at its *effective* cost per productive unit-hour.
+
+Objective (dollars):
+
+  min  sum_g C_g * c_g * H                                  committed, used or not
+     + sum_t L_t * ( sum O * o_j + sum S * s_{p,t} )        on-demand, spot
+     + sum_t L_t * sum_w pi_w U_{w,t} + sum_w pi_w U_w      unmet, class weight pi
+     + kappa * sum u * D                                    churn (launches)
+
+Constraints:
+
+  serving (every t):      work_{w,t} + U_{w,t} >= d_{w,t}
+                          work^{nonrev}_{w,t} + U_{w,t} >= (1 - sigma_w) d_{w,t}
+  training (t in b):      units_{w,t} = m_w R_{w,b} + q_w N_{w,b},  N <= (M_w - m_w)/q_w R
+                          units^{nonrev}_{w,t} >= m_w R_{w,b}   (if the gang minimum
+                                                                 must be non-revocable)
+                          units^{spot}_{w,t} <= sigma_w units_{w,t}
+  batch:                  units_{w,t} <= M_w (parallelism cap)
+  training, batch:        sum_{t < deadline} L_t work_{w,t} + U_w >= W_w
+                          sum_{t < m} L_t work_{w,t} + U'_w >= W^m_w  (optional
+                          milestone: a rolling horizon's uniform progress)
+  diversification:        sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z)
+                          u S_{w,p,t} <= rho_w sum_p u S_{w,p,t}                 (each p)
+  pool capacity:          sum_w S_{w,p,t} <= cap_{p,t}
+  commitments:            sum_w K_{w,g,t} <= C_g
+  budgets:                fleet and per-workload cost per hour <= B^h, over the
+                          horizon <= B (committed usage charged at c_g)
+  churn:                  D_{w,x,t} >= X_{w,x,t} - X_{w,x,t-1}
+
+Structure exploited: on-demand and commitments are aggregated to one option
+per (workload, type) and group per type (cheapest region): no constraint
+separates their pools; then options another dominates (the same coefficients
+in every constraint, no dearer) are dropped, so 40 types with three sizes
+leave one on-demand option per workload and three commitment groups
+(``broker.planning.optimizer.aggregate``; exact: the optimum and the LP bound do not
+move). Per workload only the ``max_spot_pools`` cheapest spot pools by
+effective cost enter (more when the zone cap needs more zones); periods of
+``period_hours`` shrink long horizons. Instance counts are integer when the
+model is small (``PlanOptions.integral``), else continuous (average instances
+over a period); commitments and gangs stay integer (``broker.planning.optimizer.search``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulp
+
+from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
+from broker.planning.optimizer.problem import PlanningProblem
+from markets.model import Tier
+from policies.cost_table import CostEntry
+from policies.workloads.spec import Workload, WorkloadClass
+
+__all__ = ["AllocVar", "BuiltModel", "build_model"]
+
+
+@dataclass(frozen=True)
+class AllocVar:
+    """One allocation variable: instances of ``pool_key`` (for on-demand and
+    committed, the representative pool of its option/group) on ``tier``."""
+
+    workload: str
+    tier: Tier
+    pool_key: str
+    group: str  # commitment group or on-demand option key
+    period: int
+    units_per_instance: int
+    work_per_instance: float  # reference units per instance-hour (spot: effective)
+    usd_per_instance_hour: float
+    var: Any
+
+
+@dataclass
+class BuiltModel:
+    prob: Any
+    allocs: list[AllocVar] = field(default_factory=list)
+    commit_vars: dict[str, Any] = field(default_factory=dict)  # group -> C_g
+    commit_price: dict[str, float] = field(default_factory=dict)  # group -> $/instance-hour
+    commit_pool: dict[str, str] = field(default_factory=dict)  # group -> representative pool
+    unmet_serving: dict[tuple[str, int], Any] = field(default_factory=dict)
+    unmet_work: dict[str, Any] = field(default_factory=dict)
+    gang: dict[tuple[str, int], tuple[Any, Any]] = field(default_factory=dict)
+    # constraint name -> human description (for explanations / infeasibility)
+    described: dict[str, str] = field(default_factory=dict)
+    integral: bool = False
+    serving_demand: dict[str, Any] = field(default_factory=dict)  # per-period arrays
+    spot_pools: dict[str, list[str]] = field(default_factory=dict)
+
+
+class _Namer:
+    def __init__(self) -> None:
+        self._n = itertools.count()
+
+    def __call__(self, prefix: str) -> str:
+        return f"{prefix}{next(self._n)}"
+
+
+def _group_key(e: CostEntry) -> str:
+    provider, region, _zone, itype = e.pool_key.split("/")
+    return f"{provider}/{region}/{itype}"
+
+
+def _cheapest_per_type(entries: list[CostEntry], tier: Tier) -> list[CostEntry]:
+    best: dict[str, CostEntry] = {}
+    for e in entries:
+        price = e.usd_per_work_hour[tier]
+        if price is None:
+            continue
+        cur = best.get(e.instance_type)
+        if cur is None or price < (cur.usd_per_work_hour[tier] or math.inf):
+            best[e.instance_type] = e
+    return sorted(best.values(), key=lambda e: e.preference_rank)
+
+
+def _spot_candidates(
+    problem: PlanningProblem, w: Workload, entries: list[CostEntry]
+) -> list[CostEntry]:
+    usable = [
+        e
+        for e in entries
+        if e.usd_per_work_hour[Tier.SPOT] is not None
+        and float(problem.pool(e.pool_key).spot_capacity_instances.max(initial=0.0)) > 0
+    ]
+    if not usable or w.max_spot_share <= 0 or not problem.options.allow_spot:
+        return []
+    zones_needed = math.ceil(1.0 / w.max_zone_share) + 1
+    chosen: list[CostEntry] = []
+    zones: set[str] = set()
+    for e in usable:  # cheapest effective spot first
+        zone = e.pool_key.split("/")[2]
+        if len(chosen) < problem.options.max_spot_pools or zone not in zones:
+            chosen.append(e)
+            zones.add(zone)
+        if len(chosen) >= problem.options.max_spot_pools and len(zones) >= zones_needed:
+            break
+    return chosen
+
+
+def _aggregate(
+    problem: PlanningProblem,
+    per_w: dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]],
+    *,
+    integral: bool,
+) -> dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]]:
+    """Drop dominated on-demand options and commitment groups (exact: see
+    ``broker.planning.optimizer.aggregate``)."""
+    running: dict[str, set[str]] = {w: set() for w in per_w}
+    for (w, key, tier), n in problem.previous_instances.items():
+        if tier == Tier.ON_DEMAND.value and n > 0 and w in running:
+            running[w].add(key)
+    groups: dict[str, dict[str, CostEntry]] = {}
+    price: dict[str, float] = {}
+    for w, (_od, com, _spot) in per_w.items():
+        for e in com:
+            g = _group_key(e)
+            groups.setdefault(g, {})[w] = e
+            price.setdefault(
+                g, (e.usd_per_work_hour[Tier.COMMITTED] or 0.0) * e.work_per_instance_hour
+            )
+    fixed = {g for g, n in (problem.committed_fixed or {}).items() if n > 0}
+    kept = undominated_commitments(groups, price, keep=fixed)
+    return {
+        w: (
+            undominated_on_demand(od, integral=integral, keep=running[w]),
+            [e for e in com if _group_key(e) in kept],
+            spot,
+        )
+        for w, (od, com, spot) in per_w.items()
+    }
+
+
+def _lin(terms: list[tuple[Any, float]]) -> Any:
+    """A linear expression; a variable listed twice has its coefficients summed
+    (``LpAffineExpression`` from pairs would keep only the last)."""
+    acc: dict[Any, float] = {}
+    for v, c in terms:
+        acc[v] = acc.get(v, 0.0) + c
+    return pulp.LpAffineExpression(list(acc.items()))
+
+
+def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> BuiltModel:
+    """Build the MILP of the module docstring for ``problem``."""
+    opts = problem.options
+    name = _Namer()
+    prob = pulp.LpProblem("spotfolio_portfolio", pulp.LpMinimize)
+    periods = problem.period_bounds
+    lengths = problem.period_lengths
+    n_t = len(periods)
+    H = float(problem.hours)
+
+    per_w: dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]] = {}
+    n_alloc = 0
+    for w in problem.workloads.workloads:
+        entries = problem.entries(w)
+        od = _cheapest_per_type(entries, Tier.ON_DEMAND)
+        com = _cheapest_per_type(entries, Tier.COMMITTED) if opts.allow_committed else []
+        # Commitments already bought are usable wherever they were bought, even
+        # if another region has become cheaper since.
+        have = {_group_key(e) for e in com}
+        for e in entries:
+            g = _group_key(e)
+            if (
+                (problem.committed_fixed or {}).get(g, 0) > 0
+                and g not in have
+                and (e.usd_per_work_hour[Tier.COMMITTED] is not None)
+            ):
+                com.append(e)
+                have.add(g)
+        spot = _spot_candidates(problem, w, entries)
+        per_w[w.name] = (od, com, spot)
+        n_alloc += (len(od) + len(com) + len(spot)) * n_t
+    in_use = {e.pool_key for od, com, spot in per_w.values() for e in spot}
+    caps = {k: problem.period_min(problem.pool(k).spot_capacity_instances) for k in in_use}
+    spot_prices = {k: problem.period_mean(problem.pool(k).spot_usd_per_hour) for k in in_use}
+    if integral is None:
+        integral = opts.integral if opts.integral is not None else n_alloc <= opts.integral_max_vars
+    if opts.aggregate:
+        per_w = _aggregate(problem, per_w, integral=integral)
+    cat = pulp.LpInteger if integral else pulp.LpContinuous
+    built = BuiltModel(prob=prob, integral=integral)
+    built.serving_demand = {
+        w.name: problem.serving_period_demand(w.name)
+        for w in problem.workloads.of_class(WorkloadClass.SERVING)
+    }
+
+    # Commitment groups (one per type and region actually offered).
+    for w in problem.workloads.workloads:
+        for e in per_w[w.name][1]:
+            g = _group_key(e)
+            if g in built.commit_vars:
+                continue
+            price = e.usd_per_work_hour[Tier.COMMITTED]
+            assert price is not None
+            fixed = None if problem.committed_fixed is None else problem.committed_fixed.get(g, 0)
+            built.commit_vars[g] = pulp.LpVariable(
+                name("C"), lowBound=fixed or 0, upBound=fixed, cat=pulp.LpInteger
+            )
+            built.commit_price[g] = price * e.work_per_instance_hour
+            built.commit_pool[g] = e.pool_key
+    if problem.committed_fixed:
+        unknown = set(problem.committed_fixed) - set(built.commit_vars)
+        if any(problem.committed_fixed[g] > 0 for g in unknown):
+            from markets.errors import InfeasiblePlanError
+
+            raise InfeasiblePlanError(
+                "fixed commitments name groups no workload can use",
+                [f"{g}: {problem.committed_fixed[g]} instances" for g in sorted(unknown)],
+            )
+
+    objective: list[tuple[Any, float]] = [
+        (v, built.commit_price[g] * H) for g, v in built.commit_vars.items()
+    ]
+    commit_use: dict[tuple[str, int], list[tuple[Any, float]]] = {}
+    pool_use: dict[tuple[str, int], list[tuple[Any, float]]] = {}
+    fleet_cost: list[list[tuple[Any, float]]] = [[] for _ in range(n_t)]
+
+    for w in problem.workloads.workloads:
+        od, com, spot = per_w[w.name]
+        built.spot_pools[w.name] = [e.pool_key for e in spot]
+        last = problem.last_hour(w)
+        w_cost: list[list[tuple[Any, float]]] = [[] for _ in range(n_t)]
+        prev: dict[tuple[Tier, str], Any] = {}
+        for t, (h0, _h1) in enumerate(periods):
+            if w.workload_class is not WorkloadClass.SERVING and h0 >= last:
+                continue  # past the deadline: the job may not run
+            L = float(lengths[t])
+            allocs: list[AllocVar] = []
+            for e in com:
+                g = _group_key(e)
+                v = pulp.LpVariable(name("K"), lowBound=0, cat=cat)
+                allocs.append(
+                    AllocVar(
+                        w.name,
+                        Tier.COMMITTED,
+                        e.pool_key,
+                        g,
+                        t,
+                        e.units_per_instance,
+                        e.work_per_instance_hour,
+                        built.commit_price[g],
+                        v,
+                    )
+                )
+                commit_use.setdefault((g, t), []).append((v, 1.0))
+            for e in od:
+                price = (e.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * e.work_per_instance_hour
+                v = pulp.LpVariable(name("O"), lowBound=0, cat=cat)
+                allocs.append(
+                    AllocVar(
+                        w.name,
+                        Tier.ON_DEMAND,
+                        e.pool_key,
+                        e.instance_type,
+                        t,
+                        e.units_per_instance,
+                        e.work_per_instance_hour,
+                        price,
+                        v,
+                    )
+                )
+            for e in spot:
+                cap = float(caps[e.pool_key][t])
+                sp = float(spot_prices[e.pool_key][t])
+                if cap <= 0 or not math.isfinite(sp) or e.spot_factor is None:
+                    continue
+                v = pulp.LpVariable(name("S"), lowBound=0, upBound=cap, cat=cat)
+                allocs.append(
+                    AllocVar(
+                        w.name,
+                        Tier.SPOT,
+                        e.pool_key,
+                        e.pool_key,
+                        t,
+                        e.units_per_instance,
+                        e.work_per_instance_hour / e.spot_factor,
+                        sp,
+                        v,
+                    )
+                )
+                pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))
+            built.allocs.extend(allocs)
+            for a in allocs:
+                if a.tier is not Tier.COMMITTED:
+                    objective.append((a.var, L * a.usd_per_instance_hour))
+                    fleet_cost[t].append((a.var, a.usd_per_instance_hour))
+                w_cost[t].append((a.var, a.usd_per_instance_hour))
+                # churn on launches of on-demand and spot
+                if a.tier is not Tier.COMMITTED and opts.churn_usd_per_unit > 0:
+                    key = (a.tier, a.group)
+                    before = prev.get(key)
+                    d = pulp.LpVariable(name("D"), lowBound=0)
+                    if before is None:
+                        start = float(
+                            problem.previous_instances.get((w.name, a.pool_key, a.tier.value), 0.0)
+                        )
+                        prob += _lin([(d, 1.0), (a.var, -1.0)]) >= -start
+                    else:
+                        prob += _lin([(d, 1.0), (a.var, -1.0), (before, 1.0)]) >= 0
+                    objective.append((d, opts.churn_usd_per_unit * a.units_per_instance))
+                    prev[key] = a.var
+            _workload_period(problem, built, w, t, L, allocs, objective, name)
+        _workload_totals(problem, built, w, objective, name)
+        if w.budget_usd_per_hour is not None:
+            for t in range(n_t):
+                if w_cost[t]:
+                    cname = name("budget_w_h")
+                    prob += _lin(w_cost[t]) <= w.budget_usd_per_hour, cname
+                    built.described[cname] = f"{w.name}: budget ${w.budget_usd_per_hour:,.2f}/h"
+        if w.budget_usd is not None:
+            terms = [(v, c * float(lengths[t])) for t in range(n_t) for v, c in w_cost[t]]
+            if terms:
+                cname = name("budget_w")
+                prob += _lin(terms) <= w.budget_usd, cname
+                built.described[cname] = f"{w.name}: budget ${w.budget_usd:,.2f} over the horizon"
+
+    for (g, _t), terms in commit_use.items():
+        cname = name("commit")
+        prob += _lin([*terms, (built.commit_vars[g], -1.0)]) <= 0, cname
+        built.described[cname] = f"committed {g}: usage within what was bought"
+    for (p, t), terms in pool_use.items():
+        cap = float(caps[p][t])
+        cname = name("cap")
+        prob += _lin(terms) <= cap, cname
+        built.described[cname] = f"spot capacity of {p}: {cap:g} instances"
+    commit_hourly = [(v, built.commit_price[g]) for g, v in built.commit_vars.items()]
+    ws = problem.workloads
+    if ws.budget_usd_per_hour is not None:
+        for t in range(n_t):
+            cname = name("budget_h")
+            prob += _lin([*commit_hourly, *fleet_cost[t]]) <= ws.budget_usd_per_hour, cname
+            built.described[cname] = f"fleet budget ${ws.budget_usd_per_hour:,.2f}/h"
+    if ws.budget_usd is not None:
+        terms = [(v, c * H) for v, c in commit_hourly]
+        terms += [(v, c * float(lengths[t])) for t in range(n_t) for v, c in fleet_cost[t]]
+        cname = name("budget")
+        prob += _lin(terms) <= ws.budget_usd, cname
+        built.described[cname] = f"fleet budget ${ws.budget_usd:,.2f} over the horizon"
+
+    prob += _lin(objective)
+    return built
+
+
+def _workload_period(
+    problem: PlanningProblem,
+    built: BuiltModel,
+    w: Workload,
+    t: int,
+    L: float,
+    allocs: list[AllocVar],
+    objective: list[tuple[Any, float]],
+    name: _Namer,
+) -> None:
+    prob = built.prob
+    work = [(a.var, a.work_per_instance) for a in allocs]
+    nonrev_work = [(a.var, a.work_per_instance) for a in allocs if a.tier is not Tier.SPOT]
+    units = [(a.var, float(a.units_per_instance)) for a in allocs]
+    spot = [a for a in allocs if a.tier is Tier.SPOT]
+    spot_units = [(a.var, float(a.units_per_instance)) for a in spot]
+    if w.workload_class is WorkloadClass.SERVING:
+        d = float(built.serving_demand[w.name][t])
+        u = pulp.LpVariable(name("U"), lowBound=0)
+        built.unmet_serving[(w.name, t)] = u
+        objective.append((u, L * w.unmet_penalty_usd_per_unit_hour))
+        cname = name("serve")
+        prob += _lin([*work, (u, 1.0)]) >= d, cname
+        built.described[cname] = f"{w.name}: demand {d:g} units in period {t}"
+        if w.max_spot_share < 1.0:
+            cname = name("base")
+            prob += _lin([*nonrev_work, (u, 1.0)]) >= (1.0 - w.max_spot_share) * d, cname
+            built.described[cname] = (
+                f"{w.name}: {1 - w.max_spot_share:.0%} of demand on non-revocable tiers"
+            )
+    elif w.workload_class is WorkloadClass.TRAINING:
+        assert w.max_units is not None
+        dwell_h = max(
+            w.min_dwell_minutes / 60.0,
+            float(problem.options.period_hours),
+            math.ceil(problem.hours / max(1, problem.options.gang_blocks)),
+        )
+        block = int(problem.period_bounds[t][0] // dwell_h)
+        key = (w.name, block)
+        if key not in built.gang:
+            steps = (w.max_units - w.min_units) // w.step_units
+            r = pulp.LpVariable(name("R"), cat=pulp.LpBinary)
+            n = pulp.LpVariable(name("N"), lowBound=0, upBound=steps, cat=pulp.LpInteger)
+            prob += _lin([(n, 1.0), (r, -float(steps))]) <= 0
+            built.gang[key] = (r, n)
+        r, n = built.gang[key]
+        cname = name("gang")
+        prob += _lin([*units, (r, -float(w.min_units)), (n, -float(w.step_units))]) == 0, cname
+        built.described[cname] = (
+            f"{w.name}: gang of {w.min_units}..{w.max_units} units in steps of {w.step_units}"
+        )
+        if w.non_revocable_min_units > 0:
+            nonrev_units = [
+                (a.var, float(a.units_per_instance)) for a in allocs if a.tier is not Tier.SPOT
+            ]
+            cname = name("gangmin")
+            prob += _lin([*nonrev_units, (r, -float(w.min_units))]) >= 0, cname
+            built.described[cname] = f"{w.name}: gang minimum {w.min_units} on non-revocable tiers"
+        if w.max_spot_share < 1.0 and spot_units:
+            prob += _lin([*spot_units, *[(v, -w.max_spot_share * c) for v, c in units]]) <= 0
+    elif w.max_units is not None:
+        cname = name("par")
+        prob += _lin(units) <= float(w.max_units), cname
+        built.described[cname] = f"{w.name}: at most {w.max_units} units at once"
+    if (
+        w.workload_class is not WorkloadClass.TRAINING
+        and w.max_spot_share < 1.0
+        and w.workload_class is not WorkloadClass.SERVING
+        and spot_units
+    ):
+        prob += _lin([*spot_units, *[(v, -w.max_spot_share * c) for v, c in units]]) <= 0
+    _diversify(built, w, spot, spot_units, name)
+
+
+def _diversify(
+    built: BuiltModel,
+    w: Workload,
+    spot: list[AllocVar],
+    spot_units: list[tuple[Any, float]],
+    name: _Namer,
+) -> None:
+    if not spot:
+        return
+    prob = built.prob
+    by_zone: dict[str, list[AllocVar]] = {}
+    for a in spot:
+        by_zone.setdefault(a.pool_key.split("/")[2], []).append(a)
+    if w.max_zone_share < 1.0:
+        for zone, members in by_zone.items():
+            cname = name("zone")
+            terms = [(a.var, float(a.units_per_instance)) for a in members]
+            prob += _lin([*terms, *[(v, -w.max_zone_share * c) for v, c in spot_units]]) <= 0, cname
+            built.described[cname] = f"{w.name}: at most {w.max_zone_share:.0%} of spot in {zone}"
+    if w.max_pool_share < 1.0 and len(spot) > 1:
+        for a in spot:
+            if len(by_zone[a.pool_key.split("/")[2]]) == 1 and w.max_zone_share <= w.max_pool_share:
+                continue  # implied by the zone cap
+            cname = name("pool")
+            prob += (
+                _lin(
+                    [
+                        (a.var, float(a.units_per_instance)),
+                        *[(v, -w.max_pool_share * c) for v, c in spot_units],
+                    ]
+                )
+                <= 0,
+                cname,
+            )
+            built.described[cname] = (
+                f"{w.name}: at most {w.max_pool_share:.0%} of spot in {a.pool_key}"
+            )
+
+
+def _workload_totals(
+    problem: PlanningProblem,
+    built: BuiltModel,
+    w: Workload,
+    objective: list[tuple[Any, float]],
+    name: _Namer,
+) -> None:
+    if w.workload_class is WorkloadClass.SERVING:
+        return
+    required = problem.required_unit_hours(w)
+    lengths = problem.period_lengths
+    u = pulp.LpVariable(name("UW"), lowBound=0)
+    built.unmet_work[w.name] = u
+    objective.append((u, w.unmet_penalty_usd_per_unit_hour))
+    terms = [
+        (a.var, a.work_per_instance * float(lengths[a.period]))
+        for a in built.allocs
+        if a.workload == w.name
+    ]
+    cname = name("work")
+    built.prob += _lin([*terms, (u, 1.0)]) >= required, cname
+    built.described[cname] = f"{w.name}: {required:,.0f} unit-hours of work by its deadline"
+    milestone = problem.milestones.get(w.name)
+    if milestone is not None and milestone[1] > 0:
+        hour, due = milestone
+        bounds = problem.period_bounds
+        early = [
+            (
+                a.var,
+                a.work_per_instance * float(min(bounds[a.period][1], hour) - bounds[a.period][0]),
+            )
+            for a in built.allocs
+            if a.workload == w.name and bounds[a.period][0] < hour
+        ]
+        late = pulp.LpVariable(name("UM"), lowBound=0)
+        objective.append((late, w.unmet_penalty_usd_per_unit_hour))
+        cname = name("milestone")
+        built.prob += _lin([*early, (late, 1.0)]) >= min(due, required), cname
+        built.described[cname] = f"{w.name}: {due:,.0f} unit-hours done by hour {hour}"

@@ -1,0 +1,319 @@
+"""What the portfolio optimizer is asked: workloads, demand and market, per period.
+
+Owns: ``PlanOptions`` (knobs with their defaults), ``PoolSeries`` (one pool's
+static facts and per-period spot price and capacity), ``PlanningProblem`` and
+``build_problem`` (from a ``MarketSnapshot`` and optional hourly arrays).
+
+Time: the horizon of ``hours`` hours is cut into periods of ``period_hours``
+(the last may be shorter), or, with ``period_hours = 0``, into adaptive
+periods that merge consecutive hours no input separates. Serving demand in a
+period is the *maximum* of its hours (it must be met every hour); spot
+capacity the minimum; spot price the mean.
+
+Must not: solve anything or touch PuLP (``model``/``solve`` do).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from markets.errors import InputError
+from markets.model import MarketSnapshot, PoolSnapshot
+from policies.cost_table import CostEntry, cost_entries
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
+
+__all__ = [
+    "SPOT_UNITS_AT_SCORE_10",
+    "PlanOptions",
+    "PlanningProblem",
+    "PoolSeries",
+    "build_problem",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+# Market depth assumed for one spot pool when a request of this many capacity
+# units gets placement score 10 (AWS GetSpotPlacementScores is asked for a
+# target capacity; a score of 10 means "very likely to be fulfilled"). Our
+# assumption, configurable: lower scores scale it down linearly.
+SPOT_UNITS_AT_SCORE_10 = 256.0
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Knobs of one optimization.
+
+    ``churn_usd_per_unit``: the cost of launching one capacity unit (cold start,
+    image pull, warm-up) charged on every increase of an allocation between
+    periods; it keeps plans from flapping and pins running allocations in a
+    rolling horizon. ``integral``: integer instance counts (``None`` = integer
+    when the model is small enough to solve exactly fast, else the LP
+    relaxation, read as average instances over the period). ``gang_blocks``:
+    a training gang's size is decided once per block, at most this many blocks
+    over the horizon, and never shorter than its minimum dwell: few integer
+    decisions, and no resize sooner than the dwell. ``max_spot_pools``: per
+    workload, only this many cheapest spot pools by effective cost are offered
+    to the solver (plus enough zones to satisfy the diversification caps).
+    ``aggregate``: drop dominated on-demand options and commitment groups
+    (exact, ``broker.planning.optimizer.aggregate``; off only for the benchmark's naive
+    formulation). ``gap``: the relative gap to a proven lower bound a MILP
+    solve stops at. ``polish_s``: 0 (default) solves large models by quick
+    relax-and-fix and reports its gap to the LP bound as is (1-3 % on the
+    benchmark, mostly the plan's: gangs rounded to whole blocks); above 0, a
+    thorough relax-and-fix (``broker.planning.optimizer.search``) and then up to this
+    many seconds of warm-started MILP until ``gap`` is proven.
+    ``time_limit_s``: the MILP's limit; relax-and-fix's search, completion
+    and proof share it, counted from the start of the solve.
+    """
+
+    term_years: int = 1
+    period_hours: int = 1  # 0: adaptive periods (see PlanningProblem._adaptive_bounds)
+    period_tolerance: float = 0.05
+    max_period_hours: int = 12
+    churn_usd_per_unit: float = 0.25
+    allow_spot: bool = True
+    allow_committed: bool = True
+    interruption_multiplier: float = 1.0
+    checkpoint_write_seconds: float | None = None
+    spot_units_at_score_10: float = SPOT_UNITS_AT_SCORE_10
+    integral: bool | None = None
+    integral_max_vars: int = 300
+    max_spot_pools: int = 8
+    aggregate: bool = True
+    gang_blocks: int = 24
+    solver: str = "cbc"
+    gap: float = 0.005
+    time_limit_s: float = 60.0
+    polish_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PoolSeries:
+    """One pool: its snapshot (static facts, on-demand and committed prices)
+    and per-period spot price and spot capacity (in instances)."""
+
+    snap: PoolSnapshot
+    spot_usd_per_hour: FloatArray  # NaN where spot is not offered
+    spot_capacity_instances: FloatArray
+
+    @property
+    def key(self) -> str:
+        return self.snap.pool.key
+
+
+@dataclass(frozen=True)
+class PlanningProblem:
+    """Everything one solve needs. ``remaining_unit_hours`` and
+    ``deadline_hour`` (relative to ``start``) let a rolling horizon re-plan a
+    job part-way through; by default they come from the workload specs.
+    ``committed_fixed`` pins commitment counts (group key -> instances), as a
+    committed sweep or a baseline does; ``previous_instances`` (workload, pool
+    key, tier) -> instances running before the first period, charged churn on
+    change."""
+
+    start: datetime
+    hours: int
+    workloads: WorkloadSet
+    pools: tuple[PoolSeries, ...]
+    serving_demand: Mapping[str, FloatArray]  # per hour, reference units
+    options: PlanOptions = field(default_factory=PlanOptions)
+    remaining_unit_hours: Mapping[str, float] = field(default_factory=dict)
+    deadline_hour: Mapping[str, float] = field(default_factory=dict)
+    committed_fixed: Mapping[str, int] | None = None
+    previous_instances: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    # workload -> (hour, unit-hours): work due by that hour of this horizon (a
+    # rolling horizon's uniform-progress milestone, so re-plans cannot keep
+    # pushing work past the step they commit).
+    milestones: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+
+    # --- periods ---------------------------------------------------------------
+
+    @property
+    def period_bounds(self) -> list[tuple[int, int]]:
+        """(first hour, end hour) of each period (cached)."""
+        cached: list[tuple[int, int]] | None = self.__dict__.get("_bounds")
+        if cached is None:
+            if self.options.period_hours > 0:
+                step = self.options.period_hours
+                cached = [(h, min(h + step, self.hours)) for h in range(0, self.hours, step)]
+            else:
+                cached = self._adaptive_bounds()
+            object.__setattr__(self, "_bounds", cached)
+        return cached
+
+    def _adaptive_bounds(self) -> list[tuple[int, int]]:
+        """Merge consecutive hours no input separates: a period ends where any
+        serving demand moves more than ``period_tolerance`` from the period's
+        first hour, where a pool's spot price or capacity moves as much, at a
+        job's deadline, or at ``max_period_hours``. Within a period serving
+        demand is planned at its maximum, so merging never under-provisions."""
+        tol = self.options.period_tolerance
+        rows = [np.asarray(v[: self.hours], dtype=float) for v in self.serving_demand.values()]
+        for p in self.pools:
+            rows.append(np.nan_to_num(p.spot_usd_per_hour[: self.hours], nan=-1.0))
+            rows.append(np.asarray(p.spot_capacity_instances[: self.hours], dtype=float))
+        signal = np.vstack(rows) if rows else np.zeros((0, self.hours))
+        cuts = {
+            math.ceil(d)
+            for w in self.workloads.workloads
+            for d in [self.deadline_hour.get(w.name, w.deadline_hours or math.inf)]
+            if 0 < d < self.hours
+        }
+        cuts |= {h for h, _amount in self.milestones.values() if 0 < h < self.hours}
+        bounds: list[tuple[int, int]] = []
+        start = 0
+        for h in range(1, self.hours + 1):
+            if h == self.hours:
+                bounds.append((start, h))
+                break
+            ref = signal[:, start]
+            moved = bool(np.any(np.abs(signal[:, h] - ref) > tol * np.maximum(np.abs(ref), 1e-9)))
+            if moved or h in cuts or h - start >= self.options.max_period_hours:
+                bounds.append((start, h))
+                start = h
+        return bounds
+
+    @property
+    def period_lengths(self) -> FloatArray:
+        return np.array([float(e - s) for s, e in self.period_bounds])
+
+    def _reduce(self, hourly: FloatArray, how: str) -> FloatArray:
+        """Per-period max/mean/min of an hourly array, vectorised."""
+        arr = np.asarray(hourly[: self.hours], dtype=float)
+        starts = np.array([s for s, _e in self.period_bounds], dtype=int)
+        if how == "max":
+            return np.asarray(np.maximum.reduceat(arr, starts), dtype=float)
+        if how == "min":
+            return np.asarray(np.minimum.reduceat(arr, starts), dtype=float)
+        ok = ~np.isnan(arr)
+        sums = np.add.reduceat(np.where(ok, arr, 0.0), starts)
+        counts = np.add.reduceat(ok.astype(float), starts)
+        with np.errstate(all="ignore"):
+            return np.where(counts > 0, sums / np.maximum(counts, 1.0), np.nan)
+
+    def serving_period_demand(self, name: str) -> FloatArray:
+        return self._reduce(self.serving_demand[name], "max")
+
+    def period_mean(self, hourly: FloatArray) -> FloatArray:
+        return self._reduce(hourly, "mean")
+
+    def period_min(self, hourly: FloatArray) -> FloatArray:
+        return self._reduce(hourly, "min")
+
+    # --- per-workload facts ------------------------------------------------------
+
+    def required_unit_hours(self, w: Workload) -> float:
+        """Work a training/batch job must finish inside this horizon: all of
+        what remains if the deadline falls inside, else the pro-rata share of
+        the time left (uniform progress toward the deadline)."""
+        remaining = self.remaining_unit_hours.get(w.name, w.unit_hours or 0.0)
+        deadline = self.deadline_hour.get(w.name, w.deadline_hours or math.inf)
+        if remaining <= 0:
+            return 0.0
+        if deadline <= self.hours:
+            return remaining
+        return remaining * self.hours / deadline
+
+    def last_hour(self, w: Workload) -> float:
+        """Hours into the horizon after which the job may not run."""
+        return min(float(self.hours), self.deadline_hour.get(w.name, w.deadline_hours or math.inf))
+
+    def entries(self, w: Workload) -> list[CostEntry]:
+        o = self.options
+        return cost_entries(
+            w,
+            (p.snap for p in self.pools),
+            term_years=o.term_years,
+            interruption_multiplier=o.interruption_multiplier,
+            checkpoint_write_seconds=o.checkpoint_write_seconds,
+        )
+
+    def pool(self, key: str) -> PoolSeries:
+        return self._pool_index[key]
+
+    @property
+    def _pool_index(self) -> dict[str, PoolSeries]:
+        cached: dict[str, PoolSeries] | None = self.__dict__.get("_pools_by_key")
+        if cached is None:
+            cached = {p.key: p for p in self.pools}
+            object.__setattr__(self, "_pools_by_key", cached)
+        return cached
+
+
+def _capacity(snap: PoolSnapshot, units_at_10: float) -> float:
+    """Spot capacity in instances from placement score, else held share."""
+    if not snap.spot_available or snap.spot_usd_per_hour is None:
+        return 0.0
+    if snap.placement_score is not None:
+        units = units_at_10 * snap.placement_score / 10.0
+    elif snap.available_share is not None:
+        units = units_at_10 * snap.available_share
+    else:
+        units = units_at_10 * 0.5
+    return math.floor(units / snap.instance.units)
+
+
+def build_problem(
+    snapshot: MarketSnapshot,
+    workloads: WorkloadSet,
+    serving_demand: Mapping[str, FloatArray],
+    *,
+    hours: int,
+    options: PlanOptions | None = None,
+    spot_prices: Mapping[str, FloatArray] | None = None,
+    spot_capacity_instances: Mapping[str, FloatArray] | None = None,
+    **kwargs: object,
+) -> PlanningProblem:
+    """A problem over ``hours`` from ``snapshot``: prices flat at the snapshot's
+    unless hourly ``spot_prices`` / ``spot_capacity_instances`` (pool key ->
+    array of ``hours``) are given (hindsight, or a forecast)."""
+    options = options or PlanOptions()
+    if hours <= 0:
+        raise InputError("--hours", None, "a horizon of at least 1 hour", got=hours)
+    for w in workloads.of_class(WorkloadClass.SERVING):
+        d = serving_demand.get(w.name)
+        if d is None or len(d) < hours:
+            raise InputError(
+                "demand",
+                w.name,
+                f"{hours} hourly values for serving workload {w.name!r}",
+                got=None if d is None else len(d),
+            )
+    wanted = set(workloads.instance_types())
+    series: list[PoolSeries] = []
+    for snap in snapshot.pools:
+        if snap.pool.instance_type not in wanted:
+            continue
+        key = snap.pool.key
+        spot = np.full(hours, np.nan if snap.spot_usd_per_hour is None else snap.spot_usd_per_hour)
+        if spot_prices is not None and key in spot_prices:
+            spot = np.asarray(spot_prices[key][:hours], dtype=float)
+        cap = np.full(hours, _capacity(snap, options.spot_units_at_score_10))
+        if spot_capacity_instances is not None and key in spot_capacity_instances:
+            cap = np.asarray(spot_capacity_instances[key][:hours], dtype=float)
+        if not options.allow_spot:
+            cap = np.zeros(hours)
+        series.append(PoolSeries(snap, spot, cap))
+    if not series:
+        raise InputError(
+            "market",
+            None,
+            "at least one pool offering an instance type some workload accepts "
+            f"({', '.join(sorted(wanted))})",
+        )
+    demand = {k: np.asarray(v[:hours], dtype=float) for k, v in serving_demand.items()}
+    return PlanningProblem(
+        start=snapshot.at,
+        hours=hours,
+        workloads=workloads,
+        pools=tuple(series),
+        serving_demand=demand,
+        options=options,
+        **kwargs,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,245 @@
+"""Solve a ``PlanningProblem`` and turn the solution into a ``Plan`` with reasons.
+
+Owns: the solve's course (small models as one MILP, larger ones by
+relax-and-fix, ``search``), the proven lower bound and gap in ``plan.meta``,
+reading the solution into the plan's allocation table, the per-workload
+explanations (effective-cost ranking, constraints that bound), and turning an
+infeasible model into an ``InfeasiblePlanError`` that lists the conflicting
+constraints in words.
+
+Must not: build the model (``model``), drive a solver (``backend``: CBC
+inside PuLP by default, HiGHS when ``highspy`` is installed) or bill a plan
+(``broker.whatif.billing``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pandas as pd
+import pulp
+
+from broker.planning.optimizer.backend import run_solver
+from broker.planning.optimizer.model import BuiltModel, build_model
+from broker.planning.optimizer.problem import PlanningProblem
+from broker.planning.optimizer.search import relax_and_fix
+from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan, WorkloadExplanation
+from markets.errors import InfeasiblePlanError
+from markets.model import Tier
+from policies.workloads.spec import WorkloadClass
+
+__all__ = ["solve"]
+
+_EPS = 1e-6
+
+
+def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
+    """Build, solve and explain. Raises ``InfeasiblePlanError`` when no plan
+    meets the hard constraints (budgets, fixed commitments).
+
+    Small models (integer instance counts) go to the MILP solver directly.
+    Larger ones are solved by relax-and-fix (``broker.planning.optimizer.search``):
+    LP bound, whole gang blocks, an integer completion, and, with
+    ``options.polish_s``, the MILP warm-started from that plan until it
+    proves ``options.gap``. Either way ``plan.meta`` carries the proven
+    ``lower_bound_usd`` and the ``gap`` to it (``None`` if nothing was proven).
+    """
+    opts = problem.options
+    t0 = time.perf_counter()
+    built = build_model(problem, integral=integral)
+    build_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    ints = [v for v in built.prob.variables() if v.cat == pulp.LpInteger]
+    search = None
+    if not built.integral and ints:
+        search = relax_and_fix(problem, built, start=t0)
+    if search is None:
+        left = max(1.0, opts.time_limit_s - (time.perf_counter() - t0))
+        outcome = run_solver(built.prob, opts.solver, gap=opts.gap, time_limit_s=left)
+        sol_status, bound, method = outcome.sol_status, outcome.bound, "milp"
+        proven_by = "milp" if ints else "lp"
+    else:
+        sol_status, bound, method = search.status, search.bound, "relax-and-fix"
+        proven_by = search.proven_by
+    solve_s = time.perf_counter() - t1
+    if sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        raise _infeasible(problem, built)
+    plan = _extract(problem, built, build_s, solve_s, opts.solver, sol_status)
+    gap = None
+    if bound is not None:
+        gap = max(0.0, (plan.objective_usd - bound) / max(abs(plan.objective_usd), 1e-9))
+    plan.meta.update(
+        {"lower_bound_usd": bound, "gap": gap, "method": method, "bound_from": proven_by}
+    )
+    if search is not None:
+        plan.meta.update(search.steps)
+    return plan
+
+
+def _val(v: Any) -> float:
+    x = v.value()
+    return 0.0 if x is None else float(x)
+
+
+def _extract(
+    problem: PlanningProblem,
+    built: BuiltModel,
+    build_s: float,
+    solve_s: float,
+    solver: str,
+    sol_status: int,
+) -> Plan:
+    periods = problem.period_bounds
+    rows = []
+    for a in built.allocs:
+        x = _val(a.var)
+        if x <= _EPS:
+            continue
+        h0, h1 = periods[a.period]
+        rows.append(
+            (
+                a.period,
+                h0,
+                h1,
+                a.workload,
+                a.tier.value,
+                a.pool_key,
+                x,
+                x * a.units_per_instance,
+                x * a.work_per_instance,
+                a.usd_per_instance_hour,
+            )
+        )
+    table = pd.DataFrame(rows, columns=ALLOCATION_COLUMNS)
+    commitments = []
+    for g, v in built.commit_vars.items():
+        n = round(_val(v))
+        pool = problem.pool(built.commit_pool[g])
+        commitments.append(
+            Commitment(
+                g,
+                built.commit_pool[g],
+                n,
+                n * pool.snap.instance.units,
+                built.commit_price[g],
+                problem.options.term_years,
+            )
+        )
+    lengths = problem.period_lengths
+    unmet: dict[str, float] = {}
+    for (w, t), v in built.unmet_serving.items():
+        unmet[w] = unmet.get(w, 0.0) + _val(v) * float(lengths[t])
+    for w, v in built.unmet_work.items():
+        unmet[w] = unmet.get(w, 0.0) + _val(v)
+    plan = Plan(
+        start=problem.start,
+        hours=problem.hours,
+        period_hours=problem.options.period_hours,
+        commitments=tuple(sorted(commitments, key=lambda c: c.group)),
+        allocations=table,
+        objective_usd=float(pulp.value(built.prob.objective) or 0.0),
+        status="optimal" if sol_status == pulp.LpSolutionOptimal else "feasible",
+        solver=solver,
+        solve_time_s=build_s + solve_s,
+        integral=built.integral,
+        unmet_unit_hours={w.name: unmet.get(w.name, 0.0) for w in problem.workloads.workloads},
+        meta={
+            "build_s": build_s,
+            "solve_s": solve_s,
+            "variables": len(built.prob.variables()),
+            "constraints": len(built.prob.constraints),
+        },
+    )
+    explanations = {
+        w.name: _explain(problem, built, plan, w.name) for w in problem.workloads.workloads
+    }
+    return Plan(**{**plan.__dict__, "explanations": explanations})
+
+
+def _binding(built: BuiltModel, workload: str) -> list[str]:
+    out = []
+    for cname, text in built.described.items():
+        c = built.prob.constraints.get(cname)
+        if c is None:
+            continue
+        if not (text.startswith(f"{workload}:") or text.startswith(("fleet", "spot capacity"))):
+            continue
+        value = c.value()
+        if value is not None and abs(value) <= 1e-6 and text not in out:
+            if text.startswith("spot capacity") and not _uses_pool(built, workload, text):
+                continue
+            out.append(text)
+    return out
+
+
+def _uses_pool(built: BuiltModel, workload: str, text: str) -> bool:
+    return any(
+        a.workload == workload and a.tier is Tier.SPOT and a.pool_key in text and _val(a.var) > _EPS
+        for a in built.allocs
+    )
+
+
+def _explain(
+    problem: PlanningProblem, built: BuiltModel, plan: Plan, name: str
+) -> WorkloadExplanation:
+    w = problem.workloads.by_name(name)
+    a = plan.allocations[plan.allocations["workload"] == name]
+    hours = (a["hour_end"] - a["hour_start"]).astype(float)
+    uh = a["units"] * hours
+    by_tier = {t.value: float(uh[a["tier"] == t.value].sum()) for t in Tier}
+    totals: dict[tuple[str, str], float] = {}
+    for key, tier, v in zip(a["pool_key"], a["tier"], uh, strict=True):
+        totals[(key, tier)] = totals.get((key, tier), 0.0) + float(v)
+    pools = sorted(totals.items(), key=lambda kv: -kv[1])
+    ranking: list[tuple[str, str, float]] = []
+    for e in problem.entries(w):
+        for tier in (Tier.SPOT, Tier.ON_DEMAND, Tier.COMMITTED):
+            p = e.usd_per_work_hour[tier]
+            if p is not None and (tier is not Tier.SPOT or w.max_spot_share > 0):
+                ranking.append((e.pool_key, tier.value, p))
+    ranking.sort(key=lambda r: r[2])
+    binding = _binding(built, name)
+    if not ranking:  # the demand rows bind, but the cause is the market
+        types = ", ".join(w.instance_types)
+        binding = [f"{name}: no pool of the market offers its instance types ({types})"]
+    return WorkloadExplanation(
+        workload=name,
+        unit_hours_by_tier=by_tier,
+        pools=[(k, t, v) for (k, t), v in pools],
+        ranking=ranking[:5],
+        binding=binding,
+        unmet_unit_hours=plan.unmet_unit_hours.get(name, 0.0),
+    )
+
+
+def _infeasible(problem: PlanningProblem, built: BuiltModel) -> InfeasiblePlanError:
+    """Name the hard constraints that cannot hold together.
+
+    Every demand has an unmet-penalty escape, so only dollar limits and fixed
+    commitments can conflict: check each against the least any plan must pay.
+    """
+    conflicts: list[str] = []
+    fixed_usd_h = sum(
+        (problem.committed_fixed or {}).get(g, 0) * p for g, p in built.commit_price.items()
+    )
+    ws = problem.workloads
+    if ws.budget_usd_per_hour is not None and fixed_usd_h > ws.budget_usd_per_hour:
+        conflicts.append(
+            f"fixed commitments cost ${fixed_usd_h:,.2f}/h, above the fleet budget "
+            f"${ws.budget_usd_per_hour:,.2f}/h"
+        )
+    if ws.budget_usd is not None and fixed_usd_h * problem.hours > ws.budget_usd:
+        conflicts.append(
+            f"fixed commitments cost ${fixed_usd_h * problem.hours:,.2f} over {problem.hours} h, "
+            f"above the fleet budget ${ws.budget_usd:,.2f}"
+        )
+    for w in ws.workloads:
+        if w.workload_class is WorkloadClass.TRAINING and w.non_revocable_min_units:
+            conflicts.append(
+                f"{w.name}: a gang minimum of {w.min_units} units on non-revocable tiers may not "
+                "fit its instance sizes or budget"
+            )
+    if not conflicts:
+        conflicts = sorted({t for t in built.described.values() if "budget" in t})
+    return InfeasiblePlanError("no plan meets every hard constraint", conflicts)

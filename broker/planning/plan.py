@@ -1,0 +1,151 @@
+"""A plan: what to hold, on which tier, in which pool, each period, and why.
+
+Owns: ``Commitment``, ``WorkloadExplanation``, ``Plan`` (with its allocation
+table) and the plan's own accounting (planned cost by tier, unit-hours by
+tier). Billing a plan against what actually happened is ``broker.whatif.billing``.
+
+Must not: solve or call any cloud.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from markets.model import Tier
+
+__all__ = ["ALLOCATION_COLUMNS", "Commitment", "Plan", "WorkloadExplanation"]
+
+# One row per (period, workload, tier, pool) with instances > 0.
+ALLOCATION_COLUMNS = [
+    "period",
+    "hour_start",  # first hour of the period, from the plan's start
+    "hour_end",  # exclusive
+    "workload",
+    "tier",
+    "pool_key",
+    "instances",
+    "units",  # physical capacity units (instances x units per instance)
+    "work_per_hour",  # reference units of productive work per hour
+    "usd_per_instance_hour",
+]
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """Committed instances bought for the horizon in one (provider, region, type)."""
+
+    group: str  # provider/region/instance_type
+    pool_key: str  # a representative pool of the group
+    instances: int
+    units: int
+    usd_per_instance_hour: float
+    term_years: int
+
+    @property
+    def instance_type(self) -> str:
+        return self.group.split("/")[2]
+
+
+@dataclass(frozen=True)
+class WorkloadExplanation:
+    """Why a workload got what it got, in words a user reads."""
+
+    workload: str
+    unit_hours_by_tier: dict[str, float]
+    pools: list[tuple[str, str, float]]  # (pool key, tier, unit-hours), largest first
+    ranking: list[tuple[str, str, float]]  # (pool key, tier, $ per productive unit-hour)
+    binding: list[str]  # constraints that held with no slack
+    unmet_unit_hours: float
+
+    def lines(self) -> list[str]:
+        out = [f"{self.workload}:"]
+        total = sum(self.unit_hours_by_tier.values()) or 1.0
+        shares = ", ".join(
+            f"{t} {v / total:.0%}" for t, v in self.unit_hours_by_tier.items() if v > 0
+        )
+        out.append(f"  tiers: {shares or 'nothing allocated'}")
+        for key, tier, uh in self.pools[:4]:
+            out.append(f"  {tier:<9} {key}: {uh:,.0f} unit-hours")
+        if self.ranking:
+            best = "; ".join(f"{k} {t} ${p:.3f}" for k, t, p in self.ranking[:3])
+            out.append(f"  cheapest effective $/productive unit-hour: {best}")
+        for b in self.binding[:5]:
+            out.append(f"  bound: {b}")
+        if self.unmet_unit_hours > 1e-6:
+            out.append(f"  UNMET: {self.unmet_unit_hours:,.1f} unit-hours")
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Commitments and per-period allocations over ``hours`` from ``start``."""
+
+    start: datetime
+    hours: int
+    period_hours: int
+    commitments: tuple[Commitment, ...]
+    allocations: pd.DataFrame
+    objective_usd: float
+    status: str
+    solver: str
+    solve_time_s: float
+    integral: bool
+    unmet_unit_hours: dict[str, float] = field(default_factory=dict)
+    explanations: dict[str, WorkloadExplanation] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def committed_instances(self) -> dict[str, int]:
+        return {c.group: c.instances for c in self.commitments if c.instances > 0}
+
+    def committed_usd_per_hour(self) -> float:
+        return sum(c.instances * c.usd_per_instance_hour for c in self.commitments)
+
+    def planned_cost_by_tier(self) -> dict[str, float]:
+        """Dollars the plan expects to pay, by tier (committed paid every hour)."""
+        a = self.allocations
+        hours = (a["hour_end"] - a["hour_start"]).to_numpy(dtype=float)
+        usd = (
+            a["instances"].to_numpy(dtype=float)
+            * a["usd_per_instance_hour"].to_numpy(dtype=float)
+            * hours
+        )
+        out = {t.value: 0.0 for t in Tier}
+        for tier in (Tier.ON_DEMAND, Tier.SPOT):
+            out[tier.value] = float(usd[(a["tier"] == tier.value).to_numpy()].sum())
+        out[Tier.COMMITTED.value] = self.committed_usd_per_hour() * self.hours
+        return out
+
+    def planned_cost_usd(self) -> float:
+        return sum(self.planned_cost_by_tier().values())
+
+    def hourly_instances(self) -> pd.DataFrame:
+        """The allocation table expanded to one row per hour (column ``hour``)."""
+        a = self.allocations
+        if a.empty:
+            return a.assign(hour=pd.Series(dtype=int))
+        lengths = (a["hour_end"] - a["hour_start"]).to_numpy(dtype=int)
+        idx = np.repeat(np.arange(len(a)), lengths)
+        out = a.iloc[idx].reset_index(drop=True)
+        offsets = np.concatenate([np.arange(n) for n in lengths])
+        out["hour"] = a["hour_start"].to_numpy(dtype=int)[idx] + offsets
+        return out
+
+    def explain(self) -> str:
+        lines = [
+            f"plan {self.status} by {self.solver} in {self.solve_time_s:.2f} s, "
+            f"objective ${self.objective_usd:,.2f}",
+        ]
+        for c in self.commitments:
+            if c.instances:
+                lines.append(
+                    f"commit {c.instances} x {c.group} ({c.units} units, "
+                    f"{c.term_years}-year term, ${c.usd_per_instance_hour:.3f}/instance-hour)"
+                )
+        for e in self.explanations.values():
+            lines.extend(e.lines())
+        return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""Plan versus fleet: the launches and terminations that close the gap.
+
+Owns: ``desired_now`` (the plan's instance counts for the hour in force, as
+whole instances), ``apply_deltas`` (the lifecycle's adjustments since the
+plan), ``diff`` (requests with deterministic idempotency keys) and the key
+derivations ``launch_key`` / ``terminate_key``.
+
+Rounding the plan: a plan may hold fractional instance counts (the LP
+relaxation, read as average instances over the period).
+
+- serving: each (pool, tier) count is rounded *up* (``ceil`` after a 1e-6
+  tolerance): serving demand must be met every hour, so a fraction of an
+  instance needs a whole one.
+- training and batch: per (workload, tier) the total is rounded to the
+  nearest whole instance and shared out by largest remainder (ties to the
+  pool listed first). Rounding each pool on its own could add or drop up to
+  one instance per pool; this keeps each tier's total within half an instance
+  of the plan's.
+
+Idempotency: a launch key is a hash of (owner, plan generation, workload,
+pool, tier, slot), where ``slot`` is the number of live instances the group
+already had. A restart that sees the same fleet and the same plan derives
+the same key, so the provider answers with the instances it already launched
+(``replayed``) instead of launching again. A terminate key hashes the owner
+and the sorted instance ids.
+
+Safety: only instances whose ``OWNER_TAG`` equals ``owner`` are counted or
+terminated; instances about to be revoked (``doomed``) count as gone and are
+never terminated (their workload may be checkpointing in the notice window).
+
+Must not: call a provider or the store, or read the clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from broker.planning.plan import Plan
+from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.model import Tier
+from policies.workloads.spec import WorkloadClass, WorkloadSet
+
+__all__ = [
+    "Slot",
+    "apply_deltas",
+    "desired_now",
+    "diff",
+    "launch_key",
+    "live_ours",
+    "plan_hour",
+    "terminate_key",
+]
+
+Slot = tuple[str, str, str]  # (workload, pool_key, tier)
+_EPS = 1e-6
+_LIVE = (InstanceState.PENDING, InstanceState.RUNNING)
+
+
+def _digest(*parts: object) -> str:
+    text = "\x1f".join(str(p) for p in parts)
+    return "sf-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def launch_key(
+    owner: str, generation: int, workload: str, pool_key: str, tier: str, slot: int
+) -> str:
+    """Deterministic key of one launch intent (43 characters: fits AWS's 64)."""
+    return _digest("launch", owner, generation, workload, pool_key, tier, slot)
+
+
+def terminate_key(owner: str, instance_ids: Iterable[str]) -> str:
+    return _digest("terminate", owner, *sorted(instance_ids))
+
+
+def plan_hour(plan: Plan, at: datetime) -> int:
+    """Index of the plan hour in force at ``at`` (clamped to the plan)."""
+    h = math.floor((at - plan.start).total_seconds() / 3600.0)
+    return min(max(h, 0), max(plan.hours - 1, 0))
+
+
+def _largest_remainder(values: Sequence[float]) -> list[int]:
+    total = round(sum(values) + _EPS)
+    floors = [math.floor(v + _EPS) for v in values]
+    left = total - sum(floors)
+    order = sorted(range(len(values)), key=lambda i: (-(values[i] - floors[i]), i))
+    for i in order[: max(left, 0)]:
+        floors[i] += 1
+    return floors
+
+
+def desired_now(plan: Plan, at: datetime, workloads: WorkloadSet) -> dict[Slot, int]:
+    """Whole instances per (workload, pool, tier) for the hour in force at ``at``."""
+    a = plan.allocations
+    if a.empty:
+        return {}
+    h = plan_hour(plan, at)
+    rows = a[(a["hour_start"] <= h) & (a["hour_end"] > h)]
+    classes = {w.name: w.workload_class for w in workloads.workloads}
+    out: dict[Slot, int] = {}
+    groups: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    for w, pool, tier, n in zip(
+        rows["workload"], rows["pool_key"], rows["tier"], rows["instances"], strict=True
+    ):
+        if classes.get(str(w)) is WorkloadClass.SERVING:
+            k = math.ceil(float(n) - _EPS)
+            if k > 0:
+                out[(str(w), str(pool), str(tier))] = k
+        else:
+            groups[(str(w), str(tier))].append((str(pool), float(n)))
+    for (w, tier), items in groups.items():
+        for (pool, _), k in zip(items, _largest_remainder([n for _, n in items]), strict=True):
+            if k > 0:
+                out[(w, pool, tier)] = k
+    return out
+
+
+def apply_deltas(desired: Mapping[Slot, int], deltas: Mapping[Slot, int]) -> dict[Slot, int]:
+    """``desired`` plus the lifecycle's adjustments, never below zero."""
+    out = dict(desired)
+    for slot, d in deltas.items():
+        out[slot] = max(0, out.get(slot, 0) + d)
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def live_ours(fleet: Iterable[Instance], owner: str) -> list[Instance]:
+    """Live instances that carry our ownership tag (everything else is ignored)."""
+    return [i for i in fleet if i.state in _LIVE and i.tags.get(OWNER_TAG) == owner]
+
+
+def diff(
+    desired: Mapping[Slot, int],
+    fleet: Sequence[Instance],
+    generation: int,
+    owner: str,
+    *,
+    doomed: frozenset[str] = frozenset(),
+) -> list[LaunchRequest | TerminateRequest]:
+    """Requests that take ``fleet`` to ``desired``: launches first, then one
+    termination per slot with too many instances (newest instances first)."""
+    have: dict[Slot, list[Instance]] = defaultdict(list)
+    for inst in live_ours(fleet, owner):
+        if inst.instance_id not in doomed:
+            have[(inst.workload, inst.pool_key, inst.tier.value)].append(inst)
+    launches: list[LaunchRequest | TerminateRequest] = []
+    terminations: list[LaunchRequest | TerminateRequest] = []
+    for slot in sorted(set(desired) | set(have)):
+        want, got = desired.get(slot, 0), have.get(slot, [])
+        workload, pool, tier = slot
+        if want > len(got):
+            launches.append(
+                LaunchRequest(
+                    idempotency_key=launch_key(owner, generation, workload, pool, tier, len(got)),
+                    pool_key=pool,
+                    tier=Tier(tier),
+                    workload=workload,
+                    count=want - len(got),
+                    owner=owner,
+                    plan_generation=generation,
+                )
+            )
+        elif want < len(got):
+            newest = sorted(got, key=lambda i: (i.launched_at, i.instance_id), reverse=True)
+            ids = tuple(sorted(i.instance_id for i in newest[: len(got) - want]))
+            terminations.append(
+                TerminateRequest(
+                    idempotency_key=terminate_key(owner, ids),
+                    instance_ids=ids,
+                    owner=owner,
+                    reason=f"plan generation {generation} wants {want} in {pool} ({tier})",
+                )
+            )
+    return launches + terminations

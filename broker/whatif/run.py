@@ -1,0 +1,298 @@
+"""The cost what-if: Spotfolio's plan beside the rules people use, billed alike.
+
+Owns: ``run_whatif`` and its result types. Steps: take the market snapshot at
+the start; split serving demand into history (before the start) and actuals
+(the horizon); forecast the horizon from history (hour-of-week profile);
+plan every scenario on the forecast; bill every plan on the actual demand and
+the actual hourly spot market (``broker.whatif.billing``); optionally sweep fixed
+commitment levels ("raise committed capacity from 40 % to 60 % of peak?").
+
+Must not: print (the CLI does) or name a concrete market adapter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from broker.planning.demand import DemandSet
+from broker.planning.optimizer.problem import PlanOptions, build_problem
+from broker.planning.plan import Plan
+from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
+from broker.whatif.billing import Bill, MarketActuals, bill_plan
+from markets.model import MarketSnapshot, Tier
+from markets.protocols import PriceSource
+from policies.reservations import breakeven_occupancy, marginal_occupancy
+from policies.workloads.spec import WorkloadClass, WorkloadSet
+
+__all__ = ["HISTORY_DAYS", "Scenario", "SweepPoint", "WhatIfResult", "run_whatif"]
+
+FloatArray = npt.NDArray[np.float64]
+HISTORY_DAYS = 28  # four weeks of history to learn the hour-of-week profile
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    plan: Plan
+    bill: Bill
+
+    def to_dict(self, on_demand_total: float, workloads: WorkloadSet) -> dict[str, Any]:
+        by_class: dict[str, float] = {c.value: 0.0 for c in WorkloadClass}
+        for w in workloads.workloads:
+            by_class[w.workload_class.value] += self.bill.unmet_unit_hours.get(w.name, 0.0)
+        saving = 0.0 if on_demand_total <= 0 else 1.0 - self.bill.total_usd / on_demand_total
+        return {
+            "name": self.name,
+            "total_cost_usd": round(self.bill.total_usd, 2),
+            "cost_by_tier_usd": {k: round(v, 2) for k, v in self.bill.by_tier_usd.items()},
+            "unmet_unit_hours": round(sum(by_class.values()), 3),
+            "unmet_unit_hours_by_class": {k: round(v, 3) for k, v in by_class.items()},
+            "savings_vs_on_demand": round(saving, 6),
+            "expected_revocations": round(self.bill.expected_revocations, 2),
+            "break_glass_usd": round(self.bill.break_glass_usd, 2),
+            "forecast_error_usd": round(self.bill.forecast_error_usd, 2),
+            "catch_up_usd": round(self.bill.catch_up_usd, 2),
+            "budget_exceeded_hours": self.bill.budget_exceeded_hours,
+            "committed_instances": self.plan.committed_instances(),
+            "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),
+            # the optimizer's proof (None for baselines): objective vs its bound
+            "plan_gap": _rounded(self.plan.meta.get("gap"), 6),
+        }
+
+
+def _rounded(x: object, digits: int) -> float | None:
+    return None if not isinstance(x, int | float) else round(float(x), digits)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    share_of_peak: float
+    committed_units: float
+    group: str
+    instances: int
+    scenario: Scenario
+    marginal_occupancy: float | None  # occupancy of the units added since the previous level
+
+
+@dataclass
+class WhatIfResult:
+    start: datetime
+    hours: int
+    market: str
+    stale: bool
+    scenarios: list[Scenario]
+    sweep: list[SweepPoint] = field(default_factory=list)
+    breakeven_occupancy: float | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def scenario(self, name: str) -> Scenario:
+        return next(s for s in self.scenarios if s.name == name)
+
+
+def _actuals(
+    market: PriceSource, snapshot: MarketSnapshot, start: datetime, hours: int
+) -> MarketActuals:
+    hourly = getattr(market, "hourly", None)
+    span = getattr(market, "span", None)
+    if hourly is None:
+        return MarketActuals({}, {})
+    if span is not None:
+        # A recorded market knows nothing past its span: bill the rest at the
+        # planned prices, spot held (the best one can say without data).
+        first, last = span()
+        if start < first:
+            return MarketActuals({}, {})
+        hours = min(hours, int((last - start).total_seconds() // 3600))
+        if hours <= 0:
+            return MarketActuals({}, {})
+    frame = hourly(start, hours)
+    if frame.empty:
+        return MarketActuals({}, {})
+    t0 = frame["hour"].min()
+    idx = ((frame["hour"] - t0).dt.total_seconds() // 3600).to_numpy(dtype=int)
+    prices: dict[str, FloatArray] = {}
+    held: dict[str, FloatArray] = {}
+    hours = max(hours, int(idx.max(initial=0)) + 1)
+    keys = frame["pool_key"].to_numpy()
+    sp = frame["spot_usd_per_hour"].to_numpy(dtype=float)
+    av = frame["spot_available"].to_numpy(dtype=float)
+    order = np.argsort(keys, kind="stable")
+    keys_sorted = keys[order]
+    bounds = np.flatnonzero(np.r_[True, keys_sorted[1:] != keys_sorted[:-1], True])
+    for a, b in itertools.pairwise(bounds):
+        rows = order[a:b]
+        p = np.full(hours, np.nan)
+        h = np.full(hours, np.nan)
+        ok = idx[rows] < hours
+        p[idx[rows][ok]] = sp[rows][ok]
+        h[idx[rows][ok]] = av[rows][ok]
+        prices[str(keys_sorted[a])] = p
+        held[str(keys_sorted[a])] = h
+    return MarketActuals(prices, held)
+
+
+def run_whatif(
+    market: PriceSource,
+    workloads: WorkloadSet,
+    *,
+    start: datetime | None = None,
+    days: int = 30,
+    demand: DemandSet | None = None,
+    options: PlanOptions | None = None,
+    committed_levels: tuple[float, ...] = (),
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> WhatIfResult:
+    """Plan and bill every scenario over ``days`` from ``start``."""
+    from broker.planning.optimizer.solve import solve  # PuLP only when planning
+
+    say = progress or (lambda _msg: None)
+    clock: dict[str, float] = {}
+    t = time.perf_counter()
+    snapshot = market.snapshot(start)
+    # Plans run on whole hours; a recorded market's latest time rarely is one.
+    start = snapshot.at.replace(minute=0, second=0, microsecond=0)
+    hours = days * 24
+    if demand is None:
+        history_start = start - timedelta(days=HISTORY_DAYS)
+        demand = DemandSet.from_shapes(workloads, history_start, HISTORY_DAYS * 24 + hours, seed)
+    actual = _actual_demand(demand, workloads, start, hours)
+    forecast = {n: f.point.to_numpy(dtype=float) for n, f in demand.forecast(start, hours).items()}
+    for n, arr in actual.items():  # no history at all: plan on the actuals
+        if n not in forecast or not np.all(np.isfinite(forecast[n])):
+            forecast[n] = arr
+    actuals = _actuals(market, snapshot, start, hours)
+    clock["inputs_s"] = time.perf_counter() - t
+
+    opts = options or PlanOptions(period_hours=0 if hours > 24 * 7 else 1)
+    say("planning with the optimizer")
+    t = time.perf_counter()
+    problem = build_problem(snapshot, workloads, forecast, hours=hours, options=opts)
+    plan = solve(problem)
+    clock["optimizer_s"] = time.perf_counter() - t
+
+    say("billing scenarios")
+    t = time.perf_counter()
+    plans = [
+        all_on_demand(snapshot, workloads, forecast, hours),
+        committed_quantile(snapshot, workloads, forecast, hours, term_years=opts.term_years),
+        static_mix(snapshot, workloads, forecast, hours),
+        plan,
+    ]
+    names = ["on_demand", "committed_quantile", "static_mix", "spotfolio"]
+    scenarios = [
+        Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals))
+        for n, p in zip(names, plans, strict=True)
+    ]
+    clock["baselines_s"] = time.perf_counter() - t
+    result = WhatIfResult(
+        start, hours, getattr(market, "name", "market"), snapshot.stale, scenarios, seconds=clock
+    )
+    if committed_levels:
+        t = time.perf_counter()
+        _sweep(
+            result,
+            problem,
+            plan,
+            workloads,
+            actual,
+            snapshot,
+            actuals,
+            forecast,
+            committed_levels,
+            say,
+        )
+        clock["sweep_s"] = time.perf_counter() - t
+    return result
+
+
+def _actual_demand(
+    demand: DemandSet, workloads: WorkloadSet, start: datetime, hours: int
+) -> dict[str, FloatArray]:
+    window = demand.window(start, hours)
+    out: dict[str, FloatArray] = {}
+    for w in workloads.of_class(WorkloadClass.SERVING):
+        s = window.serving.get(w.name)
+        arr = np.zeros(hours) if s is None else s.to_numpy(dtype=float)
+        if len(arr) < hours or not np.all(np.isfinite(arr)):
+            from markets.errors import InputError
+
+            raise InputError(
+                demand.source or "demand",
+                w.name,
+                f"{hours} hourly values from {start.isoformat()}",
+                got=len(arr),
+            )
+        out[w.name] = arr[:hours]
+    return out
+
+
+def _sweep(
+    result: WhatIfResult,
+    problem: Any,
+    plan: Plan,
+    workloads: WorkloadSet,
+    actual: Mapping[str, FloatArray],
+    snapshot: MarketSnapshot,
+    actuals: MarketActuals,
+    forecast: Mapping[str, FloatArray],
+    levels: tuple[float, ...],
+    say: Callable[[str], None],
+) -> None:
+    """Fix total commitment at each share of peak serving demand, in the
+    group the optimizer liked best (else the serving workload's cheapest)."""
+    from broker.planning.optimizer.solve import solve
+
+    serving = workloads.of_class(WorkloadClass.SERVING)
+    if not serving:
+        return
+    total = np.sum([forecast[w.name] for w in serving], axis=0)
+    peak = float(np.max(total))
+    group, work_per_instance, c_price, alt_price = _sweep_group(problem, plan, serving[0])
+    result.breakeven_occupancy = breakeven_occupancy(c_price, alt_price)
+    prev_units: float | None = None
+    for share in levels:
+        say(f"committed sweep: {share:.0%} of peak")
+        units = share * peak
+        n = math.ceil(units / work_per_instance - 1e-9)
+        fixed = {g: 0 for g in problem.committed_fixed or {}}
+        fixed[group] = n
+        sub = dataclasses.replace(problem, committed_fixed=fixed)
+        p = solve(sub)
+        sc = Scenario(
+            f"committed_{round(share * 100)}pct",
+            p,
+            bill_plan(p, workloads, actual, snapshot, actuals),
+        )
+        occ = None
+        if prev_units is not None and units > prev_units:
+            occ = marginal_occupancy(np.ceil(total), math.ceil(prev_units), math.ceil(units))
+        result.sweep.append(SweepPoint(share, units, group, n, sc, occ))
+        prev_units = units
+
+
+def _sweep_group(problem: Any, plan: Plan, w: Any) -> tuple[str, float, float, float]:
+    entries = problem.entries(w)
+    best = max(plan.commitments, key=lambda c: c.instances, default=None)
+    by_group: dict[str, Any] = {}
+    for e in entries:
+        g = "/".join([*e.pool_key.split("/")[:2], e.instance_type])
+        if e.usd_per_work_hour[Tier.COMMITTED] is not None:
+            by_group.setdefault(g, e)
+    if best is not None and best.instances > 0 and best.group in by_group:
+        e = by_group[best.group]
+    else:
+        e = min(by_group.values(), key=lambda x: x.usd_per_work_hour[Tier.COMMITTED] or math.inf)
+    g = "/".join([*e.pool_key.split("/")[:2], e.instance_type])
+    od = min(x.usd_per_work_hour[Tier.ON_DEMAND] or math.inf for x in entries)
+    return g, e.work_per_instance_hour, e.usd_per_work_hour[Tier.COMMITTED] or 0.0, od

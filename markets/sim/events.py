@@ -1,0 +1,153 @@
+"""What the market does to the simulated account over time: capacity,
+prices and revocations.
+
+Owns: ``SimEvents`` (part of ``SimCloud``): the hour's spot price, spot
+available share (what a spot launch is granted with) and revocation count per
+pool, read from the market and cached; revocation times (the market's
+``revocation_events`` where it has them, else the hourly counts placed at
+seeded random minutes); ``_advance``, which every call runs first: each
+revocation up to now + the notice window dooms a random spot instance held in
+the pool and sends its interruption notice, and doomed instances whose time
+has come end (with a state-change notice); ``revoke`` (chaos and tests) and
+``next_event_at`` (what lets a simulation jump ahead).
+
+Must not: launch or terminate on a caller's behalf, decide anything, or use
+the wall clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import zlib
+from datetime import datetime, timedelta
+
+from markets.fleet import InstanceState, NoticeKind
+from markets.sim.core import _Inst
+from markets.sim.queue import NoticeQueue
+
+__all__ = ["SimEvents"]
+
+
+class SimEvents(NoticeQueue):
+    """Capacity, prices and revocations over time (see the module docstring)."""
+
+    # --- market access -----------------------------------------------------------
+    def _hour(self, at: datetime) -> dict[str, tuple[float, float, int]]:
+        """(spot $/h, spot available share, revocations) per pool for at's hour."""
+        h = at.replace(minute=0, second=0, microsecond=0)
+        if h not in self._hourly:
+            if len(self._hourly) > 96:
+                self._hourly.clear()
+            span_end = self.market.span()[1]
+            n = max(1, min(24, int((span_end - h).total_seconds() // 3600)))
+            frame = self.market.hourly(h, n)
+            for hour, rows in frame.groupby("hour"):
+                self._hourly[hour.to_pydatetime()] = {
+                    # No trace covering the hour (NaN): no evidence of a shortage.
+                    str(k): (float(s), 1.0 if math.isnan(a) else float(a), int(r))
+                    for k, s, a, r in zip(
+                        rows["pool_key"],
+                        rows["spot_usd_per_hour"],
+                        rows["spot_available"],
+                        rows["revocations"],
+                        strict=True,
+                    )
+                }
+        return self._hourly.get(h, {})
+
+    def _spot_price(self, pool_key: str, at: datetime) -> float:
+        price = self._hour(at).get(pool_key, (math.nan, 0.0, 0))[0]
+        if not math.isfinite(price):
+            price = self._static[pool_key].spot_usd_per_hour or 0.0
+        return price
+
+    def _events(self, pool_key: str, start: datetime, end: datetime) -> list[datetime]:
+        if end <= start:
+            return []
+        events = getattr(self.market, "revocation_events", None)
+        if events is not None:
+            return [t.to_pydatetime(warn=False) for t in events(pool_key, start, end)]
+        out: list[datetime] = []
+        h = start.replace(minute=0, second=0, microsecond=0)
+        while h < end:
+            n = self._hour(h).get(pool_key, (0.0, 0.0, 0))[2]
+            r = random.Random(
+                zlib.crc32(f"{self.options.seed}|{pool_key}|{h.isoformat()}".encode())
+            )
+            out += [h + timedelta(seconds=r.uniform(0, 3600)) for _ in range(n)]
+            h += timedelta(hours=1)
+        return sorted(t for t in out if start <= t < end)
+
+    # --- time ----------------------------------------------------------------
+    def _advance(self) -> None:
+        now = self.clock.now()
+        # Events up to and including now + notice (the scan is half-open).
+        horizon = now + timedelta(seconds=self.options.notice_seconds, microseconds=1)
+        for pool, by_id in list(self._spot_held.items()):
+            if not by_id:
+                continue
+            held = list(by_id.values())  # launch order, as the account lists them
+            first = min(s.inst.launched_at for s in held)
+            start = max(self._scanned.get(pool, first), first)
+            for t in self._events(pool, start, horizon):
+                victims = [s for s in held if s.revoke_at is None and s.inst.launched_at <= t]
+                if victims:
+                    self._doom(self.rng.choice(victims), t)
+            self._scanned[pool] = horizon
+        due: list[_Inst] = []
+        while self._due and self._due[0][0] <= now:
+            t, _order, iid = heapq.heappop(self._due)
+            s = self._instances[iid]
+            if s.ended_at is None and s.revoke_at == t:  # else terminated meanwhile
+                due.append(s)
+        for s in sorted(due, key=lambda x: self._order[x.inst.instance_id]):
+            assert s.revoke_at is not None
+            self._end(s, s.revoke_at)
+            self.counters.revocations += 1
+
+    def _doom(self, s: _Inst, t: datetime) -> None:
+        s.revoke_at = t
+        iid = s.inst.instance_id
+        self._spot_held.get(s.inst.pool_key, {}).pop(iid, None)
+        heapq.heappush(self._due, (t, self._order[iid], iid))
+        at = max(s.inst.launched_at, t - timedelta(seconds=self.options.notice_seconds))
+        self._send(NoticeKind.INTERRUPTION, s.inst, at, deadline=t)
+
+    def _end(self, s: _Inst, at: datetime) -> None:
+        s.ended_at = at
+        self._spot_held.get(s.inst.pool_key, {}).pop(s.inst.instance_id, None)
+        s.inst = s.inst.model_copy(update={"state": InstanceState.TERMINATED})
+        if self.options.state_change_notices:
+            self._send(NoticeKind.STATE_CHANGE, s.inst, at, state=InstanceState.TERMINATED)
+
+    def revoke(self, instance_id: str, at: datetime) -> None:
+        """Take ``instance_id`` back at ``at``, with its notice (chaos and tests)."""
+        self._advance()
+        s = self._instances[instance_id]
+        if s.ended_at is None and s.revoke_at is None:
+            self._doom(s, at)
+
+    def next_event_at(self) -> datetime | None:
+        """Earliest future time something happens (a notice becomes visible, an
+        instance is revoked, an unseen revocation's notice is due): lets a
+        simulation jump straight there."""
+        now = self.clock.now()
+        times = [q.visible_at for q in self._queue if not q.deleted and q.visible_at > now]
+        times += [
+            t
+            for t, _, iid in self._due
+            if self._instances[iid].ended_at is None and self._instances[iid].revoke_at == t
+        ]
+        notice = timedelta(seconds=self.options.notice_seconds)
+        for pool in [p for p, held in self._spot_held.items() if held]:
+            start = self._scanned.get(pool, now)
+            cached = self._next_event.get(pool)
+            if cached is None or cached[0] != start:  # a scan moved on: look again
+                ev = self._events(pool, start, start + timedelta(days=1))
+                cached = self._next_event[pool] = (start, ev[0] if ev else None)
+            if cached[1] is not None:
+                times.append(max(cached[1] - notice, now))
+        future = [t for t in times if t > now]
+        return min(future) if future else None

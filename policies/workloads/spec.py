@@ -1,0 +1,375 @@
+"""Workloads and the fleet, read from a validated YAML file.
+
+Owns: one ``Workload`` (a named demand with a class and a contract) and the
+``WorkloadSet`` with fleet-wide dollar limits; ``load_workloads`` turns any
+problem in a file into one ``InputError`` naming the file, the field path
+(``workloads[2].max_spot_share``) and what was expected. The classes and
+their defaults live in ``policies.workloads.classes`` (re-exported here).
+
+Must not: know markets or prices (whether an instance type exists is the
+caller's check against its catalog), build demand curves (``broker.planning.demand``)
+or decide anything.
+
+Units: demand and work are counted in *reference units* (a capacity unit,
+e.g. one GPU, at throughput 1.0). An instance type supplies its capacity units
+times the workload's ``throughput`` factor for it, so ``unit_hours`` is work at
+throughput 1.0 and ``min_units`` / ``max_units`` count physical units (GPUs).
+A type without a stated factor gets the caller's default (``throughput_of``):
+the catalog's per-GPU factor relative to a V100, or 1.0. A workload whose
+reference is not a V100 should state the factor of every type it lists.
+
+A file looks like (the shipped example is ``policies/examples/workloads.yaml``)::
+
+    class_defaults:            # optional: override the built-in defaults
+      serving: {max_spot_share: 0.2}
+    budget_usd_per_hour: 2000  # optional, fleet-wide
+    workloads:
+      - name: chat-api
+        class: serving
+        instance_types: [g5.12xlarge, g6.12xlarge]
+        demand: {base_units: 32, peak_units: 64, peak_start_hour: 9, peak_end_hour: 21}
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from markets.errors import InputError
+from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
+from policies.workloads.classes import (
+    BUILTIN_CLASS_DEFAULTS,
+    ClassDefaults,
+    ClassPolicy,
+    DemandShape,
+    WorkloadClass,
+)
+
+__all__ = [
+    "BUILTIN_CLASS_DEFAULTS",
+    "ClassDefaults",
+    "ClassPolicy",
+    "DemandShape",
+    "Workload",
+    "WorkloadClass",
+    "WorkloadSet",
+    "default_workloads",
+    "input_error_from",
+    "load_workloads",
+    "parse_workloads",
+]
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+# Which class-specific fields apply to which classes (the rest are common).
+_APPLIES_TO: dict[str, frozenset[WorkloadClass]] = {
+    "demand": frozenset({WorkloadClass.SERVING}),
+    "min_units": frozenset({WorkloadClass.TRAINING}),
+    "step_units": frozenset({WorkloadClass.TRAINING}),
+    "elastic": frozenset({WorkloadClass.TRAINING}),
+    "min_on_non_revocable": frozenset({WorkloadClass.TRAINING}),
+    "min_dwell_minutes": frozenset({WorkloadClass.TRAINING}),
+    "max_units": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
+    "unit_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
+    "deadline_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
+}
+
+
+def _class_of(data: dict[str, Any]) -> WorkloadClass | None:
+    raw = data.get("class", data.get("workload_class"))
+    try:
+        return WorkloadClass(str(raw))
+    except ValueError:
+        return None
+
+
+def _fill_defaults(data: dict[str, Any], defaults: ClassDefaults) -> dict[str, Any]:
+    """Copy the class's defaults into every applicable field the input leaves out."""
+    wc = _class_of(data)
+    if wc is None:
+        return data
+    policy = defaults.for_class(wc)
+    out = dict(data)
+    for key, value in policy.model_dump().items():
+        applies = _APPLIES_TO.get(key)
+        if key in Workload.model_fields and key not in out and (applies is None or wc in applies):
+            out[key] = value
+    return out
+
+
+class Workload(StrictModel):
+    """A named demand with a class and a contract (see the module docstring for units).
+
+    Fields left out take the class's default (``ClassDefaults``). Class
+    specifics: serving ``demand``; training ``min_units``, ``step_units``,
+    ``max_units``, ``elastic``, ``min_on_non_revocable``, ``unit_hours``,
+    ``deadline_hours``, ``min_dwell_minutes``; batch ``unit_hours``,
+    ``deadline_hours``, ``max_units`` (a parallelism cap). A field of another
+    class is an error.
+    """
+
+    name: str = Field(min_length=1, max_length=63)
+    workload_class: WorkloadClass = Field(alias="class")
+    instance_types: list[str] = Field(min_length=1, description="in order of preference")
+    # Stated factors only; see throughput_of for the rest.
+    throughput: dict[str, float] = Field(default_factory=dict)
+    max_spot_share: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    max_zone_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
+    max_pool_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
+    unmet_penalty_usd_per_unit_hour: float = Field(default=15.0, gt=0.0, allow_inf_nan=False)
+    budget_usd: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    budget_usd_per_hour: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    priority: int = 1
+    checkpoint_write_seconds: float = Field(default=60.0, ge=0.0, allow_inf_nan=False)
+    # None: the caller uses Daly's optimum for the pool's hazard (economics.md s2).
+    checkpoint_interval_minutes: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    restart_minutes: float = Field(default=10.0, ge=0.0, allow_inf_nan=False)
+    restart_tolerant: bool = True
+    # serving
+    demand: DemandShape | None = None
+    # training (max_units, unit_hours, deadline_hours also batch)
+    min_units: int = Field(default=0, ge=0)
+    step_units: int = Field(default=1, ge=1)
+    max_units: int | None = Field(default=None, ge=1)
+    elastic: bool = False
+    min_on_non_revocable: bool = False
+    unit_hours: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    deadline_hours: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    min_dwell_minutes: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_defaults(cls, data: Any) -> Any:
+        return _fill_defaults(data, ClassDefaults()) if isinstance(data, dict) else data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("a name of lowercase letters, digits, '-' and '_'")
+        return v
+
+    @field_validator("instance_types")
+    @classmethod
+    def _unique_types(cls, v: list[str]) -> list[str]:
+        dupes = sorted({t for t in v if v.count(t) > 1})
+        if dupes:
+            raise ValueError(f"each instance type listed once (repeated: {', '.join(dupes)})")
+        if any(not t.strip() for t in v):
+            raise ValueError("non-empty instance type names")
+        return v
+
+    @field_validator("throughput")
+    @classmethod
+    def _positive_factors(cls, v: dict[str, float]) -> dict[str, float]:
+        for itype, factor in v.items():
+            if not factor > 0 or factor == float("inf"):
+                raise FieldError(itype, "a finite throughput factor > 0", factor)
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Self:
+        wc = self.workload_class
+        for key in sorted(self.model_fields_set & _APPLIES_TO.keys()):
+            if wc not in _APPLIES_TO[key]:
+                allowed = " or ".join(sorted(c.value for c in _APPLIES_TO[key]))
+                raise FieldError(key, f"no {key} on a {wc.value} workload ({allowed} only)")
+        unlisted = sorted(set(self.throughput) - set(self.instance_types))
+        if unlisted:
+            raise FieldError(
+                f"throughput.{unlisted[0]}",
+                "an instance type that is also listed in instance_types",
+                unlisted[0],
+            )
+        if wc is WorkloadClass.TRAINING:
+            self._check_gang()
+        if wc is not WorkloadClass.SERVING:
+            if self.unit_hours is None:
+                raise FieldError("unit_hours", f"the total work of a {wc.value} workload")
+            self._check_deadline()
+        return self
+
+    def _check_gang(self) -> None:
+        if self.min_units < 1:
+            raise FieldError("min_units", "a gang size of at least 1 unit", self.min_units)
+        if self.max_units is None:
+            if self.elastic:
+                raise FieldError("max_units", "a maximum size for an elastic job")
+            object.__setattr__(self, "max_units", self.min_units)
+        assert self.max_units is not None
+        if self.max_units < self.min_units:
+            raise FieldError(
+                "max_units", f"max_units >= min_units ({self.min_units})", self.max_units
+            )
+        if not self.elastic and self.max_units != self.min_units:
+            raise FieldError(
+                "max_units",
+                f"max_units == min_units ({self.min_units}) for a job with elastic: false",
+                self.max_units,
+            )
+        if (self.max_units - self.min_units) % self.step_units:
+            raise FieldError(
+                "step_units",
+                f"a step that divides max_units - min_units ({self.max_units - self.min_units})",
+                self.step_units,
+            )
+
+    def _check_deadline(self) -> None:
+        if self.unit_hours is None or self.deadline_hours is None or self.max_units is None:
+            return
+        # Feasible in principle: the largest gang on the fastest acceptable type
+        # (types without a stated factor count as 1.0 here).
+        best = max(self.throughput_of(t) for t in self.instance_types)
+        needed_hours = self.unit_hours / (self.max_units * best)
+        if needed_hours > self.deadline_hours:
+            raise FieldError(
+                "deadline_hours",
+                f"at least {needed_hours:g} h: {self.unit_hours:g} unit-hours need that long "
+                f"at max_units {self.max_units} and best throughput {best:g}",
+                self.deadline_hours,
+            )
+
+    # --- lookups the optimizer uses -------------------------------------------------
+
+    def throughput_of(self, instance_type: str, default: float = 1.0) -> float:
+        """Reference work per capacity unit-hour on an acceptable ``instance_type``.
+
+        The stated factor, else ``default`` (a caller with a catalog passes the
+        GPU model's factor, ``markets.catalog.throughput_factor``). KeyError if
+        the type is not acceptable to this workload.
+        """
+        if instance_type not in self.instance_types:
+            raise KeyError(f"{instance_type!r} is not acceptable to workload {self.name!r}")
+        return float(self.throughput.get(instance_type, default))
+
+    def preference_rank(self, instance_type: str) -> int:
+        """0 for the most preferred acceptable type (ValueError if not acceptable)."""
+        return self.instance_types.index(instance_type)
+
+    def gang_sizes(self) -> list[int]:
+        """Allowed sizes in physical units: min..max in steps (training only)."""
+        if self.workload_class is not WorkloadClass.TRAINING or self.max_units is None:
+            return []
+        return list(range(self.min_units, self.max_units + 1, self.step_units))
+
+    @property
+    def non_revocable_min_units(self) -> int:
+        """Units of a training gang that must sit on committed/on-demand."""
+        return self.min_units if self.min_on_non_revocable else 0
+
+    @property
+    def checkpoint_write_hours(self) -> float:
+        return self.checkpoint_write_seconds / 3600.0
+
+    @property
+    def restart_hours(self) -> float:
+        return self.restart_minutes / 60.0
+
+
+class WorkloadSet(StrictModel):
+    """The workloads, their class defaults and fleet-wide dollar limits."""
+
+    class_defaults: ClassDefaults = Field(default_factory=ClassDefaults)
+    budget_usd_per_hour: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    budget_usd: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    # Most extra dollars break-glass may spend moving spot to on-demand (horizon).
+    break_glass_cap_usd: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    workloads: list[Workload] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _file_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
+            return data
+        try:
+            defaults = ClassDefaults.model_validate(data.get("class_defaults") or {})
+        except ValidationError:
+            return data  # reported at class_defaults by the normal validation
+        out = dict(data)
+        out["workloads"] = [
+            _fill_defaults(w, defaults) if isinstance(w, dict) else w for w in data["workloads"]
+        ]
+        return out
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Self:
+        seen: set[str] = set()
+        for i, w in enumerate(self.workloads):
+            if w.name in seen:
+                raise FieldError(f"workloads[{i}].name", "a name not used before", w.name)
+            seen.add(w.name)
+        return self
+
+    def names(self) -> list[str]:
+        return [w.name for w in self.workloads]
+
+    def by_name(self, name: str) -> Workload:
+        for w in self.workloads:
+            if w.name == name:
+                return w
+        raise KeyError(f"no workload named {name!r} (known: {', '.join(self.names())})")
+
+    def of_class(self, workload_class: WorkloadClass | str) -> list[Workload]:
+        wc = WorkloadClass(workload_class)
+        return [w for w in self.workloads if w.workload_class is wc]
+
+    def instance_types(self) -> list[str]:
+        """Every acceptable instance type of any workload, first mention first."""
+        return list(dict.fromkeys(t for w in self.workloads for t in w.instance_types))
+
+
+def parse_workloads(
+    data: object, *, source: str = "<workloads>", demand_supplied: bool = False
+) -> WorkloadSet:
+    """Validate already-parsed YAML/JSON data (a mapping with ``workloads``).
+
+    Without ``demand_supplied`` every serving workload needs an inline shape.
+    """
+    if not isinstance(data, dict):
+        raise InputError(source, None, "a mapping with a 'workloads' list", got=type(data).__name__)
+    try:
+        wset = WorkloadSet.model_validate(data)
+    except ValidationError as e:
+        raise input_error_from(source, e) from e
+    if not demand_supplied:
+        for i, w in enumerate(wset.workloads):
+            if w.workload_class is WorkloadClass.SERVING and w.demand is None:
+                raise InputError(
+                    source,
+                    f"workloads[{i}].demand",
+                    "an inline demand shape for a serving workload (or a demand file)",
+                )
+    return wset
+
+
+def load_workloads(path: str | Path, *, demand_supplied: bool = False) -> WorkloadSet:
+    """Read and validate a workloads YAML file.
+
+    ``demand_supplied``: a demand file will provide the serving curves, so a
+    serving workload need not carry an inline ``demand`` shape. Any problem
+    raises ``InputError(source=path, field=<path or line>, expected=...)``.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(source, None, f"a readable UTF-8 YAML file ({e})") from e
+    return _parse_text(text, source, demand_supplied=demand_supplied)
+
+
+def _parse_text(text: str, source: str, *, demand_supplied: bool) -> WorkloadSet:
+    data = read_yaml(text, source)
+    return parse_workloads(data, source=source, demand_supplied=demand_supplied)
+
+
+def default_workloads() -> WorkloadSet:
+    """The built-in example (``spotfolio whatif`` with no arguments)."""
+    ref = resources.files("policies").joinpath("examples/workloads.yaml")
+    return _parse_text(
+        ref.read_text(encoding="utf-8"), "policies/examples/workloads.yaml", demand_supplied=False
+    )

@@ -1,0 +1,163 @@
+"""``spotfolio whatif`` / ``plan`` end to end on the embedded default market."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from broker.cli import main
+from tests.paths import SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def whatif_json() -> dict[str, object]:
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = main(["whatif", "--json", "--committed", "0.4,0.6"])
+    assert code == 0
+    out: dict[str, object] = json.loads(buf.getvalue())
+    return out
+
+
+@pytest.mark.slow
+def test_default_whatif_spotfolio_beats_every_baseline(whatif_json: dict) -> None:
+    scenarios = {s["name"]: s for s in whatif_json["scenarios"]}
+    assert set(scenarios) == {"on_demand", "committed_quantile", "static_mix", "spotfolio"}
+    ours = scenarios["spotfolio"]
+    for name, s in scenarios.items():
+        assert ours["total_cost_usd"] <= s["total_cost_usd"] + 0.01, name
+        assert ours["unmet_unit_hours"] <= s["unmet_unit_hours"] + 1e-6, name
+    for s in scenarios.values():
+        tiers = s["cost_by_tier_usd"]
+        assert sum(tiers.values()) == pytest.approx(s["total_cost_usd"], abs=0.05)
+        assert set(tiers) == {"committed", "on_demand", "spot"}
+    assert scenarios["on_demand"]["savings_vs_on_demand"] == 0
+    assert ours["savings_vs_on_demand"] > 0
+
+
+@pytest.mark.slow
+def test_committed_sweep_answers_40_vs_60_percent(whatif_json: dict) -> None:
+    sweep = whatif_json["committed_sweep"]
+    assert [p["share_of_peak"] for p in sweep] == [0.4, 0.6]
+    assert sweep[1]["instances"] > sweep[0]["instances"]
+    assert all(p["total_cost_usd"] > 0 for p in sweep)
+    assert 0 < whatif_json["breakeven_occupancy"] < 1
+    assert sweep[1]["marginal_occupancy"] is not None
+
+
+def _bad(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "workloads.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        pytest.param(["--committed", "0.4,abc"], "--committed", id="bad-committed"),
+        pytest.param(["--days", "0"], "--days", id="days-zero"),
+        pytest.param(["--market", "/nonexistent/market"], "--market", id="missing-market"),
+        pytest.param(["--start", "yesterday"], "--start", id="bad-start"),
+    ],
+)
+def test_bad_options_exit_2_naming_the_option(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["whatif", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+
+
+def test_bad_policies_file_exits_2_naming_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _bad(tmp_path, "workloads:\n  - name: api\n    class: serving\n"
+                "    instance_types: [g5.xlarge]\n    max_spot_share: 1.5\n"
+                "    demand: {base_units: 1, peak_units: 2}\n")  # fmt: skip
+    assert main(["whatif", "--policies", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "workloads[0].max_spot_share" in err
+
+
+def test_bad_demand_file_exits_2_naming_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demand = tmp_path / "demand.csv"
+    demand.write_text("hour,chat-api\n2026-01-01T00:00:00Z,10\n2026-01-01T01:00:00Z,-3\n")
+    assert main(["whatif", "--demand", str(demand)]) == 2
+    err = capsys.readouterr().err
+    assert str(demand) in err and "line 3" in err
+
+
+def test_plan_json_lists_commitments_and_explanation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--days", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] in ("optimal", "feasible")
+    assert out["allocations"] and out["explanation"][0].startswith("plan ")
+    tiers = {a["tier"] for a in out["allocations"]}
+    assert tiers <= {"committed", "on_demand", "spot"}
+
+
+SHARED_DATA = SHARED_DATA
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"{SHARED_DATA} (the public traces) absent")
+def test_whatif_on_shared_data_plans_aws_and_gcp_pools_together() -> None:
+    from broker.whatif.run import run_whatif
+    from markets.registry import open_market
+    from policies.workloads.spec import default_workloads
+
+    result = run_whatif(open_market(str(SHARED_DATA)), default_workloads(), days=2)
+    plan = result.scenario("spotfolio").plan
+    providers = {k.split("/")[0] for k in plan.allocations["pool_key"]}
+    assert providers == {"aws", "gcp"}
+    ours = result.scenario("spotfolio").bill.total_usd
+    assert all(ours <= s.bill.total_usd + 0.01 for s in result.scenarios)
+
+
+def test_market_options_reach_the_market_adapter(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--days", "1", "--json", "--market-option", "seed=3"]) == 0
+    seeded = json.loads(capsys.readouterr().out)
+    assert main(["plan", "--days", "1", "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    # another seed is another market: the plan's cost differs
+    assert seeded["objective_usd"] != default["objective_usd"]
+    assert main(["whatif", "--market-option", "no-equals-sign"]) == 2
+
+
+@pytest.mark.slow
+def test_plan_with_gap_proves_its_plan_within_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """~15 s: the quick solve and the proven one on the same day of the example fleet."""
+    assert main(["plan", "--days", "1", "--json"]) == 0
+    quick = json.loads(capsys.readouterr().out)
+    assert main(["plan", "--days", "1", "--json", "--gap", "0.01", "--time-limit", "60"]) == 0
+    proven = json.loads(capsys.readouterr().out)
+    assert proven["meta"]["gap"] <= 0.01 + 1e-9
+    # the proof never makes the plan worse than the quick one, and both
+    # bounds are valid bounds of the same model
+    assert proven["objective_usd"] <= quick["objective_usd"] + 1e-6
+    assert proven["meta"]["lower_bound_usd"] <= proven["objective_usd"] + 0.01  # rounded
+    assert quick["meta"]["lower_bound_usd"] <= proven["objective_usd"] + 0.01
+    assert main(["plan", "--days", "1", "--gap", "0"]) == 2
+    assert "--gap" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_whatif_with_gap_proves_spotfolio_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    """~20 s: the same --gap as plan, reported per scenario as plan_gap."""
+    args = ["whatif", "--days", "2", "--json"]
+    assert main(args) == 0
+    quick = {s["name"]: s for s in json.loads(capsys.readouterr().out)["scenarios"]}
+    assert main([*args, "--gap", "0.01", "--time-limit", "60"]) == 0
+    proven = {s["name"]: s for s in json.loads(capsys.readouterr().out)["scenarios"]}
+    assert proven["spotfolio"]["plan_gap"] <= 0.01 + 1e-9
+    assert proven["spotfolio"]["plan_gap"] <= quick["spotfolio"]["plan_gap"]
+    assert quick["on_demand"]["plan_gap"] is None
+    # baselines are not optimized: no gap to report, and the same bills
+    assert proven["on_demand"]["total_cost_usd"] == quick["on_demand"]["total_cost_usd"]

@@ -1,0 +1,214 @@
+"""The bench: settings composed by the runner, the JSON schema, the report,
+the portfolio hook, and the two commands on a small directory of traces laid
+out like shared/data (written here), in seconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from broker.bench import BenchData, runner
+from broker.bench.report import markdown, write_report
+from broker.cli import main
+from broker.simulate import AvailabilityTrace
+from tests.paths import SHARED_DATA
+
+DATA = SHARED_DATA
+DEADLINE_KEYS = {
+    "mean_cost_vs_on_demand",
+    "p75_cost_vs_on_demand",
+    "deadline_misses",
+    "spot_hours_vs_omniscient",
+}
+FLEET_KEYS = {"availability", "cost_vs_on_demand", "cost_vs_omniscient", "unserved_replica_hours"}
+
+
+def _spells(rng: np.random.Generator, ticks: int, up: float, down: float) -> list[int]:
+    out: list[int] = []
+    state = 1
+    while len(out) < ticks:
+        out += [state] * int(rng.geometric(1.0 / (up if state else down)))
+        state = 1 - state
+    return out[:ticks]
+
+
+def _traces(days: int = 6) -> tuple[AvailabilityTrace, ...]:
+    rng = np.random.default_rng(3)
+    n = days * 144
+    return tuple(
+        AvailabilityTrace(
+            name=f"synthetic/{zone}",
+            zone=zone,
+            group="synthetic",
+            tick_s=600,
+            held=np.array(_spells(rng, n, up, 4.0), dtype=bool),
+        )
+        for zone, up in (("us-west-2a", 30.0), ("us-west-2b", 8.0))
+    )
+
+
+PORTFOLIO_POLICIES = {"on_demand", "committed_quantile", "static_mix", "spotfolio_rolling",
+                      "hindsight"}  # fmt: skip
+PORTFOLIO_KEYS = {"total_cost_usd", "cost_vs_hindsight", "unmet_serving_unit_hours"}
+
+
+@pytest.fixture
+def cheap_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The portfolio setting and the solver/reaction measurements take tens of
+    seconds at any size; tests about the deadline and fleet settings stub them
+    (one test below runs them for real)."""
+    monkeypatch.setitem(runner.SETTINGS, "portfolio", None)
+    monkeypatch.setitem(runner.MACHINERY_HOOKS, "solver", lambda d, w, s: {})
+    monkeypatch.setitem(runner.MACHINERY_HOOKS, "reaction", lambda d, w, s: {})
+
+
+def _check_portfolio(block: dict[str, Any]) -> None:
+    assert set(block["policies"]) == PORTFOLIO_POLICIES
+    for name, row in block["policies"].items():
+        assert set(row) >= PORTFOLIO_KEYS, name
+    assert block["policies"]["hindsight"]["cost_vs_hindsight"] == 1.0
+    assert block["policies"]["spotfolio_rolling"]["unmet_serving_unit_hours"] == 0
+
+
+def _check_schema(out: dict[str, Any]) -> None:
+    assert out["windows"] >= 1
+    pol = out["deadline"]["policies"]
+    for name in ("on_demand", "greedy", "uniform_progress", "spotfolio", "omniscient"):
+        assert set(pol[name]) >= DEADLINE_KEYS, name
+    assert set(out["deadline"]["gap_closure_vs_greedy"]) == {"uniform_progress", "spotfolio"}
+    assert out["deadline"]["quadrants"]
+    for q in out["deadline"]["quadrants"].values():
+        assert set(q["policies"]["spotfolio"]) >= DEADLINE_KEYS
+    fpol = out["fleet"]["policies"]
+    for name in ("on_demand", "static_mix", "even_spread", "spothedge", "spotfolio", "omniscient"):
+        assert set(fpol[name]) >= FLEET_KEYS, name
+    if out["portfolio"]:
+        _check_portfolio(out["portfolio"])
+    m = out["machinery"]
+    assert {"data_load_s", "peak_rss_mib", "replay", "seconds", "solver"} <= set(m)
+    assert m["replay"]["policy_windows_per_s"] > 0
+    assert {t["metric"] for t in out["targets"]} >= {"gap_closure_vs_greedy.spotfolio"}
+
+
+@pytest.mark.usefixtures("cheap_hooks")
+def test_runner_composes_settings_with_the_schema() -> None:
+    out = runner.run_bench(lambda: BenchData("synthetic", _traces()), windows=1, seed=2)
+    _check_schema(out)
+    assert out["schema"] == runner.SCHEMA
+    assert out["deadline"]["windows"] == 2 * 3  # two traces x three job fractions
+    assert out["fleet"]["windows"] == 2  # one group, N = 4 and 8
+    # every policy sees the same windows: on-demand is the 1.0 yardstick
+    assert out["deadline"]["policies"]["on_demand"]["mean_cost_vs_on_demand"] == 1.0
+    assert out["deadline"]["policies"]["omniscient"]["mean_cost_vs_on_demand"] <= min(
+        v["mean_cost_vs_on_demand"] for v in out["deadline"]["policies"].values()
+    )
+
+
+def test_portfolio_and_solver_hooks_plug_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, int]] = []
+
+    def portfolio(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
+        seen.append((windows, seed))
+        return {"policies": {"hindsight": {"total_cost_usd": 1.0, "cost_vs_hindsight": 1.0}}}
+
+    monkeypatch.setitem(runner.SETTINGS, "portfolio", portfolio)
+    monkeypatch.setitem(runner.MACHINERY_HOOKS, "solver", lambda d, w, s: {"sizes": []})
+    out = runner.run_bench(
+        lambda: BenchData("synthetic", _traces()), windows=1, seed=9, settings=("portfolio",)
+    )
+    assert seen == [(1, 9)]
+    assert out["portfolio"]["policies"]["hindsight"]["cost_vs_hindsight"] == 1.0
+    assert out["machinery"]["solver"] == {"sizes": []}
+    assert "hindsight" in markdown(out)
+
+
+@pytest.mark.usefixtures("cheap_hooks")
+def test_report_writes_markdown_and_charts(tmp_path: Path) -> None:
+    out = runner.run_bench(lambda: BenchData("synthetic", _traces()), windows=1, seed=2)
+    files = write_report(out, tmp_path / "report.md")
+    assert [f.name for f in files] == ["report.md", "report_deadline.png", "report_fleet.png"]
+    text = (tmp_path / "report.md").read_text()
+    assert "## Deadline jobs" in text and "## Serving fleets" in text
+    assert "availability_high/fraction_high" in text or "availability_low" in text
+    assert all(f.stat().st_size > 0 for f in files)
+
+
+def _write_dir(root: Path) -> Path:
+    """Two 1-node traces in the shared/data layout (2023: 1 means held)."""
+    folder = root / "spot-availability-traces" / "availability" / "1-node" / "aws-02-15-2023"
+    folder.mkdir(parents=True)
+    for tr in _traces():
+        doc = {"metadata": {"gap_seconds": 600}, "data": tr.held.astype(int).tolist()}
+        (folder / f"{tr.zone}_v100_1.json").write_text(json.dumps(doc))
+    return root
+
+
+def test_bench_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _write_dir(tmp_path / "data")
+    assert main(["bench", "--data", str(root), "--windows", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    _check_schema(out)
+    assert out["source"] == str(root)
+    # the real portfolio setting and machinery hooks, at their smallest size
+    _check_portfolio(out["portfolio"])
+    assert set(out["machinery"]["solver"]) == {"10x6x24"}
+    assert out["machinery"]["reaction"]["storm"]["notices"] == 100
+    assert {t["setting"] for t in out["targets"]} >= {"deadline", "fleet", "portfolio"}
+    rows = {t["metric"]: t for t in out["targets"]}
+    # a short run has no 40x20x24 row: that target is unmeasured, not met
+    assert rows["solver.40x20x24.seconds"]["value"] is None
+    assert rows["solver.40x20x24.seconds"]["met"] is None
+    p99 = out["machinery"]["reaction"]["storm"]["launch_request_ms"]["p99"]
+    assert rows["reaction.storm.launch_request_ms.p99"]["value"] == p99
+
+
+def test_machinery_targets_read_the_solver_and_reaction_rows() -> None:
+    out = {
+        "machinery": {
+            "solver": {"40x20x24": {"seconds": 6.2, "gap": 0.004}},
+            "reaction": {
+                "single": {"launch_request_ms": {"p99": 12.0}},
+                "storm": {"launch_request_ms": {"p99": 1500.0}},
+            },
+        }
+    }
+    rows = {t["metric"]: t for t in runner.check_targets(out)}
+    assert rows["solver.40x20x24.seconds"]["met"] is False  # 6.2 s > 5 s
+    assert rows["solver.40x20x24.gap"]["met"] is True
+    assert rows["reaction.single.launch_request_ms.p99"]["met"] is True
+    assert rows["reaction.storm.launch_request_ms.p99"]["met"] is False
+
+
+def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _write_dir(tmp_path / "data")
+    args = ["simulate", "--setting", "fleet", "--data", str(root), "--windows", "1"]
+    assert main([*args, "--policy", "spotfolio", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["policies"]) == {"on_demand", "spotfolio", "omniscient"}
+    assert (
+        main(["simulate", "--setting", "deadline", "--policy", "psychic", "--data", str(root)]) == 2
+    )
+    assert "--policy" in capsys.readouterr().err
+    portfolio = ["simulate", "--setting", "portfolio", "--windows", "1", "--json"]
+    assert main([*portfolio, "--data", str(root)]) == 0
+    _check_portfolio(json.loads(capsys.readouterr().out))
+
+
+def test_bench_rejects_a_directory_without_traces(tmp_path: Path) -> None:
+    assert main(["bench", "--data", str(tmp_path), "--windows", "1"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cheap_hooks")
+def test_bench_on_the_development_data(capsys: pytest.CaptureFixture[str]) -> None:
+    if not (DATA / "spot-availability-traces").is_dir():
+        pytest.skip(f"development data not found at {DATA}")
+    assert main(["bench", "--data", str(DATA), "--windows", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    _check_schema(out)
+    assert out["machinery"]["traces"] >= 10
+    assert out["deadline"]["policies"]["spotfolio"]["deadline_misses"] == 0

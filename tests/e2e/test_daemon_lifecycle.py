@@ -1,0 +1,717 @@
+"""The daemon and the lifecycle manager together: the break-glass ledger in the
+store, restarts, the clouds and epoch the lifecycle is given, checkpoint hooks
+at notice time, and stale market data widening risk margins."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from sqlalchemy import select
+
+from broker.daemon.accelerated import default_lifecycle
+from broker.daemon.config import DaemonConfig, load_daemon_config
+from broker.daemon.daemon import Daemon
+from broker.daemon.store.schema import actions_t
+from broker.daemon.store.store import Store
+from broker.lifecycle import LifecycleManager
+from markets.clock import ManualClock
+from markets.errors import InputError, TransientError
+from markets.fleet import Instance, LaunchRequest
+from markets.model import MarketSnapshot, Tier
+from markets.sim.cloud import SimOptions
+from policies.workloads.spec import parse_workloads
+from tests.fakes.tiny_market import T0, TinyMarket, pool_key
+from tests.paths import REPO
+from tests.unit.broker.daemon.test_daemon import World
+
+A, B, C = pool_key("a"), pool_key("b"), pool_key("c")
+
+
+def _store_usd(w: World) -> float:
+    with w.store.transaction() as tx:
+        return tx.break_glass_usd("me")
+
+
+def _manager(d: Daemon) -> LifecycleManager:
+    assert isinstance(d.lifecycle, LifecycleManager)
+    return d.lifecycle
+
+
+def _api_spot(w: World) -> Instance:
+    return next(i for i in w.cloud.alive() if i.workload == "api" and i.tier is Tier.SPOT)
+
+
+def _break_glass(w: World, d: Daemon) -> tuple[str, float]:
+    """Revoke an api spot instance while every spot pool refuses capacity:
+    the serving workload breaks glass. Returns (notice id, dollars committed)."""
+    lc = _manager(d)
+    for pool in (A, B, C):
+        lc.record_launch_failure(pool, Tier.SPOT)
+    victim = _api_spot(w)
+    w.cloud.revoke(victim.instance_id, w.clock.now() + timedelta(seconds=120))
+    assert d.poll_notices() >= 1
+    with w.store.transaction() as tx:
+        (dec,) = [x for x in tx.decisions("me") if x.kind == "break_glass"]
+    assert dec.notice_id is not None and dec.break_glass_usd > 0
+    return dec.notice_id, dec.break_glass_usd
+
+
+def _run_until_return(w: World, d: Daemon, check: Callable[[], None]) -> dict[str, Any]:
+    """Advance 5 min at a time (polling and reconciling) until the lifecycle
+    returns the stretch to spot; ``check`` runs after every step."""
+    for _ in range(48):  # 4 h: the stretch is 1 h, extended at most by the cap
+        w.clock.advance(300)
+        d.poll_notices()
+        d.reconcile()
+        check()
+        with w.store.transaction() as tx:
+            done = tx.decisions("me", kinds=["return_to_spot"])
+        if done:
+            return done[0].payload
+    raise AssertionError("the break-glass stretch never returned to spot")
+
+
+def test_the_store_total_follows_the_lifecycle_ledger_when_a_stretch_ends_early(
+    tmp_path: Path,
+) -> None:
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    lc = _manager(d)
+    _nid, committed = _break_glass(w, d)
+    assert _store_usd(w) == pytest.approx(lc.break_glass_committed_usd) == committed
+
+    def same() -> None:
+        assert _store_usd(w) == pytest.approx(lc.break_glass_committed_usd)
+
+    ret = _run_until_return(w, d, same)
+    # Back to spot before the commitment ran out: part of it was released, and
+    # the store no longer counts it (summing commitments would keep all of it).
+    assert ret["break_glass_usd_released"] > 0
+    assert _store_usd(w) == pytest.approx(ret["break_glass_usd_spent"])
+    assert ret["break_glass_usd_spent"] < committed
+
+
+def test_a_restart_keeps_the_break_glass_ledger_and_resumes_the_open_stretch(
+    tmp_path: Path,
+) -> None:
+    w = World(tmp_path)
+    first = w.daemon()
+    first.start()
+    before = {i.instance_id for i in w.cloud.alive()}
+    nid, committed = _break_glass(w, first)
+    on_demand = {
+        i.instance_id
+        for i in w.cloud.alive()
+        if i.tier is Tier.ON_DEMAND and i.instance_id not in before
+    }
+    assert len(on_demand) == 1  # the break-glass launch
+    # The process dies; its lease runs out; a new one starts on the same store.
+    w.clock.advance(w.config.lease_ttl_s + 1)
+    second = w.daemon()
+    second.start()
+    lc = _manager(second)
+    assert lc.break_glass_committed_usd == pytest.approx(committed)
+    assert nid in lc.break_glass_stretches()
+
+    def same() -> None:
+        assert _store_usd(w) == pytest.approx(lc.break_glass_committed_usd)
+
+    ret = _run_until_return(w, second, same)
+    assert ret["allocation_id"] == nid
+    assert ret["break_glass_usd_released"] > 0
+    alive = {i.instance_id for i in w.cloud.alive()}
+    assert not on_demand & alive  # the resumed stretch's on-demand capacity ended
+    # A second restart finds the stretch closed and the ledger where it was.
+    w.clock.advance(w.config.lease_ttl_s + 1)
+    third = w.daemon()
+    third.start()
+    assert _manager(third).break_glass_stretches() == {}
+    assert _manager(third).break_glass_committed_usd == pytest.approx(_store_usd(w))
+
+
+def test_a_break_glass_launch_with_no_capacity_releases_its_dollars_in_the_store_too(
+    tmp_path: Path,
+) -> None:
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    for pool in (A, B, C):  # no capacity of any tier anywhere
+        w.cloud.exhaust(pool, until=w.clock.now() + timedelta(hours=1))
+    _nid, committed = _break_glass(w, d)
+    lc = _manager(d)
+    assert committed > 0 and lc.break_glass_committed_usd == 0
+    assert lc.break_glass_stretches() == {}
+    assert _store_usd(w) == pytest.approx(0.0)
+    w.clock.advance(w.config.lease_ttl_s + 1)
+    again = w.daemon()
+    again.start()
+    assert _manager(again).break_glass_stretches() == {}
+    assert _manager(again).break_glass_committed_usd == pytest.approx(0.0)
+
+
+def test_a_break_glass_decision_the_daemon_refuses_is_withdrawn_from_the_lifecycle(
+    tmp_path: Path,
+) -> None:
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    rates, _ = d.book.cost_rates()
+    d.book.budget_usd_per_hour = sum(rates.values())  # no room for anything dearer
+    lc = _manager(d)
+    for pool in (A, B, C):
+        lc.record_launch_failure(pool, Tier.SPOT)
+    w.cloud.revoke(_api_spot(w).instance_id, w.clock.now() + timedelta(seconds=120))
+    d.poll_notices()
+    with w.store.transaction() as tx:
+        (dec,) = [x for x in tx.decisions("me") if x.kind == "break_glass"]
+    assert dec.payload["refused"] and dec.payload["launches"] == [] and dec.break_glass_usd == 0
+    assert lc.break_glass_committed_usd == 0 and lc.break_glass_stretches() == {}
+
+
+# --- clouds and the plan epoch ------------------------------------------------
+
+G6_AWS = "aws/us-east-1/us-east-1a/g6.xlarge"
+G6_AWS_B = "aws/us-east-1/us-east-1b/g6.xlarge"
+L4_GCP = "gcp/us-central1/us-central1-a/g2-standard-4"
+
+
+def _two_clouds(tmp_path: Path, providers: list[str] | None) -> tuple[World, Daemon]:
+    # GCP's pool is the cheapest: only the providers setting keeps us out of it.
+    market = TinyMarket([G6_AWS, G6_AWS_B, L4_GCP], spot_usd={L4_GCP: 0.2})
+    tmp_path.mkdir()
+    w = World(tmp_path, market)
+    w.config = w.config.model_copy(update={"providers": providers})
+    w.workloads = parse_workloads(
+        {"workloads": [{"name": "sweeps", "class": "batch",
+                        "instance_types": ["g6.xlarge", "g2-standard-4"],
+                        "unit_hours": 2000, "deadline_hours": 1000, "max_units": 4}]}
+    )  # fmt: skip
+    d = w.daemon()
+    d.start()
+    return w, d
+
+
+def test_a_lost_instance_is_replaced_only_in_the_configured_cloud(tmp_path: Path) -> None:
+    w, d = _two_clouds(tmp_path / "aws", ["aws"])
+    assert _manager(d).config.providers == ("aws",)
+    assert {p.pool.provider.value for p in d.snapshot.pools} == {"aws"}  # type: ignore[union-attr]
+    assert w.cloud.alive() and all(i.pool_key.startswith("aws/") for i in w.cloud.alive())
+    victim = next(i for i in w.cloud.alive() if i.tier is Tier.SPOT)
+    w.cloud.revoke(victim.instance_id, w.clock.now() + timedelta(seconds=120))
+    d.poll_notices()
+    with w.store.transaction() as tx:
+        (dec,) = [x for x in tx.decisions("me") if x.notice_id and x.kind != "ignore"]
+    assert dec.kind == "replace"
+    assert [x["pool_key"] for x in dec.payload["launches"]] == [G6_AWS_B]
+    # The control: with every cloud allowed, the cheap GCP pool is taken.
+    w2, _ = _two_clouds(tmp_path / "any", None)
+    assert any(i.pool_key == L4_GCP for i in w2.cloud.alive())
+
+
+def test_the_lifecycle_counts_deadlines_from_the_plan_epoch(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.clock.advance(7 * 3600 + 1234)  # start mid-hour: the plan starts at the hour
+    d = w.daemon()
+    d.start()
+    epoch = d.state.epoch
+    assert epoch is not None and _manager(d).horizon_start == epoch
+    # A restart hours later keeps the epoch (from the store), not its own start.
+    w.clock.advance(5 * 3600)
+    d2 = w.daemon()
+    d2.start()
+    assert _manager(d2).horizon_start == epoch
+    # A configured epoch wins over both.
+    w.config = w.config.model_copy(update={"horizon_start": T0 - timedelta(days=3)})
+    w.clock.advance(w.config.lease_ttl_s + 1)
+    lc = default_lifecycle(w.workloads, w.clock, w.config)
+    assert isinstance(lc, LifecycleManager) and lc.horizon_start == T0 - timedelta(days=3)
+    d3 = w.daemon()
+    d3.start()
+    assert d3.state.epoch == _manager(d3).horizon_start == T0 - timedelta(days=3)
+
+
+def test_the_aws_provider_keeps_the_lifecycle_in_aws_unless_configured() -> None:
+    ws = parse_workloads(
+        {"workloads": [{"name": "x", "class": "batch", "instance_types": ["g6.xlarge"],
+                        "unit_hours": 1}]}
+    )  # fmt: skip
+    aws = DaemonConfig.model_validate({"owner": "o", "provider": "aws"})
+    lc = default_lifecycle(ws, ManualClock(T0), aws)
+    assert isinstance(lc, LifecycleManager) and lc.config.providers == ("aws",)
+    both = aws.model_copy(update={"providers": ["aws", "gcp"]})
+    lc = default_lifecycle(ws, ManualClock(T0), both)
+    assert isinstance(lc, LifecycleManager) and lc.config.providers == ("aws", "gcp")
+    sim = DaemonConfig.model_validate({"owner": "o", "provider": "sim"})
+    assert sim.launch_providers is None  # the simulated cloud launches anywhere
+
+
+# --- checkpoint hooks ------------------------------------------------------------
+
+HOOK_SLEEP_S = 0.6
+
+
+def _hook_world(tmp_path: Path, hooks: dict[str, Any]) -> tuple[World, Daemon]:
+    w = World(tmp_path)
+    w.config = DaemonConfig.model_validate({**w.config.model_dump(), "checkpoint_hooks": hooks})
+    d = w.daemon()
+    d.start()
+    return w, d
+
+
+def test_a_revocation_calls_the_checkpoint_hook_without_waiting_for_it(tmp_path: Path) -> None:
+    out = tmp_path / "hook.txt"
+    script = (
+        "import os, sys, time; time.sleep(float(sys.argv[2])); "
+        "open(sys.argv[1], 'w').write(os.environ['SPOTFOLIO_NOTICE_ID'] + ' ' "
+        "+ os.environ['SPOTFOLIO_BUDGET_S'])"
+    )
+    cmd = [sys.executable, "-c", script, str(out), str(HOOK_SLEEP_S)]
+    w, d = _hook_world(tmp_path, {"api": {"command": cmd}})
+    victim = _api_spot(w)
+    w.cloud.revoke(victim.instance_id, w.clock.now() + timedelta(seconds=120))
+    t = time.perf_counter()
+    d.poll_notices()
+    assert time.perf_counter() - t < HOOK_SLEEP_S  # the decision did not wait
+    assert d.hooks.started == 1 and not out.exists()
+    with w.store.transaction() as tx:
+        (dec,) = [x for x in tx.decisions("me") if x.notice_id and x.kind != "ignore"]
+        assert tx.hook_results("me") == {}
+    budget = dec.payload["checkpoint"]["hook_budget_s"]
+    assert 100 < budget < 120  # the AWS window less the decision's latency and margin
+    deadline = time.monotonic() + 30
+    while d.hooks.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+        d.reconcile()  # stores what finished
+    results = _hook_results(w)
+    assert list(results) == [dec.notice_id]
+    rec = results[dec.notice_id]
+    assert rec["ok"] is True and rec["kind"] == "command"
+    assert rec["budget_s"] == pytest.approx(budget, abs=1e-3)
+    assert rec["elapsed_s"] >= HOOK_SLEEP_S
+    nid, got_budget = out.read_text().split()
+    assert nid == dec.notice_id and float(got_budget) == pytest.approx(budget, abs=1e-3)
+
+
+def test_a_hook_that_fails_is_recorded_and_a_workload_without_one_calls_nothing(
+    tmp_path: Path,
+) -> None:
+    cmd = [sys.executable, "-c", "import sys; sys.stderr.write('disk full'); sys.exit(3)"]
+    w, d = _hook_world(tmp_path, {"sweeps": {"command": cmd}})
+    victim = _api_spot(w)  # api has no hook
+    w.cloud.revoke(victim.instance_id, w.clock.now() + timedelta(seconds=120))
+    d.poll_notices()
+    assert d.hooks.started == 0
+    sweeps = _victim(w, d, "sweeps", B)
+    w.cloud.revoke(sweeps, w.clock.now() + timedelta(seconds=120))
+    d.poll_notices()
+    assert d.hooks.started == 1
+    d.stop()  # waits for the hook and stores its result
+    (rec,) = _hook_results(w).values()
+    assert rec["ok"] is False and rec["exit_code"] == 3 and "disk full" in rec["detail"]
+
+
+def _hook_results(w: World) -> dict[str, dict[str, Any]]:
+    with w.store.transaction() as tx:
+        return tx.hook_results("me")
+
+
+def _yaml(tmp_path: Path, hooks: dict[str, Any]) -> Path:
+    import yaml
+
+    p = tmp_path / "daemon.yaml"
+    p.write_text(yaml.safe_dump({"owner": "me", "checkpoint_hooks": hooks}))
+    return p
+
+
+def test_checkpoint_hooks_are_validated(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"checkpoint_hooks\.api"):
+        load_daemon_config(_yaml(tmp_path, {"api": {"command": ["x"], "url": "http://h"}}))
+    with pytest.raises(InputError, match=r"checkpoint_hooks\.api\.url"):
+        load_daemon_config(_yaml(tmp_path, {"api": {"url": "ftp://h"}}))
+    w = World(tmp_path)
+    w.config = w.config.model_copy(
+        update={"checkpoint_hooks": load_daemon_config(
+            _yaml(tmp_path, {"nope": {"command": ["true"]}})).checkpoint_hooks}
+    )  # fmt: skip
+    with pytest.raises(InputError, match=r"checkpoint_hooks\.nope.*api, sweeps"):
+        w.daemon()
+
+
+# --- stale market data ------------------------------------------------------------
+
+
+class FlakyMarket(TinyMarket):
+    """A market whose snapshot fails while ``down`` (the last good one is kept)."""
+
+    down = False
+    # Pool A is cheapest but revokes often; B costs a little more and rarely does.
+    hazards: ClassVar[dict[str, float]] = {A: 2.0, B: 0.02, C: 0.02}
+
+    def snapshot(self, at: Any = None) -> MarketSnapshot:
+        if self.down:
+            raise TransientError("pricing API unavailable")
+        snap = super().snapshot(at)
+        pools = tuple(
+            p.model_copy(update={"hazard": p.hazard.model_copy(update={"rate_per_hour": h})})
+            for p, h in zip(snap.pools, (self.hazards[p.pool.key] for p in snap.pools), strict=True)
+        )
+        return snap.model_copy(update={"pools": pools})
+
+
+def _victim(w: World, d: Daemon, workload: str, pool: str) -> str:
+    """One spot instance of ``workload`` in ``pool``, known to the daemon."""
+    (iid,) = w.cloud.launch(
+        LaunchRequest(idempotency_key=f"sf-test-{workload}-{pool}", pool_key=pool,
+                      tier=Tier.SPOT, workload=workload, count=1, owner="me",
+                      plan_generation=0)
+    ).instance_ids  # fmt: skip
+    d.book.view(w.cloud, w.store, w.clock.now(), 0.0)
+    return iid
+
+
+def _replacement_pool(tmp_path: Path, stale: bool) -> tuple[str, Daemon]:
+    market = FlakyMarket([A, B, C], spot_usd={A: 0.85, B: 1.0, C: 1.0})
+    tmp_path.mkdir()
+    w = World(tmp_path, market)
+    d = w.daemon()
+    d.active = True  # no plan: the fleet is the one instance below
+    d.refresh_market(force=True)
+    if stale:
+        market.down = True
+        d.refresh_market(force=True)
+        assert d.snapshot is not None and d.snapshot.stale
+    victim = _victim(w, d, "api", C)
+    w.cloud.revoke(victim, w.clock.now() + timedelta(seconds=120))
+    d.poll_notices()
+    with w.store.transaction() as tx:
+        (dec,) = [x for x in tx.decisions("me") if x.notice_id and x.kind != "ignore"]
+    assert dec.kind == "replace"
+    return dec.payload["launches"][0]["pool_key"], d
+
+
+def test_a_stale_market_widens_risk_margins_in_the_lifecycle_and_the_plan(
+    tmp_path: Path,
+) -> None:
+    fresh, d_fresh = _replacement_pool(tmp_path / "fresh", stale=False)
+    stale, d_stale = _replacement_pool(tmp_path / "stale", stale=True)
+    # Fresh: A's lower price outweighs its hazard; stale: its hazard counts
+    # double and the calmer pool wins.
+    assert (fresh, stale) == (A, B)
+    d_stale.replan()
+    d_fresh.replan()
+    with d_stale.store.transaction() as tx:
+        _gen, _at, summary = tx.latest_plan("me")  # type: ignore[misc]
+    assert summary["stale_market"] is True
+    assert summary["interruption_multiplier"] == d_stale.config.stale_hazard_multiplier > 1
+    with d_fresh.store.transaction() as tx:
+        _gen, _at, summary = tx.latest_plan("me")  # type: ignore[misc]
+    assert summary["stale_market"] is False and summary["interruption_multiplier"] == 1.0
+
+
+# --- crashes inside the batched notice path ----------------------------------------
+
+
+def _storm_world(tmp_path: Path, n: int) -> tuple[World, list[str]]:
+    w = World(tmp_path, TinyMarket([A, B, C, pool_key("d")]), state_change_notices=False)
+    w.workloads = parse_workloads(
+        {"workloads": [{"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
+                        "demand": {"base_units": 2, "peak_units": 2}}]}
+    )  # fmt: skip
+    (*ids,) = w.cloud.launch(
+        LaunchRequest(idempotency_key="sf-storm", pool_key=A, tier=Tier.SPOT, workload="api",
+                      count=n, owner="me", plan_generation=0)
+    ).instance_ids  # fmt: skip
+    return w, ids
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_killed_at_every_launch_of_a_storm_the_restart_decides_once_and_launches_once(
+    tmp_path: Path, when: str
+) -> None:
+    from tests.unit.broker.daemon.test_daemon import Crash, CrashingProvider
+
+    n = 120  # three gathered batches (of up to GATHER = 50)
+    k = 0
+    while True:
+        k += 1
+        run = tmp_path / f"{when}-{k}"
+        run.mkdir()
+        w, ids = _storm_world(run, n)
+        probe = CrashingProvider(w.cloud, at=k, when=when)
+        d = w.daemon(provider=probe)
+        d.active = True
+        d.refresh_market(force=True)
+        d.book.view(w.cloud, w.store, w.clock.now(), 0.0)
+        for iid in ids:
+            w.cloud.revoke(iid, w.clock.now() + timedelta(seconds=120))
+        try:
+            d.poll_notices()
+        except Crash:
+            pass
+        else:
+            assert k > 1 and probe.calls < k  # every launch of the storm was a crash point
+            break
+        # A new process: the lease ran out, the unacknowledged messages come back.
+        w.clock.advance(max(w.config.lease_ttl_s, 30.0) + 1)
+        again = w.daemon()
+        again.start()
+        while again.poll_notices():
+            w.clock.advance(5)
+        with w.store.transaction() as tx:
+            decisions = [x for x in tx.decisions("me") if x.notice_id]
+            assert tx.count_actions("me", "pending") == 0
+            actions = tx.conn.execute(select(actions_t)).all()
+        notice_ids = [x.notice_id for x in decisions]
+        # Every instance the notices asked for was launched once, under one key.
+        asked = sum(int(x["count"]) for r in decisions for x in r.payload["launches"])
+        got = sum(
+            len((a.result or {}).get("instance_ids") or [])
+            for a in actions
+            if a.payload.get("source") == "notice" and a.status == "done"
+        )
+        assert asked == got > 0, k
+        assert sorted(notice_ids) == sorted(set(notice_ids)) and len(notice_ids) == n, k
+        assert w.cloud.counters.duplicate_launches == 0, k
+        assert w.cloud.orphaned(w.known()) == [], k
+        assert w.cloud.unacked() == 0, k
+    assert k >= 4  # the storm's batches asked for several merged launches
+
+
+# --- a real daemon process, killed with SIGKILL ----------------------------------------
+
+
+def _daemon_process(cfg: Path, *args: str) -> subprocess.Popen[bytes]:
+    code = "import sys; from broker.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "daemon", "--config", str(cfg), "--log-level", "warning",
+         *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _count(db: Path, sql: str) -> int:
+    if not db.exists():
+        return 0
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return int(con.execute(sql).fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_a_daemon_process_killed_at_random_points_restarts_without_double_launch_or_orphan(
+    tmp_path: Path,
+) -> None:
+    """``spotfolio daemon --provider sim`` in its own process, its account in a
+    file (``sim.state_file``): SIGKILL at random moments (after a random
+    number of new actions, plus a random delay), spot revocations injected
+    into the account while it is down, a restart each time; then one last
+    start-up pass. ~30 s."""
+    import random
+    import signal
+
+    import yaml
+
+    from markets.registry import open_market
+    from markets.sim.persist import PersistentSimCloud, load_state
+
+    db, account = tmp_path / "state.db", tmp_path / "account.pkl"
+    lease_ttl_s = 1.5
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "owner": "me", "store_url": f"sqlite:///{db}", "provider": "sim", "planner": "fast",
+        "metrics_port": 0, "lease_ttl_s": lease_ttl_s,
+        "intervals": {"reconcile_s": 0.5, "poll_notices_s": 0.5, "lease_renew_s": 0.5,
+                      "refresh_market_s": 60, "replan_s": 3},
+        # A lagging listing: only the store's write-ahead record prevents a
+        # second launch of a request whose instances are not listed yet.
+        # Each launch/terminate takes 0.1 s: kills land inside calls, before
+        # the cloud acted or after it acted but before the daemon heard.
+        "sim": {"state_file": str(account), "seed": 5, "listing_lag_s": 1.0,
+                "api_latency_s": 0.1},
+    }))  # fmt: skip
+    market = open_market("default")
+    rng = random.Random(11)
+    actions_sql = "select count(*) from actions"
+    kills = 0
+    for round_ in range(4):
+        if round_:
+            cloud, clock = load_state(market, account)
+            spot = [i.instance_id for i in cloud.alive() if i.tier is Tier.SPOT]
+            for iid in rng.sample(spot, min(3, len(spot))):
+                cloud.revoke(iid, clock.now() + timedelta(seconds=60))
+            PersistentSimCloud(cloud, account, clock.offset_s)._save()
+        time.sleep(lease_ttl_s + 0.3)  # the killed daemon's lease runs out
+        before = _count(db, actions_sql)
+        want = before + rng.randint(1, 3)
+        proc = _daemon_process(cfg)
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _count(db, actions_sql) >= want:
+                break
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.25))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        _out, err = proc.communicate(timeout=30)
+        assert proc.returncode in (-signal.SIGKILL, 0), err.decode()[-2000:]
+    assert kills >= 3
+    time.sleep(lease_ttl_s + 0.3)
+    last = _daemon_process(cfg, "--once")
+    _out, err = last.communicate(timeout=60)
+    assert last.returncode == 0, err.decode()[-2000:]
+
+    cloud, _clock = load_state(market, account)
+    store = Store(f"sqlite:///{db}")
+    with store.transaction() as tx:
+        known = tx.known_instance_ids("me")
+        assert tx.count_actions("me", "pending") == 0
+        launches = [a for a in tx.conn.execute(select(actions_t)).all() if a.kind == "launch"]
+    assert cloud.counters.revocations + len(cloud.alive()) > 0
+    assert cloud.orphaned(known) == []
+    assert cloud.counters.duplicate_launches == 0
+    # Every instance the cloud created belongs to exactly one launch the
+    # store recorded done: none was launched twice under two keys.
+    recorded = sum(
+        len((a.result or {}).get("instance_ids") or []) for a in launches if a.status == "done"
+    )
+    assert cloud.counters.instances_launched == recorded > 0
+
+
+def test_the_batched_notice_path_and_a_restart_on_postgresql(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The same statements on PostgreSQL: a duplicated storm killed after its
+    second launch, restarted; hook results stored and read back."""
+    import psycopg
+
+    from tests.unit.broker.daemon.test_daemon import Crash, CrashingProvider
+
+    base = request.getfixturevalue("postgres_server")
+    name = f"integration_{abs(hash(tmp_path.name)) % 10**8}"
+    with psycopg.connect(base.replace("+psycopg", "") + "/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    n = 25
+    w, ids = _storm_world(tmp_path, n)
+    w.cloud.options = SimOptions(state_change_notices=False, duplicate_rate=1.0, reorder=True)
+    w.config = w.config.model_copy(update={"store_url": f"{base}/{name}"})
+    w.store = Store(w.config.store_url)
+    d = w.daemon(provider=CrashingProvider(w.cloud, at=2, when="after"))
+    d.active = True
+    d.refresh_market(force=True)
+    d.book.view(w.cloud, w.store, w.clock.now(), 0.0)
+    for iid in ids:
+        w.cloud.revoke(iid, w.clock.now() + timedelta(seconds=120))
+    with pytest.raises(Crash):
+        d.poll_notices()
+    w.clock.advance(31)
+    again = w.daemon()
+    again.start()
+    while again.poll_notices():
+        w.clock.advance(5)
+    with w.store.transaction() as tx:
+        decisions = [x for x in tx.decisions("me") if x.notice_id]
+        assert tx.count_actions("me", "pending") == 0
+        assert tx.record_hook_result("me", "n-1", "api", {"ok": True, "kind": "command"}, T0)
+        assert not tx.record_hook_result("me", "n-1", "api", {"ok": False}, T0)
+        assert tx.hook_results("me") == {"n-1": {"ok": True, "kind": "command"}}
+    assert len({x.notice_id for x in decisions}) == len(decisions) == n
+    assert w.cloud.counters.duplicate_launches == 0 and w.cloud.orphaned(w.known()) == []
+    assert _manager(again).break_glass_committed_usd == pytest.approx(_store_usd(w))
+    w.store.close()
+
+
+def _adverse(w: World, d: Daemon) -> None:
+    for pool in (A, B, C):  # spot stays out of capacity everywhere
+        _manager(d).record_launch_failure(pool, Tier.SPOT)
+
+
+def test_upkeep_ends_a_stretch_before_its_dollars_run_out_when_reconcile_is_rare(
+    tmp_path: Path,
+) -> None:
+    """Reconcile hourly (or less) and a stretch committed for one hour would
+    run past what the cap paid for; the upkeep job wakes when a stretch is due
+    (``return_lead_s`` before it runs out) and extends or ends it in time."""
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    _adverse(w, d)
+
+    def on_demand() -> int:
+        return sum(i.tier is Tier.ON_DEMAND for i in w.cloud.alive())
+
+    base = on_demand()
+    _nid, committed = _break_glass(w, d)
+    cap = w.workloads.break_glass_cap_usd
+    assert cap is not None and committed < cap
+    assert on_demand() == base + 1  # the break-glass launch
+    steps = 0
+    while (due := d.upkeep_due_at()) is not None:
+        assert due > w.clock.now()  # nothing is ever overdue
+        d.upkeep()  # not due yet: a no-op
+        assert d.upkeep_due_at() == due
+        w.clock.set(due)
+        _adverse(w, d)
+        d.upkeep()
+        steps += 1
+        assert _store_usd(w) <= cap + 1e-6
+        assert steps < 50
+    with w.store.transaction() as tx:
+        kinds = [x.kind for x in tx.decisions("me", kinds=["extend", "end"])]
+    m = d.metrics
+    assert m.value("spotfolio_break_glass_committed_usd") == pytest.approx(_store_usd(w))
+    assert m.value("spotfolio_break_glass_cap_usd") == cap
+    # The counter is gross: every commitment, nothing released subtracted.
+    assert m.value("spotfolio_break_glass_usd_total") > _store_usd(w)
+    # Extended while the cap could pay, then ended: the extra on-demand
+    # instance is gone (one of the slot's, they are alike) and what was spent
+    # stayed inside the cap.
+    assert kinds.count("extend") >= 1 and kinds[-1] == "end"
+    assert on_demand() == base
+    assert _store_usd(w) <= cap + 1e-6
+
+
+def test_without_upkeep_a_late_reconcile_overspends_the_commitment(tmp_path: Path) -> None:
+    """The failure the upkeep job exists for: the first tick after the
+    stretch ran out settles more than was committed."""
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    _adverse(w, d)
+    _nid, committed = _break_glass(w, d)
+    due = d.upkeep_due_at()
+    assert due is not None
+    w.clock.set(due + timedelta(hours=2))
+    _adverse(w, d)
+    d.reconcile()
+    assert _store_usd(w) > committed
+
+
+def test_the_upkeep_interval_must_be_shorter_than_the_return_lead(tmp_path: Path) -> None:
+    import yaml
+
+    p = tmp_path / "daemon.yaml"
+    p.write_text(yaml.safe_dump({"owner": "me", "intervals": {"upkeep_s": 600}}))
+    with pytest.raises(InputError, match=r"intervals\.upkeep_s.*return_lead_s \(300\)"):
+        load_daemon_config(p)
+    p.write_text(
+        yaml.safe_dump(
+            {"owner": "me", "intervals": {"upkeep_s": 600}, "lifecycle": {"return_lead_s": 900}}
+        )
+    )
+    assert load_daemon_config(p).intervals.upkeep_s == 600

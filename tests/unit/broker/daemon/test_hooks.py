@@ -1,0 +1,261 @@
+"""Checkpoint hooks at notice time: a command or a webhook, bounded by the
+notice window's budget, every outcome recorded (broker.daemon.hooks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from pydantic import ValidationError
+
+from broker.daemon.hooks import CheckpointHook, HookResult, HookRunner, run_checkpoint_hook
+
+DEADLINE = datetime(2026, 3, 1, 0, 2, tzinfo=UTC)
+
+
+def _run(hook: CheckpointHook | None, budget_s: float = 5.0) -> HookResult:
+    return run_checkpoint_hook(
+        hook,
+        notice_id="evt-1",
+        workload="llm-finetune",
+        instance_id="i-abc",
+        deadline=DEADLINE,
+        budget_s=budget_s,
+    )
+
+
+def _py(code: str) -> CheckpointHook:
+    return CheckpointHook(command=(sys.executable, "-c", code))
+
+
+# --- configuration ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param({}, id="neither"),
+        pytest.param({"command": ["true"], "url": "http://x/"}, id="both"),
+        pytest.param({"url": "file:///etc/passwd"}, id="not-http"),
+        pytest.param({"command": []}, id="empty-command"),
+    ],
+)
+def test_a_hook_is_exactly_one_command_or_one_http_url(spec: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        CheckpointHook.model_validate(spec)
+
+
+# --- commands ---------------------------------------------------------------------
+
+
+def test_command_success_gets_the_notice_in_its_environment(tmp_path: Path) -> None:
+    out = tmp_path / "env.json"
+    code = (
+        "import json, os, sys; "
+        f"json.dump({{k: v for k, v in os.environ.items() if k.startswith('SPOTFOLIO_')}}, "
+        f"open({str(out)!r}, 'w')); sys.stderr.write('saved step 1200')"
+    )
+    r = _run(_py(code))
+    assert r.ok and r.kind == "command" and r.exit_code == 0
+    assert r.detail == "saved step 1200"
+    env = json.loads(out.read_text())
+    assert env["SPOTFOLIO_NOTICE_ID"] == "evt-1"
+    assert env["SPOTFOLIO_WORKLOAD"] == "llm-finetune"
+    assert env["SPOTFOLIO_INSTANCE_ID"] == "i-abc"
+    assert env["SPOTFOLIO_DEADLINE"] == DEADLINE.isoformat()
+    assert float(env["SPOTFOLIO_BUDGET_S"]) == 5.0
+
+
+def test_command_failure_is_recorded_with_its_exit_code_and_stderr() -> None:
+    r = _run(_py("import sys; sys.stderr.write('disk full'); sys.exit(3)"))
+    assert not r.ok and not r.timed_out
+    assert r.exit_code == 3
+    assert r.detail == "exit 3: disk full"
+
+
+def test_command_that_cannot_start_is_a_failure_not_an_exception(tmp_path: Path) -> None:
+    r = _run(CheckpointHook(command=(str(tmp_path / "no-such-hook"),)))
+    assert not r.ok and "could not start" in r.detail
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")  # dead, waiting to be reaped by init
+
+
+def test_command_over_budget_is_killed_with_everything_it_started(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    t0 = time.monotonic()
+    r = _run(_py(code), budget_s=1.0)
+    elapsed = time.monotonic() - t0
+    assert r.timed_out and not r.ok
+    assert "killed after its 1.0 s budget" in r.detail
+    assert elapsed < 3.5  # the budget plus the kill's own bounded wait
+    grandchild = int(pidfile.read_text())
+    for _ in range(40):
+        if _gone(grandchild):
+            break
+        time.sleep(0.05)
+    assert _gone(grandchild)
+
+
+@pytest.mark.parametrize("budget_s", [0.0, -3.0], ids=["zero", "window-passed"])
+def test_no_time_left_means_the_hook_is_not_called(budget_s: float, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    r = _run(_py(f"open({str(marker)!r}, 'w')"), budget_s=budget_s)
+    assert not r.ok and "not called" in r.detail
+    assert not marker.exists()
+
+
+def test_no_hook_configured() -> None:
+    r = _run(None)
+    assert r.ok and r.kind == "none"
+
+
+# --- webhooks against a local server --------------------------------------------------
+
+
+class _Hooks(BaseHTTPRequestHandler):
+    received: ClassVar[list[dict[str, object]]] = []
+    release: ClassVar[threading.Event] = threading.Event()
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Hooks.received.append({"path": self.path, "body": body, "token": self.headers["X-Token"]})
+        if self.path == "/slow":
+            _Hooks.release.wait(5.0)  # bounded: the fixture releases it at teardown
+        status = 500 if self.path == "/broken" else 200
+        reply = b"checkpoint failed" if status == 500 else b'{"saved": true}'
+        try:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # /slow: the client gave up at its budget, as it should
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _Hooks.received = []
+    _Hooks.release.clear()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hooks)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        _Hooks.release.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5.0)
+
+
+def _hook(url: str) -> CheckpointHook:
+    return CheckpointHook(url=url, headers={"X-Token": "t0k"})
+
+
+def test_webhook_success_posts_the_notice_as_json(server: str) -> None:
+    r = _run(_hook(f"{server}/ckpt"))
+    assert r.ok and r.kind == "webhook" and r.http_status == 200
+    assert r.detail == 'HTTP 200: {"saved": true}'
+    (got,) = _Hooks.received
+    assert got["path"] == "/ckpt" and got["token"] == "t0k"
+    assert got["body"] == {
+        "notice_id": "evt-1",
+        "workload": "llm-finetune",
+        "instance_id": "i-abc",
+        "deadline": DEADLINE.isoformat(),
+        "budget_s": 5.0,
+    }
+
+
+def test_webhook_error_status_is_a_recorded_failure(server: str) -> None:
+    r = _run(_hook(f"{server}/broken"))
+    assert not r.ok and r.http_status == 500
+    assert r.detail == "HTTP 500: checkpoint failed"
+
+
+def test_webhook_that_does_not_answer_in_budget_times_out(server: str) -> None:
+    t0 = time.monotonic()
+    r = _run(_hook(f"{server}/slow"), budget_s=0.3)
+    assert time.monotonic() - t0 < 1.5
+    assert r.timed_out and not r.ok
+    assert "no answer within its 0.3 s budget" in r.detail
+
+
+def test_webhook_to_a_closed_port_fails_fast() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = _run(_hook(f"http://127.0.0.1:{port}/x"), budget_s=2.0)
+    assert not r.ok and not r.timed_out
+    assert r.detail.startswith("request failed")
+
+
+def test_runner_returns_at_once_and_the_result_comes_within_budget(server: str) -> None:
+    runner = HookRunner(max_workers=2)
+    try:
+        t0 = time.monotonic()
+        fut = runner.submit(
+            _hook(f"{server}/slow"),
+            notice_id="evt-2",
+            workload="w",
+            instance_id="i-1",
+            deadline=None,
+            budget_s=0.4,
+        )
+        assert time.monotonic() - t0 < 0.2  # the notice path does not wait
+        r = fut.result(timeout=3.0)
+        assert r.timed_out
+        assert r.as_record()["budget_s"] == 0.4
+    finally:
+        runner.shutdown()
+    assert os.environ.get("SPOTFOLIO_NOTICE_ID") is None  # nothing leaked into our env
+
+
+def test_a_socket_timeout_that_beats_the_join_is_still_a_timeout(
+    monkeypatch: pytest.MonkeyPatch, server: str
+) -> None:
+    """The socket's own timeout and the thread join share the budget; when
+    the socket's fires first the hook is out of budget all the same (seen as
+    a flaky 'request failed: timed out' under load)."""
+    import urllib.error
+    import urllib.request
+
+    def timing_out(*_a: object, **_k: object) -> None:
+        raise urllib.error.URLError(TimeoutError("timed out"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", timing_out)
+    r = _run(_hook(f"{server}/slow"), budget_s=5.0)
+    assert r.timed_out and not r.ok and "budget" in r.detail
+
+    # Other failures stay failures, not timeouts.
+    def refused(*_a: object, **_k: object) -> None:
+        raise urllib.error.URLError(ConnectionRefusedError("refused"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", refused)
+    r = _run(_hook(f"{server}/slow"), budget_s=5.0)
+    assert not r.timed_out and not r.ok and "refused" in r.detail

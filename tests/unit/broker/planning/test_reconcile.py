@@ -1,0 +1,144 @@
+"""Plan versus fleet: rounding, requests, keys, ownership."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import pytest
+
+from broker.planning.plan import ALLOCATION_COLUMNS, Plan
+from broker.planning.reconcile import apply_deltas, desired_now, diff, launch_key, plan_hour
+from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.model import Tier
+from policies.workloads.spec import default_workloads
+
+T0 = datetime(2026, 2, 1, tzinfo=UTC)
+WS = default_workloads()  # chat-api serving, llm-finetune training, research-sweeps batch
+P1 = "aws/us-east-1/us-east-1a/g5.xlarge"
+P2 = "aws/us-east-1/us-east-1b/g5.xlarge"
+P3 = "aws/us-east-1/us-east-1c/g5.xlarge"
+
+
+def _plan(rows: list[tuple[int, str, str, str, float]], hours: int = 3) -> Plan:
+    data = [
+        {
+            "period": h,
+            "hour_start": h,
+            "hour_end": h + 1,
+            "workload": w,
+            "tier": t,
+            "pool_key": p,
+            "instances": n,
+            "units": n,
+            "work_per_hour": n,
+            "usd_per_instance_hour": 1.0,
+        }
+        for h, w, t, p, n in rows
+    ]
+    frame = pd.DataFrame(data, columns=ALLOCATION_COLUMNS)
+    return Plan(T0, hours, 1, (), frame, 0.0, "test", "hand", 0.0, False)
+
+
+def _inst(iid: str, pool: str, tier: Tier = Tier.SPOT, workload: str = "chat-api",
+          owner: str = "me", minutes: int = 0) -> Instance:  # fmt: skip
+    return Instance(
+        instance_id=iid,
+        pool_key=pool,
+        tier=tier,
+        workload=workload,
+        state=InstanceState.RUNNING,
+        units=1,
+        launched_at=T0 + timedelta(minutes=minutes),
+        tags={OWNER_TAG: owner},
+    )
+
+
+def test_serving_rounds_up_every_pool() -> None:
+    plan = _plan([(0, "chat-api", "spot", P1, 2.01), (0, "chat-api", "on_demand", P2, 0.3)])
+    assert desired_now(plan, T0, WS) == {
+        ("chat-api", P1, "spot"): 3,
+        ("chat-api", P2, "on_demand"): 1,
+    }
+
+
+def test_jobs_round_the_tier_total_by_largest_remainder() -> None:
+    # Spot: 1.4 + 1.4 + 0.7 = 3.5 -> 4 (half up). Floors 1, 1, 0; the two
+    # left go to the largest remainders: 0.7 (P3), then 0.4 (P1, listed
+    # first). Rounding each pool alone would give 1 + 1 + 1 = 3. On-demand
+    # 0.2 rounds to nothing.
+    plan = _plan(
+        [
+            (0, "research-sweeps", "spot", P1, 1.4),
+            (0, "research-sweeps", "spot", P2, 1.4),
+            (0, "research-sweeps", "spot", P3, 0.7),
+            (0, "research-sweeps", "on_demand", P1, 0.2),
+        ]
+    )
+    assert desired_now(plan, T0, WS) == {
+        ("research-sweeps", P1, "spot"): 2,
+        ("research-sweeps", P2, "spot"): 1,
+        ("research-sweeps", P3, "spot"): 1,
+    }
+
+
+def test_the_hour_in_force_is_read_and_clamped() -> None:
+    plan = _plan([(0, "chat-api", "spot", P1, 1.0), (2, "chat-api", "spot", P1, 5.0)])
+    assert plan_hour(plan, T0 + timedelta(minutes=59)) == 0
+    assert desired_now(plan, T0 + timedelta(hours=1, minutes=5), WS) == {}
+    assert desired_now(plan, T0 + timedelta(hours=7), WS) == {("chat-api", P1, "spot"): 5}
+
+
+def test_diff_launches_the_gap_and_terminates_the_newest_surplus() -> None:
+    fleet = [_inst("i-a", P1, minutes=0), _inst("i-b", P1, minutes=5), _inst("i-c", P2)]
+    want = {("chat-api", P1, "spot"): 1, ("chat-api", P3, "spot"): 2}
+    reqs = diff(want, fleet, 7, "me")
+    launches = [r for r in reqs if isinstance(r, LaunchRequest)]
+    terms = [r for r in reqs if isinstance(r, TerminateRequest)]
+    assert [(r.pool_key, r.count, r.plan_generation) for r in launches] == [(P3, 2, 7)]
+    assert sorted(r.instance_ids for r in terms) == [("i-b",), ("i-c",)]
+    assert launches[0].idempotency_key == launch_key("me", 7, "chat-api", P3, "spot", 0)
+
+
+def test_keys_are_the_same_for_the_same_state_and_differ_otherwise() -> None:
+    want = {("chat-api", P1, "spot"): 3}
+    one = diff(want, [_inst("i-a", P1)], 1, "me")
+    again = diff(want, [_inst("i-a", P1)], 1, "me")
+    grown = diff(want, [_inst("i-a", P1), _inst("i-b", P1)], 1, "me")
+    next_gen = diff(want, [_inst("i-a", P1)], 2, "me")
+    assert one == again
+    keys = {one[0].idempotency_key, grown[0].idempotency_key, next_gen[0].idempotency_key}
+    assert len(keys) == 3
+    assert all(8 <= len(k) <= 64 for k in keys)
+
+
+def test_instances_without_our_tag_are_never_counted_or_terminated() -> None:
+    fleet = [_inst("i-theirs", P1, owner="someone-else"), _inst("i-mine", P1)]
+    reqs = diff({}, fleet, 1, "me")
+    assert [r.instance_ids for r in reqs if isinstance(r, TerminateRequest)] == [("i-mine",)]
+    reqs = diff({("chat-api", P1, "spot"): 2}, fleet, 1, "me")
+    assert [(r.pool_key, r.count) for r in reqs if isinstance(r, LaunchRequest)] == [(P1, 1)]
+
+
+def test_doomed_instances_count_as_gone_and_are_left_alone() -> None:
+    fleet = [_inst("i-a", P1), _inst("i-doomed", P1)]
+    reqs = diff({("chat-api", P1, "spot"): 1}, fleet, 1, "me", doomed=frozenset({"i-doomed"}))
+    assert reqs == []
+    reqs = diff({}, fleet, 1, "me", doomed=frozenset({"i-doomed"}))
+    assert [r.instance_ids for r in reqs if isinstance(r, TerminateRequest)] == [("i-a",)]
+
+
+@pytest.mark.parametrize(
+    ("deltas", "expected"),
+    [
+        pytest.param({("w", P1, "spot"): -1}, {("w", P1, "spot"): 1}, id="take-out"),
+        pytest.param({("w", P1, "spot"): -5}, {}, id="never-below-zero"),
+        pytest.param(
+            {("w", P2, "on_demand"): 1}, {("w", P1, "spot"): 2, ("w", P2, "on_demand"): 1}, id="add"
+        ),
+    ],
+)
+def test_apply_deltas(
+    deltas: dict[tuple[str, str, str], int], expected: dict[tuple[str, str, str], int]
+) -> None:
+    assert apply_deltas({("w", P1, "spot"): 2}, deltas) == expected
