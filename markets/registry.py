@@ -1,152 +1,209 @@
-"""A small generic registry: names -> factories, with aliases and a default.
+"""One generic registry: names -> factories, with aliases, a default, and lazy entries.
 
-Owns: ``Registry``, the market registry ``MARKETS``, and the lazy
-name -> "module:factory" tables ``MARKET_FACTORIES`` (``open_market``) and
-``PROVIDER_FACTORIES`` (``open_provider``: cloud accounts we act in). Adapters
-register themselves by name; composition roots (CLI, daemon) look them up and
-get an error listing the valid names on a typo.
+Owns: ``Registry`` and the two registries of this package: ``MARKETS``
+(``open_market``: price sources) and ``PROVIDERS`` (``open_provider``: cloud
+accounts we act in, the simulated one included). ``policies.online.registry``
+builds the online rules' registries from the same class.
+
+An entry is either a value or a lazy ``"module:attribute"`` target, imported on
+first use: naming ``aws`` or listing the registered names never imports boto3
+or the Google clients, so ``spotfolio whatif`` starts fast. A typo is an
+``InputError`` naming the option as the user wrote it (``--market``,
+``--provider``, ``--policy``) and listing the valid names.
+
+Must not: import an adapter at import time, or know what a factory's options
+mean (each adapter validates its own).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from markets.errors import InputError
+from markets.protocols import PriceSource, Provider
 
 __all__ = [
     "MARKETS",
-    "MARKET_FACTORIES",
-    "PROVIDER_FACTORIES",
+    "PROVIDERS",
     "Registry",
-    "market_factory",
     "open_market",
     "open_provider",
-    "provider_factory",
 ]
 
 T = TypeVar("T")
 
 
-class Registry(Generic[T]):
-    """Name -> value, with aliases and an optional default."""
+@dataclass(frozen=True)
+class _Lazy:
+    """``module:attribute``, imported when first asked for."""
 
-    def __init__(self, kind: str) -> None:
+    module: str
+    attribute: str
+
+    @classmethod
+    def parse(cls, target: str) -> _Lazy:
+        module, sep, attribute = target.partition(":")
+        if not (module and sep and attribute):
+            raise ValueError(f"lazy registry target {target!r}: expected 'module:attribute'")
+        return cls(module, attribute)
+
+
+class Registry(Generic[T]):
+    """Name -> value of type ``T`` (usually a factory), with aliases and an
+    optional default.
+
+    ``kind`` says what is registered ("market", "provider"); ``option`` is the
+    command-line option a user names one with, for the error on a typo.
+    Names are case-insensitive. Iteration yields the names in the order they
+    were registered (benchmarks keep their column order); errors list them
+    sorted.
+    """
+
+    def __init__(self, kind: str, option: str) -> None:
         self.kind = kind
-        self._items: dict[str, T] = {}
+        self.option = option
+        self._items: dict[str, T | _Lazy] = {}
+        self._targets: dict[str, str] = {}  # lazy entries' "module:attribute"
         self._aliases: dict[str, str] = {}
         self.default: str | None = None
+
+    # -- registering -------------------------------------------------------------
+
+    def add(
+        self, name: str, value: T, *, aliases: tuple[str, ...] = (), default: bool = False
+    ) -> None:
+        """Register ``value`` under ``name``."""
+        self._put(name, value, aliases, default)
+
+    def add_lazy(
+        self, name: str, target: str, *, aliases: tuple[str, ...] = (), default: bool = False
+    ) -> None:
+        """Register ``"module:attribute"`` under ``name``; it is imported the
+        first time ``get`` is asked for it."""
+        self._put(name, _Lazy.parse(target), aliases, default)
+        self._targets[name.lower()] = target
 
     def register(
         self, name: str, *, aliases: tuple[str, ...] = (), default: bool = False
     ) -> Callable[[T], T]:
+        """Decorator form of ``add``."""
+
         def deco(value: T) -> T:
-            key = name.lower()
-            if key in self._items:
-                raise ValueError(f"{self.kind} {name!r} registered twice")
-            self._items[key] = value
-            for a in aliases:
-                self._aliases[a.lower()] = key
-            if default:
-                self.default = key
+            self.add(name, value, aliases=aliases, default=default)
             return value
 
         return deco
 
-    def names(self) -> list[str]:
-        return sorted(self._items)
+    def _put(self, name: str, entry: T | _Lazy, aliases: tuple[str, ...], default: bool) -> None:
+        key = name.lower()
+        if key in self._items or key in self._aliases:
+            raise ValueError(f"{self.kind} {name!r} registered twice")
+        self._items[key] = entry
+        for alias in aliases:
+            a = alias.lower()
+            if a in self._items or a in self._aliases:
+                raise ValueError(f"{self.kind} alias {alias!r} registered twice")
+            self._aliases[a] = key
+        if default:
+            if self.default is not None:
+                raise ValueError(f"two default {self.kind}s: {self.default!r} and {name!r}")
+            self.default = key
 
-    def from_str(self, name: str | None) -> T:
-        key = (name or self.default or "").lower()
+    # -- looking up --------------------------------------------------------------
+
+    def canonical(self, name: str | None, *, option: str | None = None) -> str:
+        """The registered name ``name`` denotes (an alias resolved; ``None``:
+        the default). An unknown name is an ``InputError`` naming ``option``
+        (default: this registry's) and listing the valid names."""
+        key = (name if name is not None else self.default or "").lower()
         key = self._aliases.get(key, key)
         if key not in self._items:
-            raise InputError(f"--{self.kind}", None, f"one of {', '.join(self.names())}", got=name)
-        return self._items[key]
+            raise InputError(option or self.option, None, self.expected(), got=name)
+        return key
 
-    def __contains__(self, name: str) -> bool:
+    def get(self, name: str | None = None, *, option: str | None = None) -> T:
+        """The value registered under ``name`` (see ``canonical``), a lazy
+        target imported now (once)."""
+        key = self.canonical(name, option=option)
+        entry = self._items[key]
+        if not isinstance(entry, _Lazy):
+            return entry
+        # getattr gives no type: the target is trusted to be a T, as a
+        # decorator-registered value is (the contract tests open every one).
+        value: T = getattr(importlib.import_module(entry.module), entry.attribute)
+        self._items[key] = value
+        return value
+
+    def target(self, name: str) -> str | None:
+        """The ``"module:attribute"`` of a lazy entry (``None`` for a value
+        registered as it is); for tests that check it without importing it."""
+        return self._targets.get(self.canonical(name))
+
+    def expected(self) -> str:
+        """ "one of a, b, c": what an error says would have been accepted."""
+        return f"one of {', '.join(sorted(self._items))}"
+
+    def names(self) -> list[str]:
+        """Registered names (not aliases), in registration order."""
+        return list(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
         key = name.lower()
         return key in self._items or key in self._aliases
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
-
-# name -> factory taking keyword options, returning a PriceSource.
-MARKETS: Registry[Callable[..., object]] = Registry("market")
-
-
-# Market adapters by name, as "module:attribute" so that naming a market never
-# imports its SDK. Each attribute is a factory taking keyword options and
-# returning a ``markets.protocols.PriceSource``.
-MARKET_FACTORIES: dict[str, str] = {
-    "default": "markets.default.market:open_default_market",
-    "replay": "markets.replay:open_replay_market",
-    "aws": "markets.aws.market:open_aws_market",
-    "gcp": "markets.gcp.market:open_gcp_market",
-}
+    def __len__(self) -> int:
+        return len(self._items)
 
 
-def market_factory(name: str) -> Callable[..., object]:
-    """The factory registered under ``name`` (imported on first use)."""
-    import importlib
+# -- markets ----------------------------------------------------------------------
 
-    key = name.lower()
-    if key not in MARKET_FACTORIES:
-        raise InputError(
-            "--market", None, f"one of {', '.join(sorted(MARKET_FACTORIES))} or a path", got=name
-        )
-    module_name, attr = MARKET_FACTORIES[key].split(":")
-    module = importlib.import_module(module_name)
-    factory: Callable[..., object] = getattr(module, attr)
-    return factory
+# Each factory takes keyword options and returns a ``PriceSource``.
+MARKETS: Registry[Callable[..., PriceSource]] = Registry("market", "--market")
+MARKETS.add_lazy("default", "markets.default.market:open_default_market", default=True)
+MARKETS.add_lazy("replay", "markets.replay:open_replay_market")
+MARKETS.add_lazy("aws", "markets.aws.market:open_aws_market")
+MARKETS.add_lazy("gcp", "markets.gcp.market:open_gcp_market")
 
 
-def open_market(spec: str | None = None, **options: object) -> object:
+def open_market(
+    spec: str | None = None, *, option_name: str = "--market", **options: object
+) -> PriceSource:
     """Open a market from a CLI-style spec: a registered name (``default``,
-    ``aws``, ``gcp``) or a path to a recorded history (file or directory laid
-    out like ``shared/data``), which opens the replay market."""
-    from pathlib import Path
-
-    spec = spec or "default"
-    if spec.lower() in MARKET_FACTORIES:
-        return market_factory(spec)(**options)
+    ``aws``, ``gcp``; ``None``: ``default``) or a path to a recorded history
+    (file or directory laid out like ``shared/data``), which opens the replay
+    market. ``option_name`` is the option the spec came from, for the error."""
+    if not spec or spec in MARKETS:
+        return MARKETS.get(spec or None, option=option_name)(**options)
     path = Path(spec)
     if path.exists():
-        return market_factory("replay")(path=path, **options)
+        return MARKETS.get("replay")(path=path, **options)
     raise InputError(
-        "--market",
-        None,
-        f"one of {', '.join(sorted(MARKET_FACTORIES))}, or an existing file or directory",
-        got=spec,
+        option_name, None, f"{MARKETS.expected()}, or an existing file or directory", got=spec
     )
 
 
-# Cloud provider adapters by name, as "module:attribute" (naming one imports no
-# SDK). Each attribute is a factory taking keyword options and returning a
-# ``markets.protocols.Provider``. Only adapters under ``markets`` are listed:
-# the simulated cloud lives in ``broker`` (markets never imports broker), so
-# the broker's composition root resolves "sim" before asking this registry.
-PROVIDER_FACTORIES: dict[str, str] = {
-    "aws": "markets.aws.provider:open_aws_provider",
-    "gcp": "markets.gcp.provider:open_gcp_provider",
-}
+# -- providers --------------------------------------------------------------------
+
+# Each factory takes keyword options and returns a ``Provider`` (see each
+# adapter's factory for its options).
+PROVIDERS: Registry[Callable[..., Provider]] = Registry("provider", "--provider")
+PROVIDERS.add_lazy("sim", "markets.sim.provider:open_sim_provider", default=True)
+PROVIDERS.add_lazy("aws", "markets.aws.provider:open_aws_provider")
+PROVIDERS.add_lazy("gcp", "markets.gcp.provider:open_gcp_provider")
 
 
-def provider_factory(name: str) -> Callable[..., object]:
-    """The provider factory registered under ``name`` (imported on first use)."""
-    import importlib
-
-    key = name.lower()
-    if key not in PROVIDER_FACTORIES:
-        raise InputError(
-            "--provider", None, f"one of {', '.join(sorted(PROVIDER_FACTORIES))}", got=name
-        )
-    module_name, attr = PROVIDER_FACTORIES[key].split(":")
-    factory: Callable[..., object] = getattr(importlib.import_module(module_name), attr)
-    return factory
-
-
-def open_provider(name: str, **options: object) -> object:
-    """Open the cloud provider ``name`` with its keyword options (for
-    ``aws``: ``owner``, ``launch``, ``queue_url``...; see the adapter)."""
-    return provider_factory(name)(**options)
+def open_provider(name: str | None = None, **options: object) -> Provider:
+    """Open the cloud provider ``name`` (``None``: the simulated cloud, as
+    the daemon's config defaults to) with its keyword options (``aws``:
+    ``owner``, ``launch``, ``queue_url``...; ``sim``: ``market``, ``clock``,
+    ``state_file``...; see the adapter's factory)."""
+    return PROVIDERS.get(name)(**options)

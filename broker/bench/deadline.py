@@ -38,7 +38,7 @@ from broker.simulate.deadline import (
     simulate_deadline,
 )
 from broker.simulate.omniscient import omniscient_deadline
-from policies.online.deadline import deadline_policy
+from policies.online.registry import deadline_policy
 
 __all__ = [
     "DECISION_TICK_S",

@@ -36,7 +36,7 @@ from broker.simulate.fleet import (
     spot_prices,
 )
 from broker.simulate.omniscient import omniscient_fleet
-from policies.online.fleet import FLEET_POLICIES, fleet_policy
+from policies.online.registry import FLEET_POLICIES, fleet_policy
 
 __all__ = [
     "FLEET_TICK_S",

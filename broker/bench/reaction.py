@@ -5,7 +5,7 @@ Owns: ``run(*, storm, seed, repeats) -> dict``, called by the bench runner.
 What it measures, in wall-clock time (``time.perf_counter``), with the
 production ``Daemon``, its SQLite ``Store`` (a file in a temporary
 directory, WAL, as deployed) and the ``LifecycleManager``, over the simulated
-cloud (``SimCloud``) on the default market's ``g5.xlarge``/``g6.xlarge`` AWS
+cloud (``sim`` from ``markets.registry``) on the default market's ``g5.xlarge``/``g6.xlarge`` AWS
 pools (its own background revocations switched off, so only the notices sent
 here arrive):
 
@@ -47,14 +47,15 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.model import Tier
+from markets.protocols import Provider
 
 __all__ = ["SCHEMA", "TARGET_P99_MS", "run"]
 
@@ -64,6 +65,22 @@ _TYPES = ("g5.xlarge", "g6.xlarge")
 _NOTICE_S = 120.0  # AWS spot interruption warning
 _SINGLE_FLEET = 40
 _SINGLE_GAP_S = 1200.0
+
+
+class _Counters(Protocol):
+    duplicate_launches: int
+
+
+@runtime_checkable
+class _Chaos(Provider, Protocol):
+    """What the benchmark asks of the simulated cloud beyond ``Provider``:
+    revoke on demand, and count what was never acknowledged or launched twice."""
+
+    counters: _Counters
+
+    def revoke(self, instance_id: str, at: datetime) -> None: ...
+
+    def unacked(self) -> int: ...
 
 
 class _Timed:
@@ -130,17 +147,22 @@ class _Rig:
         from broker.daemon.metrics import DaemonMetrics
         from broker.daemon.store.store import Store
         from markets.clock import ManualClock
-        from markets.sim.cloud import SimCloud, SimOptions
+        from markets.registry import open_provider
         from policies.workloads.spec import parse_workloads
 
         self.clock = ManualClock(market.span()[0])
-        self.cloud = SimCloud(
-            market,
-            self.clock,
-            SimOptions(
-                notice_seconds=_NOTICE_S, seed=seed, state_change_notices=False, providers=("aws",)
-            ),
+        cloud = open_provider(
+            "sim",
+            market=market,
+            clock=self.clock,
+            notice_seconds=_NOTICE_S,
+            seed=seed,
+            state_change_notices=False,
+            providers=("aws",),
         )
+        if not isinstance(cloud, _Chaos):
+            raise TypeError("the simulated cloud takes revocations and counts launches")
+        self.cloud = cloud
         self.provider = _Timed(self.cloud)
         self.config = DaemonConfig.model_validate(
             {

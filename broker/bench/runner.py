@@ -36,7 +36,7 @@ from broker.bench import fleet as fleet_setting
 from broker.simulate.deadline import DeadlineSetting, simulate_deadline
 from broker.simulate.omniscient import omniscient_deadline
 from markets.clock import Clock, SystemClock
-from policies.online.deadline import deadline_policy
+from policies.online.registry import deadline_policy
 
 __all__ = ["MACHINERY_HOOKS", "SCHEMA", "SETTINGS", "TARGETS", "replay_throughput", "run_bench"]
 
@@ -57,7 +57,7 @@ def _portfolio(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
 
     days = 30 if windows >= FULL_SIZE_WINDOWS else max(1, min(windows, 7))
     market = open_market("default", seed=seed + 7)
-    out = portfolio.run(market, days=days, seed=seed)  # type: ignore[arg-type]
+    out = portfolio.run(market, days=days, seed=seed)
     out["market"] = "default"
     return out
 

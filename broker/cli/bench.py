@@ -230,17 +230,17 @@ def simulate_command(
 
 
 def _deadline_policies(name: str) -> tuple[str, ...]:
-    from policies.online.deadline import deadline_policy
+    from policies.online.registry import DEADLINE_POLICIES
 
-    deadline_policy(name)  # unknown -> InputError naming --policy
+    name = DEADLINE_POLICIES.canonical(name)  # unknown -> InputError naming --policy
     refs = ("on_demand", "greedy") if name in ("uniform_progress", "spotfolio") else ("on_demand",)
     return tuple(dict.fromkeys((*refs, name)))
 
 
 def _fleet_policies(name: str) -> tuple[str, ...]:
-    from policies.online.fleet import fleet_policy
+    from policies.online.registry import FLEET_POLICIES
 
-    fleet_policy(name)
+    name = FLEET_POLICIES.canonical(name)
     return tuple(dict.fromkeys(("on_demand", name)))
 
 

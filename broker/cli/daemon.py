@@ -1,9 +1,9 @@
 """``spotfolio daemon``: run the provisioning daemon, or a simulated account.
 
 Composition root: opens the market (``markets.registry.open_market``), the
-provider (``markets.registry.open_provider`` for ``aws`` and ``gcp``; ``SimCloud`` for
-``sim``), the store and the lifecycle manager, and hands them to
-``broker.daemon.daemon.Daemon``.
+provider (``markets.registry.open_provider``: ``aws``, ``gcp`` or ``sim``, the
+simulated cloud, whose clock the daemon then runs on), the store and the
+lifecycle manager, and hands them to ``broker.daemon.daemon.Daemon``.
 
 - ``spotfolio daemon --config FILE [--provider aws|gcp|sim] [--dry-run] [--once]``
   runs the daemon (APScheduler jobs, metrics on ``metrics_port``) until
@@ -41,12 +41,14 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import click
 
 from broker.cli._output import console, emit_json
+from markets.clock import Clock
 from markets.errors import InputError
+from markets.protocols import PriceSource, Provider
 
 __all__ = ["daemon_command"]
 
@@ -243,22 +245,33 @@ def _simulate(
     console.print(t)
 
 
-def _sim_account(config: Any, market: Any) -> tuple[Any, Any]:
+@runtime_checkable
+class _KeepsTime(Protocol):
+    """A provider with its own clock (the simulated cloud): the daemon runs on it."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+
+def _sim_account(config: Any, market: PriceSource) -> tuple[Provider, Clock]:
     """The simulated cloud and its clock (simulated time at the real rate,
     from ``sim.start`` or the market's first hour); with ``sim.state_file``
     the account lives in that file and outlives the process."""
     from broker.daemon.accelerated import sim_options
-    from markets.sim.cloud import SimCloud
-    from markets.sim.persist import OffsetClock, PersistentSimCloud
+    from markets.registry import open_provider
 
     s = config.sim
-    opts = sim_options(config)
-    if s.state_file is not None:
-        return PersistentSimCloud.open(
-            market, s.state_file, opts, s.start, latency_s=s.api_latency_s
-        )
-    clock = OffsetClock.starting_at(s.start or market.span()[0])
-    return SimCloud(market, clock, opts), clock
+    cloud = open_provider(
+        "sim",
+        market=market,
+        options=sim_options(config),
+        start=s.start,
+        state_file=s.state_file,
+        latency_s=s.api_latency_s,
+    )
+    if not isinstance(cloud, _KeepsTime):
+        raise TypeError("the simulated cloud keeps its own clock")  # its factory says so
+    return cloud, cloud.clock
 
 
 def _run(config: Any, *, dry_run: bool, once: bool) -> None:
@@ -270,7 +283,7 @@ def _run(config: Any, *, dry_run: bool, once: bool) -> None:
     from markets.clock import SystemClock
     from policies.workloads.spec import default_workloads, load_workloads
 
-    clock: Any = SystemClock()
+    clock: Clock = SystemClock()
     market = _market(config.market, config)
     if config.provider == "sim":
         cloud, clock = _sim_account(config, market)

@@ -194,16 +194,9 @@ def _parse_at(text: str | None) -> datetime | None:
 
 
 def _open(source: str, gpu_only: bool) -> Any:
-    from markets.registry import MARKET_FACTORIES, open_market
+    from markets.registry import open_market
 
-    if source.lower() not in MARKET_FACTORIES and not Path(source).exists():
-        raise InputError(
-            "--source",
-            None,
-            f"one of {', '.join(sorted(MARKET_FACTORIES))}, or an existing file or directory",
-            got=source,
-        )
-    return open_market(source, gpu_only=gpu_only)
+    return open_market(source, option_name="--source", gpu_only=gpu_only)
 
 
 def _iso(at: datetime | None) -> str | None:

@@ -4,8 +4,8 @@ Owns: ``SimOptions``, the records the account is made of (``_Inst``: an
 instance and its billing rate and end; ``_Queued``: a copy of a notice in the
 queue; ``_Intent``: what a fresh launch saw, for the duplicate count),
 ``SimCounters``, and ``SimCore``: every piece of account state (set up in one
-``__init__``, so ``markets.sim.persist`` can save and restore it as one
-dict) and the injected faults (``inject``, ``exhaust``, random throttling).
+``__init__``; ``markets.sim.codec`` saves and restores each of them, so a new
+piece of state goes there too) and the injected faults (``inject``, ``exhaust``, random throttling).
 The behaviour over that state lives in ``markets.sim.queue``,
 ``markets.sim.events`` and ``markets.sim.account``; ``SimCloud``
 (``markets.sim.cloud``) is all of them.
@@ -19,14 +19,14 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from markets.clock import Clock
-from markets.errors import SpotfolioError, ThrottledError
+from markets.errors import InputError, SpotfolioError, ThrottledError
 from markets.fleet import Instance, LaunchRequest, Notice, TerminateRequest
 from markets.model import Tier
+from markets.protocols import HistorySource, PriceSource
 
-__all__ = ["AWS_NOTICE_S", "SimCore", "SimCounters", "SimOptions"]
+__all__ = ["AWS_NOTICE_S", "IntentKey", "SimCore", "SimCounters", "SimOptions", "SlotKey"]
 
 AWS_NOTICE_S = 120.0  # EC2 spot interruption warning: two minutes before
 
@@ -42,6 +42,12 @@ class SimOptions:
     throttle_rate: float = 0.0  # share of mutating calls throttled
     state_change_notices: bool = True
     providers: tuple[str, ...] | None = None  # clouds it launches in (None: any pool)
+
+
+# (owner, workload, pool, tier): the instances a launch adds to, indexed.
+SlotKey = tuple[str, str, str, Tier]
+# (owner, workload, pool, tier, plan generation, count): one fresh launch's intent.
+IntentKey = tuple[str, str, str, Tier, int, int]
 
 
 @dataclass
@@ -83,8 +89,17 @@ class SimCounters:
 class SimCore:
     """The account's state and fault injection (see the module docstring)."""
 
-    def __init__(self, market: Any, clock: Clock, options: SimOptions | None = None) -> None:
-        self.market = market
+    def __init__(
+        self, market: PriceSource, clock: Clock, options: SimOptions | None = None
+    ) -> None:
+        if not isinstance(market, HistorySource):
+            raise InputError(
+                "market",
+                None,
+                "a market with an hourly history (default, replay) for the simulated cloud",
+                got=market.name,
+            )
+        self.market: HistorySource = market
         self.clock = clock
         self.options = options or SimOptions()
         self.rng = random.Random(self.options.seed)
@@ -92,11 +107,11 @@ class SimCore:
         self._static = {p.pool.key: p for p in market.snapshot(clock.now()).pools}
         self._instances: dict[str, _Inst] = {}
         self._by_key: dict[str, tuple[LaunchRequest | TerminateRequest, tuple[str, ...]]] = {}
-        self._intents: dict[tuple[Any, ...], _Intent] = {}
+        self._intents: dict[IntentKey, _Intent] = {}
         self._queue: list[_Queued] = []
         self._by_receipt: dict[str | None, _Queued] = {}
         self._deleted = 0  # deleted messages still in _queue
-        self._by_slot: dict[tuple[str, str, str, Tier], list[_Inst]] = {}
+        self._by_slot: dict[SlotKey, list[_Inst]] = {}
         # Indexes that keep every call from scanning the whole account: live
         # spot instances not yet doomed, per pool; doomed ones by revocation
         # time (a heap); launch order (what the account's listing follows).

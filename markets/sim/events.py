@@ -21,7 +21,10 @@ import heapq
 import math
 import random
 import zlib
+from collections.abc import Callable
 from datetime import datetime, timedelta
+
+import pandas as pd
 
 from markets.fleet import InstanceState, NoticeKind
 from markets.sim.core import _Inst
@@ -44,6 +47,7 @@ class SimEvents(NoticeQueue):
             n = max(1, min(24, int((span_end - h).total_seconds() // 3600)))
             frame = self.market.hourly(h, n)
             for hour, rows in frame.groupby("hour"):
+                assert isinstance(hour, pd.Timestamp)  # the "hour" column's type
                 self._hourly[hour.to_pydatetime()] = {
                     # No trace covering the hour (NaN): no evidence of a shortage.
                     str(k): (float(s), 1.0 if math.isnan(a) else float(a), int(r))
@@ -66,7 +70,10 @@ class SimEvents(NoticeQueue):
     def _events(self, pool_key: str, start: datetime, end: datetime) -> list[datetime]:
         if end <= start:
             return []
-        events = getattr(self.market, "revocation_events", None)
+        # Optional beyond HistorySource: the default and replay markets have it.
+        events: Callable[[str, datetime, datetime], pd.DatetimeIndex] | None = getattr(
+            self.market, "revocation_events", None
+        )
         if events is not None:
             return [t.to_pydatetime(warn=False) for t in events(pool_key, start, end)]
         out: list[datetime] = []

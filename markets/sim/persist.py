@@ -109,6 +109,11 @@ class PersistentSimCloud:
         self._sleep = sleep
         self._lock = threading.Lock()
 
+    @property
+    def clock(self) -> Clock:
+        """The account's clock (the daemon runs on it too)."""
+        return self.cloud.clock
+
     @classmethod
     def open(
         cls,

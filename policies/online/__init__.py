@@ -3,27 +3,18 @@
 ``policies.online.deadline``: one restartable job against a deadline (idle /
 spot / on-demand each tick). ``policies.online.fleet``: how many serving
 replicas to hold on spot in which zone and how many on on-demand.
+``policies.online.registry``: every rule by name.
 
 Rules here never see the future and do no I/O; the simulator
 (``broker.simulate``) and, later, the daemon call the same functions.
 """
 
-from policies.online.deadline import (
+from policies.online.deadline import DeadlinePolicy, JobSpec, Mode, PoolHistory, TickView
+from policies.online.fleet import FleetPlan, FleetPolicy, FleetSpec, FleetView, ZoneView
+from policies.online.registry import (
     DEADLINE_POLICIES,
-    DeadlinePolicy,
-    JobSpec,
-    Mode,
-    PoolHistory,
-    TickView,
-    deadline_policy,
-)
-from policies.online.fleet import (
     FLEET_POLICIES,
-    FleetPlan,
-    FleetPolicy,
-    FleetSpec,
-    FleetView,
-    ZoneView,
+    deadline_policy,
     fleet_policy,
 )
 

@@ -4,7 +4,7 @@ Owns: the deadline setting's decision rules (benchmarks.md section 1, the "Can't
 Be Late" setting, NSDI 2024) as pure functions of what the job knows at a tick:
 ``on_demand``, ``greedy``, ``uniform_progress`` (exactly as published) here,
 and ``spotfolio`` (ours) in ``policies.online.progress``; the
-registry ``deadline_policy(name)`` knows all four. Each rule is a
+registry ``policies.online.registry`` knows all four by name. Each rule is a
 ``DeadlinePolicy``: ``start(job)`` gives its memory, ``decide(job, view,
 memory)`` returns the mode for the coming tick and the memory to carry.
 Everything a rule knows is in ``TickView`` (the past and the present); nothing
@@ -33,29 +33,23 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
 
-from markets.errors import InputError
-
 __all__ = [
-    "DEADLINE_POLICIES",
+    "EPS",
     "DeadlinePolicy",
     "Greedy",
     "JobSpec",
     "Mode",
     "OnDemand",
     "PoolHistory",
-    "SpotfolioDeadline",
-    "SpotfolioMemory",
     "TickView",
     "UniformProgress",
-    "deadline_policy",
     "expected_progress",
+    "is_done",
     "last_safe_moment",
 ]
 
-# The registry by name sits at the end: ``SpotfolioDeadline`` lives in
-# ``policies.online.progress``, which builds on the types here.
-
-_EPS = 1e-9
+# Tolerance on hours of progress and time (float sums of tick lengths).
+EPS = 1e-9
 
 
 class Mode(IntEnum):
@@ -139,7 +133,12 @@ class TickView:
 
 
 class DeadlinePolicy(Protocol):
-    """A pure per-tick rule with explicit memory."""
+    """A pure per-tick rule with explicit memory.
+
+    The memory is each rule's own type, opaque to whoever carries it between
+    ticks (the simulator, the registry): ``Any`` stands for "the type this
+    rule's ``start`` returns", which one protocol over all rules cannot name.
+    """
 
     name: str
 
@@ -157,8 +156,8 @@ def _remaining(job: JobSpec, view: TickView) -> tuple[float, float]:
     return job.deadline_hours - view.elapsed_hours, job.compute_hours - view.progress_hours
 
 
-def _done(job: JobSpec, view: TickView) -> bool:
-    return view.progress_hours >= job.compute_hours - _EPS
+def is_done(job: JobSpec, view: TickView) -> bool:
+    return view.progress_hours >= job.compute_hours - EPS
 
 
 def last_safe_moment(job: JobSpec, view: TickView) -> bool:
@@ -166,8 +165,8 @@ def last_safe_moment(job: JobSpec, view: TickView) -> bool:
     leave too little time to finish on on-demand after a changeover."""
     rem_time, rem_work = _remaining(job, view)
     tick = job.tick_hours
-    time_ticks = math.floor(rem_time / tick + _EPS)
-    need_ticks = math.ceil((rem_work + 2.0 * job.changeover_hours) / tick - _EPS)
+    time_ticks = math.floor(rem_time / tick + EPS)
+    need_ticks = math.ceil((rem_work + 2.0 * job.changeover_hours) / tick - EPS)
     return need_ticks >= time_ticks
 
 
@@ -180,7 +179,7 @@ class OnDemand:
         return None
 
     def decide(self, job: JobSpec, view: TickView, memory: None) -> tuple[Mode, None]:
-        return (Mode.IDLE if _done(job, view) else Mode.ON_DEMAND), None
+        return (Mode.IDLE if is_done(job, view) else Mode.ON_DEMAND), None
 
 
 class Greedy:
@@ -198,7 +197,7 @@ class Greedy:
         return False  # committed to on-demand
 
     def decide(self, job: JobSpec, view: TickView, memory: bool) -> tuple[Mode, bool]:
-        if _done(job, view):
+        if is_done(job, view):
             return Mode.IDLE, memory
         if memory or (view.mode != Mode.SPOT and last_safe_moment(job, view)):
             return Mode.ON_DEMAND, True
@@ -232,41 +231,17 @@ class UniformProgress:
         return False
 
     def decide(self, job: JobSpec, view: TickView, memory: bool) -> tuple[Mode, bool]:
-        if _done(job, view):
+        if is_done(job, view):
             return Mode.IDLE, memory
         if memory or (view.mode == Mode.IDLE and last_safe_moment(job, view)):
             return Mode.ON_DEMAND, True
         if view.mode == Mode.SPOT and view.spot_available:
             return Mode.SPOT, False
         t, cp, d = view.elapsed_hours, view.progress_hours, job.changeover_hours
-        if view.mode == Mode.ON_DEMAND and cp < expected_progress(job, t + 2.0 * d) - _EPS:
+        if view.mode == Mode.ON_DEMAND and cp < expected_progress(job, t + 2.0 * d) - EPS:
             return Mode.ON_DEMAND, False
         if view.spot_available:
             return Mode.SPOT, False
-        if cp < expected_progress(job, t) - _EPS:
+        if cp < expected_progress(job, t) - EPS:
             return Mode.ON_DEMAND, False
         return Mode.IDLE, False
-
-
-# Imported last: the Spotfolio rule builds on the types above.
-from policies.online.progress import SpotfolioDeadline, SpotfolioMemory  # noqa: E402
-
-DEADLINE_POLICIES: dict[str, type[Any]] = {
-    "on_demand": OnDemand,
-    "greedy": Greedy,
-    "uniform_progress": UniformProgress,
-    "spotfolio": SpotfolioDeadline,
-}
-
-
-def deadline_policy(name: str) -> DeadlinePolicy:
-    """A fresh policy by name; an unknown name is an ``InputError`` listing the
-    valid ones."""
-    try:
-        cls = DEADLINE_POLICIES[name]
-    except KeyError:
-        raise InputError(
-            "--policy", None, f"one of {', '.join(sorted(DEADLINE_POLICIES))}", got=name
-        ) from None
-    policy: DeadlinePolicy = cls()
-    return policy

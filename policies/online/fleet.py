@@ -21,11 +21,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from markets.errors import InputError
 from policies.online.deadline import PoolHistory
 
 __all__ = [
-    "FLEET_POLICIES",
     "EvenSpread",
     "FleetPlan",
     "FleetPolicy",
@@ -36,7 +34,6 @@ __all__ = [
     "SpotfolioFleet",
     "StaticMix",
     "ZoneView",
-    "fleet_policy",
     "keep_noticed",
     "spread",
 ]
@@ -101,6 +98,9 @@ class FleetPlan:
 
 
 class FleetPolicy(Protocol):
+    """A pure fleet rule with explicit memory (``Any``: each rule's own
+    memory type, opaque to the simulator, as for ``DeadlinePolicy``)."""
+
     name: str
 
     def start(self, spec: FleetSpec) -> Any: ...
@@ -374,24 +374,3 @@ class SpotfolioFleet:
         ready = sum(z.spot_ready for z, ok in zip(zones, open_, strict=True) if ok)
         od = max(min(view.on_demand_held, n - ready), n - sum(want), 0)
         return FleetPlan(keep_noticed(view, want), od), memory
-
-
-FLEET_POLICIES: dict[str, type[Any]] = {
-    "on_demand": OnDemandFleet,
-    "static_mix": StaticMix,
-    "even_spread": EvenSpread,
-    "spothedge": SpotHedge,
-    "spotfolio": SpotfolioFleet,
-}
-
-
-def fleet_policy(name: str) -> FleetPolicy:
-    """A fresh fleet rule by name (``InputError`` lists the valid names)."""
-    try:
-        cls = FLEET_POLICIES[name]
-    except KeyError:
-        raise InputError(
-            "--policy", None, f"one of {', '.join(sorted(FLEET_POLICIES))}", got=name
-        ) from None
-    policy: FleetPolicy = cls()
-    return policy

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from policies.online.deadline import (
-    _EPS,
+    EPS,
     JobSpec,
     Mode,
     TickView,
-    _done,
     expected_progress,
+    is_done,
     last_safe_moment,
 )
 
@@ -65,7 +65,7 @@ def _mean_residual(spells: Sequence[float], age: float) -> float | None:
     (``None``: none seen; past the longest, as long again as it has lasted)."""
     if not spells:
         return None
-    longer = [x for x in spells if x > age + _EPS]
+    longer = [x for x in spells if x > age + EPS]
     return sum(longer) / len(longer) - age if longer else age
 
 
@@ -154,7 +154,7 @@ class SpotfolioDeadline:
         avail, tick = view.spot_available, job.tick_hours
         up, down, run = memory.up, memory.down, memory.run_hours + tick
         if memory.last_available is not None and memory.last_available != avail:
-            if memory.run_hours < memory.seen_hours - _EPS:  # we saw the spell begin
+            if memory.run_hours < memory.seen_hours - EPS:  # we saw the spell begin
                 if memory.last_available:
                     up = (*up, memory.run_hours)[-MAX_SPELLS:]
                 else:
@@ -181,7 +181,7 @@ class SpotfolioDeadline:
             return (k - 1.0) * (1.0 / losses if losses > 0 else math.inf) > loss
 
         def value(at: float) -> tuple[float, int]:
-            longer = [x - at for x in memory.up if x > at + _EPS]
+            longer = [x - at for x in memory.up if x > at + EPS]
             if not longer:  # past every spell seen: as long again
                 return (k - 1.0) * max(at, tick) - loss, 0
             return (k - 1.0) * sum(longer) / len(longer) - loss, len(longer)
@@ -210,7 +210,7 @@ class SpotfolioDeadline:
         self, job: JobSpec, view: TickView, memory: SpotfolioMemory
     ) -> tuple[Mode, SpotfolioMemory]:
         memory = self.observe(job, view, memory)
-        if _done(job, view):
+        if is_done(job, view):
             return Mode.IDLE, memory
         if memory.committed or self._thin(job, view):
             return Mode.ON_DEMAND, replace(memory, committed=True)
@@ -219,7 +219,7 @@ class SpotfolioDeadline:
         t, cp, d = view.elapsed_hours, view.progress_hours, job.changeover_hours
         age = memory.run_hours - job.tick_hours  # the current spell's age before this tick
         if view.spot_available:
-            behind = cp < self.target(job, memory, t + 2.0 * d) - _EPS
+            behind = cp < self.target(job, memory, t + 2.0 * d) - EPS
             if view.mode == Mode.ON_DEMAND and behind and not self._join_spot(job, memory, age):
                 return Mode.ON_DEMAND, memory
             return Mode.SPOT, memory
@@ -227,9 +227,9 @@ class SpotfolioDeadline:
             ahead_at = t + max(
                 2.0 * d, min(self._outage_left(job, memory, age), job.deadline_hours)
             )
-            if cp < self.target(job, memory, ahead_at) - _EPS:
+            if cp < self.target(job, memory, ahead_at) - EPS:
                 return Mode.ON_DEMAND, memory
             return Mode.IDLE, memory
-        if cp < self.target(job, memory, t) - _EPS:
+        if cp < self.target(job, memory, t) - EPS:
             return Mode.ON_DEMAND, memory
         return Mode.IDLE, memory

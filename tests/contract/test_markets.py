@@ -24,7 +24,7 @@ import pytest
 from markets.errors import AuthError
 from markets.model import MarketSnapshot
 from markets.protocols import PriceSource
-from markets.registry import MARKET_FACTORIES, market_factory
+from markets.registry import MARKETS
 from tests.paths import SHARED_DATA
 
 DATA = SHARED_DATA
@@ -83,7 +83,7 @@ def _open_aws(moto_url: str) -> PriceSource:
     )
     price_stub.activate()
     place_stub.activate()
-    factory = market_factory("aws")
+    factory = MARKETS.get("aws")
     market: PriceSource = factory(
         regions=[region],
         instance_types=AWS_TYPES,
@@ -101,7 +101,7 @@ def _open_gcp(fake_url: str) -> PriceSource:
     from markets.clock import ManualClock
     from markets.gcp.sdk import build_compute_clients
 
-    market: PriceSource = market_factory("gcp")(
+    market: PriceSource = MARKETS.get("gcp")(
         project="spotfolio-test",
         clients=build_compute_clients(endpoint=fake_url, anonymous=True),
         regions=["us-central1", "us-east1"],
@@ -114,29 +114,30 @@ def _open_gcp(fake_url: str) -> PriceSource:
 
 def _openers(moto_url: str) -> dict[str, Opener]:
     return {
-        "default": lambda: market_factory("default")(),
-        "replay": lambda: market_factory("replay")(path=DATA),
+        "default": lambda: MARKETS.get("default")(),
+        "replay": lambda: MARKETS.get("replay")(path=DATA),
         "aws": lambda: _open_aws(moto_url),
         "gcp": lambda: _open_gcp(moto_url),  # the URL of the fake Compute Engine
     }
 
 
 def test_every_registered_market_has_an_offline_opener() -> None:
-    assert set(_openers("http://unused")) == set(MARKET_FACTORIES)
+    assert set(_openers("http://unused")) == set(MARKETS)
 
 
 def test_every_registered_market_module_exists() -> None:
     # Checked without importing (no SDK is loaded): a name that points at no
     # module is a registry bug, not a market still to be written.
+    targets = {name: MARKETS.target(name) for name in MARKETS}
     missing = {
         name: spec
-        for name, spec in MARKET_FACTORIES.items()
-        if not _module_exists(spec.split(":")[0])
+        for name, spec in targets.items()
+        if spec is not None and not _module_exists(spec.split(":")[0])
     }
     assert not missing, f"registered markets without a module: {missing}"
 
 
-@pytest.fixture(params=sorted(MARKET_FACTORIES))
+@pytest.fixture(params=sorted(MARKETS))
 def opener(request: pytest.FixtureRequest) -> Opener:
     name: str = request.param
     url = request.getfixturevalue("moto_server") if name == "aws" else "http://unused"

@@ -26,7 +26,8 @@ from broker.simulate.deadline import (
     simulate_deadline,
 )
 from broker.simulate.omniscient import omniscient_deadline
-from policies.online.deadline import Mode, deadline_policy
+from policies.online.deadline import Mode
+from policies.online.registry import deadline_policy
 from tests.paths import SHARED_DATA
 
 DATA = SHARED_DATA

@@ -18,7 +18,8 @@ import pytest
 
 from broker.planning.optimizer.fleet_ilp import fleet_shortest_path, solve_fleet_ilp
 from broker.simulate.fleet import FleetSetting, FleetWindow, simulate_fleet, spot_prices
-from policies.online.fleet import FLEET_POLICIES, fleet_policy, spread
+from policies.online.fleet import spread
+from policies.online.registry import FLEET_POLICIES, fleet_policy
 from tests.paths import SHARED_DATA
 
 SETTING = FleetSetting(replicas=2, cold_start_s=180, notice_s=120, price_ratio=3.0)

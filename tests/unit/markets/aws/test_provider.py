@@ -46,7 +46,7 @@ from markets.fleet import (
 )
 from markets.model import Tier
 from markets.protocols import Provider
-from markets.registry import PROVIDER_FACTORIES, open_provider
+from markets.registry import PROVIDERS, open_provider
 
 REGION = "us-east-1"
 ZONE = "us-east-1b"
@@ -500,7 +500,7 @@ def test_requests_for_another_owner_or_region_are_input_errors(
 
 
 def test_registry_opens_the_aws_provider_by_name(moto_server: str, owner: str) -> None:
-    assert PROVIDER_FACTORIES["aws"] == "markets.aws.provider:open_aws_provider"
+    assert PROVIDERS.target("aws") == "markets.aws.provider:open_aws_provider"
     provider = open_provider(
         "aws", owner=owner, endpoint_url=moto_server, launch={REGION: {"image_id": AMI}}
     )

@@ -23,12 +23,12 @@ from policies.online.deadline import (
     JobSpec,
     Mode,
     PoolHistory,
-    SpotfolioDeadline,
     TickView,
     UniformProgress,
-    deadline_policy,
     last_safe_moment,
 )
+from policies.online.progress import SpotfolioDeadline
+from policies.online.registry import deadline_policy
 
 SETTING = DeadlineSetting(compute_hours=1.0, changeover_hours=0.2, price_ratio=3.0)
 TRACE = [True] * 4 + [False] * 8 + [True] * 8

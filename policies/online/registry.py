@@ -1,0 +1,54 @@
+"""The online rules by name: ``DEADLINE_POLICIES`` and ``FLEET_POLICIES``.
+
+Owns: the two registries (``markets.registry.Registry``: names in
+registration order, hyphenated aliases, an ``InputError`` naming ``--policy``
+and listing the valid names on a typo) and ``deadline_policy`` /
+``fleet_policy``, which return a fresh rule by name. Rules are registered
+here, not in their modules, so no rule module needs another's registry (the
+Spotfolio deadline rule in ``policies.online.progress`` builds on
+``policies.online.deadline``; neither imports this one).
+
+Must not: define a rule, or simulate one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from markets.registry import Registry
+from policies.online.deadline import DeadlinePolicy, Greedy, OnDemand, UniformProgress
+from policies.online.fleet import (
+    EvenSpread,
+    FleetPolicy,
+    OnDemandFleet,
+    SpotfolioFleet,
+    SpotHedge,
+    StaticMix,
+)
+from policies.online.progress import SpotfolioDeadline
+
+__all__ = ["DEADLINE_POLICIES", "FLEET_POLICIES", "deadline_policy", "fleet_policy"]
+
+# name -> a factory of fresh rules (the rule classes themselves).
+DEADLINE_POLICIES: Registry[Callable[[], DeadlinePolicy]] = Registry("deadline rule", "--policy")
+DEADLINE_POLICIES.add("on_demand", OnDemand, aliases=("on-demand",))
+DEADLINE_POLICIES.add("greedy", Greedy)
+DEADLINE_POLICIES.add("uniform_progress", UniformProgress, aliases=("uniform-progress",))
+DEADLINE_POLICIES.add("spotfolio", SpotfolioDeadline)
+
+FLEET_POLICIES: Registry[Callable[[], FleetPolicy]] = Registry("fleet rule", "--policy")
+FLEET_POLICIES.add("on_demand", OnDemandFleet, aliases=("on-demand",))
+FLEET_POLICIES.add("static_mix", StaticMix, aliases=("static-mix",))
+FLEET_POLICIES.add("even_spread", EvenSpread, aliases=("even-spread",))
+FLEET_POLICIES.add("spothedge", SpotHedge)
+FLEET_POLICIES.add("spotfolio", SpotfolioFleet)
+
+
+def deadline_policy(name: str) -> DeadlinePolicy:
+    """A fresh deadline rule by name (an alias is accepted)."""
+    return DEADLINE_POLICIES.get(name)()
+
+
+def fleet_policy(name: str) -> FleetPolicy:
+    """A fresh fleet rule by name (an alias is accepted)."""
+    return FLEET_POLICIES.get(name)()
