@@ -4,9 +4,10 @@ Owns the values that cross between the broker and a cloud provider adapter:
 ``Instance`` (one instance we own), ``LaunchRequest`` / ``TerminateRequest``
 (each carrying an idempotency key that the adapter turns into the cloud's
 client token / request id, so a retried request never launches twice),
-``ActionResult``, and ``Notice`` (a revocation warning, a rebalance
-recommendation, a preemption, or a state change, parsed from the cloud's own
-event shape into one type).
+``ActionResult`` (with ``ErrorKind``: what a refused request calls for),
+and ``Notice`` (a revocation warning, a rebalance recommendation, a
+preemption, or a state change, parsed from the cloud's own event shape into
+one type).
 
 Ownership: every instance Spotfolio launches carries ``OWNER_TAG`` =
 the daemon's owner id (plus workload, pool and plan generation tags); an
@@ -32,6 +33,7 @@ __all__ = [
     "POOL_TAG",
     "WORKLOAD_TAG",
     "ActionResult",
+    "ErrorKind",
     "Instance",
     "InstanceState",
     "LaunchRequest",
@@ -99,17 +101,33 @@ class TerminateRequest(_Frozen):
     reason: str = ""
 
 
+class ErrorKind(StrEnum):
+    """Why a provider call did not do all it was asked, by what the caller
+    should do (the branches of ``markets.errors``). A ``StrEnum``: results
+    stored as JSON keep the plain strings."""
+
+    TRANSIENT = "transient"  # retry later
+    CAPACITY = "capacity"  # try the next acceptable pool
+    QUOTA = "quota"  # an account limit: a human must act
+    AUTH = "auth"  # credentials or permissions
+    # The request itself was wrong: an idempotency key reused with other
+    # parameters, or a terminate naming instances without our owner tag
+    # (refused; the ones with it are still terminated).
+    INPUT = "input"
+
+
 class ActionResult(_Frozen):
     """What a provider did. ``instance_ids`` are the instances the request
     created (launch) or ended (terminate); ``replayed`` is true when the cloud
-    recognised the idempotency key and nothing new happened."""
+    recognised the idempotency key and nothing new happened. ``ok=False``
+    comes with ``error`` (words) and ``error_kind``."""
 
     idempotency_key: str
     ok: bool
     instance_ids: tuple[str, ...] = ()
     replayed: bool = False
     error: str | None = None
-    error_kind: str | None = None  # transient | capacity | quota | auth | input
+    error_kind: ErrorKind | None = None
 
 
 class NoticeKind(StrEnum):

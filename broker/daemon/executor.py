@@ -47,6 +47,7 @@ from markets.fleet import (
     POOL_TAG,
     WORKLOAD_TAG,
     ActionResult,
+    ErrorKind,
     Instance,
     InstanceState,
     LaunchRequest,
@@ -156,7 +157,10 @@ class Executor:
             self.metrics.actions.labels(kind, "capacity").inc()
             with self.store.transaction() as tx:
                 tx.finish_action(
-                    key, "failed", {"error": str(e), "error_kind": "capacity"}, self.clock.now()
+                    key,
+                    "failed",
+                    {"error": str(e), "error_kind": ErrorKind.CAPACITY},
+                    self.clock.now(),
                 )
             raise
         if result is None:

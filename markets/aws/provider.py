@@ -1,7 +1,7 @@
 """The AWS provider: launch, terminate and list our EC2 instances; read notices.
 
 Owns: ``AwsProvider`` (a ``markets.protocols.Provider``) and the factory
-``open_aws_provider`` that ``markets.registry.PROVIDER_FACTORIES`` names.
+``open_aws_provider`` that ``markets.registry.PROVIDERS`` names.
 
 Idempotency, in two layers. Every launch carries the request's
 idempotency key twice: as EC2's ``ClientToken`` (EC2 itself answers a repeat
@@ -55,6 +55,7 @@ from markets.errors import InputError, TransientError
 from markets.fleet import (
     OWNER_TAG,
     ActionResult,
+    ErrorKind,
     Instance,
     LaunchRequest,
     Notice,
@@ -273,7 +274,7 @@ class AwsProvider:
     def terminate(self, request: TerminateRequest) -> ActionResult:
         """Terminate the requested instances that carry our ownership tag.
 
-        Instances without it are refused (``ok=False``, ``error_kind="input"``)
+        Instances without it are refused (``ok=False``, ``ErrorKind.INPUT``)
         while the rest are still terminated. Ids that are already shutting
         down, terminated, or no longer described (EC2 forgets a terminated
         instance after about an hour) count as ended; when every id was
@@ -318,7 +319,7 @@ class AwsProvider:
             instance_ids=ended,
             replayed=not live and not refused,
             error=error,
-            error_kind="input" if refused else None,
+            error_kind=ErrorKind.INPUT if refused else None,
         )
 
     def poll_notices(self, max_notices: int = 10) -> Sequence[Notice]:

@@ -1,7 +1,7 @@
 """The GCP provider: launch, delete and list our Compute Engine VMs; read preemptions.
 
 Owns: ``GcpProvider`` (a ``markets.protocols.Provider``) and the factory
-``open_gcp_provider`` that ``markets.registry.PROVIDER_FACTORIES`` names.
+``open_gcp_provider`` that ``markets.registry.PROVIDERS`` names.
 
 A launch of ``count`` VMs is ``count`` ``instances.insert`` calls (one VM
 each), sent together and then awaited (``zoneOperations.wait``), because
@@ -44,7 +44,14 @@ from google.api_core import exceptions as gexc
 
 from markets.clock import Clock, SystemClock
 from markets.errors import InputError
-from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
+from markets.fleet import (
+    ActionResult,
+    ErrorKind,
+    Instance,
+    LaunchRequest,
+    Notice,
+    TerminateRequest,
+)
 from markets.gcp.errors import gcp_call
 from markets.gcp.labels import (
     LABEL_OF_TAG,
@@ -299,7 +306,7 @@ class GcpProvider:
         """Delete the requested VMs that carry our owner label.
 
         VMs without it, and ids not of the ``<zone>/<name>`` form, are refused
-        (``ok=False``, ``error_kind="input"``) while the rest are deleted. VMs
+        (``ok=False``, ``ErrorKind.INPUT``) while the rest are deleted. VMs
         already gone (404) count as ended; when all were, ``replayed`` is true.
         """
         self._check_owner(request.owner)
@@ -353,7 +360,7 @@ class GcpProvider:
             instance_ids=ended,
             replayed=deleted == 0 and not refused,
             error=error,
-            error_kind="input" if refused else None,
+            error_kind=ErrorKind.INPUT if refused else None,
         )
 
     def poll_notices(self, max_notices: int = 10) -> Sequence[Notice]:

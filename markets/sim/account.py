@@ -4,7 +4,8 @@ lists and terminates.
 Owns: ``SimAccount`` (part of ``SimCloud``): ``launch`` (spot granted with the
 hour's available share, on-demand and committed always; a pool exhausted by
 ``exhaust`` refuses every tier), ``terminate`` (only instances carrying the
-caller's owner tag), ``list_fleet`` (new instances show after
+caller's owner tag; the others are refused while the rest end, as on AWS and
+GCP), ``list_fleet`` (new instances show after
 ``listing_lag_s``), idempotency (a repeated key replays its answer; a key
 reused with other parameters fails as AWS's ``IdempotentParameterMismatch``
 does) and the duplicate-launch count.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 from markets.errors import CapacityUnavailableError, InputError
 from markets.fleet import (
@@ -25,13 +25,14 @@ from markets.fleet import (
     POOL_TAG,
     WORKLOAD_TAG,
     ActionResult,
+    ErrorKind,
     Instance,
     InstanceState,
     LaunchRequest,
     TerminateRequest,
 )
 from markets.model import Tier
-from markets.sim.core import _Inst, _Intent
+from markets.sim.core import IntentKey, _Inst, _Intent
 from markets.sim.events import SimEvents
 
 __all__ = ["SimAccount"]
@@ -133,7 +134,7 @@ class SimAccount(SimEvents):
         return ActionResult(idempotency_key=key, ok=True, instance_ids=tuple(ids))
 
     @staticmethod
-    def _intent_key(r: LaunchRequest) -> tuple[Any, ...]:
+    def _intent_key(r: LaunchRequest) -> IntentKey:
         return (r.owner, r.workload, r.pool_key, r.tier, r.plan_generation, r.count)
 
     def _check_duplicate(self, r: LaunchRequest) -> None:
@@ -158,7 +159,7 @@ class SimAccount(SimEvents):
                 idempotency_key=request.idempotency_key,
                 ok=False,
                 error="IdempotentParameterMismatch: key reused with other parameters",
-                error_kind="input",
+                error_kind=ErrorKind.INPUT,
             )
         self.counters.replays += 1
         return ActionResult(
@@ -166,28 +167,43 @@ class SimAccount(SimEvents):
         )
 
     def terminate(self, request: TerminateRequest) -> ActionResult:
+        """End the requested instances that carry the caller's owner tag, as
+        the AWS and GCP providers do: the others are refused (``ok=False``,
+        ``ErrorKind.INPUT``, their ids in ``error``) while these still end.
+        Ids already ended, or that the account never had, count as ended. A
+        fully accepted request's key replays its answer; a partly refused one
+        is not remembered, so a repeat is judged again (and refused again)."""
         self._advance()
         self._fault("terminate", True)
         if request.idempotency_key in self._by_key:
             return self._replay(request)
-        ended: list[str] = []
-        for iid in request.instance_ids:
-            s = self._instances.get(iid)
-            if s is None or s.inst.tags.get(OWNER_TAG) != request.owner:
-                return ActionResult(
-                    idempotency_key=request.idempotency_key,
-                    ok=False,
-                    error=f"{iid} does not carry {OWNER_TAG}={request.owner}",
-                    error_kind="auth",
-                )
+        ids = list(dict.fromkeys(request.instance_ids))
+        refused = [
+            iid
+            for iid in ids
+            if (s := self._instances.get(iid)) is not None
+            and s.inst.tags.get(OWNER_TAG) != request.owner
+        ]
         now = self.clock.now()
-        for iid in request.instance_ids:
-            s = self._instances[iid]
-            if s.ended_at is None:
+        ended: list[str] = []
+        for iid in ids:
+            if iid in refused:
+                continue
+            ended.append(iid)
+            s = self._instances.get(iid)
+            if s is not None and s.ended_at is None:
                 s.revoke_at = None
                 self._end(s, now)
-                ended.append(iid)
-        self.counters.terminations += len(ended)
+                self.counters.terminations += 1
+        if refused:
+            return ActionResult(
+                idempotency_key=request.idempotency_key,
+                ok=False,
+                instance_ids=tuple(ended),
+                error=f"refused {len(refused)} instance(s) without {OWNER_TAG}={request.owner}: "
+                + ", ".join(refused),
+                error_kind=ErrorKind.INPUT,
+            )
         self._by_key[request.idempotency_key] = (request, tuple(ended))
         return ActionResult(
             idempotency_key=request.idempotency_key, ok=True, instance_ids=tuple(ended)

@@ -11,6 +11,7 @@ from markets.clock import ManualClock
 from markets.errors import CapacityUnavailableError, ThrottledError
 from markets.fleet import (
     OWNER_TAG,
+    ErrorKind,
     InstanceState,
     LaunchRequest,
     NoticeKind,
@@ -55,12 +56,32 @@ def test_terminate_refuses_what_is_not_ours_and_replays_by_key() -> None:
     res = cloud.terminate(
         TerminateRequest(idempotency_key="sf-term-0001", instance_ids=ids, owner="me")
     )
-    assert not res.ok and res.error_kind == "auth"
+    assert not res.ok and res.error_kind is ErrorKind.INPUT and res.instance_ids == ()
+    assert ids[0] in (res.error or "")
     assert len(cloud.list_fleet("them")) == 1
     req = TerminateRequest(idempotency_key="sf-term-0002", instance_ids=ids, owner="them")
     assert cloud.terminate(req).instance_ids == ids
     assert cloud.terminate(req).replayed
     assert cloud.list_fleet("them") == []
+
+
+def test_a_partly_foreign_terminate_ends_ours_and_refuses_the_rest_as_aws_does() -> None:
+    cloud, _ = _cloud()
+    ours = cloud.launch(_launch("sf-key-0020", count=2)).instance_ids
+    theirs = cloud.launch(_launch("sf-key-0021", owner="them")).instance_ids
+    never = "i-sim-never-launched"
+    req = TerminateRequest(
+        idempotency_key="sf-term-0010", instance_ids=(*ours, *theirs, never), owner="me"
+    )
+    res = cloud.terminate(req)
+    assert not res.ok and res.error_kind is ErrorKind.INPUT
+    assert res.instance_ids == (*ours, never)  # an id the account never had counts as ended
+    assert theirs[0] in (res.error or "") and ours[0] not in (res.error or "")
+    assert cloud.list_fleet("me") == [] and len(cloud.list_fleet("them")) == 1
+    assert cloud.counters.terminations == 2
+    again = cloud.terminate(req)  # not remembered: judged (and refused) again
+    assert not again.ok and not again.replayed and again.instance_ids == res.instance_ids
+    assert cloud.counters.terminations == 2
 
 
 def test_a_revocation_is_noticed_two_minutes_ahead_then_takes_the_instance() -> None:

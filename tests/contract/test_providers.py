@@ -1,0 +1,301 @@
+"""The provider contract, run over every provider in ``markets.registry``.
+
+Every registered provider must have an offline opener here (a new provider
+without one fails ``test_every_registered_provider_has_an_offline_opener``):
+``aws`` is boto3 against moto's HTTP server, ``gcp`` the real REST clients
+against the fake Compute Engine (``tests/fakes/gcp.py``), ``sim`` the
+simulated cloud over a tiny market. Each is opened through the registry, as
+the daemon opens it.
+
+Contract (``markets.protocols.Provider``), the same words for the three:
+
+- **launch by idempotency key**: the same request twice launches once; the
+  second answer is ``replayed`` with the same instances, listed once;
+- **listing by owner tag**: ``list_fleet(owner)`` lists the owner's
+  instances and never another owner's;
+- **partial terminate** (least privilege): the owner's ids end, another
+  owner's are refused with ``ok=False``, ``ErrorKind.INPUT`` and their ids in
+  ``error``, and keep running; an accepted terminate sent again answers
+  ``replayed`` with the same ids;
+- **capacity**: a pool out of capacity raises ``CapacityUnavailableError``
+  naming the pool (the caller tries the next one), launching nothing;
+- **throttling**: a launch throttled past the provider's own retries raises
+  ``ThrottledError`` (a ``TransientError``: retry later), launching nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import types
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from markets.clock import ManualClock
+from markets.errors import CapacityUnavailableError, ThrottledError, TransientError
+from markets.fleet import ErrorKind, LaunchRequest, TerminateRequest
+from markets.model import Tier
+from markets.protocols import Provider
+from markets.registry import PROVIDERS
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+@dataclass
+class Rig:
+    """One provider, opened offline for the contract.
+
+    ``provider`` acts for ``owner``; ``other`` for ``other_owner`` in the same
+    account (the simulated cloud serves every owner: there it is the same
+    object). ``stockout()`` takes ``pool``'s capacity away; ``throttle()``
+    makes every later launch call throttled.
+    """
+
+    provider: Provider
+    owner: str
+    other: Provider
+    other_owner: str
+    pool: str
+    stockout: Callable[[], None]
+    throttle: Callable[[], None]
+
+
+# -- openers -----------------------------------------------------------------------
+
+AWS_REGION = "us-east-1"
+AWS_AMI = "ami-03cf127a"  # one of moto's built-in us-east-1 images
+
+
+def _aws_fault(client: Any, action: str, code: str, status: int) -> None:
+    """Answer every ``action`` call with an AWS error, before it is sent (so
+    botocore's own retry handler sees it as it would a server reply)."""
+    from botocore.awsrequest import AWSResponse
+
+    body = (
+        f"<Response><Errors><Error><Code>{code}</Code><Message>injected</Message>"
+        "</Error></Errors><RequestID>r</RequestID></Response>"
+    ).encode()
+
+    def reply(request: Any, **_: Any) -> AWSResponse:
+        raw = types.SimpleNamespace(stream=lambda **_: iter([body]))
+        return AWSResponse(request.url, status, {}, raw)
+
+    client.meta.events.register(f"before-send.ec2.{action}", reply)
+
+
+@functools.cache
+def _aws_session() -> Any:
+    """One boto3 session for the module: a client built from it reuses the
+    loaded service models (a fresh session costs ~0.5 s per provider)."""
+    import boto3
+
+    return boto3.Session(
+        region_name=AWS_REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+
+
+def _open_aws(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
+    import botocore.endpoint
+
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+    for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    # botocore's retry back-off: not slept (the retries themselves still run).
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda s: None))
+    url: str = request.getfixturevalue("moto_server")
+    session = _aws_session()
+    owner = f"contract-{uuid.uuid4().hex[:12]}"  # moto's server is shared by the session
+
+    def open_(who: str) -> Provider:
+        return PROVIDERS.get("aws")(
+            owner=who,
+            endpoint_url=url,
+            session=session,
+            retry_mode="standard",
+            max_attempts=2,
+            launch={AWS_REGION: {"image_id": AWS_AMI}},
+        )
+
+    provider = open_(owner)
+    ec2 = provider.ec2_clients[AWS_REGION]  # type: ignore[attr-defined]
+    return Rig(
+        provider=provider,
+        owner=owner,
+        other=open_(owner + "-other"),
+        other_owner=owner + "-other",
+        pool=f"aws/{AWS_REGION}/us-east-1b/g5.xlarge",
+        stockout=lambda: _aws_fault(ec2, "RunInstances", "InsufficientInstanceCapacity", 500),
+        throttle=lambda: _aws_fault(ec2, "RunInstances", "RequestLimitExceeded", 503),
+    )
+
+
+GCP_ZONE = "us-central1-a"
+GCP_TYPE = "a2-highgpu-1g"
+
+
+def _open_gcp(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
+    from markets.gcp.sdk import CallPolicy
+    from tests.fakes.gcp import FakeCompute
+
+    clock = ManualClock(T0)
+    fake = stack.enter_context(FakeCompute(now=clock.now, lifetime_s=60.0))
+    # api-core retries 429 for up to retry_timeout_s: kept short here.
+    policy = CallPolicy(retry_timeout_s=0.3, initial_s=0.01, maximum_s=0.05, request_s=5.0)
+
+    def open_(who: str) -> Provider:
+        return PROVIDERS.get("gcp")(
+            project=fake.project,
+            owner=who,
+            zones=[GCP_ZONE, "us-central1-b"],
+            source_image="projects/debian-cloud/global/images/family/debian-12",
+            endpoint=fake.url,
+            anonymous=True,
+            clock=clock,
+            policy=policy,
+        )
+
+    return Rig(
+        provider=open_("team-ml"),
+        owner="team-ml",
+        other=open_("team-other"),
+        other_owner="team-other",
+        pool=f"gcp/us-central1/{GCP_ZONE}/{GCP_TYPE}",
+        stockout=lambda: fake.stockout(GCP_ZONE, GCP_TYPE),
+        throttle=lambda: fake.fail_next(
+            "compute.instances.insert", 429, "rateLimitExceeded", times=10_000
+        ),
+    )
+
+
+def _open_sim(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
+    from markets.sim.cloud import SimCloud
+    from tests.fakes.tiny_market import T0 as TINY_T0
+    from tests.fakes.tiny_market import TinyMarket, pool_key
+
+    cloud = PROVIDERS.get("sim")(market=TinyMarket(), clock=ManualClock(TINY_T0), seed=1)
+    assert isinstance(cloud, SimCloud)
+    pool = pool_key("a")
+    return Rig(
+        provider=cloud,
+        owner="team-ml",
+        other=cloud,
+        other_owner="team-other",
+        pool=pool,
+        stockout=lambda: cloud.exhaust(pool, until=TINY_T0 + timedelta(days=1)),
+        throttle=lambda: cloud.inject("launch", ThrottledError("sim: throttled"), times=10_000),
+    )
+
+
+OPENERS: dict[str, Callable[[pytest.FixtureRequest, ExitStack], Rig]] = {
+    "aws": _open_aws,
+    "gcp": _open_gcp,
+    "sim": _open_sim,
+}
+
+
+def test_every_registered_provider_has_an_offline_opener() -> None:
+    assert set(OPENERS) == set(PROVIDERS)
+
+
+def test_every_registered_provider_module_exists() -> None:
+    # Checked without importing: a target naming no module is a registry bug.
+    for name in PROVIDERS:
+        target = PROVIDERS.target(name)
+        assert target is not None, name
+        assert importlib.util.find_spec(target.split(":")[0]) is not None, target
+
+
+@pytest.fixture(params=sorted(PROVIDERS))
+def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
+    with ExitStack() as stack:
+        yield OPENERS[request.param](request, stack)
+
+
+def _launch(rig: Rig, owner: str, count: int = 2, key: str | None = None) -> LaunchRequest:
+    return LaunchRequest(
+        idempotency_key=key or f"contract-{uuid.uuid4().hex[:16]}",
+        pool_key=rig.pool,
+        tier=Tier.SPOT,
+        workload="train",
+        count=count,
+        owner=owner,
+        plan_generation=3,
+    )
+
+
+def _ids(provider: Provider, owner: str) -> set[str]:
+    return {i.instance_id for i in provider.list_fleet(owner)}
+
+
+# -- the contract ------------------------------------------------------------------
+
+
+def test_the_same_launch_twice_launches_once_and_replays_the_same_instances(rig: Rig) -> None:
+    req = _launch(rig, rig.owner)
+    first = rig.provider.launch(req)
+    again = rig.provider.launch(req)
+    assert first.ok and not first.replayed and len(first.instance_ids) == 2
+    assert again.ok and again.replayed and set(again.instance_ids) == set(first.instance_ids)
+    assert _ids(rig.provider, rig.owner) == set(first.instance_ids)
+    assert all(i.pool_key == rig.pool for i in rig.provider.list_fleet(rig.owner))
+
+
+def test_the_fleet_is_listed_by_owner_tag(rig: Rig) -> None:
+    ours = rig.provider.launch(_launch(rig, rig.owner)).instance_ids
+    theirs = rig.other.launch(_launch(rig, rig.other_owner, count=1)).instance_ids
+    assert _ids(rig.provider, rig.owner) == set(ours)
+    assert _ids(rig.other, rig.other_owner) == set(theirs)
+
+
+def test_a_terminate_ends_ours_and_refuses_another_owners_with_one_error_kind(rig: Rig) -> None:
+    ours = rig.provider.launch(_launch(rig, rig.owner)).instance_ids
+    theirs = rig.other.launch(_launch(rig, rig.other_owner, count=1)).instance_ids
+    res = rig.provider.terminate(
+        TerminateRequest(
+            idempotency_key=f"contract-term-{uuid.uuid4().hex[:8]}",
+            instance_ids=(*ours, *theirs),
+            owner=rig.owner,
+        )
+    )
+    assert not res.ok and res.error_kind is ErrorKind.INPUT
+    assert set(res.instance_ids) == set(ours)
+    assert all(t in (res.error or "") for t in theirs)
+    assert not any(o in (res.error or "") for o in ours)
+    assert _ids(rig.provider, rig.owner) == set()
+    assert _ids(rig.other, rig.other_owner) == set(theirs)
+
+
+def test_an_accepted_terminate_sent_again_is_a_replay(rig: Rig) -> None:
+    ours = rig.provider.launch(_launch(rig, rig.owner)).instance_ids
+    req = TerminateRequest(
+        idempotency_key=f"contract-term-{uuid.uuid4().hex[:8]}", instance_ids=ours, owner=rig.owner
+    )
+    first = rig.provider.terminate(req)
+    again = rig.provider.terminate(req)
+    assert first.ok and set(first.instance_ids) == set(ours)
+    assert again.ok and again.replayed and set(again.instance_ids) == set(ours)
+    assert _ids(rig.provider, rig.owner) == set()
+
+
+def test_a_pool_out_of_capacity_raises_capacity_unavailable_naming_it(rig: Rig) -> None:
+    rig.stockout()
+    with pytest.raises(CapacityUnavailableError) as info:
+        rig.provider.launch(_launch(rig, rig.owner))
+    assert info.value.pool_key == rig.pool
+    assert _ids(rig.provider, rig.owner) == set()
+
+
+def test_a_launch_throttled_past_the_retries_raises_a_transient_throttled_error(rig: Rig) -> None:
+    rig.throttle()
+    with pytest.raises(ThrottledError) as info:
+        rig.provider.launch(_launch(rig, rig.owner))
+    assert isinstance(info.value, TransientError)
+    assert _ids(rig.provider, rig.owner) == set()
