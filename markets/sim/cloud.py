@@ -45,22 +45,14 @@ Must not: decide anything, or use the wall clock.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from markets.fleet import Instance
 from markets.model import Tier
 from markets.sim.account import SimAccount
-
-# The account's records keep these names here too: an account file saved by
-# ``markets.sim.persist`` before the split pickled them as markets.sim.cloud.*.
-from markets.sim.core import AWS_NOTICE_S as AWS_NOTICE_S
-from markets.sim.core import SimCounters as SimCounters
 from markets.sim.core import SimOptions
-from markets.sim.core import _Inst as _Inst
-from markets.sim.core import _Intent as _Intent
-from markets.sim.core import _Queued as _Queued
 
 __all__ = ["SimCloud", "SimOptions"]
 
@@ -84,7 +76,7 @@ class SimCloud(SimAccount):
 
     def hourly_cost_usd(
         self, start: datetime, hours: int
-    ) -> tuple[np.ndarray[Any, np.dtype[np.float64]], dict[str, float]]:
+    ) -> tuple[npt.NDArray[np.float64], dict[str, float]]:
         """Dollars billed in each hour of ``hours`` from ``start`` (per second),
         and the total by tier."""
         out = np.zeros(hours)

@@ -14,30 +14,33 @@ short never happened, as with a request lost in flight. That is what the
 cross-process crash tests check (no double launch, no orphan). Used when the
 daemon config sets ``sim.state_file``.
 
-Must not: decide anything, or be read by anything but the simulation: the
-file is a pickle of the simulator's own state.
+The file is JSON with a format name and version (``markets.sim.codec``); an
+older file (a pickle) or a foreign one is refused with an ``InputError``
+naming it, never read as something else.
+
+Must not: decide anything, or be read by anything but the simulation.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from markets.clock import Clock, SystemClock, ensure_utc
+from markets.errors import InputError
 from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
+from markets.protocols import HistorySource, PriceSource
 from markets.sim.cloud import SimCloud, SimOptions
+from markets.sim.codec import AccountFile, encode, read_account, restore
 
 __all__ = ["OffsetClock", "PersistentSimCloud", "load_state"]
 
-_VERSION = 1
-# Rebuilt from the market on load (and the clock is the caller's).
-_EXCLUDED = frozenset({"market", "clock", "_hourly", "_static"})
+R = TypeVar("R")
 
 
 class OffsetClock:
@@ -60,26 +63,19 @@ class OffsetClock:
         return self._base.monotonic()
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    with path.open("rb") as f:
-        data: dict[str, Any] = pickle.load(f)  # our own file (module docstring)
-    if data.get("version") != _VERSION:
-        raise ValueError(f"{path}: not a simulated account of version {_VERSION}")
-    return data
-
-
 def load_state(
-    market: Any, path: str | Path, clock: Clock | None = None
+    market: PriceSource, path: str | Path, clock: Clock | None = None
 ) -> tuple[SimCloud, OffsetClock]:
-    """The account in ``path`` (which must exist) over ``market``."""
-    data = _read(Path(path))
-    if data is None:
-        raise FileNotFoundError(path)
-    clk = OffsetClock(float(data["offset_s"]), clock)
-    cloud = SimCloud(market, clk, data["state"]["options"])
-    cloud.__dict__.update(data["state"])
+    """The account in ``path`` (which must exist) over ``market``; ``clock``
+    is the base the account's offset clock shifts (default: the system clock)."""
+    p = Path(path)
+    doc = read_account(p.read_bytes(), str(p))
+    clk = OffsetClock(doc.offset_s, clock)
+    cloud = SimCloud(market, clk, doc.state.options)
+    try:
+        restore(cloud, doc.state)
+    except ValueError as e:
+        raise InputError(str(p), "state", "a consistent simulated account", got=str(e)) from e
     return cloud, clk
 
 
@@ -117,7 +113,7 @@ class PersistentSimCloud:
     @classmethod
     def open(
         cls,
-        market: Any,
+        market: HistorySource,
         path: str | Path,
         options: SimOptions,
         start: datetime | None = None,
@@ -139,40 +135,34 @@ class PersistentSimCloud:
         return out, clock
 
     def _save(self) -> None:
-        state = {k: v for k, v in self.cloud.__dict__.items() if k not in _EXCLUDED}
-        data = {"version": _VERSION, "offset_s": self.offset_s, "state": state}
+        doc = AccountFile(offset_s=self.offset_s, state=encode(self.cloud))
         tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-        with tmp.open("wb") as f:
-            pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.write_text(doc.model_dump_json())
         os.replace(tmp, self.path)  # atomic: a kill leaves the old file or the new one
 
-    def _call(self, fn: Any, *args: Any, mutating: bool = False) -> Any:
+    def _call(self, fn: Callable[[], R], *, mutating: bool = False) -> R:
         half = self.latency_s / 2 if mutating else 0.0
         with self._lock:
             if half:
                 self._sleep(half)  # the request on its way
             try:
-                return fn(*args)
+                return fn()
             finally:
                 self._save()  # faults and refusals change the account too
                 if half:
                     self._sleep(half)  # the answer on its way back
 
     def launch(self, request: LaunchRequest) -> ActionResult:
-        res: ActionResult = self._call(self.cloud.launch, request, mutating=True)
-        return res
+        return self._call(lambda: self.cloud.launch(request), mutating=True)
 
     def terminate(self, request: TerminateRequest) -> ActionResult:
-        res: ActionResult = self._call(self.cloud.terminate, request, mutating=True)
-        return res
+        return self._call(lambda: self.cloud.terminate(request), mutating=True)
 
     def list_fleet(self, owner: str) -> Sequence[Instance]:
-        res: Sequence[Instance] = self._call(self.cloud.list_fleet, owner)
-        return res
+        return self._call(lambda: self.cloud.list_fleet(owner))
 
     def poll_notices(self, max_notices: int = 10) -> Sequence[Notice]:
-        res: Sequence[Notice] = self._call(self.cloud.poll_notices, max_notices)
-        return res
+        return self._call(lambda: self.cloud.poll_notices(max_notices))
 
     def ack_notice(self, notice: Notice) -> None:
-        self._call(self.cloud.ack_notice, notice)
+        self._call(lambda: self.cloud.ack_notice(notice))
