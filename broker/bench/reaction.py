@@ -46,18 +46,21 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
+import pandas as pd
 
 from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
-from markets.model import Tier
-from markets.protocols import Provider
+from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Tier
+from markets.protocols import HistorySource, Provider
 
 __all__ = ["SCHEMA", "TARGET_P99_MS", "run"]
+
+R = TypeVar("R")
 
 SCHEMA = "spotfolio.bench.reaction/1"
 TARGET_P99_MS = 1000.0  # issue 6: p99 <= 1 s on SQLite
@@ -87,60 +90,67 @@ class _Timed:
     """The simulated cloud, recording when each launch request arrives and
     how long provider calls take."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Provider) -> None:
         self.inner = inner
         self.name = inner.name
         self.launch_at: dict[str, float] = {}
         self.provider_s = 0.0
 
-    def _timed(self, fn: Any, *args: Any) -> Any:
+    def _timed(self, call: Callable[[], R]) -> R:
         t = time.perf_counter()
         try:
-            return fn(*args)
+            return call()
         finally:
             self.provider_s += time.perf_counter() - t
 
     def launch(self, request: LaunchRequest) -> ActionResult:
         self.launch_at.setdefault(request.idempotency_key, time.perf_counter())
-        res: ActionResult = self._timed(self.inner.launch, request)
-        return res
+        return self._timed(lambda: self.inner.launch(request))
 
     def terminate(self, request: TerminateRequest) -> ActionResult:
-        res: ActionResult = self._timed(self.inner.terminate, request)
-        return res
+        return self._timed(lambda: self.inner.terminate(request))
 
     def list_fleet(self, owner: str) -> Sequence[Instance]:
-        res: Sequence[Instance] = self._timed(self.inner.list_fleet, owner)
-        return res
+        return self._timed(lambda: self.inner.list_fleet(owner))
 
     def poll_notices(self, max_notices: int = 10) -> Sequence[Notice]:
-        res: Sequence[Notice] = self._timed(self.inner.poll_notices, max_notices)
-        return res
+        return self._timed(lambda: self.inner.poll_notices(max_notices))
 
     def ack_notice(self, notice: Notice) -> None:
-        self._timed(self.inner.ack_notice, notice)
+        self._timed(lambda: self.inner.ack_notice(notice))
 
 
 class _Quiet:
     """The default market without its own revocation events: only the
-    benchmark's notices arrive."""
+    benchmark's notices arrive (a ``HistorySource``, passed through)."""
 
-    def __init__(self, market: Any) -> None:
+    def __init__(self, market: HistorySource) -> None:
         self._market = market
+        self.name = market.name
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._market, name)
+    def pools(self) -> Sequence[Pool]:
+        return self._market.pools()
 
-    def revocation_events(self, pool: str, start: Any, end: Any) -> Any:
-        import pandas as pd
+    def instance_types(self) -> Sequence[InstanceType]:
+        return self._market.instance_types()
 
+    def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
+        return self._market.snapshot(at)
+
+    def span(self) -> tuple[datetime, datetime]:
+        return self._market.span()
+
+    def hourly(self, start: datetime, hours: int) -> pd.DataFrame:
+        return self._market.hourly(start, hours)
+
+    def revocation_events(self, pool: str, start: datetime, end: datetime) -> pd.DatetimeIndex:
         return pd.DatetimeIndex([], tz="UTC")
 
 
 class _Rig:
     """Daemon, store, lifecycle and simulated cloud for one setting."""
 
-    def __init__(self, directory: Path, market: Any, seed: int) -> None:
+    def __init__(self, directory: Path, market: HistorySource, seed: int) -> None:
         from broker.daemon.accelerated import default_lifecycle
         from broker.daemon.config import DaemonConfig
         from broker.daemon.daemon import Daemon
@@ -282,9 +292,9 @@ def _collect(rig: _Rig, origin: float, first: int) -> tuple[list[float], list[fl
     return decision_ms, launch_ms, Counter(x.kind for x in stored.values())
 
 
-def _single(directory: Path, market: Any, repeats: int, seed: int) -> dict[str, Any]:
+def _single(directory: Path, market: HistorySource, repeats: int, seed: int) -> dict[str, Any]:
     rig = _Rig(directory, market, seed)
-    zones: dict[str, Any] = {}
+    zones: dict[str, PoolSnapshot] = {}
     for p in rig.spot_pools:  # the cheapest pool of each of three zones
         if p.pool.region == "us-east-1":
             zones.setdefault(p.pool.zone, p)
@@ -318,7 +328,7 @@ def _single(directory: Path, market: Any, repeats: int, seed: int) -> dict[str, 
     }
 
 
-def _storm(directory: Path, market: Any, n: int, seed: int) -> dict[str, Any]:
+def _storm(directory: Path, market: HistorySource, n: int, seed: int) -> dict[str, Any]:
     rig = _Rig(directory, market, seed)
     pool = next(p.pool.key for p in rig.spot_pools if p.pool.region == "us-east-1")
     ids = rig.fleet({pool: n})
@@ -351,7 +361,10 @@ def run(*, storm: int = 1000, seed: int = 0, repeats: int = 20) -> dict[str, Any
     if storm < 1 or repeats < 1:
         raise ValueError("storm and repeats are at least 1")
     t = time.perf_counter()
-    market = _Quiet(open_market("default", instance_types=list(_TYPES), days=2))
+    default = open_market("default", instance_types=list(_TYPES), days=2)
+    if not isinstance(default, HistorySource):
+        raise TypeError("the default market has an hourly history")  # it does: a guard
+    market = _Quiet(default)
     with tempfile.TemporaryDirectory(prefix="spotfolio-reaction-") as tmp:
         base = Path(tmp)
         (base / "single").mkdir()
