@@ -42,9 +42,10 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
 from broker.daemon.hooks import CheckpointHook
+from broker.lifecycle import LifecycleConfig
 from markets.errors import InputError
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
-from policies.workloads.spec import WorkloadSet
+from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
 
 __all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
 
@@ -141,8 +142,6 @@ class DaemonConfig(StrictModel):
 
     @model_validator(mode="after")
     def _upkeep_before_lead(self) -> DaemonConfig:
-        from broker.lifecycle.values import LifecycleConfig
-
         lead = self.lifecycle.get("return_lead_s", LifecycleConfig().return_lead_s)
         if isinstance(lead, int | float) and self.intervals.upkeep_s >= lead:
             raise FieldError(
@@ -163,6 +162,10 @@ class DaemonConfig(StrictModel):
         if self.providers is not None:
             return tuple(self.providers)
         return None if self.provider == "sim" else (self.provider,)
+
+    def workload_set(self) -> WorkloadSet:
+        """The fleet named by ``workloads`` (default: the shipped example fleet)."""
+        return load_workloads(self.workloads) if self.workloads else default_workloads()
 
     def check_workloads(self, workloads: WorkloadSet, source: str = "checkpoint_hooks") -> None:
         """Every workload named in ``checkpoint_hooks`` exists."""
@@ -194,8 +197,7 @@ def load_daemon_config(path: str | Path, **overrides: Any) -> DaemonConfig:
         raise input_error_from(source, e) from e
     base = Path(path).resolve().parent
     updates: dict[str, Any] = {}
-    for name in ("workloads", "demand"):
-        p = getattr(cfg, name)
+    for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand)):
         if p is not None and not p.is_absolute():
             updates[name] = base / p
     state = cfg.sim.state_file
