@@ -2,7 +2,8 @@
 
 Owns: ``simulate_daemon`` and ``SimReport`` (what ``spotfolio daemon
 --provider sim --hours H --json`` prints). The daemon, its store and its
-lifecycle manager are the production ones; only the provider (``SimCloud``)
+lifecycle manager are the production ones (``broker.daemon.wiring``); only
+the provider (``SimCloud``, replaying a ``HistorySource``'s hours)
 and the clock (a ``ManualClock``) differ. Instead of APScheduler the loop
 jumps the clock to the next moment something is due: a job's next run, or
 the next notice the cloud will deliver (rounded up to the daemon's polling
@@ -63,6 +64,8 @@ class SimReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The printed JSON document (its readers, the CLI's table among
+        them, index its nested values by key: hence Any)."""
         return {
             "schema": "spotfolio.daemon.sim/1",
             "start": self.start.isoformat(),
@@ -122,7 +125,8 @@ def simulate_daemon(
     lifecycle: LifecycleFactory = default_lifecycle,
     wrap_provider: Callable[[SimCloud], Provider] | None = None,
 ) -> SimReport:
-    """Run a simulated account for ``hours`` (see the module docstring)."""
+    """Run a simulated account for ``hours`` from ``start`` (default: the
+    market's first whole hour; see the module docstring)."""
     t_wall = time.perf_counter()
     if workloads is None:
         workloads = config.workload_set()

@@ -37,7 +37,7 @@ Must not: open markets, stores or providers (the composition roots do).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
@@ -107,8 +107,9 @@ class DaemonConfig(StrictModel):
     market: str = "default"
     market_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     provider: Literal["aws", "gcp", "sim"] = "sim"
-    # The provider's own settings (aws: launch templates per region, queue_url...).
-    provider_options: dict[str, Any] = Field(default_factory=dict)
+    # The provider's own settings (aws: launch templates per region, queue_url...),
+    # validated by the provider's own settings model.
+    provider_options: dict[str, object] = Field(default_factory=dict)
     planner: Literal["milp", "fast"] = "milp"
     horizon_hours: int = Field(default=24, ge=1, le=168)
     committed: dict[str, int] = Field(default_factory=dict)
@@ -120,7 +121,8 @@ class DaemonConfig(StrictModel):
     # record of it counts as present.
     listing_grace_s: float = Field(default=120.0, ge=0)
     metrics_port: int = Field(default=9108, ge=0, le=65535)
-    lifecycle: dict[str, Any] = Field(default_factory=dict)
+    # broker.lifecycle.LifecycleConfig's fields, validated by the daemon's wiring.
+    lifecycle: dict[str, object] = Field(default_factory=dict)
     sim: SimSettings = Field(default_factory=SimSettings)
     # Clouds the daemon may launch in; None: the provider's own (aws: [aws]),
     # and for the simulated cloud every provider of its market. The plan, the
@@ -180,7 +182,7 @@ class DaemonConfig(StrictModel):
                 )
 
 
-def load_daemon_config(path: str | Path, **overrides: Any) -> DaemonConfig:
+def load_daemon_config(path: str | Path, **overrides: object) -> DaemonConfig:
     """Read, validate and resolve paths relative to the file."""
     source = str(path)
     try:
@@ -196,7 +198,7 @@ def load_daemon_config(path: str | Path, **overrides: Any) -> DaemonConfig:
     except ValidationError as e:
         raise input_error_from(source, e) from e
     base = Path(path).resolve().parent
-    updates: dict[str, Any] = {}
+    updates: dict[str, object] = {}
     for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand)):
         if p is not None and not p.is_absolute():
             updates[name] = base / p

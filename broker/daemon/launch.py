@@ -68,7 +68,7 @@ class Launcher:
         while True:
             units = book.units(req.pool_key)
             try:
-                res = self._executor.run(req, units=units, context=dict(context), written=written)
+                res = self._executor.run(req, units=units, context=context, written=written)
                 return list(res.instance_ids) if res is not None and res.ok else []
             except CapacityUnavailableError:
                 tried.add(req.pool_key)

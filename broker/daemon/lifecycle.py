@@ -16,7 +16,7 @@ Must not: hold any logic, or name the concrete manager.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -47,9 +47,7 @@ class Lifecycle(Protocol):
         """Work a training or batch job has done so far."""
         ...
 
-    def restore_break_glass(
-        self, committed_usd: float, stretches: Sequence[Mapping[str, Any]] = ()
-    ) -> None:
+    def restore_break_glass(self, committed_usd: float, stretches: Sequence[Json] = ()) -> None:
         """After a restart: the store's break-glass total and the stretches
         still open (``stretch_state`` records)."""
         ...

@@ -14,7 +14,6 @@ Must not: run anything (no clock read, no I/O beyond validating settings).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -36,8 +35,8 @@ def default_lifecycle(workloads: WorkloadSet, clock: Clock, config: DaemonConfig
     set there: the clouds it launches in (``launch_providers``), the plan
     epoch (``horizon_start``; else the daemon passes its first plan's start)
     and the stale-market hazard multiplier."""
-    # Values of the config's free-form ``lifecycle:`` mapping (validated here).
-    settings: dict[str, Any] = {
+    # The config's free-form ``lifecycle:`` mapping, validated here.
+    settings: dict[str, object] = {
         "providers": config.launch_providers,
         "horizon_start": config.horizon_start,
         "stale_hazard_multiplier": config.stale_hazard_multiplier,
