@@ -275,11 +275,11 @@ def _sim_account(config: Any, market: PriceSource) -> tuple[Provider, Clock]:
 
 
 def _run(config: Any, *, dry_run: bool, once: bool) -> None:
-    from broker.daemon.accelerated import default_lifecycle
     from broker.daemon.daemon import Daemon
     from broker.daemon.metrics import DaemonMetrics
     from broker.daemon.schedule import run_scheduled
     from broker.daemon.store.store import Store
+    from broker.daemon.wiring import default_lifecycle
     from markets.clock import SystemClock
     from policies.workloads.spec import default_workloads, load_workloads
 

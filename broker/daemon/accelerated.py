@@ -2,7 +2,8 @@
 
 Owns: ``simulate_daemon`` and ``SimReport`` (what ``spotfolio daemon
 --provider sim --hours H --json`` prints). The daemon, its store and its
-lifecycle manager are the production ones; only the provider (``SimCloud``)
+lifecycle manager are the production ones (``broker.daemon.wiring``); only
+the provider (``SimCloud``, replaying a ``HistorySource``'s hours)
 and the clock (a ``ManualClock``) differ. Instead of APScheduler the loop
 jumps the clock to the next moment something is due: a job's next run, or
 the next notice the cloud will deliver (rounded up to the daemon's polling
@@ -27,18 +28,19 @@ from typing import Any
 import numpy as np
 
 from broker.daemon.config import DaemonConfig
-from broker.daemon.daemon import Daemon, Lifecycle
+from broker.daemon.daemon import Daemon
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
-from markets.clock import Clock, ManualClock, ensure_utc
+
+# default_lifecycle is re-exported: the reaction benchmark imports it from here.
+from broker.daemon.wiring import LifecycleFactory, default_lifecycle
+from markets.clock import ManualClock, ensure_utc
 from markets.fleet import NoticeKind
-from markets.protocols import PriceSource, Provider
+from markets.protocols import HistorySource, Provider
 from markets.sim.cloud import SimCloud, SimOptions
-from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
+from policies.workloads.spec import WorkloadSet
 
 __all__ = ["SimReport", "default_lifecycle", "sim_options", "simulate_daemon"]
-
-LifecycleFactory = Callable[[WorkloadSet, Clock, DaemonConfig], Lifecycle]
 
 
 @dataclass
@@ -62,6 +64,8 @@ class SimReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The printed JSON document (its readers, the CLI's table among
+        them, index its nested values by key: hence Any)."""
         return {
             "schema": "spotfolio.daemon.sim/1",
             "start": self.start.isoformat(),
@@ -84,31 +88,6 @@ class SimReport:
             "counters": self.counters,
             "seconds": round(self.seconds, 3),
         }
-
-
-def default_lifecycle(workloads: WorkloadSet, clock: Clock, config: DaemonConfig) -> Lifecycle:
-    """The project's lifecycle manager, configured from the daemon's config:
-    its ``lifecycle:`` settings, plus what the daemon knows better, unless
-    set there: the clouds it launches in (``launch_providers``), the plan
-    epoch (``horizon_start``; else the daemon passes its first plan's start)
-    and the stale-market hazard multiplier."""
-    from pydantic import ValidationError
-
-    from broker.lifecycle import LifecycleConfig, LifecycleManager
-    from markets.validation import input_error_from
-
-    settings: dict[str, Any] = {
-        "providers": config.launch_providers,
-        "horizon_start": config.horizon_start,
-        "stale_hazard_multiplier": config.stale_hazard_multiplier,
-        **config.lifecycle,
-    }
-    try:
-        cfg = LifecycleConfig.model_validate(settings)
-    except ValidationError as e:
-        raise input_error_from("config", e, prefix="lifecycle") from e
-    manager: Lifecycle = LifecycleManager(workloads, clock, cfg)
-    return manager
 
 
 def sim_options(config: DaemonConfig) -> SimOptions:
@@ -137,7 +116,7 @@ def _grid_ceil(t: datetime, origin: datetime, step_s: float) -> datetime:
 
 def simulate_daemon(
     config: DaemonConfig,
-    market: PriceSource,
+    market: HistorySource,
     *,
     hours: int,
     start: datetime | None = None,
@@ -146,12 +125,12 @@ def simulate_daemon(
     lifecycle: LifecycleFactory = default_lifecycle,
     wrap_provider: Callable[[SimCloud], Provider] | None = None,
 ) -> SimReport:
-    """Run a simulated account for ``hours`` (see the module docstring)."""
+    """Run a simulated account for ``hours`` from ``start`` (default: the
+    market's first whole hour; see the module docstring)."""
     t_wall = time.perf_counter()
     if workloads is None:
-        workloads = load_workloads(config.workloads) if config.workloads else default_workloads()
-    span = getattr(market, "span", None)
-    t0 = ensure_utc(start or (span()[0] if span else datetime(2026, 1, 1)))
+        workloads = config.workload_set()
+    t0 = ensure_utc(start or market.span()[0])
     whole = t0.replace(minute=0, second=0, microsecond=0)
     # The first whole hour inside the market's data (a recording rarely starts on one).
     t0 = whole if whole == t0 else whole + timedelta(hours=1)

@@ -23,12 +23,12 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from broker.daemon.executor import kv
-from broker.daemon.store.store import DecisionRecord, Store
+from broker.daemon.store.store import DecisionRecord, FleetRow, Store
 from broker.planning.reconcile import Slot, live_ours
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
@@ -96,7 +96,7 @@ class FleetBook:
         until = self.unavailable.get((pool_key, tier))
         return until is not None and now < until
 
-    def unavailable_capacity(self, now: datetime, hours: int) -> dict[str, Any]:
+    def unavailable_capacity(self, now: datetime, hours: int) -> dict[str, npt.NDArray[np.float64]]:
         """Zero spot capacity for pools that just refused it (for the optimizer)."""
         return {
             pool: np.zeros(hours)
@@ -230,7 +230,7 @@ class FleetBook:
         )
 
 
-def _from_row(row: Any, owner: str) -> Instance:
+def _from_row(row: FleetRow, owner: str) -> Instance:
     return Instance(
         instance_id=row.instance_id,
         pool_key=row.pool_key,

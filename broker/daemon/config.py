@@ -37,14 +37,15 @@ Must not: open markets, stores or providers (the composition roots do).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
 from broker.daemon.hooks import CheckpointHook
+from broker.lifecycle import LifecycleConfig
 from markets.errors import InputError
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
-from policies.workloads.spec import WorkloadSet
+from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
 
 __all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
 
@@ -106,8 +107,9 @@ class DaemonConfig(StrictModel):
     market: str = "default"
     market_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     provider: Literal["aws", "gcp", "sim"] = "sim"
-    # The provider's own settings (aws: launch templates per region, queue_url...).
-    provider_options: dict[str, Any] = Field(default_factory=dict)
+    # The provider's own settings (aws: launch templates per region, queue_url...),
+    # validated by the provider's own settings model.
+    provider_options: dict[str, object] = Field(default_factory=dict)
     planner: Literal["milp", "fast"] = "milp"
     horizon_hours: int = Field(default=24, ge=1, le=168)
     committed: dict[str, int] = Field(default_factory=dict)
@@ -119,7 +121,8 @@ class DaemonConfig(StrictModel):
     # record of it counts as present.
     listing_grace_s: float = Field(default=120.0, ge=0)
     metrics_port: int = Field(default=9108, ge=0, le=65535)
-    lifecycle: dict[str, Any] = Field(default_factory=dict)
+    # broker.lifecycle.LifecycleConfig's fields, validated by the daemon's wiring.
+    lifecycle: dict[str, object] = Field(default_factory=dict)
     sim: SimSettings = Field(default_factory=SimSettings)
     # Clouds the daemon may launch in; None: the provider's own (aws: [aws]),
     # and for the simulated cloud every provider of its market. The plan, the
@@ -141,8 +144,6 @@ class DaemonConfig(StrictModel):
 
     @model_validator(mode="after")
     def _upkeep_before_lead(self) -> DaemonConfig:
-        from broker.lifecycle.values import LifecycleConfig
-
         lead = self.lifecycle.get("return_lead_s", LifecycleConfig().return_lead_s)
         if isinstance(lead, int | float) and self.intervals.upkeep_s >= lead:
             raise FieldError(
@@ -164,6 +165,10 @@ class DaemonConfig(StrictModel):
             return tuple(self.providers)
         return None if self.provider == "sim" else (self.provider,)
 
+    def workload_set(self) -> WorkloadSet:
+        """The fleet named by ``workloads`` (default: the shipped example fleet)."""
+        return load_workloads(self.workloads) if self.workloads else default_workloads()
+
     def check_workloads(self, workloads: WorkloadSet, source: str = "checkpoint_hooks") -> None:
         """Every workload named in ``checkpoint_hooks`` exists."""
         names = {w.name for w in workloads.workloads}
@@ -177,7 +182,7 @@ class DaemonConfig(StrictModel):
                 )
 
 
-def load_daemon_config(path: str | Path, **overrides: Any) -> DaemonConfig:
+def load_daemon_config(path: str | Path, **overrides: object) -> DaemonConfig:
     """Read, validate and resolve paths relative to the file."""
     source = str(path)
     try:
@@ -193,9 +198,8 @@ def load_daemon_config(path: str | Path, **overrides: Any) -> DaemonConfig:
     except ValidationError as e:
         raise input_error_from(source, e) from e
     base = Path(path).resolve().parent
-    updates: dict[str, Any] = {}
-    for name in ("workloads", "demand"):
-        p = getattr(cfg, name)
+    updates: dict[str, object] = {}
+    for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand)):
         if p is not None and not p.is_absolute():
             updates[name] = base / p
     state = cfg.sim.state_file

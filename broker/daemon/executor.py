@@ -33,8 +33,8 @@ import contextlib
 import hashlib
 import logging
 import random
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 
 from broker.daemon.config import Backoff
 from broker.daemon.metrics import DaemonMetrics
@@ -123,7 +123,7 @@ class Executor:
         request: Request,
         *,
         units: int = 1,
-        context: dict[str, Any] | None = None,
+        context: Mapping[str, object] | None = None,
         written: bool = False,
     ) -> ActionResult | None:
         """Carry out ``request`` (module doc). ``units`` per instance is recorded
@@ -242,7 +242,7 @@ def _stored_result(rec: ActionRecord) -> ActionResult:
 
 
 def _instances(
-    request: LaunchRequest, result: ActionResult, units: int, now: Any
+    request: LaunchRequest, result: ActionResult, units: int, now: datetime
 ) -> list[Instance]:
     tags = {
         OWNER_TAG: request.owner,

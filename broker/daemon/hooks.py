@@ -33,15 +33,15 @@ import contextlib
 import json
 import os
 import signal
+import ssl
 import subprocess
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Self
+from typing import Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -84,7 +84,7 @@ class HookResult:
     exit_code: int | None = None
     http_status: int | None = None
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> dict[str, str | float | int | bool | None]:
         return {
             "kind": self.kind,
             "ok": self.ok,
@@ -98,9 +98,38 @@ class HookResult:
         }
 
 
+# What a hook is told about the notice (its environment, or its JSON body).
+Payload = dict[str, str | float | None]
+
+
+class _Outcome(Protocol):
+    """Builds the ``HookResult`` of one call (the elapsed time filled in)."""
+
+    def __call__(
+        self,
+        kind: str,
+        ok: bool,
+        detail: str,
+        *,
+        timed_out: bool = False,
+        exit_code: int | None = None,
+        http_status: int | None = None,
+    ) -> HookResult: ...
+
+
+@dataclass
+class _Reply:
+    """What the webhook's worker thread saw."""
+
+    status: int | None = None
+    body: bytes = b""
+    error: str | None = None
+    timed_out: bool = False
+
+
 def _payload(
     notice_id: str, workload: str, instance_id: str, deadline: datetime | None, budget_s: float
-) -> dict[str, Any]:
+) -> Payload:
     return {
         "notice_id": notice_id,
         "workload": workload,
@@ -125,10 +154,18 @@ def run_checkpoint_hook(
     started_at, t0 = clock.now(), clock.monotonic()
     payload = _payload(notice_id, workload, instance_id, deadline, budget_s)
 
-    def result(kind: str, ok: bool, detail: str, **kw: Any) -> HookResult:
+    def result(
+        kind: str,
+        ok: bool,
+        detail: str,
+        *,
+        timed_out: bool = False,
+        exit_code: int | None = None,
+        http_status: int | None = None,
+    ) -> HookResult:
         elapsed = clock.monotonic() - t0
         return HookResult(
-            kind, ok, kw.pop("timed_out", False), elapsed, budget_s, started_at, detail, **kw
+            kind, ok, timed_out, elapsed, budget_s, started_at, detail, exit_code, http_status
         )
 
     if hook is None:
@@ -145,9 +182,9 @@ def run_checkpoint_hook(
 def _run_command(
     hook: CheckpointHook,
     argv: tuple[str, ...],
-    payload: dict[str, Any],
+    payload: Payload,
     budget_s: float,
-    result: Callable[..., HookResult],
+    result: _Outcome,
 ) -> HookResult:
     env = {**os.environ, **hook.env}
     env.update({f"SPOTFOLIO_{k.upper()}": "" if v is None else str(v) for k, v in payload.items()})
@@ -191,34 +228,36 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 def _run_webhook(
     hook: CheckpointHook,
     url: str,
-    payload: dict[str, Any],
+    payload: Payload,
     budget_s: float,
-    result: Callable[..., HookResult],
+    result: _Outcome,
 ) -> HookResult:
     body = json.dumps(payload).encode("utf-8")
     headers = {"Content-Type": "application/json", **hook.headers}
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    box: dict[str, Any] = {}
+    box = _Reply()
 
     def call() -> None:
         try:
             # The socket timeout bounds each blocking read; join() below bounds
             # the whole exchange (a server dribbling bytes cannot hold us).
             with urllib.request.urlopen(request, timeout=budget_s) as resp:
-                box["status"] = resp.status
-                box["body"] = resp.read(_RESPONSE_BYTES)
+                box.status = resp.status
+                box.body = resp.read(_RESPONSE_BYTES)
         except urllib.error.HTTPError as e:
-            box["status"] = e.code
+            box.status = e.code
             try:
-                box["body"] = e.read(_RESPONSE_BYTES) if e.fp is not None else b""
+                box.body = e.read(_RESPONSE_BYTES) if e.fp is not None else b""
             finally:
                 e.close()
         except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", e)
-            box["error"] = str(reason)
+            # URLError wraps the socket's error in ``reason`` (a str or an
+            # OSError); an SSLError names its own.
+            reason: object = e.reason if isinstance(e, urllib.error.URLError | ssl.SSLError) else e
+            box.error = str(reason)
             # The socket's own timeout (connect or read) can fire just before
             # join() gives up: it is the same outcome, a hook out of budget.
-            box["timed_out"] = isinstance(reason, TimeoutError)
+            box.timed_out = isinstance(reason, TimeoutError)
 
     worker = threading.Thread(target=call, name="spotfolio-webhook", daemon=True)
     worker.start()
@@ -227,14 +266,15 @@ def _run_webhook(
         return result(
             "webhook", False, f"no answer within its {budget_s:.1f} s budget", timed_out=True
         )
-    if box.get("timed_out"):
+    if box.timed_out:
         return result(
             "webhook", False, f"no answer within its {budget_s:.1f} s budget", timed_out=True
         )
-    if "error" in box:
-        return result("webhook", False, f"request failed: {box['error']}")
-    status = int(box["status"])
-    text = bytes(box.get("body", b"")).decode("utf-8", "replace").strip()[:_DETAIL_CHARS]
+    if box.error is not None:
+        return result("webhook", False, f"request failed: {box.error}")
+    assert box.status is not None  # the worker ended without an error: it has a status
+    status = box.status
+    text = box.body.decode("utf-8", "replace").strip()[:_DETAIL_CHARS]
     ok = 200 <= status < 300
     return result(
         "webhook", ok, f"HTTP {status}" + (f": {text}" if text else ""), http_status=status

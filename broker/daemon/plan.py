@@ -1,114 +1,95 @@
 """The daemon's market snapshot and plan: what to keep the fleet at.
 
-Owns: ``PlanState`` (the plan in force, its generation, the deadline epoch,
-work done per job) and the daemon's planning steps as functions of the
-``Daemon``: ``refresh_market`` (TTL; keep the last good snapshot marked stale
-on a transient failure), ``launchable`` (only the clouds we launch in),
-``restore_plan_state`` / ``sync_epoch`` (generation, epoch and progress from
-the store after a restart), ``serving_demand`` (the demand file's window or
-the workloads' shapes), ``replan`` (rolling horizon: plan ``horizon_hours``
-from now, commit the current hour, pin running allocations through the churn
-cost, carry progress and deadlines; the solve runs outside the daemon's lock)
-and ``track_progress`` (work done by training and batch jobs).
+Owns: the values that outlive a job call, ``PlanState`` (the plan in force,
+its generation, when it was made, the deadline epoch) and ``Progress`` (work
+done per training or batch job, counted up to a time), and ``PlanJob``, which
+computes new ones from old ones and returns them (the ``Daemon`` holds them):
 
-Must not: call the provider's mutating API or decide about notices.
+- ``refresh_market``: a new snapshot once the last is
+  ``refresh_market_s`` old, limited to the clouds we launch in; on a
+  transient failure the last good snapshot is kept, marked stale;
+- ``restore``: generation, epoch and progress from the store after a restart
+  (a configured ``horizon_start`` wins), the epoch handed to the lifecycle;
+- ``track_progress``: live units x throughput x time since the last count;
+- ``propose`` and ``commit``: the rolling horizon. Plan ``horizon_hours``
+  from the hour of the snapshot, pin running allocations through the churn
+  cost, carry job progress and deadlines; while the snapshot is stale, count
+  hazards ``stale_hazard_multiplier`` times over. ``propose`` solves (the
+  daemon calls it outside its lock: solving takes seconds); ``commit``
+  records the plan under the next generation and returns it in force.
+
+Must not: call the provider, take the daemon's lock, or decide about notices.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
+from broker.daemon.book import FleetBook
+from broker.daemon.config import DaemonConfig
 from broker.daemon.executor import kv
+from broker.daemon.lifecycle import Json, Lifecycle
+from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.store.store import Store
+from broker.planning.demand import DemandSet, load_demand
+from broker.planning.optimizer import PlanningProblem, PlanOptions, build_problem
+
+# Both solvers are imported here (PuLP with the MILP one, ~0.1 s at start-up):
+# the daemon picks one by its config, and a daemon starts once.
+from broker.planning.optimizer.fast import fast_plan
+from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
+from markets.clock import Clock
 from markets.errors import AuthError, InfeasiblePlanError, InputError, SpotfolioError
 from markets.fleet import Instance
 from markets.model import MarketSnapshot
-from policies.workloads.spec import WorkloadClass
+from markets.protocols import PriceSource
+from policies.workloads.spec import WorkloadClass, WorkloadSet
 
-if TYPE_CHECKING:
-    from broker.daemon.daemon import Daemon
-
-__all__ = [
-    "PlanState",
-    "launchable",
-    "refresh_market",
-    "replan",
-    "restore_plan_state",
-    "serving_demand",
-    "solve_plan",
-    "sync_epoch",
-    "track_progress",
-]
+__all__ = ["PlanJob", "PlanState", "Progress", "Proposal", "launchable"]
 
 log = logging.getLogger("spotfolio.daemon")
+FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class PlanState:
-    """The plan in force, its generation and epoch, and job progress."""
+    """The plan in force, its generation, when it was made, and the epoch."""
 
     plan: Plan | None = None
     generation: int = 0
     created_at: datetime | None = None
     epoch: datetime | None = None  # deadline_hours count from here
-    work_done: dict[str, float] = field(default_factory=dict)
 
 
-def refresh_market(d: Daemon, force: bool = False) -> None:
-    now = d.clock.now()
-    s = d.snapshot
-    if (
-        not force
-        and s is not None
-        and (now - s.at).total_seconds() < d.config.intervals.refresh_market_s
-    ):
-        return
-    try:
-        snap = launchable(d, d.market.snapshot(now))
-    except InputError:
-        raise
-    except SpotfolioError as e:
-        # Keep the last good snapshot, marked stale; with none, nothing to plan on.
-        if s is None or isinstance(e, AuthError):
-            raise
-        log.warning(kv("market_stale", error=e, kept=s.at.isoformat()))
-        snap = s if s.stale else s.mark_stale()
-    d.snapshot = snap
-    d.book.set_snapshot(snap)
-    on_market = getattr(d.lifecycle, "on_market", None)
-    if on_market is not None:
-        on_market(snap)
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Work done by training and batch jobs (unit-hours), counted up to ``at``."""
+
+    work_done: Mapping[str, float] = field(default_factory=dict)
+    at: datetime | None = None
 
 
-def restore_plan_state(d: Daemon) -> None:
-    with d.store.transaction() as tx:
-        latest = tx.latest_plan(d.owner)
-    if latest is not None:
-        gen, _created, summary = latest
-        d.state.generation = gen
-        d.state.epoch = datetime.fromisoformat(summary["epoch"]) if summary.get("epoch") else None
-        d.state.work_done = {k: float(v) for k, v in (summary.get("work_done") or {}).items()}
-    if d.config.horizon_start is not None:
-        d.state.epoch = d.config.horizon_start
-    if d.state.epoch is not None:
-        sync_epoch(d, d.state.epoch)
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A solved plan, not yet in force, and what its summary records."""
+
+    plan: Plan
+    made_at: datetime  # when the fleet it starts from was counted
+    epoch: datetime
+    stale_market: bool
+    interruption_multiplier: float
 
 
-def sync_epoch(d: Daemon, epoch: datetime) -> None:
-    set_start = getattr(d.lifecycle, "set_horizon_start", None)
-    if set_start is not None:
-        set_start(epoch)
-
-
-def launchable(d: Daemon, snap: MarketSnapshot) -> MarketSnapshot:
+def launchable(snap: MarketSnapshot, providers: Sequence[str] | None) -> MarketSnapshot:
     """Only pools of the clouds we launch in: the plan, the fallback pool
     and the lifecycle's replacements never leave them."""
-    providers = d.config.launch_providers
     if providers is None:
         return snap
     pools = tuple(p for p in snap.pools if p.pool.provider.value in providers)
@@ -122,124 +103,198 @@ def launchable(d: Daemon, snap: MarketSnapshot) -> MarketSnapshot:
     return snap if len(pools) == len(snap.pools) else snap.model_copy(update={"pools": pools})
 
 
-def serving_demand(d: Daemon, start: datetime, hours: int) -> dict[str, np.ndarray[Any, Any]]:
-    from broker.planning.demand import DemandSet, load_demand
+class PlanJob:
+    """Market refresh, plan, progress and restore (module docstring)."""
 
-    ws = d.workloads
-    if d.config.demand is not None:
-        if d.demand_cache is None:
-            d.demand_cache = load_demand(d.config.demand, ws, seed=d.config.demand_seed)
+    def __init__(
+        self,
+        config: DaemonConfig,
+        workloads: WorkloadSet,
+        market: PriceSource,
+        store: Store,
+        book: FleetBook,
+        lifecycle: Lifecycle,
+        clock: Clock,
+        metrics: DaemonMetrics,
+        *,
+        dry_run: bool = False,
+    ) -> None:
+        self._config = config
+        self._workloads = workloads
+        self._market = market
+        self._store = store
+        self._book = book
+        self._lifecycle = lifecycle
+        self._clock = clock
+        self._metrics = metrics
+        self._owner = config.owner
+        self._dry_run = dry_run
+        self._demand: DemandSet | None = None  # the demand file, loaded once
+
+    # --- the market -------------------------------------------------------------
+    def refresh_market(self, last: MarketSnapshot | None, *, force: bool) -> MarketSnapshot:
+        """The snapshot in force: ``last`` while it is fresh enough (unless
+        ``force``), else a new one, else ``last`` marked stale on a transient
+        failure. A new or stale one goes to the book and the lifecycle."""
+        now = self._clock.now()
+        if (
+            not force
+            and last is not None
+            and (now - last.at).total_seconds() < self._config.intervals.refresh_market_s
+        ):
+            return last
         try:
-            window = d.demand_cache.window(start, hours)
-            return {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
-        except ValueError:
-            log.warning(kv("demand_outside_file", start=start.isoformat(), fallback="shapes"))
-    shapes = DemandSet.from_shapes(ws, start, hours, d.config.demand_seed)
-    return {n: s.to_numpy(dtype=float) for n, s in shapes.serving.items()}
+            snap = launchable(self._market.snapshot(now), self._config.launch_providers)
+        except InputError:
+            raise
+        except SpotfolioError as e:
+            # Keep the last good snapshot, marked stale; with none, nothing to plan on.
+            if last is None or isinstance(e, AuthError):
+                raise
+            log.warning(kv("market_stale", error=e, kept=last.at.isoformat()))
+            snap = last if last.stale else last.mark_stale()
+        self._book.set_snapshot(snap)
+        self._lifecycle.on_market(snap)
+        return snap
 
+    # --- after a restart ----------------------------------------------------------
+    def restore(self) -> tuple[PlanState, Progress]:
+        """Generation, epoch and work done from the store's latest plan; a
+        configured ``horizon_start`` wins; the epoch goes to the lifecycle."""
+        with self._store.transaction() as tx:
+            latest = tx.latest_plan(self._owner)
+        state, progress = PlanState(), Progress()
+        if latest is not None:
+            gen, _created, summary = latest
+            epoch = summary.get("epoch")
+            state = PlanState(
+                generation=gen, epoch=datetime.fromisoformat(epoch) if epoch else None
+            )
+            done = summary.get("work_done") or {}
+            progress = Progress({k: float(v) for k, v in done.items()})
+        if self._config.horizon_start is not None:
+            state = PlanState(generation=state.generation, epoch=self._config.horizon_start)
+        if state.epoch is not None:
+            self._lifecycle.set_horizon_start(state.epoch)
+        return state, progress
 
-def replan(d: Daemon) -> None:
-    """Rolling horizon: plan ``horizon_hours`` from now, commit the current
-    hour (reconcile acts on it only), pin running allocations through the
-    churn cost, carry job progress and deadlines."""
-    from broker.planning.optimizer import PlanOptions, build_problem
+    # --- progress -----------------------------------------------------------------
+    def track_progress(
+        self, progress: Progress, fleet: Sequence[Instance], now: datetime
+    ) -> Progress:
+        """Work done by training/batch jobs since ``progress.at``: live units
+        x throughput x time; each job's total goes to the lifecycle."""
+        last = progress.at
+        if last is None or now <= last:
+            return Progress(progress.work_done, now)
+        hours = (now - last).total_seconds() / 3600.0
+        done = dict(progress.work_done)
+        for inst in fleet:
+            w = self._book.workload(inst.workload)
+            if w is None or w.workload_class is WorkloadClass.SERVING:
+                continue
+            itype = inst.pool_key.split("/")[-1]
+            work = inst.units * w.throughput_of(itype) * hours
+            done[w.name] = done.get(w.name, 0.0) + work
+        for name, total in done.items():
+            self._lifecycle.report_progress(name, total)
+        return Progress(done, now)
 
-    if d.snapshot is None:
-        refresh_market(d, force=True)
-    snap = d.snapshot
-    assert snap is not None
-    now = d.clock.now()
-    hours = d.config.horizon_hours
-    start = snap.at.replace(minute=0, second=0, microsecond=0)
-    with d.lock:
-        fleet = d.book.view(d.provider, d.store, now, d.config.listing_grace_s)
-        track_progress(d, fleet, now)
-        prev = d.book.counts(fleet)
-    epoch = d.state.epoch or start
-    if d.state.epoch is None:
-        sync_epoch(d, epoch)
-    elapsed_h = (start - epoch).total_seconds() / 3600.0
-    remaining, deadlines = {}, {}
-    for w in d.workloads.workloads:
-        if w.unit_hours is not None:
-            remaining[w.name] = max(0.0, w.unit_hours - d.state.work_done.get(w.name, 0.0))
-        if w.deadline_hours is not None:
-            deadlines[w.name] = max(1.0, w.deadline_hours - elapsed_h)
-    caps = d.book.unavailable_capacity(now, hours)
-    multiplier = d.config.stale_hazard_multiplier if snap.stale else 1.0
-    problem = build_problem(
-        snap,
-        d.workloads,
-        serving_demand(d, start, hours),
-        hours=hours,
-        # Stale market data: widen the risk margin (ARCHITECTURE.md).
-        options=PlanOptions(period_hours=1, interruption_multiplier=multiplier),
-        spot_capacity_instances=caps or None,
-        committed_fixed=dict(d.config.committed),
-        previous_instances=prev,
-        remaining_unit_hours=remaining,
-        deadline_hour=deadlines,
-    )
-    try:
-        plan = solve_plan(d, problem)
-    except InfeasiblePlanError as e:
-        log.error(kv("plan_infeasible", error=e, kept_generation=d.state.generation))
-        return
-    summary = {
-        "start": plan.start.isoformat(),
-        "hours": plan.hours,
-        "status": plan.status,
-        "solver": plan.solver,
-        "objective_usd": plan.objective_usd,
-        "planned_cost_by_tier": plan.planned_cost_by_tier(),
-        "epoch": epoch.isoformat(),
-        "work_done": d.state.work_done,
-        "stale_market": snap.stale,
-        "interruption_multiplier": multiplier,
-    }
-    with d.lock:
-        if d.dry_run:
-            gen = d.state.generation + 1
-        else:
-            with d.store.transaction() as tx:
-                gen = tx.record_plan(d.owner, summary, now)
-        d.state = PlanState(plan, gen, now, epoch, d.state.work_done)
-    d.metrics.plan_generation.set(gen)
-    log.info(
-        kv(
-            "plan",
-            generation=gen,
-            status=plan.status,
-            objective_usd=f"{plan.objective_usd:.2f}",
-            solve_s=f"{plan.solve_time_s:.3f}",
+    # --- the plan -----------------------------------------------------------------
+    def propose(
+        self,
+        snap: MarketSnapshot,
+        state: PlanState,
+        progress: Progress,
+        running: Mapping[tuple[str, str, str], float],
+        now: datetime,
+    ) -> Proposal | None:
+        """Solve the rolling horizon from the snapshot's hour (module
+        docstring); ``running`` is the fleet's counts per slot, pinned
+        through the churn cost. None: infeasible (the plan in force stays)."""
+        hours = self._config.horizon_hours
+        start = snap.at.replace(minute=0, second=0, microsecond=0)
+        epoch = state.epoch or start
+        if state.epoch is None:
+            self._lifecycle.set_horizon_start(epoch)
+        elapsed_h = (start - epoch).total_seconds() / 3600.0
+        remaining: dict[str, float] = {}
+        deadlines: dict[str, float] = {}
+        for w in self._workloads.workloads:
+            if w.unit_hours is not None:
+                remaining[w.name] = max(0.0, w.unit_hours - progress.work_done.get(w.name, 0.0))
+            if w.deadline_hours is not None:
+                deadlines[w.name] = max(1.0, w.deadline_hours - elapsed_h)
+        caps = self._book.unavailable_capacity(now, hours)
+        multiplier = self._config.stale_hazard_multiplier if snap.stale else 1.0
+        problem = build_problem(
+            snap,
+            self._workloads,
+            self._serving_demand(start, hours),
+            hours=hours,
+            # Stale market data: widen the risk margin (ARCHITECTURE.md).
+            options=PlanOptions(period_hours=1, interruption_multiplier=multiplier),
+            spot_capacity_instances=caps or None,
+            committed_fixed=dict(self._config.committed),
+            previous_instances=dict(running),
+            remaining_unit_hours=remaining,
+            deadline_hour=deadlines,
         )
-    )
+        try:
+            plan = self._solve(problem)
+        except InfeasiblePlanError as e:
+            log.error(kv("plan_infeasible", error=e, kept_generation=state.generation))
+            return None
+        return Proposal(plan, now, epoch, snap.stale, multiplier)
 
+    def commit(self, proposal: Proposal, state: PlanState, progress: Progress) -> PlanState:
+        """Record ``proposal`` under the next generation: the plan in force
+        from when it was made (call under the daemon's lock): the decisions
+        taken while it was solved count on top of it."""
+        plan, now = proposal.plan, proposal.made_at
+        summary: Json = {
+            "start": plan.start.isoformat(),
+            "hours": plan.hours,
+            "status": plan.status,
+            "solver": plan.solver,
+            "objective_usd": plan.objective_usd,
+            "planned_cost_by_tier": plan.planned_cost_by_tier(),
+            "epoch": proposal.epoch.isoformat(),
+            "work_done": dict(progress.work_done),
+            "stale_market": proposal.stale_market,
+            "interruption_multiplier": proposal.interruption_multiplier,
+        }
+        if self._dry_run:
+            gen = state.generation + 1
+        else:
+            with self._store.transaction() as tx:
+                gen = tx.record_plan(self._owner, summary, now)
+        self._metrics.plan_generation.set(gen)
+        log.info(
+            kv(
+                "plan",
+                generation=gen,
+                status=plan.status,
+                objective_usd=f"{plan.objective_usd:.2f}",
+                solve_s=f"{plan.solve_time_s:.3f}",
+            )
+        )
+        return PlanState(plan, gen, now, proposal.epoch)
 
-def solve_plan(d: Daemon, problem: Any) -> Plan:
-    if d.config.planner == "fast":
-        from broker.planning.optimizer.fast import fast_plan
+    def _solve(self, problem: PlanningProblem) -> Plan:
+        return fast_plan(problem) if self._config.planner == "fast" else solve(problem)
 
-        return fast_plan(problem)
-    from broker.planning.optimizer.solve import solve
-
-    return solve(problem)
-
-
-def track_progress(d: Daemon, fleet: list[Instance], now: datetime) -> None:
-    """Work done by training/batch jobs: live units x throughput x time."""
-    last, d.progress_at = d.progress_at, now
-    if last is None or now <= last:
-        return
-    hours = (now - last).total_seconds() / 3600.0
-    for inst in fleet:
-        w = d.book.workload(inst.workload)
-        if w is None or w.workload_class is WorkloadClass.SERVING:
-            continue
-        itype = inst.pool_key.split("/")[-1]
-        work = inst.units * w.throughput_of(itype) * hours
-        d.state.work_done[w.name] = d.state.work_done.get(w.name, 0.0) + work
-    report = getattr(d.lifecycle, "report_progress", None)
-    if report is not None:
-        for name, done in d.state.work_done.items():
-            report(name, done)
+    def _serving_demand(self, start: datetime, hours: int) -> dict[str, FloatArray]:
+        """Serving demand per workload: the demand file's window, else (or
+        outside the file) the workloads' own shapes."""
+        ws, cfg = self._workloads, self._config
+        if cfg.demand is not None:
+            if self._demand is None:
+                self._demand = load_demand(cfg.demand, ws, seed=cfg.demand_seed)
+            try:
+                window = self._demand.window(start, hours)
+                return {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
+            except ValueError:
+                log.warning(kv("demand_outside_file", start=start.isoformat(), fallback="shapes"))
+        shapes = DemandSet.from_shapes(ws, start, hours, cfg.demand_seed)
+        return {n: s.to_numpy(dtype=float) for n, s in shapes.serving.items()}

@@ -11,13 +11,13 @@ Must not: hold any logic of a job (the ``Daemon`` methods do).
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from broker.daemon.daemon import Daemon
 from broker.daemon.executor import kv
-
-if TYPE_CHECKING:
-    from broker.daemon.daemon import Daemon
 
 __all__ = ["run_scheduled"]
 
@@ -27,10 +27,6 @@ log = logging.getLogger("spotfolio.daemon")
 def run_scheduled(daemon: Daemon, *, metrics_port: int | None = None) -> None:
     """Run the daemon's jobs on APScheduler until stopped (SIGTERM/SIGINT or a
     fatal error); releases the lease on the way out."""
-    import signal
-
-    from apscheduler.schedulers.background import BackgroundScheduler
-
     iv = daemon.config.intervals
     if metrics_port:
         daemon.metrics.serve(metrics_port)

@@ -17,11 +17,11 @@ from typing import Any
 import boto3
 import pytest
 
-from broker.daemon.accelerated import default_lifecycle
 from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
+from broker.daemon.wiring import default_lifecycle
 from markets.aws.provider import open_aws_provider
 from markets.clock import ManualClock
 from markets.fleet import NoticeKind

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.daemon.accelerated import default_lifecycle
 from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
+from broker.daemon.wiring import default_lifecycle
 from markets.clock import ManualClock
 from markets.gcp.sdk import CallPolicy
 from markets.model import Tier

@@ -16,11 +16,11 @@ from typing import Any, ClassVar
 import pytest
 from sqlalchemy import select
 
-from broker.daemon.accelerated import default_lifecycle
 from broker.daemon.config import DaemonConfig, load_daemon_config
 from broker.daemon.daemon import Daemon
 from broker.daemon.store.schema import actions_t
 from broker.daemon.store.store import Store
+from broker.daemon.wiring import default_lifecycle
 from broker.lifecycle import LifecycleManager
 from markets.clock import ManualClock
 from markets.errors import InputError, TransientError

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from broker.daemon.accelerated import default_lifecycle
 from broker.daemon.config import DaemonConfig, Intervals
 from broker.daemon.daemon import Daemon, LeaseHeldError
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
+from broker.daemon.wiring import default_lifecycle
 from markets.clock import ManualClock
 from markets.errors import ThrottledError
 from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest

@@ -1,0 +1,90 @@
+"""What the daemon needs of the lifecycle manager, and nothing more.
+
+Owns: ``Lifecycle`` (the protocol every daemon job is typed against: each
+method and property the daemon calls on ``broker.lifecycle.LifecycleManager``,
+with the manager's own value types) and ``Json`` (a JSON object as the
+store keeps it: decision payloads and break-glass stretch records).
+
+``LifecycleManager`` satisfies the protocol statically: the daemon's wiring
+(``broker.daemon.wiring.default_lifecycle``) assigns one to a ``Lifecycle``
+variable, so mypy fails when either side drifts. A test double implements
+the whole protocol (``tests.fakes.lifecycle.QuietLifecycle`` does nothing),
+never a part of it probed with ``getattr``.
+
+Must not: hold any logic, or name the concrete manager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from broker.lifecycle import Decision, SpotReturn
+from markets.fleet import Instance, Notice
+from markets.model import MarketSnapshot, Tier
+
+__all__ = ["Json", "Lifecycle"]
+
+# A JSON object: what the store's JSON columns hold (SQLAlchemy's JSON type
+# reads back untyped values, so the payload's values are Any).
+Json = dict[str, Any]
+
+
+class Lifecycle(Protocol):
+    """The lifecycle manager as the daemon uses it (``broker.lifecycle``)."""
+
+    # --- inputs besides notices ------------------------------------------------
+    def on_market(self, snapshot: MarketSnapshot) -> None:
+        """A new market snapshot (the clouds we launch in only)."""
+        ...
+
+    def set_horizon_start(self, at: datetime) -> None:
+        """The plan epoch: ``deadline_hours`` count from here."""
+        ...
+
+    def report_progress(self, workload: str, done_unit_hours: float) -> None:
+        """Work a training or batch job has done so far."""
+        ...
+
+    def restore_break_glass(self, committed_usd: float, stretches: Sequence[Json] = ()) -> None:
+        """After a restart: the store's break-glass total and the stretches
+        still open (``stretch_state`` records)."""
+        ...
+
+    # --- notices ----------------------------------------------------------------
+    def handle(
+        self, notice: Notice, fleet: Sequence[Instance], snapshot: MarketSnapshot
+    ) -> Decision:
+        """One decision for one notice."""
+        ...
+
+    def record_launch_failure(
+        self, pool_key: str, tier: Tier = ..., *, notice_id: str | None = ...
+    ) -> None:
+        """A pool refused capacity (for the decision of ``notice_id``, if any)."""
+        ...
+
+    def withdraw(self, notice_id: str) -> None:
+        """The daemon refused this notice's decision (its budget or cap guard)."""
+        ...
+
+    def stretch_state(self, alloc_id: str) -> Json | None:
+        """An open break-glass stretch as JSON, for the store (``None``: not open)."""
+        ...
+
+    # --- break-glass upkeep -----------------------------------------------------
+    def upkeep_due_at(self) -> datetime | None:
+        """When ``tick`` must next run (``None``: no stretch open)."""
+        ...
+
+    def tick(
+        self, now: datetime | None, fleet: Sequence[Instance], snapshot: MarketSnapshot
+    ) -> Sequence[SpotReturn]:
+        """Return, extend or end break-glass stretches."""
+        ...
+
+    @property
+    def break_glass_committed_usd(self) -> float:
+        """Break-glass dollars committed or spent so far."""
+        ...

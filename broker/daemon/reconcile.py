@@ -1,0 +1,116 @@
+"""The reconcile job: close the gap between the plan in force and the fleet.
+
+Owns: ``ReconcileJob``: ``desired`` (the plan's current hour, the decisions
+taken since the plan was made, pools that refused capacity swapped for the
+next acceptable one, running instances kept where the plan only moved them
+to an equivalent pool) and ``run`` (the requests that close the gap, carried
+out). The arithmetic is ``broker.planning.reconcile``'s and
+``broker.daemon.book``'s; this module runs it against the fleet.
+
+Level-triggered: every run compares the desired counts with the fleet as
+listed now; nothing depends on what the previous run did. Launches go first
+(serving capacity before savings). A pool that refuses capacity is marked
+unavailable and the diff is taken again, so the next acceptable pool gets its
+count before anything is terminated (``_PASSES`` at most).
+
+Must not: take the daemon's lock (the daemon holds it around ``run``), or
+call the provider's mutating API except through the launcher and executor.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
+from broker.daemon.executor import Executor, Request
+from broker.daemon.launch import Launcher
+from broker.daemon.plan import PlanState
+from broker.daemon.store.store import Store
+from broker.planning.reconcile import Slot, apply_deltas, desired_now, diff, live_ours
+from markets.fleet import Instance, LaunchRequest, TerminateRequest
+from markets.protocols import Provider
+from policies.workloads.spec import WorkloadSet
+
+__all__ = ["STICK_MARGIN", "ReconcileJob"]
+
+# Move running capacity to an equivalent pool only if it is this much cheaper
+# (assumption: a cold start of ~3 min plus warm-up is worth ~10 % of an hour).
+STICK_MARGIN = 0.10
+_PASSES = 3  # diffs per reconcile when pools refuse capacity
+
+
+class ReconcileJob:
+    """Desired counts from the plan, and the requests that reach them."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        store: Store,
+        book: FleetBook,
+        executor: Executor,
+        launcher: Launcher,
+        workloads: WorkloadSet,
+        *,
+        owner: str,
+        listing_grace_s: float,
+        dry_run: bool = False,
+    ) -> None:
+        self._provider = provider
+        self._store = store
+        self._book = book
+        self._executor = executor
+        self._launcher = launcher
+        self._workloads = workloads
+        self._owner = owner
+        self._grace_s = listing_grace_s
+        self._dry_run = dry_run
+
+    def view(self, now: datetime) -> list[Instance]:
+        """The fleet as listed now (``FleetBook.view``; synced to the store
+        unless in a dry run)."""
+        return self._book.view(
+            self._provider, self._store, now, self._grace_s, sync=not self._dry_run
+        )
+
+    def desired(self, state: PlanState, now: datetime) -> dict[Slot, int]:
+        """The plan's current hour, the lifecycle's decisions since the plan,
+        and unavailable pools swapped for the next acceptable one."""
+        if state.plan is None:
+            return {}
+        want = desired_now(state.plan, now, self._workloads)
+        if state.created_at is not None:
+            with self._store.transaction() as tx:
+                decisions = tx.decisions(self._owner, since=state.created_at)
+            want = apply_deltas(want, decision_deltas(decisions))
+        book = self._book
+        want = substitute(want, book, now)
+        return stick(want, book.counts(book.last_fleet), book, STICK_MARGIN)
+
+    def run(self, state: PlanState, fleet: list[Instance], now: datetime) -> list[Request]:
+        """Close the gap between ``desired`` and ``fleet``; returns the
+        requests sent (module docstring: launches first, then another diff
+        when a pool refused, then terminations)."""
+        done: list[Request] = []
+        requests: list[Request] = []
+        for _ in range(_PASSES):
+            doomed = self._book.doomed_ids(now)
+            requests = diff(
+                self.desired(state, now), fleet, state.generation, self._owner, doomed=doomed
+            )
+            requests = self._book.within_budget(requests, fleet, now)
+            alive = [i.instance_id for i in live_ours(fleet, self._owner)]
+            refused = False
+            for req in requests:
+                if isinstance(req, LaunchRequest):
+                    req = self._executor.resolve_launch_key(req, alive)
+                    ctx = {"source": "reconcile"}
+                    refused |= self._launcher.launch(req, context=ctx, fallback=False) is None
+                    done.append(req)
+            if not refused:
+                break
+            fleet = self.view(now)
+        for req in requests:
+            if isinstance(req, TerminateRequest):
+                self._executor.run(req, context={"source": "reconcile"})
+                done.append(req)
+        return done

@@ -1,0 +1,144 @@
+"""The daemon's jobs one at a time, each built with only its collaborators
+and a lifecycle that decides nothing (``tests.fakes.lifecycle``)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from broker.daemon.book import FleetBook
+from broker.daemon.config import Backoff, DaemonConfig
+from broker.daemon.executor import Executor
+from broker.daemon.keys import fallback_key
+from broker.daemon.launch import Launcher
+from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.plan import PlanJob, Progress
+from broker.daemon.store.store import DecisionRecord, Store
+from broker.daemon.stretches import StretchJob
+from markets.clock import ManualClock
+from markets.errors import TransientError
+from markets.fleet import Instance, InstanceState, LaunchRequest
+from markets.model import MarketSnapshot, Tier
+from markets.sim.cloud import SimCloud, SimOptions
+from policies.workloads.spec import WorkloadSet, parse_workloads
+from tests.fakes.lifecycle import QuietLifecycle
+from tests.fakes.tiny_market import T0, TinyMarket, pool_key
+
+A, B, C = pool_key("a"), pool_key("b"), pool_key("c")
+OWNER = "me"
+
+
+def _workloads() -> WorkloadSet:
+    return parse_workloads(
+        {"workloads": [{"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
+                        "throughput": {"p3.2xlarge": 1.0}, "unit_hours": 100,
+                        "deadline_hours": 500, "max_units": 8}]}
+    )  # fmt: skip
+
+
+class FlakyMarket(TinyMarket):
+    """A market whose snapshot fails while ``down``."""
+
+    down = False
+
+    def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
+        if self.down:
+            raise TransientError("pricing API unavailable")
+        return super().snapshot(at)
+
+
+def _plan_job(market: TinyMarket, lc: QuietLifecycle) -> tuple[PlanJob, FleetBook]:
+    ws = _workloads()
+    book = FleetBook(OWNER, ws)
+    config = DaemonConfig.model_validate({"owner": OWNER, "planner": "fast"})
+    job = PlanJob(
+        config, ws, market, Store("sqlite://"), book, lc, ManualClock(T0), DaemonMetrics()
+    )
+    return job, book
+
+
+def test_a_refused_launch_moves_to_the_next_pool_under_a_derived_key() -> None:
+    clock = ManualClock(T0)
+    market = TinyMarket(spot_usd={A: 0.5})  # A is the cheapest: tried first
+    cloud = SimCloud(market, clock, SimOptions())
+    cloud.exhaust(A, until=T0 + timedelta(days=1))
+    store = Store("sqlite://")
+    book = FleetBook(OWNER, _workloads())
+    book.set_snapshot(market.snapshot(T0))
+    executor = Executor(cloud, store, OWNER, clock, DaemonMetrics(), Backoff())
+    lc = QuietLifecycle()
+    launcher = Launcher(executor, book, lc, clock, unavailable_ttl_s=600)
+    req = LaunchRequest(idempotency_key="sf-test-1", pool_key=A, tier=Tier.SPOT,
+                        workload="sweeps", count=2, owner=OWNER, plan_generation=0)  # fmt: skip
+
+    ids = launcher.launch(req, context={"source": "test"}, notice_ids=["n-1"])
+
+    assert ids is not None and len(ids) == 2
+    assert {i.pool_key for i in cloud.alive()} == {B}  # B and C tie on price: by key
+    assert lc.called("record_launch_failure") == [(A, Tier.SPOT, "n-1")]
+    assert book.is_unavailable(A, Tier.SPOT, clock.now())
+    assert not book.is_unavailable(A, Tier.SPOT, clock.now() + timedelta(seconds=601))
+    with store.transaction() as tx:
+        assert tx.action(fallback_key("sf-test-1", B)) is not None
+    # Without fallback a refusal is reported to the caller, nothing launched.
+    again = req.model_copy(update={"idempotency_key": "sf-test-2"})
+    assert launcher.launch(again, context={}, fallback=False) is None
+    assert len(cloud.alive()) == 2
+
+
+def test_keeps_the_last_good_snapshot_marked_stale_when_the_market_fails() -> None:
+    market = FlakyMarket()
+    lc = QuietLifecycle()
+    job, book = _plan_job(market, lc)
+    first = job.refresh_market(None, force=True)
+    assert not first.stale and book.snapshot is first
+    assert job.refresh_market(first, force=False) is first  # fresh enough: kept as is
+    market.down = True
+    kept = job.refresh_market(first, force=True)
+    assert kept.stale and kept.at == first.at and book.snapshot is kept
+    assert [c[0] for c in lc.called("on_market")] == [first, kept]
+    with pytest.raises(TransientError):  # nothing good to keep
+        job.refresh_market(None, force=True)
+
+
+def test_progress_counts_work_since_the_last_count_and_reports_each_job() -> None:
+    lc = QuietLifecycle()
+    job, _book = _plan_job(TinyMarket(), lc)
+    fleet = [
+        Instance(instance_id=f"i-{k}", pool_key=A, tier=Tier.SPOT, workload="sweeps",
+                 state=InstanceState.RUNNING, units=1, launched_at=T0)
+        for k in range(3)
+    ]  # fmt: skip
+    start = job.track_progress(Progress(), fleet, T0)
+    assert start == Progress({}, T0) and lc.called("report_progress") == []
+    later = job.track_progress(start, fleet, T0 + timedelta(hours=2))
+    assert later.work_done == {"sweeps": pytest.approx(6.0)} and later.at == T0 + timedelta(hours=2)
+    assert start.work_done == {}  # a new value; the old one is unchanged
+    assert lc.called("report_progress") == [("sweeps", pytest.approx(6.0))]
+
+
+def test_a_restart_hands_the_lifecycle_the_store_total_and_the_stretches_still_open() -> None:
+    store = Store("sqlite://")
+    still_open = {"alloc_id": "n-1", "open_usd": 4.0}
+
+    def rec(nid: str | None, kind: str, usd: float, payload: dict[str, object]) -> DecisionRecord:
+        return DecisionRecord(nid, kind, "sweeps", kind, 0.0, usd, payload, T0)
+
+    with store.transaction() as tx:
+        tx.record_decision(OWNER, rec("n-1", "break_glass", 4.0, {"stretch": still_open}))
+        tx.record_decision(OWNER, rec("n-2", "break_glass", 3.0, {"stretch": {"alloc_id": "n-2"}}))
+        tx.record_decision(
+            OWNER, rec("tick:1", "end", -1.0, {"allocation_id": "n-2", "stretch": None})
+        )
+    lc = QuietLifecycle()
+    clock = ManualClock(T0)
+    cloud = SimCloud(TinyMarket(), clock, SimOptions())
+    executor = Executor(cloud, store, OWNER, clock, DaemonMetrics(), Backoff())
+    book = FleetBook(OWNER, _workloads())
+    launcher = Launcher(executor, book, lc, clock, unavailable_ttl_s=600)
+    job = StretchJob(lc, store, executor, launcher, clock, DaemonMetrics(), owner=OWNER)
+
+    job.restore()
+
+    assert lc.called("restore_break_glass") == [(pytest.approx(6.0), [still_open])]
