@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from markets.keys import CommitmentKey
 from markets.model import Tier
 
 __all__ = ["ALLOCATION_COLUMNS", "Commitment", "Plan", "WorkloadExplanation"]
@@ -47,8 +48,12 @@ class Commitment:
     term_years: int
 
     @property
+    def key(self) -> CommitmentKey:
+        return CommitmentKey.parse(self.group)
+
+    @property
     def instance_type(self) -> str:
-        return self.group.split("/")[2]
+        return self.key.instance_type
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,10 @@ class Plan:
     integral: bool
     unmet_unit_hours: dict[str, float] = field(default_factory=dict)
     explanations: dict[str, WorkloadExplanation] = field(default_factory=dict)
+    # How the plan was made: numbers and names (build_s, gap, method, solves,
+    # ...). Any, not float | int | str | None, because its readers outside the
+    # planner (bench.solver, cli.whatif) index it loosely and compare values
+    # as numbers; narrowing it is theirs to do with this type.
     meta: dict[str, Any] = field(default_factory=dict)
 
     def committed_instances(self) -> dict[str, int]:
