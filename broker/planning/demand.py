@@ -348,6 +348,7 @@ def _read_yaml(
     if unknown:
         raise InputError(source, unknown[0], "one of start, hours, workloads")
     begin = _yaml_start(data.get("start", start), source)
+    # A parsed YAML mapping: PyYAML's values are Any; each is checked below.
     entries: dict[str, Any] = data["workloads"]
     lengths = {len(v) for v in entries.values() if isinstance(v, list)}
     count = data.get("hours", hours)
@@ -386,7 +387,9 @@ def _yaml_start(value: object, source: str) -> pd.Timestamp:
     return stamp
 
 
-def _yaml_values(entry: list[Any], index: pd.DatetimeIndex, source: str, where: str) -> pd.Series:
+def _yaml_values(
+    entry: list[object], index: pd.DatetimeIndex, source: str, where: str
+) -> pd.Series:
     if len(entry) != len(index):
         raise InputError(source, where, f"{len(index)} hourly values", got=f"{len(entry)} values")
     for i, v in enumerate(entry):

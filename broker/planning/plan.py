@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,7 +18,9 @@ import pandas as pd
 from markets.keys import CommitmentKey
 from markets.model import Tier
 
-__all__ = ["ALLOCATION_COLUMNS", "Commitment", "Plan", "WorkloadExplanation"]
+__all__ = ["ALLOCATION_COLUMNS", "Commitment", "Plan", "PlanMetaValue", "WorkloadExplanation"]
+
+PlanMetaValue = float | int | str | None  # a figure or a name; None: not known
 
 # One row per (period, workload, tier, pool) with instances > 0.
 ALLOCATION_COLUMNS = [
@@ -102,11 +103,8 @@ class Plan:
     integral: bool
     unmet_unit_hours: dict[str, float] = field(default_factory=dict)
     explanations: dict[str, WorkloadExplanation] = field(default_factory=dict)
-    # How the plan was made: numbers and names (build_s, gap, method, solves,
-    # ...). Any, not float | int | str | None, because its readers outside the
-    # planner (bench.solver, cli.whatif) index it loosely and compare values
-    # as numbers; narrowing it is theirs to do with this type.
-    meta: dict[str, Any] = field(default_factory=dict)
+    # How the plan was made: build_s, gap, lower_bound_usd, method, solves, ...
+    meta: dict[str, PlanMetaValue] = field(default_factory=dict)
 
     def committed_instances(self) -> dict[str, int]:
         return {c.group: c.instances for c in self.commitments if c.instances > 0}

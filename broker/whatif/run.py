@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +53,7 @@ class Scenario:
     plan: Plan
     bill: Bill
 
-    def to_dict(self, on_demand_total: float, workloads: WorkloadSet) -> dict[str, Any]:
+    def to_dict(self, on_demand_total: float, workloads: WorkloadSet) -> dict[str, object]:
         by_class: dict[str, float] = {c.value: 0.0 for c in WorkloadClass}
         for w in workloads.workloads:
             by_class[w.workload_class.value] += self.bill.unmet_unit_hours.get(w.name, 0.0)
