@@ -18,6 +18,8 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from markets.clock import ensure_utc
+from markets.errors import InputError
+from markets.keys import PoolKey
 
 __all__ = [
     "Hazard",
@@ -91,17 +93,29 @@ class Pool(_Frozen):
         return self
 
     @property
+    def pool_key(self) -> PoolKey:
+        """The pool's identity as a value (``markets.keys``)."""
+        return PoolKey(self.provider.value, self.region, self.zone, self.instance_type)
+
+    @property
     def key(self) -> str:
         """Stable string id: ``aws/us-east-1/us-east-1a/p3.2xlarge``."""
-        return f"{self.provider.value}/{self.region}/{self.zone}/{self.instance_type}"
+        return str(self.pool_key)
 
     @classmethod
     def from_key(cls, key: str) -> Pool:
-        parts = key.split("/")
-        if len(parts) != 4:
-            raise ValueError(f"pool key {key!r}: expected provider/region/zone/instance_type")
-        provider, region, zone, itype = parts
-        return cls(provider=Provider(provider), region=region, zone=zone, instance_type=itype)
+        """The pool a key names; ``ValueError`` (pydantic's, or a malformed
+        key's) when it names none, as the adapters that call it expect."""
+        try:
+            k = PoolKey.parse(key)
+        except InputError as e:
+            raise ValueError(str(e)) from e
+        return cls(
+            provider=Provider(k.provider),
+            region=k.region,
+            zone=k.zone,
+            instance_type=k.instance_type,
+        )
 
     def __str__(self) -> str:
         return self.key

@@ -1,4 +1,4 @@
-"""Effective cost of every (workload, pool, tier): the optimizer's price list.
+"""Effective cost of every (workload, pool, tier): the price list every decision reads.
 
 Owns: ``CostEntry`` and ``cost_entries`` — for one workload and one pool, the
 throughput factor, the spot time factor (``T_total / T_prod`` from
@@ -7,22 +7,32 @@ pool's hazard) and the resulting dollars per *productive reference* unit-hour on
 each tier. Pools where spot can never finish are kept with spot marked
 unusable, never with an infinite or negative price.
 
+``CostTable`` is those entries for every workload of one market snapshot under
+one ``CostOptions`` (commitment term, hazard multiplier, checkpoint write
+time), computed once (``CostTable.compute``) and indexed for the lookups its
+readers make: a workload's entries in effective-spot order (the optimizer,
+the lifecycle's rankings, the committed sweep), one (workload, pool) entry,
+the cheapest entry per tier (the baselines, billing), a pool's snapshot. The
+composition point that has the snapshot computes the table and hands the same
+object to every part; nothing downstream recomputes it.
+
 Must not: do I/O or choose anything (the optimizer chooses).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from markets.errors import SpotNeverFinishesError
-from markets.model import PoolSnapshot, Tier
+from markets.errors import InputError, SpotNeverFinishesError
+from markets.keys import PoolKey
+from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.checkpoint import NOTICE_SECONDS
 from policies.effective_cost import spot_time_factor
-from policies.workloads.spec import Workload, WorkloadClass
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
-__all__ = ["CostEntry", "cost_entries", "spot_factor"]
+__all__ = ["CostEntry", "CostOptions", "CostTable", "cost_entries", "spot_factor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +56,26 @@ class CostEntry:
     @property
     def work_per_instance_hour(self) -> float:
         return self.units_per_instance * self.throughput
+
+    @property
+    def key(self) -> PoolKey:
+        """The pool as a value (parsed once per distinct key, ``markets.keys``)."""
+        return PoolKey.parse(self.pool_key)
+
+
+@dataclass(frozen=True, slots=True)
+class CostOptions:
+    """What an effective cost depends on besides the market and the workload.
+
+    ``term_years``: the commitment term priced (1 or 3). ``interruption_multiplier``:
+    every pool's hazard counts this many times over (a stress test, or the
+    wider margin of a stale snapshot). ``checkpoint_write_seconds``: overrides
+    every job's checkpoint write time (``None``: each workload's own).
+    """
+
+    term_years: int = 1
+    interruption_multiplier: float = 1.0
+    checkpoint_write_seconds: float | None = None
 
 
 def spot_factor(
@@ -154,3 +184,130 @@ def cost_entries(
 
 def _or_inf(x: float | None) -> float:
     return math.inf if x is None else x
+
+
+@dataclass(frozen=True, eq=False)
+class CostTable:
+    """Every workload's ``CostEntry`` list in one snapshot, under one ``CostOptions``.
+
+    Build it with ``compute``; the fields are its indexes. ``by_workload``:
+    workload name -> entries, cheapest effective spot first (as
+    ``cost_entries``). ``by_pool``: (workload, pool key) -> entry.
+    ``cheapest_by_tier``: (workload, tier) -> the entry with the lowest price
+    per work-hour on that tier, ties to the workload's preferred type, then to
+    the first listed. ``pools``: pool key -> the snapshot's ``PoolSnapshot``.
+    Compared by identity: two tables are the same table only if they are one
+    object.
+    """
+
+    snapshot: MarketSnapshot
+    workloads: WorkloadSet
+    options: CostOptions
+    by_workload: Mapping[str, tuple[CostEntry, ...]]
+    by_pool: Mapping[tuple[str, str], CostEntry]
+    cheapest_by_tier: Mapping[tuple[str, Tier], CostEntry]
+    pools: Mapping[str, PoolSnapshot]
+
+    @classmethod
+    def compute(
+        cls,
+        snapshot: MarketSnapshot,
+        workloads: WorkloadSet,
+        options: CostOptions | None = None,
+    ) -> CostTable:
+        """The table of ``workloads`` on ``snapshot``'s pools (one pass per workload)."""
+        opts = options or CostOptions()
+        by_workload: dict[str, tuple[CostEntry, ...]] = {}
+        by_pool: dict[tuple[str, str], CostEntry] = {}
+        cheapest: dict[tuple[str, Tier], CostEntry] = {}
+        for w in workloads.workloads:
+            entries = tuple(
+                cost_entries(
+                    w,
+                    snapshot.pools,
+                    term_years=opts.term_years,
+                    interruption_multiplier=opts.interruption_multiplier,
+                    checkpoint_write_seconds=opts.checkpoint_write_seconds,
+                )
+            )
+            by_workload[w.name] = entries
+            for e in entries:
+                by_pool[(w.name, e.pool_key)] = e
+            for tier in Tier:
+                best = _cheapest(entries, tier)
+                if best is not None:
+                    cheapest[(w.name, tier)] = best
+        return cls(
+            snapshot=snapshot,
+            workloads=workloads,
+            options=opts,
+            by_workload=by_workload,
+            by_pool=by_pool,
+            cheapest_by_tier=cheapest,
+            pools=snapshot.by_key(),
+        )
+
+    def entries(self, workload: str) -> tuple[CostEntry, ...]:
+        """``workload``'s entries, cheapest effective spot first."""
+        found = self.by_workload.get(workload)
+        if found is None:
+            raise KeyError(
+                f"workload {workload!r} is not in this cost table "
+                f"(it has {', '.join(self.by_workload) or 'none'})"
+            )
+        return found
+
+    def entry(self, workload: str, pool_key: str) -> CostEntry | None:
+        """``workload`` on ``pool_key`` (``None``: the pool is not in the
+        snapshot or offers no type the workload accepts)."""
+        return self.by_pool.get((workload, pool_key))
+
+    def cheapest(self, workload: str, tier: Tier) -> CostEntry | None:
+        """The entry with the lowest price per work-hour on ``tier`` (``None``:
+        no pool offers the tier to this workload)."""
+        return self.cheapest_by_tier.get((workload, tier))
+
+    def cheapest_usd_per_work_hour(self, workload: str, tier: Tier) -> float:
+        """Dollars per productive reference unit-hour on ``tier``'s cheapest
+        entry (``inf`` when the tier is not offered)."""
+        e = self.cheapest(workload, tier)
+        price = None if e is None else e.usd_per_work_hour[tier]
+        return math.inf if price is None else price
+
+    def pool(self, key: str) -> PoolSnapshot:
+        return self.pools[key]
+
+    def check(
+        self,
+        snapshot: MarketSnapshot,
+        workloads: WorkloadSet,
+        options: CostOptions | None = None,
+    ) -> None:
+        """``InputError`` unless this is the table of ``snapshot``,
+        ``workloads`` (and ``options``, when given): a table handed over
+        from elsewhere must price what its reader is deciding on."""
+        if self.snapshot is not snapshot and self.snapshot != snapshot:
+            raise InputError(
+                "costs",
+                "snapshot",
+                f"the cost table of the snapshot at {snapshot.at.isoformat()} ({snapshot.source})",
+                got=f"{self.snapshot.at.isoformat()} ({self.snapshot.source})",
+            )
+        if self.workloads is not workloads and self.workloads != workloads:
+            raise InputError(
+                "costs",
+                "workloads",
+                f"the cost table of workloads {', '.join(workloads.names())}",
+                got=", ".join(self.workloads.names()),
+            )
+        if options is not None and options != self.options:
+            raise InputError(
+                "costs", "options", f"a cost table priced with {options}", got=self.options
+            )
+
+
+def _cheapest(entries: Iterable[CostEntry], tier: Tier) -> CostEntry | None:
+    usable = [e for e in entries if e.usd_per_work_hour[tier] is not None]
+    return min(
+        usable, key=lambda e: (_or_inf(e.usd_per_work_hour[tier]), e.preference_rank), default=None
+    )

@@ -2,7 +2,9 @@
 
 Owns: ``run``. Hourly demand for the example fleet over ``days``, real or
 default market. Compared, all billed alike on the actual demand and the actual
-hourly spot market (``broker.whatif.billing``): all on-demand; committed at the
+hourly spot market (``broker.whatif.billing``), all priced from one cost table
+of the starting snapshot (each rolling step plans on the snapshot of then,
+with its own table): all on-demand; committed at the
 quantile rule + on-demand; a static ASG-like mix; Spotfolio's rolling horizon
 (plans 24 h ahead on a forecast re-made each step from the history known then
 and the market snapshot of then, keeps ``step_hours``, re-plans); and the
@@ -15,17 +17,27 @@ Must not: assert targets (the report states them beside the figures).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
 import numpy as np
 
 from broker.planning.demand import DemandSet
-from broker.planning.optimizer.problem import PlanOptions, build_problem
+from broker.planning.optimizer.problem import (
+    FloatArray,
+    PlanningProblem,
+    PlanOptions,
+    _capacity,
+    build_problem,
+)
+from broker.planning.plan import Plan
+from broker.planning.rolling import RollingState, rolling_horizon
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import MarketActuals, bill_plan
 from broker.whatif.run import HISTORY_DAYS, _actual_demand, _actuals
+from markets.model import MarketSnapshot
 from markets.protocols import PriceSource
+from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet, default_workloads
 
 __all__ = ["run"]
@@ -39,9 +51,9 @@ def run(
     step_hours: int = 6,
     horizon_hours: int = 24,
     workloads: WorkloadSet | None = None,
-) -> dict[str, Any]:
-    from broker.planning.optimizer.solve import solve
-    from broker.planning.rolling import RollingState, rolling_horizon
+) -> dict[str, object]:
+    """The setting's report (a JSON object: ``policies``, ``solves``, ``seconds``)."""
+    from broker.planning.optimizer.solve import solve  # PuLP only when planning
 
     ws = workloads or default_workloads()
     t_all = time.perf_counter()
@@ -54,8 +66,9 @@ def run(
     actual = _actual_demand(demand, ws, start, hours)
     actuals = _actuals(market, snapshot, start, hours)
     forecast0 = {n: f.point.to_numpy(dtype=float) for n, f in demand.forecast(start, hours).items()}
+    costs = CostTable.compute(snapshot, ws)  # every plan here uses the default cost options
 
-    def window(t: int, state: RollingState) -> Any:
+    def window(t: int, state: RollingState) -> PlanningProblem:
         at = start + timedelta(hours=t)
         snap_t = market.snapshot(at)
         fc = {n: f.point.to_numpy(dtype=float)
@@ -78,22 +91,22 @@ def run(
     # forecast buys, then roll the hourly split with them fixed.
     t = time.perf_counter()
     long_plan = solve(build_problem(snapshot, ws, forecast0, hours=hours,
-                                    options=PlanOptions(period_hours=6)))  # fmt: skip
+                                    options=PlanOptions(period_hours=6), costs=costs))  # fmt: skip
     initial = RollingState(committed=long_plan.committed_instances())
     rolled = rolling_horizon(window, hours, step_hours=step_hours, initial=initial)
     rolling_s = time.perf_counter() - t
 
     t = time.perf_counter()
-    hindsight = _hindsight(snapshot, ws, actual, actuals, hours)
+    hindsight = _hindsight(snapshot, ws, actual, actuals, hours, costs)
     hindsight_s = time.perf_counter() - t
     plans = {
-        "on_demand": all_on_demand(snapshot, ws, forecast0, hours),
-        "committed_quantile": committed_quantile(snapshot, ws, forecast0, hours),
-        "static_mix": static_mix(snapshot, ws, forecast0, hours),
+        "on_demand": all_on_demand(snapshot, ws, forecast0, hours, costs=costs),
+        "committed_quantile": committed_quantile(snapshot, ws, forecast0, hours, costs=costs),
+        "static_mix": static_mix(snapshot, ws, forecast0, hours, costs=costs),
         "spotfolio_rolling": rolled.plan,
         "hindsight": hindsight,
     }
-    bills = {n: bill_plan(p, ws, actual, snapshot, actuals) for n, p in plans.items()}
+    bills = {n: bill_plan(p, ws, actual, snapshot, actuals, costs=costs) for n, p in plans.items()}
     best = bills["hindsight"].total_usd
     serving = [w.name for w in ws.of_class(WorkloadClass.SERVING)]
     return {
@@ -118,16 +131,15 @@ def run(
     }  # fmt: skip
 
 
-def _hindsight(snapshot: Any, ws: WorkloadSet, actual: dict[str, Any],
-               actuals: MarketActuals, hours: int) -> Any:  # fmt: skip
+def _hindsight(snapshot: MarketSnapshot, ws: WorkloadSet, actual: Mapping[str, FloatArray],
+               actuals: MarketActuals, hours: int, costs: CostTable) -> Plan:  # fmt: skip
     """The MILP with perfect knowledge: actual demand, hourly spot prices, and
     spot capacity scaled by the share of each hour it could be held."""
-    from broker.planning.optimizer.problem import _capacity
-    from broker.planning.optimizer.solve import solve
+    from broker.planning.optimizer.solve import solve  # PuLP only when planning
 
     opts = PlanOptions(period_hours=1 if hours <= 24 * 7 else 3)
-    prices: dict[str, Any] = {}
-    caps: dict[str, Any] = {}
+    prices: dict[str, FloatArray] = {}
+    caps: dict[str, FloatArray] = {}
     for p in snapshot.pools:
         key = p.pool.key
         if key in actuals.spot_usd_per_hour:
@@ -136,5 +148,5 @@ def _hindsight(snapshot: Any, ws: WorkloadSet, actual: dict[str, Any],
         held = actuals.spot_available.get(key)
         base = _capacity(p, opts.spot_units_at_score_10)
         caps[key] = np.full(hours, base) if held is None else base * np.nan_to_num(held, nan=1.0)
-    return solve(build_problem(snapshot, ws, actual, hours=hours, options=opts,
+    return solve(build_problem(snapshot, ws, actual, hours=hours, options=opts, costs=costs,
                                spot_prices=prices, spot_capacity_instances=caps))  # fmt: skip

@@ -23,11 +23,13 @@ from broker.lifecycle.choices import (
 )
 from broker.lifecycle.stretches import BreakGlassBook
 from broker.lifecycle.values import DecisionKind, LaunchIntent, LifecycleConfig
-from broker.lifecycle.view import Candidate, Candidates, FleetView, Pending, instance_type, zone_key
+from broker.lifecycle.view import Candidate, Candidates, FleetView, Pending
 from markets.fleet import Instance
+from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
 from policies.breakglass import resize_block_reason
-from policies.workloads.spec import Workload, WorkloadClass
+from policies.cost_table import CostOptions, CostTable
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["Chooser", "Outcome"]
 
@@ -42,11 +44,22 @@ class Outcome:
 
 
 class Chooser:
-    """The recorded choices; the state they read and write lives here."""
+    """The recorded choices; the state they read and write lives here.
+
+    ``on_market`` takes a snapshot: a new one (another object) gets its cost
+    table computed there, once, for every workload (the stale multiplier on
+    its hazards when the snapshot is stale); each workload's ranking is then
+    read from that table on first use."""
 
     def __init__(
-        self, config: LifecycleConfig, guards: Guards, book: BreakGlassBook, horizon_s: float
+        self,
+        workloads: WorkloadSet,
+        config: LifecycleConfig,
+        guards: Guards,
+        book: BreakGlassBook,
+        horizon_s: float,
     ) -> None:
+        self.workloads = workloads
         self.config = config
         self.guards = guards
         self.book = book
@@ -54,11 +67,23 @@ class Chooser:
         self.last_resize: dict[str, float] = {}  # workload -> when (s)
         self.progress: dict[str, float] = {}  # workload -> unit-hours done
         self._snapshot: MarketSnapshot | None = None
+        self._costs: CostTable | None = None
         self._cands: dict[str, Candidates] = {}
 
     def on_market(self, snapshot: MarketSnapshot) -> None:
         if snapshot is not self._snapshot:
+            mult = self.config.stale_hazard_multiplier if snapshot.stale else 1.0
+            self._costs = CostTable.compute(
+                snapshot, self.workloads, CostOptions(interruption_multiplier=mult)
+            )
             self._snapshot, self._cands = snapshot, {}
+
+    @property
+    def costs(self) -> CostTable:
+        """The cost table of the snapshot last handed to ``on_market``."""
+        if self._costs is None:
+            raise RuntimeError("no market snapshot yet: call on_market first")
+        return self._costs
 
     def replace(
         self,
@@ -71,7 +96,12 @@ class Chooser:
         max_usd_per_work_hour: float | None = None,
     ) -> Outcome | str:
         found = self.find_spot(
-            w, lost_work, view, now_s, instance_type(inst.pool_key), max_usd_per_work_hour
+            w,
+            lost_work,
+            view,
+            now_s,
+            PoolKey.parse(inst.pool_key).instance_type,
+            max_usd_per_work_hour,
         )
         if isinstance(found, str):
             return found
@@ -94,7 +124,7 @@ class Chooser:
             cands,
             self.guards,
             now_s=now_s,
-            same_type=self.same_type(w, instance_type(inst.pool_key)),
+            same_type=self.same_type(w, PoolKey.parse(inst.pool_key).instance_type),
             prefer_pool=inst.pool_key,
         )
         if od is None:
@@ -105,7 +135,7 @@ class Chooser:
         g = self.guards
         calm_s = max(
             g.pool_breakers.open_until_s(inst.pool_key),
-            g.zone_breakers.open_until_s(zone_key(inst.pool_key)),
+            g.zone_breakers.open_until_s(PoolKey.parse(inst.pool_key).zone_key),
         )
         hours = max(
             self.config.break_glass_min_hours,
@@ -195,10 +225,7 @@ class Chooser:
     def candidates(self, w: Workload) -> Candidates:
         c = self._cands.get(w.name)
         if c is None:
-            assert self._snapshot is not None
-            snap = self._snapshot
-            mult = self.config.stale_hazard_multiplier if snap.stale else 1.0
-            c = self._cands[w.name] = Candidates(w, snap, self.config.providers, mult)
+            c = self._cands[w.name] = Candidates(w, self.costs, self.config.providers)
         return c
 
     def slack(

@@ -28,9 +28,10 @@ from broker.lifecycle.values import (
     ReturnKind,
     SpotReturn,
 )
-from broker.lifecycle.view import FleetView, Pending, instance_type, zone_key
+from broker.lifecycle.view import FleetView, Pending
 from markets.clock import Clock, ensure_utc
 from markets.fleet import Instance, Notice, NoticeKind
+from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
 from policies.breakglass import ChurnBudget, CircuitBreakers, RebalancePrecision
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
@@ -62,7 +63,7 @@ class LifecycleManager:
         self._rebalance = RebalancePrecision(
             cfg.rebalance_window_s, cfg.rebalance_min_samples, cfg.rebalance_min_precision
         )
-        self._choose = Chooser(cfg, self._guards, self._book, self._horizon_s)
+        self._choose = Chooser(workloads, cfg, self._guards, self._book, self._horizon_s)
         self._decisions: OrderedDict[str, Decision] = OrderedDict()
         self._handled: dict[str, str] = {}  # instance id -> the notice that decided for it
         self._pending: list[Pending] = []
@@ -71,7 +72,10 @@ class LifecycleManager:
     # --- inputs besides notices --------------------------------------------------
 
     def on_market(self, snapshot: MarketSnapshot) -> None:
-        """Take a new snapshot; candidate rankings are rebuilt from it on use."""
+        """Take a snapshot. A new one (another object than the last) has its
+        cost table computed here, once; the same one again costs nothing, so
+        ``handle`` and ``tick``, which pass theirs through here, recompute
+        nothing while the market has not changed."""
         self._choose.on_market(snapshot)
 
     def record_launch_failure(
@@ -118,7 +122,7 @@ class LifecycleManager:
         else:
             self._pending[:] = [p for p in self._pending if p.notice_id != notice_id]
 
-    def stretch_state(self, alloc_id: str) -> dict[str, Any] | None:
+    def stretch_state(self, alloc_id: str) -> dict[str, object] | None:
         """An open stretch as JSON (``None``: not open), for the store: handed
         back to ``restore_break_glass`` after a restart."""
         s = self._book.stretches.get(alloc_id)
@@ -133,7 +137,8 @@ class LifecycleManager:
         (decisions' commitments plus returns' deltas) count against the cap,
         and the ``stretches`` open then (``stretch_state`` records) are resumed
         with their open commitment, so ``tick`` returns, extends or ends them
-        as if nothing had happened."""
+        as if nothing had happened. The records come back from JSON (the
+        store's JSON column: Any values)."""
         resumed = [stretch_from_record(r) for r in stretches]
         open_usd = [max(0.0, float(r.get("open_usd", 0.0))) for r in stretches]
         self._book.ledger.restore(max(0.0, committed_usd - sum(open_usd)))
@@ -224,7 +229,7 @@ class LifecycleManager:
             # Every revocation counts, even of an instance handled before: the
             # breakers and the rebalance record need them all.
             self._guards.pool_breakers.record(inst.pool_key, at_s)
-            self._guards.zone_breakers.record(zone_key(inst.pool_key), at_s)
+            self._guards.zone_breakers.record(PoolKey.parse(inst.pool_key).zone_key, at_s)
             self._rebalance.record_interruption(iid, at_s)
         earlier = self._handled.get(iid)
         if earlier is not None:
@@ -258,7 +263,7 @@ class LifecycleManager:
             need = f"acting needs {cfg.rebalance_min_samples} and {cfg.rebalance_min_precision:.0%}"
             return self._ignore(notice, f"rebalance recommendation ignored: {record} ({need})", w)
         view.remove(inst)
-        lost_work = inst.units * view.throughput(w.name, instance_type(inst.pool_key))
+        lost_work = inst.units * view.throughput(w.name, PoolKey.parse(inst.pool_key).instance_type)
         out = self._choose.replace(notice.notice_id, w, inst, lost_work, view, now_s)
         if isinstance(out, str):
             view.restore(inst)
@@ -283,7 +288,7 @@ class LifecycleManager:
             latency_s=latency_s,
             margin_s=self.config.checkpoint_margin_s,
         )
-        lost_work = inst.units * view.throughput(w.name, instance_type(inst.pool_key))
+        lost_work = inst.units * view.throughput(w.name, PoolKey.parse(inst.pool_key).instance_type)
         nid, tally = notice.notice_id, view.tally(w.name)
 
         def replace(max_usd: float | None = None) -> Outcome | str:
@@ -402,7 +407,7 @@ class LifecycleManager:
             if w is None:
                 continue
             found = self._choose.find_spot(
-                w, s.work_per_hour, view, now_s, instance_type(s.pool_key)
+                w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type
             )
             target = None if isinstance(found, str) else found[:2]
             step = self._book.step(s, w, target, found if isinstance(found, str) else "", now_s)

@@ -53,13 +53,16 @@ class Stretch:
 _FIELDS = tuple(f.name for f in fields(Stretch))
 
 
-def stretch_record(s: Stretch) -> dict[str, Any]:
+def stretch_record(s: Stretch) -> dict[str, object]:
     """``s`` as JSON-ready fields (the daemon stores it with its decisions)."""
     return {name: getattr(s, name) for name in _FIELDS}
 
 
 def stretch_from_record(r: Mapping[str, Any]) -> Stretch:
-    """The inverse of ``stretch_record`` (extra keys such as ``open_usd`` are ignored)."""
+    """The inverse of ``stretch_record`` (extra keys such as ``open_usd`` are ignored).
+
+    ``r`` comes back from JSON (``json.loads``, the store's SQLAlchemy JSON
+    column), whose values are typed Any; ``Stretch`` checks nothing more."""
     return Stretch(**{name: r[name] for name in _FIELDS})
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -91,7 +90,7 @@ class Decision:
     # Rebalance: launch first; terminate the at-risk instance once the new one runs.
     launch_before_terminate: bool = False
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> dict[str, object]:
         """JSON-ready fields for the store's audit log and structured logs."""
         cp = self.checkpoint
         return {

@@ -4,7 +4,7 @@ Owns ``FleetView`` (per-workload tallies of units, work per hour and spot
 units per zone and pool, built once per fleet sequence and then updated in
 place as decisions remove lost instances and add launches not yet visible in
 the fleet) and ``Candidates`` (one workload's acceptable pools in a snapshot,
-ranked once per snapshot from ``policies.cost_table``).
+ranked once per snapshot from the snapshot's ``policies.cost_table.CostTable``).
 
 Why an overlay: in a storm the daemon hands the manager the same fleet for
 many notices, and launches take a while to appear in it; without counting
@@ -22,33 +22,16 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from markets.fleet import Instance, InstanceState
-from markets.model import MarketSnapshot, Tier
-from policies.cost_table import cost_entries
+from markets.keys import PoolKey
+from markets.model import Tier
+from policies.cost_table import CostTable
 from policies.workloads.spec import Workload
 
-__all__ = [
-    "Candidate",
-    "Candidates",
-    "FleetView",
-    "Pending",
-    "Tally",
-    "instance_type",
-    "zone_key",
-]
+__all__ = ["Candidate", "Candidates", "FleetView", "Pending", "Tally"]
 
 # For counting only: an instance launched up to this long before a decision may
 # be that decision's launch (the cloud's clock and ours may differ slightly).
 _LAUNCH_MATCH_GRACE_S = 5.0
-
-
-def zone_key(pool_key: str) -> str:
-    """``aws/us-east-1/us-east-1a/p4d.24xlarge`` -> ``aws/us-east-1a``."""
-    provider, _region, zone, _itype = pool_key.split("/")
-    return f"{provider}/{zone}"
-
-
-def instance_type(pool_key: str) -> str:
-    return pool_key.rsplit("/", 1)[-1]
 
 
 @dataclass(slots=True)
@@ -183,12 +166,13 @@ class FleetView:
         if t is None:
             t = self.tallies[workload] = Tally()
         u = sign * units
+        key = PoolKey.parse(pool_key)
         t.units += u
-        t.work_per_hour += u * self.throughput(workload, instance_type(pool_key))
+        t.work_per_hour += u * self.throughput(workload, key.instance_type)
         self.total_units += u
         if tier is Tier.SPOT:
             t.spot_units += u
-            z = zone_key(pool_key)
+            z = key.zone_key
             t.spot_by_zone[z] = t.spot_by_zone.get(z, 0.0) + u
             t.spot_by_pool[pool_key] = t.spot_by_pool.get(pool_key, 0.0) + u
 
@@ -280,31 +264,31 @@ class Candidate:
 
 
 class Candidates:
-    """A workload's pools in one snapshot (of ``providers`` only, if given):
-    spot-usable ranked by (effective cost, hazard, preference); on-demand
-    ranked by (cost per work, preference). Every hazard counts
-    ``hazard_multiplier`` times over (in the effective cost too): the
-    manager widens risk margins this way while the snapshot is stale."""
+    """A workload's pools in one snapshot's cost table (of ``providers`` only,
+    if given): spot-usable ranked by (effective cost, hazard, preference);
+    on-demand ranked by (cost per work, preference). Every hazard counts the
+    table's ``interruption_multiplier`` times over (in the effective cost
+    too): the manager widens risk margins this way while the snapshot is
+    stale."""
 
     def __init__(
         self,
         workload: Workload,
-        snapshot: MarketSnapshot,
+        costs: CostTable,
         providers: Collection[str] | None = None,
-        hazard_multiplier: float = 1.0,
     ) -> None:
-        snaps = snapshot.by_key()
-        pools = [
-            p for p in snapshot.pools if providers is None or p.pool.provider.value in providers
-        ]
+        hazard_multiplier = costs.options.interruption_multiplier
         self.by_pool: dict[str, Candidate] = {}
-        for e in cost_entries(workload, pools, interruption_multiplier=hazard_multiplier):
-            s = snaps[e.pool_key]
+        for e in costs.entries(workload.name):
+            key = e.key
+            if providers is not None and key.provider not in providers:
+                continue
+            s = costs.pool(e.pool_key)
             od = e.usd_per_work_hour[Tier.ON_DEMAND]
             assert od is not None  # on-demand is always priced in a snapshot
             self.by_pool[e.pool_key] = Candidate(
                 pool_key=e.pool_key,
-                zone_key=zone_key(e.pool_key),
+                zone_key=key.zone_key,
                 instance_type=e.instance_type,
                 units=e.units_per_instance,
                 work_per_instance=e.work_per_instance_hour,

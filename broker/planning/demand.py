@@ -26,7 +26,7 @@ import csv
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -348,6 +348,7 @@ def _read_yaml(
     if unknown:
         raise InputError(source, unknown[0], "one of start, hours, workloads")
     begin = _yaml_start(data.get("start", start), source)
+    # A parsed YAML mapping: PyYAML's values are Any; each is checked below.
     entries: dict[str, Any] = data["workloads"]
     lengths = {len(v) for v in entries.values() if isinstance(v, list)}
     count = data.get("hours", hours)
@@ -376,8 +377,11 @@ def _read_yaml(
 def _yaml_start(value: object, source: str) -> pd.Timestamp:
     if value is None:
         raise InputError(source, "start", "the first hour (an ISO 8601 time)")
+    # What pandas takes as a time; anything else fails as pandas would fail it.
+    if not isinstance(value, str | int | float | date | np.datetime64):
+        raise InputError(source, "start", "an ISO 8601 time", got=value)
     try:
-        stamp = pd.Timestamp(value)  # type: ignore[arg-type]
+        stamp = pd.Timestamp(value)
     except (TypeError, ValueError) as e:
         raise InputError(source, "start", "an ISO 8601 time", got=value) from e
     stamp = stamp.tz_localize("UTC") if stamp.tz is None else stamp.tz_convert("UTC")
@@ -386,7 +390,9 @@ def _yaml_start(value: object, source: str) -> pd.Timestamp:
     return stamp
 
 
-def _yaml_values(entry: list[Any], index: pd.DatetimeIndex, source: str, where: str) -> pd.Series:
+def _yaml_values(
+    entry: list[object], index: pd.DatetimeIndex, source: str, where: str
+) -> pd.Series:
     if len(entry) != len(index):
         raise InputError(source, where, f"{len(index)} hourly values", got=f"{len(entry)} values")
     for i, v in enumerate(entry):

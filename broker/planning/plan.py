@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from markets.keys import CommitmentKey
 from markets.model import Tier
 
-__all__ = ["ALLOCATION_COLUMNS", "Commitment", "Plan", "WorkloadExplanation"]
+__all__ = ["ALLOCATION_COLUMNS", "Commitment", "Plan", "PlanMetaValue", "WorkloadExplanation"]
+
+PlanMetaValue = float | int | str | None  # a figure or a name; None: not known
 
 # One row per (period, workload, tier, pool) with instances > 0.
 ALLOCATION_COLUMNS = [
@@ -47,8 +49,12 @@ class Commitment:
     term_years: int
 
     @property
+    def key(self) -> CommitmentKey:
+        return CommitmentKey.parse(self.group)
+
+    @property
     def instance_type(self) -> str:
-        return self.group.split("/")[2]
+        return self.key.instance_type
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,8 @@ class Plan:
     integral: bool
     unmet_unit_hours: dict[str, float] = field(default_factory=dict)
     explanations: dict[str, WorkloadExplanation] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
+    # How the plan was made: build_s, gap, lower_bound_usd, method, solves, ...
+    meta: dict[str, PlanMetaValue] = field(default_factory=dict)
 
     def committed_instances(self) -> dict[str, int]:
         return {c.group: c.instances for c in self.commitments if c.instances > 0}

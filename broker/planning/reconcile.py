@@ -2,8 +2,9 @@
 
 Owns: ``desired_now`` (the plan's instance counts for the hour in force, as
 whole instances), ``apply_deltas`` (the lifecycle's adjustments since the
-plan), ``diff`` (requests with deterministic idempotency keys) and the key
-derivations ``launch_key`` / ``terminate_key``.
+plan) and ``diff`` (requests with deterministic idempotency keys). The key
+derivations ``launch_key`` / ``terminate_key`` are ``markets.keys``'s,
+re-exported here for the callers that know them by this module.
 
 Rounding the plan: a plan may hold fractional instance counts (the LP
 relaxation, read as average instances over the period).
@@ -33,7 +34,6 @@ Must not: call a provider or the store, or read the clock.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,6 +41,7 @@ from datetime import datetime
 
 from broker.planning.plan import Plan
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.keys import launch_key, terminate_key
 from markets.model import Tier
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
@@ -58,22 +59,6 @@ __all__ = [
 Slot = tuple[str, str, str]  # (workload, pool_key, tier)
 _EPS = 1e-6
 _LIVE = (InstanceState.PENDING, InstanceState.RUNNING)
-
-
-def _digest(*parts: object) -> str:
-    text = "\x1f".join(str(p) for p in parts)
-    return "sf-" + hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-def launch_key(
-    owner: str, generation: int, workload: str, pool_key: str, tier: str, slot: int
-) -> str:
-    """Deterministic key of one launch intent (43 characters: fits AWS's 64)."""
-    return _digest("launch", owner, generation, workload, pool_key, tier, slot)
-
-
-def terminate_key(owner: str, instance_ids: Iterable[str]) -> str:
-    return _digest("terminate", owner, *sorted(instance_ids))
 
 
 def plan_hour(plan: Plan, at: datetime) -> int:

@@ -14,13 +14,13 @@ turn ``markets.files.traces.SpotTrace`` or the default market into traces here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["AvailabilityTrace", "BoolArray", "coarsen"]
 
-BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)

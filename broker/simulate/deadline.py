@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from broker.simulate import BoolArray
 from policies.online.deadline import DeadlinePolicy, JobSpec, Mode, PoolHistory, TickView
@@ -192,6 +193,8 @@ def simulate_deadline(
     job = job_spec(setting, window)
     tick_h = window.tick_s / 3600.0
     held = window.held.tolist()
+    # Each policy's own memory type: DeadlinePolicy (policies.online) is not
+    # generic in it, so start/decide hand it over as Any.
     memory: Any = policy.start(job)
     mode = Mode.IDLE
     overhead_left = 0  # quanta of changeover still to pay
@@ -264,6 +267,6 @@ def on_demand_cost(setting: DeadlineSetting, window: DeadlineWindow) -> float:
     return ticks * window.tick_s / 3600.0 * setting.on_demand_usd_per_hour
 
 
-def held_array(values: list[bool] | np.ndarray[Any, Any]) -> BoolArray:
+def held_array(values: list[bool] | list[int] | npt.NDArray[np.generic]) -> BoolArray:
     """A bool array from 0/1 or bool values (tests build windows this way)."""
     return np.asarray(values, dtype=np.bool_)

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from policies.online.deadline import PoolHistory
 from policies.online.fleet import FleetPlan, FleetPolicy, FleetSpec, FleetView, ZoneView
@@ -55,7 +55,7 @@ __all__ = [
 # effort; GCP 30 seconds).
 NOTICE_S = {"aws": 120, "gcp": 30}
 
-BoolMatrix = np.ndarray[Any, np.dtype[np.bool_]]
+BoolMatrix = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,9 @@ class _Fleet:
         self.launches = 0
         self.revocations = 0
 
-    def view(self, now: float, available: list[bool], noticed: list[bool], at_notice: bool) -> Any:
+    def view(
+        self, now: float, available: list[bool], noticed: list[bool], at_notice: bool
+    ) -> FleetView:
         ready = [0] * (self.n_zones + 1)
         warming = [0] * (self.n_zones + 1)
         for r in self.alive:

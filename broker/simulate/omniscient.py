@@ -34,9 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from broker.simulate.deadline import (
     DeadlineOutcome,
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OmniscientDeadline", "omniscient_deadline", "omniscient_fleet"]
 
-FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+FloatArray = npt.NDArray[np.float64]
 _INF = np.inf
 
 
@@ -179,7 +180,7 @@ def _value(history: list[tuple[int, FloatArray]], i: int, state: int, p: int) ->
 def _backtrack(
     history: list[tuple[int, FloatArray]],
     mv: _Moves,
-    held: np.ndarray[Any, Any],
+    held: npt.NDArray[np.bool_],
     state: int,
     value: float,
 ) -> list[int]:
@@ -219,7 +220,7 @@ def _backtrack(
 
 
 def omniscient_fleet(
-    held: np.ndarray[Any, Any],
+    held: npt.NDArray[np.bool_],
     replicas: int,
     spot_usd_per_hour: Sequence[float],
     on_demand_usd_per_hour: float,

@@ -6,7 +6,9 @@ economics.md section 3) and ``static_mix`` (an Auto Scaling group's
 mixed-instances policy: an on-demand share above a base, the rest spot spread
 evenly over the cheapest spot pools by *listed* price, blind to interruption
 cost). Each respects the workload's hard rules (serving's non-revocable base,
-training gang sizes, deadlines) so the comparison is like for like.
+training gang sizes, deadlines) so the comparison is like for like. Each
+prices from the ``CostTable`` it is handed (``committed_quantile`` buys the
+table's commitment term); none recomputes effective costs.
 
 Must not: solve a MILP (these are the rules people use without one).
 """
@@ -22,7 +24,7 @@ import pandas as pd
 
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
 from markets.model import MarketSnapshot, Tier
-from policies.cost_table import CostEntry, cost_entries
+from policies.cost_table import CostEntry, CostTable
 from policies.reservations import committed_count
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
@@ -66,11 +68,6 @@ def _rows(
     return out
 
 
-def _best(entries: list[CostEntry], tier: Tier) -> CostEntry | None:
-    usable = [e for e in entries if e.usd_per_work_hour[tier] is not None]
-    return min(usable, key=lambda e: (e.usd_per_work_hour[tier], e.preference_rank), default=None)
-
-
 def _job_units(w: Workload, hours: int, work_per_unit: float) -> tuple[FloatArray, float]:
     """Constant units per hour that finish the job's (pro-rata) work by its
     deadline, as a gang size where the job is a gang."""
@@ -104,12 +101,18 @@ def _plan(
 
 
 def all_on_demand(
-    snapshot: MarketSnapshot, workloads: WorkloadSet, demand: Mapping[str, FloatArray], hours: int
+    snapshot: MarketSnapshot,
+    workloads: WorkloadSet,
+    demand: Mapping[str, FloatArray],
+    hours: int,
+    *,
+    costs: CostTable,
 ) -> Plan:
     """Everything on the cheapest on-demand type per workload."""
+    costs.check(snapshot, workloads)
     rows: list[tuple[object, ...]] = []
     for w in workloads.workloads:
-        e = _best(cost_entries(w, snapshot.pools), Tier.ON_DEMAND)
+        e = costs.cheapest(w.name, Tier.ON_DEMAND)
         if e is None:
             continue
         price = (e.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * e.work_per_instance_hour
@@ -128,16 +131,18 @@ def committed_quantile(
     demand: Mapping[str, FloatArray],
     hours: int,
     *,
-    term_years: int = 1,
+    costs: CostTable,
 ) -> Plan:
     """Commit, per workload, the count the quantile rule gives against
-    on-demand (``policies.reservations.committed_count``); the rest on-demand."""
+    on-demand (``policies.reservations.committed_count``); the rest on-demand.
+    The term bought is the table's (``costs.options.term_years``)."""
+    costs.check(snapshot, workloads)
+    term_years = costs.options.term_years
     rows: list[tuple[object, ...]] = []
     commits: list[Commitment] = []
     for w in workloads.workloads:
-        entries = cost_entries(w, snapshot.pools, term_years=term_years)
-        od = _best(entries, Tier.ON_DEMAND)
-        com = _best(entries, Tier.COMMITTED)
+        od = costs.cheapest(w.name, Tier.ON_DEMAND)
+        com = costs.cheapest(w.name, Tier.COMMITTED)
         if od is None:
             continue
         od_price = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.work_per_instance_hour
@@ -157,7 +162,7 @@ def committed_quantile(
             )
         covered = np.zeros(hours)
         if n > 0 and com is not None:
-            group = "/".join([*com.pool_key.split("/")[:2], com.instance_type])
+            group = str(com.key.group)
             c_inst_price = (
                 com.usd_per_work_hour[Tier.COMMITTED] or 0.0
             ) * com.work_per_instance_hour
@@ -180,15 +185,17 @@ def static_mix(
     demand: Mapping[str, FloatArray],
     hours: int,
     *,
+    costs: CostTable,
     on_demand_share: float = STATIC_MIX_ON_DEMAND_SHARE,
 ) -> Plan:
     """On-demand share on the cheapest on-demand type, the rest on spot spread
     evenly over the ``STATIC_MIX_SPOT_POOLS`` cheapest pools by listed spot
     price in distinct zones. Spot delivers its work at the effective rate."""
+    costs.check(snapshot, workloads)
     rows: list[tuple[object, ...]] = []
     for w in workloads.workloads:
-        entries = cost_entries(w, snapshot.pools)
-        od = _best(entries, Tier.ON_DEMAND)
+        entries = costs.entries(w.name)
+        od = costs.cheapest(w.name, Tier.ON_DEMAND)
         if od is None:
             continue
         od_price = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.work_per_instance_hour
@@ -197,10 +204,10 @@ def static_mix(
         zones: set[str] = set()
         listed = sorted(
             (e for e in entries if e.spot_factor is not None),
-            key=lambda e: _listed_spot(snapshot, e) / e.work_per_instance_hour,
+            key=lambda e: _listed_spot(costs, e) / e.work_per_instance_hour,
         )
         for e in listed:
-            zone = e.pool_key.split("/")[2]
+            zone = e.key.zone
             if zone not in zones:
                 spot_pools.append(e)
                 zones.add(zone)
@@ -229,11 +236,11 @@ def static_mix(
                 Tier.SPOT,
                 e,
                 inst,
-                _listed_spot(snapshot, e),
+                _listed_spot(costs, e),
                 work_factor=1.0 / e.spot_factor,
             )
     return _plan(snapshot, hours, rows, (), "static_mix")
 
 
-def _listed_spot(snapshot: MarketSnapshot, e: CostEntry) -> float:
-    return snapshot.get(e.pool_key).spot_usd_per_hour or math.inf
+def _listed_spot(costs: CostTable, e: CostEntry) -> float:
+    return costs.pool(e.pool_key).spot_usd_per_hour or math.inf

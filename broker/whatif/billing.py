@@ -13,7 +13,9 @@ a workload. The rules, the same for every scenario so comparisons are fair:
   divides the spot factor by it), so the bill swaps the expected share for the
   actual one (work x held / expected) rather than taking it off twice;
 - serving demand above what was held is topped up on on-demand at the
-  workload's cheapest on-demand price (an autoscaler's reaction); the part of
+  workload's cheapest on-demand price (an autoscaler's reaction; read from
+  the snapshot's ``CostTable``, on-demand prices depend on none of its
+  options); the part of
   the top-up caused by lost spot is *break-glass* dollars, the rest
   *forecast error* dollars. A top-up that would break the fleet's hourly
   budget is left unmet instead;
@@ -34,7 +36,7 @@ import numpy.typing as npt
 
 from broker.planning.plan import Plan
 from markets.model import MarketSnapshot, Tier
-from policies.cost_table import cost_entries
+from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
 __all__ = ["Bill", "MarketActuals", "bill_plan"]
@@ -91,27 +93,25 @@ def _expected_share(share: float | None) -> float:
     return 1.0 if share is None or share <= 0 else share
 
 
-def _cheapest_od(workloads: WorkloadSet, snapshot: MarketSnapshot) -> dict[str, float]:
-    """Per workload, dollars per reference work-hour on its cheapest on-demand."""
-    out: dict[str, float] = {}
-    for w in workloads.workloads:
-        prices = [e.usd_per_work_hour[Tier.ON_DEMAND] for e in cost_entries(w, snapshot.pools)]
-        out[w.name] = min((p for p in prices if p is not None), default=math.inf)
-    return out
-
-
 def bill_plan(
     plan: Plan,
     workloads: WorkloadSet,
     actual_demand: Mapping[str, FloatArray],
     snapshot: MarketSnapshot,
     actuals: MarketActuals,
+    *,
+    costs: CostTable,
 ) -> Bill:
-    """Price ``plan`` over its horizon against actual demand and market."""
+    """Price ``plan`` over its horizon against actual demand and market;
+    ``costs`` is ``snapshot``'s cost table (any options)."""
+    costs.check(snapshot, workloads)
     bill = Bill(unmet_unit_hours={n: 0.0 for n in workloads.names()})
     hours = plan.hours
     hazard = {p.pool.key: p.hazard.rate_per_hour for p in snapshot.pools}
-    od_work_price = _cheapest_od(workloads, snapshot)
+    od_work_price = {
+        w.name: costs.cheapest_usd_per_work_hour(w.name, Tier.ON_DEMAND)
+        for w in workloads.workloads
+    }
     committed_h = plan.committed_usd_per_hour()
     # Committed dollars belong to the workloads that use them, pro rata; the
     # unused part is the fleet's.

@@ -7,6 +7,12 @@ plan every scenario on the forecast; bill every plan on the actual demand and
 the actual hourly spot market (``broker.whatif.billing``); optionally sweep fixed
 commitment levels ("raise committed capacity from 40 % to 60 % of peak?").
 
+Effective costs are computed here, once per ``CostOptions`` the run needs
+(``CostTable``), and the same table object handed to the optimizer, the
+baselines, billing and the sweep. With the default options that is one table;
+the optimizer prices with the run's options, while the baselines keep the
+rules people use (the listed hazard, the run's commitment term), as before.
+
 Must not: print (the CLI does) or name a concrete market adapter.
 """
 
@@ -19,20 +25,21 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from broker.planning.demand import DemandSet
-from broker.planning.optimizer.problem import PlanOptions, build_problem
+from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import Bill, MarketActuals, bill_plan
+from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import PriceSource
+from policies.cost_table import CostEntry, CostOptions, CostTable
 from policies.reservations import breakeven_occupancy, marginal_occupancy
-from policies.workloads.spec import WorkloadClass, WorkloadSet
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["HISTORY_DAYS", "Scenario", "SweepPoint", "WhatIfResult", "run_whatif"]
 
@@ -46,7 +53,7 @@ class Scenario:
     plan: Plan
     bill: Bill
 
-    def to_dict(self, on_demand_total: float, workloads: WorkloadSet) -> dict[str, Any]:
+    def to_dict(self, on_demand_total: float, workloads: WorkloadSet) -> dict[str, object]:
         by_class: dict[str, float] = {c.value: 0.0 for c in WorkloadClass}
         for w in workloads.workloads:
             by_class[w.workload_class.value] += self.bill.unmet_unit_hours.get(w.name, 0.0)
@@ -175,23 +182,32 @@ def run_whatif(
     clock["inputs_s"] = time.perf_counter() - t
 
     opts = options or PlanOptions(period_hours=0 if hours > 24 * 7 else 1)
+    tables = _CostTables(snapshot, workloads)
+    costs = tables.get(opts.cost_options)
     say("planning with the optimizer")
     t = time.perf_counter()
-    problem = build_problem(snapshot, workloads, forecast, hours=hours, options=opts)
+    problem = build_problem(snapshot, workloads, forecast, hours=hours, options=opts, costs=costs)
     plan = solve(problem)
     clock["optimizer_s"] = time.perf_counter() - t
 
     say("billing scenarios")
     t = time.perf_counter()
+    listed = tables.get(CostOptions())  # the baselines' rules: the hazard as listed
     plans = [
-        all_on_demand(snapshot, workloads, forecast, hours),
-        committed_quantile(snapshot, workloads, forecast, hours, term_years=opts.term_years),
-        static_mix(snapshot, workloads, forecast, hours),
+        all_on_demand(snapshot, workloads, forecast, hours, costs=listed),
+        committed_quantile(
+            snapshot,
+            workloads,
+            forecast,
+            hours,
+            costs=tables.get(CostOptions(term_years=opts.term_years)),
+        ),
+        static_mix(snapshot, workloads, forecast, hours, costs=listed),
         plan,
     ]
     names = ["on_demand", "committed_quantile", "static_mix", "spotfolio"]
     scenarios = [
-        Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals))
+        Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals, costs=costs))
         for n, p in zip(names, plans, strict=True)
     ]
     clock["baselines_s"] = time.perf_counter() - t
@@ -216,6 +232,22 @@ def run_whatif(
     return result
 
 
+class _CostTables:
+    """One ``CostTable`` per ``CostOptions`` of one run, each computed once."""
+
+    def __init__(self, snapshot: MarketSnapshot, workloads: WorkloadSet) -> None:
+        self._snapshot = snapshot
+        self._workloads = workloads
+        self._tables: dict[CostOptions, CostTable] = {}
+
+    def get(self, options: CostOptions) -> CostTable:
+        table = self._tables.get(options)
+        if table is None:
+            table = CostTable.compute(self._snapshot, self._workloads, options)
+            self._tables[options] = table
+        return table
+
+
 def _actual_demand(
     demand: DemandSet, workloads: WorkloadSet, start: datetime, hours: int
 ) -> dict[str, FloatArray]:
@@ -225,8 +257,6 @@ def _actual_demand(
         s = window.serving.get(w.name)
         arr = np.zeros(hours) if s is None else s.to_numpy(dtype=float)
         if len(arr) < hours or not np.all(np.isfinite(arr)):
-            from markets.errors import InputError
-
             raise InputError(
                 demand.source or "demand",
                 w.name,
@@ -239,7 +269,7 @@ def _actual_demand(
 
 def _sweep(
     result: WhatIfResult,
-    problem: Any,
+    problem: PlanningProblem,
     plan: Plan,
     workloads: WorkloadSet,
     actual: Mapping[str, FloatArray],
@@ -250,8 +280,9 @@ def _sweep(
     say: Callable[[str], None],
 ) -> None:
     """Fix total commitment at each share of peak serving demand, in the
-    group the optimizer liked best (else the serving workload's cheapest)."""
-    from broker.planning.optimizer.solve import solve
+    group the optimizer liked best (else the serving workload's cheapest).
+    Every level re-solves a variant of ``problem`` (its cost table with it)."""
+    from broker.planning.optimizer.solve import solve  # PuLP only when planning
 
     serving = workloads.of_class(WorkloadClass.SERVING)
     if not serving:
@@ -272,7 +303,7 @@ def _sweep(
         sc = Scenario(
             f"committed_{round(share * 100)}pct",
             p,
-            bill_plan(p, workloads, actual, snapshot, actuals),
+            bill_plan(p, workloads, actual, snapshot, actuals, costs=problem.costs),
         )
         occ = None
         if prev_units is not None and units > prev_units:
@@ -281,18 +312,25 @@ def _sweep(
         prev_units = units
 
 
-def _sweep_group(problem: Any, plan: Plan, w: Any) -> tuple[str, float, float, float]:
+def _sweep_group(
+    problem: PlanningProblem, plan: Plan, w: Workload
+) -> tuple[str, float, float, float]:
+    """(group, work per instance-hour, committed and on-demand dollars per
+    work-hour) of the group the sweep buys."""
     entries = problem.entries(w)
     best = max(plan.commitments, key=lambda c: c.instances, default=None)
-    by_group: dict[str, Any] = {}
+    by_group: dict[str, CostEntry] = {}
     for e in entries:
-        g = "/".join([*e.pool_key.split("/")[:2], e.instance_type])
         if e.usd_per_work_hour[Tier.COMMITTED] is not None:
-            by_group.setdefault(g, e)
+            by_group.setdefault(str(e.key.group), e)
     if best is not None and best.instances > 0 and best.group in by_group:
         e = by_group[best.group]
     else:
         e = min(by_group.values(), key=lambda x: x.usd_per_work_hour[Tier.COMMITTED] or math.inf)
-    g = "/".join([*e.pool_key.split("/")[:2], e.instance_type])
     od = min(x.usd_per_work_hour[Tier.ON_DEMAND] or math.inf for x in entries)
-    return g, e.work_per_instance_hour, e.usd_per_work_hour[Tier.COMMITTED] or 0.0, od
+    return (
+        str(e.key.group),
+        e.work_per_instance_hour,
+        e.usd_per_work_hour[Tier.COMMITTED] or 0.0,
+        od,
+    )

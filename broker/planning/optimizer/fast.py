@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,8 +36,7 @@ __all__ = ["fast_plan"]
 
 
 def _group(e: CostEntry) -> str:
-    provider, region, _zone, itype = e.pool_key.split("/")
-    return f"{provider}/{region}/{itype}"
+    return str(e.key.group)
 
 
 class _Pools:
@@ -49,7 +49,7 @@ class _Pools:
 
 def _fill_spot(
     w: Workload,
-    entries: list[CostEntry],
+    entries: Sequence[CostEntry],
     t: int,
     target_work: float,
     pools: _Pools,
@@ -74,7 +74,7 @@ def _fill_spot(
         work_per_inst = (
             float(e.units_per_instance) if in_units else e.work_per_instance_hour / e.spot_factor
         )
-        zone = e.pool_key.split("/")[2]
+        zone = e.key.zone
         target_units = target_work / max(work_per_inst, 1e-12) * e.units_per_instance
         pool_cap = w.max_pool_share * target_units / e.units_per_instance
         zone_cap = (
@@ -107,7 +107,7 @@ def _enforce_shares(
         worst = 0.0
         by_zone: dict[str, list[int]] = {}
         for i, (e, _n) in enumerate(alloc):
-            by_zone.setdefault(e.pool_key.split("/")[2], []).append(i)
+            by_zone.setdefault(e.key.zone, []).append(i)
             over = units[i] - w.max_pool_share * total
             if over > 1e-9:
                 worst = max(worst, over)

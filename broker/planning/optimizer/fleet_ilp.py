@@ -38,9 +38,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:  # a name only: PuLP itself is imported when an ILP is solved
+    from broker.planning.optimizer.backend import LpVariable
 
 __all__ = ["FleetOptimum", "fleet_shortest_path", "launch_seconds", "solve_fleet_ilp"]
 
@@ -55,7 +59,7 @@ class FleetOptimum:
     status: str
 
 
-def measured_seconds(ticks: int, tick_s: float, cold_s: float) -> np.ndarray[Any, Any]:
+def measured_seconds(ticks: int, tick_s: float, cold_s: float) -> npt.NDArray[np.float64]:
     w = np.full(ticks, float(tick_s))
     w[0] = tick_s - cold_s
     return w
@@ -68,7 +72,7 @@ def launch_seconds(i: int, tick_s: float, cold_s: float) -> float:
 
 
 def _check(
-    held: np.ndarray[Any, Any], spot_usd: Sequence[float], tick_s: float, cold_s: float
+    held: npt.NDArray[np.bool_], spot_usd: Sequence[float], tick_s: float, cold_s: float
 ) -> None:
     if held.ndim != 2 or held.shape[0] != len(spot_usd):
         raise ValueError("held must be zones x ticks, one spot price per zone")
@@ -77,7 +81,7 @@ def _check(
 
 
 def solve_fleet_ilp(
-    held: np.ndarray[Any, Any],
+    held: npt.NDArray[np.bool_],
     replicas: int,
     spot_usd_per_hour: Sequence[float],
     on_demand_usd_per_hour: float,
@@ -93,8 +97,8 @@ def solve_fleet_ilp(
     n_z, ticks = held.shape
     w = measured_seconds(ticks, tick_s, cold_start_s)
     prob = pulp.LpProblem("fleet_hindsight", pulp.LpMinimize)
-    x: dict[tuple[int, int], Any] = {}
-    new: dict[tuple[int, int], Any] = {}
+    x: dict[tuple[int, int], LpVariable] = {}
+    new: dict[tuple[int, int], LpVariable] = {}
     o = [pulp.LpVariable(f"o_{i}", lowBound=0, cat=pulp.LpInteger) for i in range(ticks)]
     m = [pulp.LpVariable(f"m_{i}", lowBound=0) for i in range(ticks)]
     for z in range(n_z):
@@ -140,7 +144,7 @@ def solve_fleet_ilp(
 
 
 def fleet_shortest_path(
-    held: np.ndarray[Any, Any],
+    held: npt.NDArray[np.bool_],
     replicas: int,
     spot_usd_per_hour: Sequence[float],
     on_demand_usd_per_hour: float,

@@ -68,18 +68,23 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulp
 
 from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
-from broker.planning.optimizer.problem import PlanningProblem
+from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable
+from broker.planning.optimizer.problem import FloatArray, PlanningProblem
+from markets.errors import InfeasiblePlanError
+from markets.keys import PoolKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
 from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["AllocVar", "BuiltModel", "build_model"]
+
+Terms = list[tuple[LpVariable, float]]  # (variable, coefficient) pairs of a linear expression
 
 
 @dataclass(frozen=True)
@@ -95,23 +100,23 @@ class AllocVar:
     units_per_instance: int
     work_per_instance: float  # reference units per instance-hour (spot: effective)
     usd_per_instance_hour: float
-    var: Any
+    var: LpVariable
 
 
 @dataclass
 class BuiltModel:
-    prob: Any
+    prob: LpProblem
     allocs: list[AllocVar] = field(default_factory=list)
-    commit_vars: dict[str, Any] = field(default_factory=dict)  # group -> C_g
+    commit_vars: dict[str, LpVariable] = field(default_factory=dict)  # group -> C_g
     commit_price: dict[str, float] = field(default_factory=dict)  # group -> $/instance-hour
     commit_pool: dict[str, str] = field(default_factory=dict)  # group -> representative pool
-    unmet_serving: dict[tuple[str, int], Any] = field(default_factory=dict)
-    unmet_work: dict[str, Any] = field(default_factory=dict)
-    gang: dict[tuple[str, int], tuple[Any, Any]] = field(default_factory=dict)
+    unmet_serving: dict[tuple[str, int], LpVariable] = field(default_factory=dict)
+    unmet_work: dict[str, LpVariable] = field(default_factory=dict)
+    gang: dict[tuple[str, int], tuple[LpVariable, LpVariable]] = field(default_factory=dict)
     # constraint name -> human description (for explanations / infeasibility)
     described: dict[str, str] = field(default_factory=dict)
     integral: bool = False
-    serving_demand: dict[str, Any] = field(default_factory=dict)  # per-period arrays
+    serving_demand: dict[str, FloatArray] = field(default_factory=dict)  # per period
     spot_pools: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -124,11 +129,10 @@ class _Namer:
 
 
 def _group_key(e: CostEntry) -> str:
-    provider, region, _zone, itype = e.pool_key.split("/")
-    return f"{provider}/{region}/{itype}"
+    return str(e.key.group)
 
 
-def _cheapest_per_type(entries: list[CostEntry], tier: Tier) -> list[CostEntry]:
+def _cheapest_per_type(entries: Sequence[CostEntry], tier: Tier) -> list[CostEntry]:
     best: dict[str, CostEntry] = {}
     for e in entries:
         price = e.usd_per_work_hour[tier]
@@ -141,7 +145,7 @@ def _cheapest_per_type(entries: list[CostEntry], tier: Tier) -> list[CostEntry]:
 
 
 def _spot_candidates(
-    problem: PlanningProblem, w: Workload, entries: list[CostEntry]
+    problem: PlanningProblem, w: Workload, entries: Sequence[CostEntry]
 ) -> list[CostEntry]:
     usable = [
         e
@@ -155,7 +159,7 @@ def _spot_candidates(
     chosen: list[CostEntry] = []
     zones: set[str] = set()
     for e in usable:  # cheapest effective spot first
-        zone = e.pool_key.split("/")[2]
+        zone = e.key.zone
         if len(chosen) < problem.options.max_spot_pools or zone not in zones:
             chosen.append(e)
             zones.add(zone)
@@ -197,10 +201,10 @@ def _aggregate(
     }
 
 
-def _lin(terms: list[tuple[Any, float]]) -> Any:
+def _lin(terms: Terms) -> LpExpression:
     """A linear expression; a variable listed twice has its coefficients summed
     (``LpAffineExpression`` from pairs would keep only the last)."""
-    acc: dict[Any, float] = {}
+    acc: dict[LpVariable, float] = {}
     for v, c in terms:
         acc[v] = acc.get(v, 0.0) + c
     return pulp.LpAffineExpression(list(acc.items()))
@@ -268,26 +272,22 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     if problem.committed_fixed:
         unknown = set(problem.committed_fixed) - set(built.commit_vars)
         if any(problem.committed_fixed[g] > 0 for g in unknown):
-            from markets.errors import InfeasiblePlanError
-
             raise InfeasiblePlanError(
                 "fixed commitments name groups no workload can use",
                 [f"{g}: {problem.committed_fixed[g]} instances" for g in sorted(unknown)],
             )
 
-    objective: list[tuple[Any, float]] = [
-        (v, built.commit_price[g] * H) for g, v in built.commit_vars.items()
-    ]
-    commit_use: dict[tuple[str, int], list[tuple[Any, float]]] = {}
-    pool_use: dict[tuple[str, int], list[tuple[Any, float]]] = {}
-    fleet_cost: list[list[tuple[Any, float]]] = [[] for _ in range(n_t)]
+    objective: Terms = [(v, built.commit_price[g] * H) for g, v in built.commit_vars.items()]
+    commit_use: dict[tuple[str, int], Terms] = {}
+    pool_use: dict[tuple[str, int], Terms] = {}
+    fleet_cost: list[Terms] = [[] for _ in range(n_t)]
 
     for w in problem.workloads.workloads:
         od, com, spot = per_w[w.name]
         built.spot_pools[w.name] = [e.pool_key for e in spot]
         last = problem.last_hour(w)
-        w_cost: list[list[tuple[Any, float]]] = [[] for _ in range(n_t)]
-        prev: dict[tuple[Tier, str], Any] = {}
+        w_cost: list[Terms] = [[] for _ in range(n_t)]
+        prev: dict[tuple[Tier, str], LpVariable] = {}
         for t, (h0, _h1) in enumerate(periods):
             if w.workload_class is not WorkloadClass.SERVING and h0 >= last:
                 continue  # past the deadline: the job may not run
@@ -415,7 +415,7 @@ def _workload_period(
     t: int,
     L: float,
     allocs: list[AllocVar],
-    objective: list[tuple[Any, float]],
+    objective: Terms,
     name: _Namer,
 ) -> None:
     prob = built.prob
@@ -486,7 +486,7 @@ def _diversify(
     built: BuiltModel,
     w: Workload,
     spot: list[AllocVar],
-    spot_units: list[tuple[Any, float]],
+    spot_units: Terms,
     name: _Namer,
 ) -> None:
     if not spot:
@@ -494,7 +494,7 @@ def _diversify(
     prob = built.prob
     by_zone: dict[str, list[AllocVar]] = {}
     for a in spot:
-        by_zone.setdefault(a.pool_key.split("/")[2], []).append(a)
+        by_zone.setdefault(PoolKey.parse(a.pool_key).zone, []).append(a)
     if w.max_zone_share < 1.0:
         for zone, members in by_zone.items():
             cname = name("zone")
@@ -503,7 +503,9 @@ def _diversify(
             built.described[cname] = f"{w.name}: at most {w.max_zone_share:.0%} of spot in {zone}"
     if w.max_pool_share < 1.0 and len(spot) > 1:
         for a in spot:
-            if len(by_zone[a.pool_key.split("/")[2]]) == 1 and w.max_zone_share <= w.max_pool_share:
+            if len(by_zone[PoolKey.parse(a.pool_key).zone]) == 1 and (
+                w.max_zone_share <= w.max_pool_share
+            ):
                 continue  # implied by the zone cap
             cname = name("pool")
             prob += (
@@ -525,7 +527,7 @@ def _workload_totals(
     problem: PlanningProblem,
     built: BuiltModel,
     w: Workload,
-    objective: list[tuple[Any, float]],
+    objective: Terms,
     name: _Namer,
 ) -> None:
     if w.workload_class is WorkloadClass.SERVING:

@@ -2,7 +2,11 @@
 
 Owns: ``PlanOptions`` (knobs with their defaults), ``PoolSeries`` (one pool's
 static facts and per-period spot price and capacity), ``PlanningProblem`` and
-``build_problem`` (from a ``MarketSnapshot`` and optional hourly arrays).
+``build_problem`` (from a ``MarketSnapshot`` and optional hourly arrays). The
+problem carries the snapshot's ``CostTable`` (``policies.cost_table``): handed
+in by a caller that has one, else computed once by ``build_problem``; every
+solve of the problem and of its variants (``dataclasses.replace``: a committed
+sweep, a rolling window) reads that one table.
 
 Time: the horizon of ``hours`` hours is cut into periods of ``period_hours``
 (the last may be shorter), or, with ``period_hours = 0``, into adaptive
@@ -25,7 +29,7 @@ import numpy.typing as npt
 
 from markets.errors import InputError
 from markets.model import MarketSnapshot, PoolSnapshot
-from policies.cost_table import CostEntry, cost_entries
+from policies.cost_table import CostEntry, CostOptions, CostTable
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = [
@@ -92,6 +96,15 @@ class PlanOptions:
     time_limit_s: float = 60.0
     polish_s: float = 0.0
 
+    @property
+    def cost_options(self) -> CostOptions:
+        """The knobs the effective costs depend on (the ``CostTable``'s)."""
+        return CostOptions(
+            term_years=self.term_years,
+            interruption_multiplier=self.interruption_multiplier,
+            checkpoint_write_seconds=self.checkpoint_write_seconds,
+        )
+
 
 @dataclass(frozen=True)
 class PoolSeries:
@@ -115,13 +128,15 @@ class PlanningProblem:
     ``committed_fixed`` pins commitment counts (group key -> instances), as a
     committed sweep or a baseline does; ``previous_instances`` (workload, pool
     key, tier) -> instances running before the first period, charged churn on
-    change."""
+    change. ``costs`` is the effective-cost table of the snapshot the pools
+    come from, priced with ``options.cost_options`` (checked)."""
 
     start: datetime
     hours: int
     workloads: WorkloadSet
     pools: tuple[PoolSeries, ...]
     serving_demand: Mapping[str, FloatArray]  # per hour, reference units
+    costs: CostTable
     options: PlanOptions = field(default_factory=PlanOptions)
     remaining_unit_hours: Mapping[str, float] = field(default_factory=dict)
     deadline_hour: Mapping[str, float] = field(default_factory=dict)
@@ -131,6 +146,21 @@ class PlanningProblem:
     # rolling horizon's uniform-progress milestone, so re-plans cannot keep
     # pushing work past the step they commit).
     milestones: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Also on dataclasses.replace: a variant with other cost knobs needs
+        # another table (build_problem), not this one re-read at other prices.
+        if self.costs.options != self.options.cost_options:
+            raise InputError(
+                "costs",
+                "options",
+                f"a cost table priced with the problem's {self.options.cost_options}",
+                got=self.costs.options,
+            )
+        if self.costs.workloads is not self.workloads and self.costs.workloads != self.workloads:
+            raise InputError(
+                "costs", "workloads", "the cost table of the problem's workloads", got=None
+            )
 
     # --- periods ---------------------------------------------------------------
 
@@ -224,15 +254,9 @@ class PlanningProblem:
         """Hours into the horizon after which the job may not run."""
         return min(float(self.hours), self.deadline_hour.get(w.name, w.deadline_hours or math.inf))
 
-    def entries(self, w: Workload) -> list[CostEntry]:
-        o = self.options
-        return cost_entries(
-            w,
-            (p.snap for p in self.pools),
-            term_years=o.term_years,
-            interruption_multiplier=o.interruption_multiplier,
-            checkpoint_write_seconds=o.checkpoint_write_seconds,
-        )
+    def entries(self, w: Workload) -> tuple[CostEntry, ...]:
+        """``w``'s effective costs, cheapest effective spot first (the table's)."""
+        return self.costs.entries(w.name)
 
     def pool(self, key: str) -> PoolSeries:
         return self._pool_index[key]
@@ -268,11 +292,20 @@ def build_problem(
     options: PlanOptions | None = None,
     spot_prices: Mapping[str, FloatArray] | None = None,
     spot_capacity_instances: Mapping[str, FloatArray] | None = None,
-    **kwargs: object,
+    costs: CostTable | None = None,
+    remaining_unit_hours: Mapping[str, float] | None = None,
+    deadline_hour: Mapping[str, float] | None = None,
+    committed_fixed: Mapping[str, int] | None = None,
+    previous_instances: Mapping[tuple[str, str, str], float] | None = None,
+    milestones: Mapping[str, tuple[int, float]] | None = None,
 ) -> PlanningProblem:
     """A problem over ``hours`` from ``snapshot``: prices flat at the snapshot's
     unless hourly ``spot_prices`` / ``spot_capacity_instances`` (pool key ->
-    array of ``hours``) are given (hindsight, or a forecast)."""
+    array of ``hours``) are given (hindsight, or a forecast). ``costs``: the
+    snapshot's cost table if the caller has one (it must be of ``snapshot``,
+    ``workloads`` and ``options.cost_options``), else computed here. The rest
+    are ``PlanningProblem``'s fields of the same names (``None``: its default;
+    ``committed_fixed=None`` leaves commitments free)."""
     options = options or PlanOptions()
     if hours <= 0:
         raise InputError("--hours", None, "a horizon of at least 1 hour", got=hours)
@@ -308,12 +341,21 @@ def build_problem(
             f"({', '.join(sorted(wanted))})",
         )
     demand = {k: np.asarray(v[:hours], dtype=float) for k, v in serving_demand.items()}
+    if costs is None:
+        costs = CostTable.compute(snapshot, workloads, options.cost_options)
+    else:
+        costs.check(snapshot, workloads, options.cost_options)
     return PlanningProblem(
         start=snapshot.at,
         hours=hours,
         workloads=workloads,
         pools=tuple(series),
         serving_demand=demand,
+        costs=costs,
         options=options,
-        **kwargs,  # type: ignore[arg-type]
+        remaining_unit_hours={} if remaining_unit_hours is None else remaining_unit_hours,
+        deadline_hour={} if deadline_hour is None else deadline_hour,
+        committed_fixed=committed_fixed,
+        previous_instances={} if previous_instances is None else previous_instances,
+        milestones={} if milestones is None else milestones,
     )

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import pulp
 
-from broker.planning.optimizer.backend import Outcome
+from broker.planning.optimizer.backend import LpProblem, LpVariable, Outcome
 from broker.planning.optimizer.model import BuiltModel
 from broker.planning.optimizer.problem import PlanningProblem
 from policies.workloads.spec import Workload
@@ -42,7 +41,7 @@ _EPS = 1e-6
 _RUN_TOLERANCE = 0.05
 
 
-def _val(v: Any) -> float:
+def _val(v: LpVariable) -> float:
     x = v.value()
     return 0.0 if x is None else float(x)
 
@@ -127,11 +126,11 @@ def _runs(r: list[float]) -> list[tuple[int, int]]:
     return out
 
 
-def _values(prob: Any) -> dict[str, float | None]:
+def _values(prob: LpProblem) -> dict[str, float | None]:
     return {v.name: v.varValue for v in prob.variables()}
 
 
-def load(prob: Any, values: dict[str, float | None]) -> None:
+def load(prob: LpProblem, values: dict[str, float | None]) -> None:
     """Put saved variable values back (a solve that lost them)."""
     for v in prob.variables():
         v.varValue = values[v.name]
@@ -213,7 +212,11 @@ def round_up(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> f
     sizes adapt to them; then steps carried. The LP objective, ``None`` if a
     hard constraint still breaks."""
     relaxed = {g: _val(v) for g, v in built.commit_vars.items()}
-    for how in (lambda x: math.ceil(x - _EPS), lambda x: math.floor(x + _EPS)):
+    ways: tuple[Callable[[float], int], ...] = (
+        lambda x: math.ceil(x - _EPS),
+        lambda x: math.floor(x + _EPS),
+    )
+    for how in ways:
         for g, v in built.commit_vars.items():
             v.lowBound = v.upBound = float(how(relaxed[g]))
         if _solved(resolve()) is not None:

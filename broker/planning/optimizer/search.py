@@ -30,16 +30,18 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulp
 
-from broker.planning.optimizer.backend import Outcome, run_solver
+from broker.planning.optimizer.backend import LpProblem, LpVariable, Outcome, run_solver
 from broker.planning.optimizer.model import BuiltModel
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.rounding import load, pattern_search, quick_round, round_up
 
 __all__ = ["Search", "relax_and_fix"]
+
+# variable name -> (lowBound, upBound) as the model had them
+Bounds = dict[str, tuple[float | None, float | None]]
 
 # The integer completion's time cap: its LP is tight, so it usually ends in a
 # fraction of this; when not, its best plan so far is taken.
@@ -113,8 +115,8 @@ def relax_and_fix(
 def _complete(
     problem: PlanningProblem,
     built: BuiltModel,
-    ints: list[Any],
-    saved: dict[str, tuple[Any, Any]],
+    ints: list[LpVariable],
+    saved: Bounds,
     lp: Callable[[], Outcome],
     left: Callable[[], float],
     out: Search,
@@ -151,8 +153,8 @@ def _complete(
 
 def _prove(
     built: BuiltModel,
-    ints: list[Any],
-    saved: dict[str, tuple[Any, Any]],
+    ints: list[LpVariable],
+    saved: Bounds,
     incumbent: float,
     budget_s: float,
     out: Search,
@@ -182,11 +184,11 @@ def _gap(objective: float, bound: float | None) -> float:
     return max(0.0, (objective - bound) / max(abs(objective), 1e-9))
 
 
-def _restore(ints: list[Any], saved: dict[str, tuple[Any, Any]]) -> None:
+def _restore(ints: list[LpVariable], saved: Bounds) -> None:
     for v in ints:
         v.lowBound, v.upBound = saved[v.name]
         v.cat = pulp.LpInteger
 
 
-def _values(prob: Any) -> dict[str, float | None]:
+def _values(prob: LpProblem) -> dict[str, float | None]:
     return {v.name: v.varValue for v in prob.variables()}

@@ -15,12 +15,11 @@ inside PuLP by default, HiGHS when ``highspy`` is installed) or bill a plan
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pandas as pd
 import pulp
 
-from broker.planning.optimizer.backend import run_solver
+from broker.planning.optimizer.backend import LpVariable, run_solver
 from broker.planning.optimizer.model import BuiltModel, build_model
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.search import relax_and_fix
@@ -77,7 +76,7 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     return plan
 
 
-def _val(v: Any) -> float:
+def _val(v: LpVariable) -> float:
     x = v.value()
     return 0.0 if x is None else float(x)
 

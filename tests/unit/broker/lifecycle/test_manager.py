@@ -32,6 +32,7 @@ from markets.model import (
     Tier,
 )
 from markets.ttl import UNAVAILABLE_OFFERING_TTL_S
+from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadSet, parse_workloads
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -904,3 +905,37 @@ def test_a_storm_of_1000_revocations_in_one_zone() -> None:
     # The same 1,000 again (at-least-once delivery): all ignored, nothing launched.
     again = [m.handle(n, fleet, snap) for n in reversed(notices)]
     assert all(d.kind is DecisionKind.IGNORE and d.launches == () for d in again)
+
+
+# --- the cost table: once per snapshot ------------------------------------------------
+
+
+def test_the_cost_table_is_computed_once_per_snapshot_not_per_notice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    computed: list[CostTable] = []
+    compute = CostTable.compute.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[CostTable], *args: object, **kwargs: object) -> CostTable:
+        table: CostTable = compute(cls, *args, **kwargs)
+        computed.append(table)
+        return table
+
+    monkeypatch.setattr(CostTable, "compute", classmethod(counting))
+    m, clock = manager()
+    fleet = ft_fleet()
+    snap = market()
+    m.on_market(snap)  # the daemon's market update
+    for lost in spot_of(fleet)[:3]:
+        clock.advance(1)
+        m.handle(revoke(lost, clock.now()), fleet, snap)
+    m.tick(None, fleet, snap)
+    assert len(computed) == 1
+    assert computed[0].snapshot is snap
+    assert computed[0].options.interruption_multiplier == 1.0
+    stale = snap.mark_stale()  # a new snapshot: one new table, hazards widened
+    clock.advance(1)
+    m.handle(revoke(spot_of(fleet)[3], clock.now()), fleet, stale)
+    m.tick(None, fleet, stale)
+    assert len(computed) == 2
+    assert computed[1].options.interruption_multiplier == m.config.stale_hazard_multiplier

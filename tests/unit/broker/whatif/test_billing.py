@@ -9,6 +9,7 @@ import pytest
 
 from broker.planning.optimizer.problem import PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
+from broker.planning.plan import Plan
 from broker.whatif.billing import MarketActuals, bill_plan
 from markets.model import (
     Hazard,
@@ -19,7 +20,8 @@ from markets.model import (
     PoolSnapshot,
     Provider,
 )
-from policies.workloads.spec import parse_workloads
+from policies.cost_table import CostTable
+from policies.workloads.spec import WorkloadSet, parse_workloads
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 KEY = "aws/us-east-1/us-east-1a/g1"
@@ -42,7 +44,7 @@ def _snapshot(share: float) -> MarketSnapshot:
     return MarketSnapshot(at=T0, pools=(pool,), source="test")
 
 
-def _batch_plan(share: float) -> tuple[object, object, MarketSnapshot]:
+def _batch_plan(share: float) -> tuple[Plan, WorkloadSet, MarketSnapshot]:
     ws = parse_workloads({"workloads": [
         {"name": "sweeps", "class": "batch", "instance_types": ["g1"], "unit_hours": 48,
          "deadline_hours": 24, "max_units": 100, "max_zone_share": 1.0, "max_pool_share": 1.0},
@@ -58,12 +60,13 @@ def test_spot_held_as_expected_delivers_the_planned_work(share: float) -> None:
     """The plan's spot work already counts the expected held share: held at
     that share, nothing is missing (it used to be taken off twice)."""
     plan, ws, snap = _batch_plan(share)
-    a = plan.hourly_instances()  # type: ignore[attr-defined]
+    a = plan.hourly_instances()
     spot = a[a["tier"] == "spot"]
     assert len(spot) > 0  # spot is 5x cheaper: the plan uses it
     held = np.full(24, share)
-    bill = bill_plan(plan, ws, {}, snap,  # type: ignore[arg-type]
-                     MarketActuals({KEY: np.full(24, 0.2)}, {KEY: held}))  # fmt: skip
+    bill = bill_plan(plan, ws, {}, snap,
+                     MarketActuals({KEY: np.full(24, 0.2)}, {KEY: held}),
+                     costs=CostTable.compute(snap, ws))  # fmt: skip
     assert bill.catch_up_usd == pytest.approx(0.0, abs=1e-6)
     # paid only while held
     paid = float((spot["instances"] * 0.2).sum()) * share
@@ -72,10 +75,11 @@ def test_spot_held_as_expected_delivers_the_planned_work(share: float) -> None:
 
 def test_spot_held_less_than_expected_is_caught_up_on_demand() -> None:
     plan, ws, snap = _batch_plan(0.8)
-    a = plan.hourly_instances()  # type: ignore[attr-defined]
+    a = plan.hourly_instances()
     spot_work = float(a[a["tier"] == "spot"]["work_per_hour"].sum())
-    bill = bill_plan(plan, ws, {}, snap,  # type: ignore[arg-type]
-                     MarketActuals({KEY: np.full(24, 0.2)}, {KEY: np.full(24, 0.4)}))  # fmt: skip
+    bill = bill_plan(plan, ws, {}, snap,
+                     MarketActuals({KEY: np.full(24, 0.2)}, {KEY: np.full(24, 0.4)}),
+                     costs=CostTable.compute(snap, ws))  # fmt: skip
     # half the expected share held: half the spot work is missing, at $1/unit-hour
     assert bill.catch_up_unit_hours["sweeps"] == pytest.approx(spot_work / 2)
     assert bill.catch_up_usd == pytest.approx(spot_work / 2 * 1.0)

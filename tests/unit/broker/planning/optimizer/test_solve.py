@@ -23,6 +23,7 @@ from markets.model import (
     PoolSnapshot,
     Provider,
 )
+from policies.cost_table import CostTable
 from policies.reservations import committed_count
 from policies.workloads.spec import WorkloadClass, parse_workloads
 
@@ -214,7 +215,7 @@ def test_fast_path_is_feasible_by_construction_and_near_the_milp(
 
 def test_plan_never_costs_more_than_the_on_demand_baseline(default_plan_inputs: tuple) -> None:
     snap, ws, demand, problem, plan = default_plan_inputs
-    baseline = all_on_demand(snap, ws, demand, problem.hours)
+    baseline = all_on_demand(snap, ws, demand, problem.hours, costs=problem.costs)
     assert plan.planned_cost_usd() <= baseline.planned_cost_usd() + 1e-6
     assert plan.explanations["chat-api"].lines()[0] == "chat-api:"
 
@@ -287,14 +288,15 @@ def test_plan_never_costs_more_than_a_baseline_meeting_the_same_constraints(
     snap = _market(*pools)
     d = {"api": np.asarray(demand, dtype=float)}
     opts = PlanOptions(integral=True, churn_usd_per_unit=0.0)
-    plan = solve(build_problem(snap, ws, d, hours=6, options=opts))
+    costs = CostTable.compute(snap, ws)  # one table: the plan's and the baselines'
+    plan = solve(build_problem(snap, ws, d, hours=6, options=opts, costs=costs))
     assert plan.unmet_unit_hours["api"] == pytest.approx(0.0, abs=1e-6)
     baselines = (
-        all_on_demand(snap, ws, d, 6),
-        committed_quantile(snap, ws, d, 6),
+        all_on_demand(snap, ws, d, 6, costs=costs),
+        committed_quantile(snap, ws, d, 6, costs=costs),
         # The static mix spreads spot over 4 zones at 25 % each, within the caps
         # (zone and pool share 0.5), and keeps the non-revocable base.
-        static_mix(snap, ws, d, 6),
+        static_mix(snap, ws, d, 6, costs=costs),
     )
     for baseline in baselines:
         # The plan buys whole instances; a baseline meeting the same
