@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
+from markets.keys import PoolKey
 from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Tier
 from markets.protocols import HistorySource, Provider
 
@@ -340,7 +341,7 @@ def _storm(directory: Path, market: HistorySource, n: int, seed: int) -> dict[st
     decision_ms, launch_ms, kinds = _collect(rig, origin, 0)
     return {
         "notices": n,
-        "zone": pool.split("/")[2],
+        "zone": PoolKey.parse(pool).zone,
         "decision_ms": _pct(decision_ms),
         "launch_request_ms": _pct(launch_ms),
         "decision_from_poll_ms": _pct([x * 1e3 for x in d.decision_latencies_s]),

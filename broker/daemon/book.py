@@ -31,6 +31,7 @@ from broker.daemon.executor import kv
 from broker.daemon.store.store import DecisionRecord, FleetRow, Store
 from broker.planning.reconcile import Slot, live_ours
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.keys import PoolKey
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from markets.protocols import Provider
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
@@ -161,7 +162,7 @@ class FleetBook:
         w = self.workloads.get(workload)
         if w is None or self.snapshot is None:
             return None
-        failed_type = failed_pool.split("/")[-1]
+        failed_type = PoolKey.parse(failed_pool).instance_type
         lost = count * self.units(failed_pool) * w.throughput_of(failed_type)
         best: tuple[tuple[int, float, str], str, float] | None = None
         for p in self.snapshot.pools:
@@ -289,7 +290,7 @@ def stick(
     # Sorted, with pool names breaking price ties: the same inputs give the
     # same moves in every process (set order follows PYTHONHASHSEED).
     for w, pool, tier in sorted(set(want) | set(running)):
-        groups[(w, tier, pool.split("/")[-1])].append(pool)
+        groups[(w, tier, PoolKey.parse(pool).instance_type)].append(pool)
     for (w, tier, _itype), pools in groups.items():
         t = Tier(tier)
         surplus = {

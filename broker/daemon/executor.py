@@ -30,7 +30,6 @@ clock (backoff sleeps through the injected ``sleep``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -53,6 +52,7 @@ from markets.fleet import (
     LaunchRequest,
     TerminateRequest,
 )
+from markets.keys import next_attempt_key
 from markets.protocols import Provider
 
 __all__ = ["Executor", "Request", "kv"]
@@ -68,10 +68,6 @@ def kv(event: str, **fields: object) -> str:
         s = str(v)
         parts.append(f'{k}="{s}"' if (" " in s or not s) else f"{k}={s}")
     return " ".join(parts)
-
-
-def _next_key(key: str, n: int) -> str:
-    return "sf-" + hashlib.sha256(f"{key}#{n}".encode()).hexdigest()[:40]
 
 
 class Executor:
@@ -114,7 +110,7 @@ class Executor:
                 if rec.status == "done" and any(i in alive for i in ids):
                     break
                 n += 1
-                key = _next_key(request.idempotency_key, n)
+                key = next_attempt_key(request.idempotency_key, n)
         return request if n == 0 else request.model_copy(update={"idempotency_key": key})
 
     # --- running ----------------------------------------------------------------

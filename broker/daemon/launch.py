@@ -5,7 +5,7 @@ Owns: ``Launcher``. On ``CapacityUnavailableError`` the pool is skipped for
 lifecycle hears of the failure (for each decision the request carried), and,
 with ``fallback``, the cheapest acceptable pool not yet tried gets the same
 work (``FleetBook.next_pool``) under a new idempotency key derived from the
-old one and the pool (``keys.fallback_key``), so a retried fallback is still
+old one and the pool (``markets.keys.alternate_pool_key``), so a retried fallback is still
 sent once. For example: ``1a/p3 refused -> 1a/p3 skipped for the TTL ->
 1b/p3 (same work) refused -> 1c/p3 ok``.
 
@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 
 from broker.daemon.book import FleetBook
 from broker.daemon.executor import Executor, kv
-from broker.daemon.keys import fallback_key
 from broker.daemon.lifecycle import Lifecycle
 from markets.clock import Clock
 from markets.errors import CapacityUnavailableError
 from markets.fleet import LaunchRequest
+from markets.keys import alternate_pool_key
 
 __all__ = ["Launcher"]
 
@@ -102,7 +102,7 @@ class Launcher:
                     )
                 )
                 moved = req.model_copy(
-                    update={"idempotency_key": fallback_key(req.idempotency_key, pool)}
+                    update={"idempotency_key": alternate_pool_key(req.idempotency_key, pool)}
                 )
                 key = self._executor.resolve_launch_key(moved, ())
                 req = key.model_copy(update={"pool_key": pool, "count": count})

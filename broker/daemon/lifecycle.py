@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from broker.lifecycle import Decision, SpotReturn
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
+from policies.cost_table import CostTable
 
 __all__ = ["Json", "Lifecycle"]
 
@@ -35,8 +36,9 @@ class Lifecycle(Protocol):
     """The lifecycle manager as the daemon uses it (``broker.lifecycle``)."""
 
     # --- inputs besides notices ------------------------------------------------
-    def on_market(self, snapshot: MarketSnapshot) -> None:
-        """A new market snapshot (the clouds we launch in only)."""
+    def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
+        """A new market snapshot (the clouds we launch in only) and, when the
+        caller already has it, its cost table (the plan's: computed once)."""
         ...
 
     def set_horizon_start(self, at: datetime) -> None:

@@ -21,7 +21,7 @@ while receives come back full, up to ``GATHER`` notices received within
 3. in ONE transaction: the decisions (audit log, UNIQUE per notice) and their
    launches as pending actions. Launches of the batch's decisions for the same
    (pool, tier, workload) are merged into one request, keyed on the notice ids
-   and launch indexes it covers (``keys.merged_key``); each decision stores
+   and launch indexes it covers (``markets.keys.merged_notice_key``); each decision stores
    its action keys (``launch_keys``), so a redelivery re-sends exactly those
    requests;
 4. launch (next pool on insufficient capacity, backoff on throttling);
@@ -55,13 +55,11 @@ from datetime import timedelta
 from broker.daemon.book import FleetBook
 from broker.daemon.checkpoints import HookCalls
 from broker.daemon.executor import Executor, kv
-from broker.daemon.keys import merged_key, notice_key
 from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Json, Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.stretches import StretchJob
-from broker.planning.reconcile import terminate_key
 from markets.clock import Clock
 from markets.fleet import (
     Instance,
@@ -71,6 +69,7 @@ from markets.fleet import (
     NoticeKind,
     TerminateRequest,
 )
+from markets.keys import merged_notice_key, notice_key, terminate_key
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import Provider
 from policies.workloads.spec import WorkloadSet
@@ -291,7 +290,7 @@ class NoticeJob:
         out: list[tuple[LaunchRequest, list[str], bool]] = []
         bodies: list[tuple[str, str, Json]] = []
         for (workload, pool, tier), parts in groups.items():
-            key = merged_key([(it.notice.notice_id, i) for it, i, _ in parts])
+            key = merged_notice_key([(it.notice.notice_id, i) for it, i, _ in parts])
             nids = list(dict.fromkeys(it.notice.notice_id for it, _, _ in parts))
             req = LaunchRequest(
                 idempotency_key=key,

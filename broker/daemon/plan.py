@@ -48,8 +48,10 @@ from broker.planning.plan import Plan
 from markets.clock import Clock
 from markets.errors import AuthError, InfeasiblePlanError, InputError, SpotfolioError
 from markets.fleet import Instance
+from markets.keys import PoolKey
 from markets.model import MarketSnapshot
 from markets.protocols import PriceSource
+from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
 __all__ = ["PlanJob", "PlanState", "Progress", "Proposal", "launchable"]
@@ -130,6 +132,9 @@ class PlanJob:
         self._owner = config.owner
         self._dry_run = dry_run
         self._demand: DemandSet | None = None  # the demand file, loaded once
+        # The cost table of the snapshot in force: computed once per snapshot,
+        # handed to the lifecycle and to every plan made on that snapshot.
+        self._costs: CostTable | None = None
 
     # --- the market -------------------------------------------------------------
     def refresh_market(self, last: MarketSnapshot | None, *, force: bool) -> MarketSnapshot:
@@ -154,8 +159,20 @@ class PlanJob:
             log.warning(kv("market_stale", error=e, kept=last.at.isoformat()))
             snap = last if last.stale else last.mark_stale()
         self._book.set_snapshot(snap)
-        self._lifecycle.on_market(snap)
+        self._lifecycle.on_market(snap, self.costs(snap))
         return snap
+
+    def _options(self, snap: MarketSnapshot) -> PlanOptions:
+        # Stale market data: widen the risk margin (ARCHITECTURE.md).
+        multiplier = self._config.stale_hazard_multiplier if snap.stale else 1.0
+        return PlanOptions(period_hours=1, interruption_multiplier=multiplier)
+
+    def costs(self, snap: MarketSnapshot) -> CostTable:
+        """The cost table of ``snap`` (computed on the first call for it)."""
+        if self._costs is None or self._costs.snapshot is not snap:
+            opts = self._options(snap).cost_options
+            self._costs = CostTable.compute(snap, self._workloads, opts)
+        return self._costs
 
     # --- after a restart ----------------------------------------------------------
     def restore(self) -> tuple[PlanState, Progress]:
@@ -193,7 +210,7 @@ class PlanJob:
             w = self._book.workload(inst.workload)
             if w is None or w.workload_class is WorkloadClass.SERVING:
                 continue
-            itype = inst.pool_key.split("/")[-1]
+            itype = PoolKey.parse(inst.pool_key).instance_type
             work = inst.units * w.throughput_of(itype) * hours
             done[w.name] = done.get(w.name, 0.0) + work
         for name, total in done.items():
@@ -226,14 +243,14 @@ class PlanJob:
             if w.deadline_hours is not None:
                 deadlines[w.name] = max(1.0, w.deadline_hours - elapsed_h)
         caps = self._book.unavailable_capacity(now, hours)
-        multiplier = self._config.stale_hazard_multiplier if snap.stale else 1.0
+        options = self._options(snap)
         problem = build_problem(
             snap,
             self._workloads,
             self._serving_demand(start, hours),
             hours=hours,
-            # Stale market data: widen the risk margin (ARCHITECTURE.md).
-            options=PlanOptions(period_hours=1, interruption_multiplier=multiplier),
+            options=options,
+            costs=self.costs(snap),
             spot_capacity_instances=caps or None,
             committed_fixed=dict(self._config.committed),
             previous_instances=dict(running),
@@ -245,7 +262,7 @@ class PlanJob:
         except InfeasiblePlanError as e:
             log.error(kv("plan_infeasible", error=e, kept_generation=state.generation))
             return None
-        return Proposal(plan, now, epoch, snap.stale, multiplier)
+        return Proposal(plan, now, epoch, snap.stale, options.interruption_multiplier)
 
     def commit(self, proposal: Proposal, state: PlanState, progress: Progress) -> PlanState:
         """Record ``proposal`` under the next generation: the plan in force

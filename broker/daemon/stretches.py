@@ -25,15 +25,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from broker.daemon.executor import Executor, kv
-from broker.daemon.keys import notice_key
 from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Json, Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import DecisionRecord, Store
 from broker.lifecycle import SpotReturn
-from broker.planning.reconcile import terminate_key
 from markets.clock import Clock
 from markets.fleet import Instance, LaunchRequest, TerminateRequest
+from markets.keys import notice_key, terminate_key
 from markets.model import MarketSnapshot
 
 __all__ = ["STRETCH_KINDS", "StretchJob"]

@@ -70,12 +70,15 @@ class Chooser:
         self._costs: CostTable | None = None
         self._cands: dict[str, Candidates] = {}
 
-    def on_market(self, snapshot: MarketSnapshot) -> None:
+    def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         if snapshot is not self._snapshot:
             mult = self.config.stale_hazard_multiplier if snapshot.stale else 1.0
-            self._costs = CostTable.compute(
-                snapshot, self.workloads, CostOptions(interruption_multiplier=mult)
-            )
+            options = CostOptions(interruption_multiplier=mult)
+            if costs is None:
+                costs = CostTable.compute(snapshot, self.workloads, options)
+            else:
+                costs.check(snapshot, self.workloads, options)
+            self._costs = costs
             self._snapshot, self._cands = snapshot, {}
 
     @property

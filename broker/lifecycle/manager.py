@@ -34,6 +34,7 @@ from markets.fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
 from policies.breakglass import ChurnBudget, CircuitBreakers, RebalancePrecision
+from policies.cost_table import CostTable
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["LifecycleManager"]
@@ -71,12 +72,14 @@ class LifecycleManager:
 
     # --- inputs besides notices --------------------------------------------------
 
-    def on_market(self, snapshot: MarketSnapshot) -> None:
+    def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         """Take a snapshot. A new one (another object than the last) has its
-        cost table computed here, once; the same one again costs nothing, so
-        ``handle`` and ``tick``, which pass theirs through here, recompute
-        nothing while the market has not changed."""
-        self._choose.on_market(snapshot)
+        cost table computed here, once, unless the caller hands the one it
+        already computed (the daemon's plan job: checked to price this
+        snapshot with this manager's options); the same snapshot again costs
+        nothing, so ``handle`` and ``tick``, which pass theirs through here,
+        recompute nothing while the market has not changed."""
+        self._choose.on_market(snapshot, costs)
 
     def record_launch_failure(
         self, pool_key: str, tier: Tier = Tier.SPOT, *, notice_id: str | None = None

@@ -16,6 +16,7 @@ from broker.daemon.lifecycle import Json, Lifecycle
 from broker.lifecycle import Decision, DecisionKind, SpotReturn
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
+from policies.cost_table import CostTable
 
 __all__ = ["QuietLifecycle"]
 
@@ -27,8 +28,8 @@ class QuietLifecycle:
         self.calls: list[tuple[object, ...]] = []
         self.committed_usd = 0.0
 
-    def on_market(self, snapshot: MarketSnapshot) -> None:
-        self.calls.append(("on_market", snapshot))
+    def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
+        self.calls.append(("on_market", snapshot, costs))
 
     def set_horizon_start(self, at: datetime) -> None:
         self.calls.append(("set_horizon_start", at))

@@ -4,23 +4,25 @@ and a lifecycle that decides nothing (``tests.fakes.lifecycle``)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
 from broker.daemon.book import FleetBook
 from broker.daemon.config import Backoff, DaemonConfig
 from broker.daemon.executor import Executor
-from broker.daemon.keys import fallback_key
 from broker.daemon.launch import Launcher
 from broker.daemon.metrics import DaemonMetrics
-from broker.daemon.plan import PlanJob, Progress
+from broker.daemon.plan import PlanJob, PlanState, Progress
 from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.stretches import StretchJob
 from markets.clock import ManualClock
 from markets.errors import TransientError
 from markets.fleet import Instance, InstanceState, LaunchRequest
+from markets.keys import alternate_pool_key
 from markets.model import MarketSnapshot, Tier
 from markets.sim.cloud import SimCloud, SimOptions
+from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadSet, parse_workloads
 from tests.fakes.lifecycle import QuietLifecycle
 from tests.fakes.tiny_market import T0, TinyMarket, pool_key
@@ -80,7 +82,7 @@ def test_a_refused_launch_moves_to_the_next_pool_under_a_derived_key() -> None:
     assert book.is_unavailable(A, Tier.SPOT, clock.now())
     assert not book.is_unavailable(A, Tier.SPOT, clock.now() + timedelta(seconds=601))
     with store.transaction() as tx:
-        assert tx.action(fallback_key("sf-test-1", B)) is not None
+        assert tx.action(alternate_pool_key("sf-test-1", B)) is not None
     # Without fallback a refusal is reported to the caller, nothing launched.
     again = req.model_copy(update={"idempotency_key": "sf-test-2"})
     assert launcher.launch(again, context={}, fallback=False) is None
@@ -100,6 +102,31 @@ def test_keeps_the_last_good_snapshot_marked_stale_when_the_market_fails() -> No
     assert [c[0] for c in lc.called("on_market")] == [first, kept]
     with pytest.raises(TransientError):  # nothing good to keep
         job.refresh_market(None, force=True)
+
+
+def test_one_cost_table_per_snapshot_for_the_lifecycle_and_every_plan_on_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import broker.daemon.plan as plan_module
+
+    handed: list[CostTable | None] = []
+    real = plan_module.build_problem
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        handed.append(kwargs.get("costs"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "build_problem", spy)
+    lc = QuietLifecycle()
+    job, _book = _plan_job(TinyMarket(), lc)
+    snap = job.refresh_market(None, force=True)
+    [(_, lc_costs)] = lc.called("on_market")
+    assert isinstance(lc_costs, CostTable) and lc_costs.snapshot is snap
+    for _ in range(2):
+        assert job.propose(snap, PlanState(), Progress(), {}, T0) is not None
+    assert handed == [lc_costs, lc_costs]  # the same object: computed once
+    later = job.refresh_market(snap, force=True)  # a new snapshot: a new table
+    assert lc.called("on_market")[-1][1] is job.costs(later) is not lc_costs
 
 
 def test_progress_counts_work_since_the_last_count_and_reports_each_job() -> None:
