@@ -175,12 +175,13 @@ MARKETS.add_lazy("gcp", "markets.gcp.market:open_gcp_market")
 
 
 def open_market(
-    spec: str | None = None, *, option_name: str = "--market", **options: object
+    spec: str | None = None, option_name: str = "--market", /, **options: object
 ) -> PriceSource:
     """Open a market from a CLI-style spec: a registered name (``default``,
     ``aws``, ``gcp``; ``None``: ``default``) or a path to a recorded history
     (file or directory laid out like ``shared/data``), which opens the replay
-    market. ``option_name`` is the option the spec came from, for the error."""
+    market. ``option_name`` is the option the spec came from, for the error
+    (positional, so that no adapter option can collide with it)."""
     if not spec or spec in MARKETS:
         return MARKETS.get(spec or None, option=option_name)(**options)
     path = Path(spec)

@@ -54,10 +54,19 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from broker.daemon.config import DaemonConfig
+from broker.daemon.daemon import Daemon
+from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.store.store import Store
+from broker.daemon.wiring import default_lifecycle
+from markets.clock import ManualClock
+from markets.errors import CapacityUnavailableError
 from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.keys import PoolKey
 from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Tier
 from markets.protocols import HistorySource, Provider
+from markets.registry import open_market, open_provider
+from policies.workloads.spec import parse_workloads
 
 __all__ = ["SCHEMA", "TARGET_P99_MS", "run"]
 
@@ -152,14 +161,6 @@ class _Rig:
     """Daemon, store, lifecycle and simulated cloud for one setting."""
 
     def __init__(self, directory: Path, market: HistorySource, seed: int) -> None:
-        from broker.daemon.accelerated import default_lifecycle
-        from broker.daemon.config import DaemonConfig
-        from broker.daemon.daemon import Daemon
-        from broker.daemon.metrics import DaemonMetrics
-        from broker.daemon.store.store import Store
-        from markets.clock import ManualClock
-        from markets.registry import open_provider
-        from policies.workloads.spec import parse_workloads
 
         self.clock = ManualClock(market.span()[0])
         cloud = open_provider(
@@ -230,7 +231,6 @@ class _Rig:
 
     def fleet(self, counts: dict[str, int]) -> list[str]:
         """Launch spot instances (pool -> count) and let the daemon list them."""
-        from markets.errors import CapacityUnavailableError
 
         ids: list[str] = []
         for i, (pool, n) in enumerate(sorted(counts.items())):
@@ -357,7 +357,6 @@ def _storm(directory: Path, market: HistorySource, n: int, seed: int) -> dict[st
 def run(*, storm: int = 1000, seed: int = 0, repeats: int = 20) -> dict[str, Any]:
     """Measure the reaction to one notice (``repeats`` times) and to a storm of
     ``storm`` notices (module docstring). ``storm=100`` runs in a few seconds."""
-    from markets.registry import open_market
 
     if storm < 1 or repeats < 1:
         raise ValueError("storm and repeats are at least 1")

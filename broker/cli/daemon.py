@@ -1,9 +1,11 @@
 """``spotfolio daemon``: run the provisioning daemon, or a simulated account.
 
-Composition root: opens the market (``markets.registry.open_market``), the
-provider (``markets.registry.open_provider``: ``aws``, ``gcp`` or ``sim``, the
-simulated cloud, whose clock the daemon then runs on), the store and the
-lifecycle manager, and hands them to ``broker.daemon.daemon.Daemon``.
+The command line of the daemon's composition root (``broker.daemon.wiring``:
+the market and the provider by name through ``markets.registry`` — ``aws``,
+``gcp`` or ``sim``, the simulated cloud, whose clock the daemon then runs on —,
+the store and the lifecycle manager). The daemon's stack (SQLAlchemy,
+prometheus-client, APScheduler, PuLP) is imported when the command runs, not
+when ``spotfolio`` starts: every ``spotfolio`` invocation imports this module.
 
 - ``spotfolio daemon --config FILE [--provider aws|gcp|sim] [--dry-run] [--once]``
   runs the daemon (APScheduler jobs, metrics on ``metrics_port``) until
@@ -41,14 +43,21 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 import click
+from pydantic import ValidationError
 
+from broker.cli._adapter_options import market_options
 from broker.cli._output import console, emit_json
-from markets.clock import Clock
 from markets.errors import InputError
-from markets.protocols import PriceSource, Provider
+from markets.protocols import HistorySource
+from markets.registry import PROVIDERS
+from markets.validation import input_error_from
+
+if TYPE_CHECKING:  # types only: the daemon's stack loads when the command runs
+    from broker.daemon.config import DaemonConfig
+    from broker.daemon.executor import Request
 
 __all__ = ["daemon_command"]
 
@@ -60,7 +69,7 @@ SIM_INTERVALS = {"refresh_market_s": 3600.0, "replan_s": 3600.0, "reconcile_s": 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         event, _, rest = record.getMessage().partition(" ")
-        out: dict[str, Any] = {"level": record.levelname.lower(), "event": event}
+        out: dict[str, str] = {"level": record.levelname.lower(), "event": event}
         for part in _split_kv(rest):
             k, _, v = part.partition("=")
             out[k] = v.strip('"')
@@ -94,30 +103,20 @@ def _logging(fmt: str, level: str) -> None:
     log.propagate = False
 
 
-def _config(path: str | None, **overrides: Any) -> Any:
+def _config(path: str | None, **overrides: object) -> DaemonConfig:
     from broker.daemon.config import DaemonConfig, load_daemon_config
 
     if path is not None:
         return load_daemon_config(path, **overrides)
     if overrides.get("owner") is None:
         overrides["owner"] = "spotfolio-sim"
-    from pydantic import ValidationError
-
-    from markets.validation import input_error_from
-
     try:
         return DaemonConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
     except ValidationError as e:
         raise input_error_from("options", e) from e
 
 
-def _market(spec: str, config: Any) -> Any:
-    from markets.registry import open_market
-
-    return open_market(spec, **config.market_options)
-
-
-def _announce(request: Any) -> None:
+def _announce(request: Request) -> None:
     data = request.model_dump(mode="json")
     kind = "launch" if "count" in data else "terminate"
     what = (
@@ -138,7 +137,7 @@ def _announce(request: Any) -> None:
 )
 @click.option(
     "--provider",
-    type=click.Choice(["aws", "gcp", "sim"]),
+    type=click.Choice(PROVIDERS.names()),
     default=None,
     help="Cloud to act in (overrides the config's provider).",
 )
@@ -189,16 +188,11 @@ def daemon_command(
 
 
 def _with_sim(
-    config: Any, pairs: tuple[str, ...], start: str | None, seed: int | None = None
-) -> Any:
+    config: DaemonConfig, pairs: tuple[str, ...], start: str | None, seed: int | None = None
+) -> DaemonConfig:
     """The config with the command line's market options, sim start and seed
     laid over it (validated as the config file's fields are)."""
-    from pydantic import ValidationError
-
-    from broker.cli._adapter_options import market_options
-    from markets.validation import input_error_from
-
-    sim: dict[str, Any] = {"start": start, "seed": seed}
+    sim: dict[str, object] = {"start": start, "seed": seed}
     data = config.model_dump()
     data["market_options"] = {**config.market_options, **market_options(pairs)}
     data["sim"] = {**data["sim"], **{k: v for k, v in sim.items() if v is not None}}
@@ -213,20 +207,25 @@ def _simulate(
     pairs: tuple[str, ...], start: str | None, seed: int | None, as_json: bool,
 ) -> None:  # fmt: skip
     from broker.daemon.accelerated import simulate_daemon
+    from markets.registry import open_market
 
     if provider not in (None, "sim"):
         raise InputError(
             "--hours", None, "--provider sim (a simulation needs the simulated cloud)", got=provider
         )
-    overrides: dict[str, Any] = {"provider": "sim", "market": market}
+    overrides: dict[str, object] = {"provider": "sim", "market": market}
     if config_path is None:
         overrides.update(
             store_url="sqlite://", planner="fast", metrics_port=0, intervals=SIM_INTERVALS
         )
     config = _with_sim(_config(config_path, **overrides), pairs, start, seed)
-    report = simulate_daemon(
-        config, _market(config.market, config), hours=hours, start=config.sim.start
-    )
+    market_source = open_market(config.market, **config.market_options)
+    if not isinstance(market_source, HistorySource):  # the live markets have no history
+        raise InputError(
+            "--market", None, "a market with an hourly history (default or recorded data)",
+            got=config.market,
+        )  # fmt: skip
+    report = simulate_daemon(config, market_source, hours=hours, start=config.sim.start)
     out = report.to_dict()
     if as_json:
         emit_json(out)
@@ -245,59 +244,11 @@ def _simulate(
     console.print(t)
 
 
-@runtime_checkable
-class _KeepsTime(Protocol):
-    """A provider with its own clock (the simulated cloud): the daemon runs on it."""
-
-    @property
-    def clock(self) -> Clock: ...
-
-
-def _sim_account(config: Any, market: PriceSource) -> tuple[Provider, Clock]:
-    """The simulated cloud and its clock (simulated time at the real rate,
-    from ``sim.start`` or the market's first hour); with ``sim.state_file``
-    the account lives in that file and outlives the process."""
-    from broker.daemon.accelerated import sim_options
-    from markets.registry import open_provider
-
-    s = config.sim
-    cloud = open_provider(
-        "sim",
-        market=market,
-        options=sim_options(config),
-        start=s.start,
-        state_file=s.state_file,
-        latency_s=s.api_latency_s,
-    )
-    if not isinstance(cloud, _KeepsTime):
-        raise TypeError("the simulated cloud keeps its own clock")  # its factory says so
-    return cloud, cloud.clock
-
-
-def _run(config: Any, *, dry_run: bool, once: bool) -> None:
-    from broker.daemon.daemon import Daemon
-    from broker.daemon.metrics import DaemonMetrics
+def _run(config: DaemonConfig, *, dry_run: bool, once: bool) -> None:
     from broker.daemon.schedule import run_scheduled
-    from broker.daemon.store.store import Store
-    from broker.daemon.wiring import default_lifecycle
-    from markets.clock import SystemClock
-    from policies.workloads.spec import default_workloads, load_workloads
+    from broker.daemon.wiring import build_daemon
 
-    clock: Clock = SystemClock()
-    market = _market(config.market, config)
-    if config.provider == "sim":
-        cloud, clock = _sim_account(config, market)
-    else:
-        from markets.registry import open_provider
-
-        cloud = open_provider(config.provider, owner=config.owner, **config.provider_options)
-    workloads = load_workloads(config.workloads) if config.workloads else default_workloads()
-    store = Store(config.store_url)
-    daemon = Daemon(
-        config, cloud, market, store, default_lifecycle(workloads, clock, config), clock,
-        workloads=workloads, metrics=DaemonMetrics(), dry_run=dry_run,
-        announce=_announce if dry_run else None,
-    )  # fmt: skip
+    daemon, store = build_daemon(config, dry_run=dry_run, announce=_announce if dry_run else None)
     if once or dry_run:
         daemon.start()
         daemon.poll_notices()

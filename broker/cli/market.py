@@ -196,7 +196,7 @@ def _parse_at(text: str | None) -> datetime | None:
 def _open(source: str, gpu_only: bool) -> Any:
     from markets.registry import open_market
 
-    return open_market(source, option_name="--source", gpu_only=gpu_only)
+    return open_market(source, "--source", gpu_only=gpu_only)
 
 
 def _iso(at: datetime | None) -> str | None:

@@ -31,16 +31,14 @@ from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
-
-# default_lifecycle is re-exported: the reaction benchmark imports it from here.
-from broker.daemon.wiring import LifecycleFactory, default_lifecycle
+from broker.daemon.wiring import LifecycleFactory, default_lifecycle, sim_options
 from markets.clock import ManualClock, ensure_utc
 from markets.fleet import NoticeKind
 from markets.protocols import HistorySource, Provider
-from markets.sim.cloud import SimCloud, SimOptions
+from markets.sim.cloud import SimCloud
 from policies.workloads.spec import WorkloadSet
 
-__all__ = ["SimReport", "default_lifecycle", "sim_options", "simulate_daemon"]
+__all__ = ["SimReport", "simulate_daemon"]
 
 
 @dataclass
@@ -88,21 +86,6 @@ class SimReport:
             "counters": self.counters,
             "seconds": round(self.seconds, 3),
         }
-
-
-def sim_options(config: DaemonConfig) -> SimOptions:
-    """The simulated cloud's options from the config's ``sim:`` settings and
-    the clouds the daemon launches in."""
-    s = config.sim
-    return SimOptions(
-        notice_seconds=s.notice_seconds,
-        seed=s.seed,
-        duplicate_rate=s.duplicate_rate,
-        reorder=s.reorder,
-        listing_lag_s=s.listing_lag_s,
-        throttle_rate=s.throttle_rate,
-        providers=config.launch_providers,
-    )
 
 
 def _sleep(clock: ManualClock, seconds: float) -> None:

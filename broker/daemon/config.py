@@ -39,11 +39,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AwareDatetime, Field, ValidationError, model_validator
+from pydantic import AwareDatetime, Field, ValidationError, field_validator, model_validator
 
 from broker.daemon.hooks import CheckpointHook
 from broker.lifecycle import LifecycleConfig
 from markets.errors import InputError
+from markets.registry import PROVIDERS
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
 from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
 
@@ -106,7 +107,7 @@ class DaemonConfig(StrictModel):
     demand_seed: int = 0
     market: str = "default"
     market_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    provider: Literal["aws", "gcp", "sim"] = "sim"
+    provider: str = "sim"  # a name of markets.registry.PROVIDERS (checked below)
     # The provider's own settings (aws: launch templates per region, queue_url...),
     # validated by the provider's own settings model.
     provider_options: dict[str, object] = Field(default_factory=dict)
@@ -141,6 +142,13 @@ class DaemonConfig(StrictModel):
     # Per workload: a command (argv) or a webhook called when a notice revokes
     # one of its instances, with the time left in the window as its budget.
     checkpoint_hooks: dict[str, CheckpointHook] = Field(default_factory=dict)
+
+    @field_validator("provider")
+    @classmethod
+    def _registered_provider(cls, name: str) -> str:
+        if name not in PROVIDERS:
+            raise ValueError(f"one of {', '.join(PROVIDERS.names())}")
+        return PROVIDERS.canonical(name)
 
     @model_validator(mode="after")
     def _upkeep_before_lead(self) -> DaemonConfig:

@@ -2,29 +2,49 @@
 account compose the same way.
 
 Owns: ``default_lifecycle`` (the project's ``LifecycleManager``, configured
-from the daemon's config) and ``LifecycleFactory`` (its signature, for a run
-that brings its own). This is the one place the daemon names the concrete
+from the daemon's config), ``LifecycleFactory`` (its signature, for a run
+that brings its own), ``open_account`` (the market, the provider and the
+clock a config names: a real cloud on the system clock, or the simulated
+cloud on its own) and ``build_daemon`` (the production daemon of a config:
+store, workloads, metrics, lifecycle). This is the one place the daemon names the concrete
 lifecycle manager: the daemon and its jobs are typed against
 ``broker.daemon.lifecycle.Lifecycle``, and the annotated assignment in
 ``default_lifecycle`` is what makes mypy check that the manager satisfies it.
 
-Must not: run anything (no clock read, no I/O beyond validating settings).
+Must not: run anything (no clock read; opening the store and the adapters is
+all the I/O it does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
 from broker.daemon.config import DaemonConfig
+from broker.daemon.daemon import Daemon
+from broker.daemon.executor import Request
 from broker.daemon.lifecycle import Lifecycle
+from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.store.store import Store
 from broker.lifecycle import LifecycleConfig, LifecycleManager
-from markets.clock import Clock
+from markets.clock import Clock, SystemClock
+from markets.protocols import PriceSource, Provider
+from markets.registry import open_market, open_provider
+from markets.sim.cloud import SimOptions
 from markets.validation import input_error_from
 from policies.workloads.spec import WorkloadSet
 
-__all__ = ["LifecycleFactory", "default_lifecycle"]
+__all__ = [
+    "Account",
+    "LifecycleFactory",
+    "build_daemon",
+    "default_lifecycle",
+    "open_account",
+    "sim_options",
+]
 
 LifecycleFactory = Callable[[WorkloadSet, Clock, DaemonConfig], Lifecycle]
 
@@ -48,3 +68,86 @@ def default_lifecycle(workloads: WorkloadSet, clock: Clock, config: DaemonConfig
         raise input_error_from("config", e, prefix="lifecycle") from e
     manager: Lifecycle = LifecycleManager(workloads, clock, cfg)  # mypy: it satisfies the protocol
     return manager
+
+
+def sim_options(config: DaemonConfig) -> SimOptions:
+    """The simulated cloud's options from the config's ``sim:`` settings and
+    the clouds the daemon launches in."""
+    s = config.sim
+    return SimOptions(
+        notice_seconds=s.notice_seconds,
+        seed=s.seed,
+        duplicate_rate=s.duplicate_rate,
+        reorder=s.reorder,
+        listing_lag_s=s.listing_lag_s,
+        throttle_rate=s.throttle_rate,
+        providers=config.launch_providers,
+    )
+
+
+@runtime_checkable
+class _KeepsTime(Protocol):
+    """A provider with its own clock (the simulated cloud): the daemon runs on it."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+
+@dataclass(frozen=True)
+class Account:
+    """What a config names to act on: its market, its provider and the clock
+    the daemon runs on."""
+
+    market: PriceSource
+    provider: Provider
+    clock: Clock
+
+
+def open_account(config: DaemonConfig) -> Account:
+    """The market and provider ``config`` names, through the registries. A
+    real cloud runs on the system clock; the simulated cloud (``sim``) keeps
+    its own (simulated time at the real rate from ``sim.start`` or the
+    market's first hour; with ``sim.state_file`` the account lives in that
+    file and outlives the process)."""
+    market = open_market(config.market, **config.market_options)
+    if config.provider != "sim":
+        cloud = open_provider(config.provider, owner=config.owner, **config.provider_options)
+        return Account(market, cloud, SystemClock())
+    s = config.sim
+    cloud = open_provider(
+        "sim",
+        market=market,
+        options=sim_options(config),
+        start=s.start,
+        state_file=s.state_file,
+        latency_s=s.api_latency_s,
+    )
+    if not isinstance(cloud, _KeepsTime):
+        raise TypeError("the simulated cloud keeps its own clock")  # its factory says so
+    return Account(market, cloud, cloud.clock)
+
+
+def build_daemon(
+    config: DaemonConfig,
+    *,
+    dry_run: bool = False,
+    announce: Callable[[Request], None] | None = None,
+) -> tuple[Daemon, Store]:
+    """The production daemon of ``config`` and its store: the account it
+    names, the workloads file, the project's lifecycle manager and metrics."""
+    account = open_account(config)
+    workloads = config.workload_set()
+    store = Store(config.store_url)
+    daemon = Daemon(
+        config,
+        account.provider,
+        account.market,
+        store,
+        default_lifecycle(workloads, account.clock, config),
+        account.clock,
+        workloads=workloads,
+        metrics=DaemonMetrics(),
+        dry_run=dry_run,
+        announce=announce,
+    )
+    return daemon, store

@@ -396,3 +396,19 @@ def test_a_simulated_month_keeps_the_budget_and_the_break_glass_cap() -> None:
     assert out["unhandled_notices"] == 0 and out["decisions_after_deadline"] == 0
     assert out["budget_exceeded"] is False and out["break_glass_cap_exceeded"] is False
     assert out["cost_usd"] > 0
+
+
+def test_a_provider_the_registry_does_not_know_is_refused_naming_the_field(
+    tmp_path: Path,
+) -> None:
+    from broker.daemon.config import load_daemon_config
+    from markets.errors import InputError
+
+    path = tmp_path / "daemon.yaml"
+    path.write_text("owner: me\nprovider: azure\n")
+    with pytest.raises(InputError) as e:
+        load_daemon_config(path)
+    msg = str(e.value)
+    assert "daemon.yaml" in msg and "provider" in msg and "aws, gcp" in msg and "sim" in msg
+    path.write_text("owner: me\nprovider: AWS\n")  # names are case-insensitive
+    assert load_daemon_config(path).provider == "aws"
