@@ -2,8 +2,8 @@
 
 Owns: ``Lifecycle`` (the protocol every daemon job is typed against: each
 method and property the daemon calls on ``broker.lifecycle.LifecycleManager``,
-with the manager's own value types) and ``Json`` (a JSON object as the
-store keeps it: decision payloads and break-glass stretch records).
+with the manager's own value types; break-glass stretch records are JSON
+objects as the store keeps them, ``broker.daemon.store.tx.Json``).
 
 ``LifecycleManager`` satisfies the protocol statically: the daemon's wiring
 (``broker.daemon.wiring.default_lifecycle``) assigns one to a ``Lifecycle``
@@ -18,18 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
+from broker.daemon.store.tx import Json
 from broker.lifecycle import Decision, SpotReturn
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
 
-__all__ = ["Json", "Lifecycle"]
-
-# A JSON object: what the store's JSON columns hold (SQLAlchemy's JSON type
-# reads back untyped values, so the payload's values are Any).
-Json = dict[str, Any]
+__all__ = ["Lifecycle"]
 
 
 class Lifecycle(Protocol):

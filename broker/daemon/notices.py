@@ -56,9 +56,10 @@ from broker.daemon.book import FleetBook
 from broker.daemon.checkpoints import HookCalls
 from broker.daemon.executor import Executor, kv
 from broker.daemon.launch import Launcher
-from broker.daemon.lifecycle import Json, Lifecycle
+from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import DecisionRecord, Store
+from broker.daemon.store.tx import Json
 from broker.daemon.stretches import StretchJob
 from markets.clock import Clock
 from markets.fleet import (

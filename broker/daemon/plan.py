@@ -34,9 +34,10 @@ import numpy.typing as npt
 from broker.daemon.book import FleetBook
 from broker.daemon.config import DaemonConfig
 from broker.daemon.executor import kv
-from broker.daemon.lifecycle import Json, Lifecycle
+from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
+from broker.daemon.store.tx import Json
 from broker.planning.demand import DemandSet, load_demand
 from broker.planning.optimizer import PlanningProblem, PlanOptions, build_problem
 

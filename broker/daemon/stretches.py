@@ -26,9 +26,10 @@ from datetime import datetime
 
 from broker.daemon.executor import Executor, kv
 from broker.daemon.launch import Launcher
-from broker.daemon.lifecycle import Json, Lifecycle
+from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import DecisionRecord, Store
+from broker.daemon.store.tx import Json
 from broker.lifecycle import SpotReturn
 from markets.clock import Clock
 from markets.fleet import Instance, LaunchRequest, TerminateRequest

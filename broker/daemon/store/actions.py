@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, select, update
 
 from broker.daemon.store.schema import actions_t
-from broker.daemon.store.tx import TxBase, jsonable
+from broker.daemon.store.tx import Json, TxBase, jsonable
 
 __all__ = ["ActionRecord", "ActionsTx"]
 
@@ -29,9 +28,9 @@ class ActionRecord:
     idempotency_key: str
     owner: str
     kind: str
-    payload: dict[str, Any]
+    payload: Json
     status: str
-    result: dict[str, Any] | None
+    result: Json | None
     created_at: datetime
     created: bool = False  # True when this call inserted it
 
@@ -40,7 +39,7 @@ class ActionsTx(TxBase):
     """The action log inside one transaction."""
 
     def record_action(
-        self, key: str, owner: str, kind: str, payload: Mapping[str, Any], now: datetime
+        self, key: str, owner: str, kind: str, payload: Mapping[str, object], now: datetime
     ) -> ActionRecord:
         """Record a pending action once; always returns the stored record."""
         values = _pending_row(key, owner, kind, payload, now)
@@ -50,7 +49,7 @@ class ActionsTx(TxBase):
         return ActionRecord(**{**rec.__dict__, "created": created})
 
     def record_actions(
-        self, owner: str, actions: Sequence[tuple[str, str, Mapping[str, Any]]], now: datetime
+        self, owner: str, actions: Sequence[tuple[str, str, Mapping[str, object]]], now: datetime
     ) -> None:
         """Record ``(key, kind, payload)`` actions pending in one statement
         (a key already recorded keeps its record)."""
@@ -73,7 +72,7 @@ class ActionsTx(TxBase):
         )
 
     def finish_action(
-        self, key: str, status: str, result: Mapping[str, Any], now: datetime
+        self, key: str, status: str, result: Mapping[str, object], now: datetime
     ) -> None:
         if status not in ("done", "failed"):
             raise ValueError(f"an action finishes done or failed, not {status!r}")
@@ -99,8 +98,8 @@ class ActionsTx(TxBase):
 
 
 def _pending_row(
-    key: str, owner: str, kind: str, payload: Mapping[str, Any], now: datetime
-) -> dict[str, Any]:
+    key: str, owner: str, kind: str, payload: Mapping[str, object], now: datetime
+) -> Json:
     """An ``actions`` row for an action written ahead, not yet done."""
     return {
         "idempotency_key": key,

@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
 
 from broker.daemon.store.schema import fleet_t, plans_t
-from broker.daemon.store.tx import TxBase, jsonable
+from broker.daemon.store.tx import Json, TxBase, jsonable
 from markets.fleet import Instance, InstanceState
 
 __all__ = ["FleetRow", "FleetTx"]
@@ -106,7 +105,7 @@ class FleetTx(TxBase):
         return {r[0] for r in self.conn.execute(q)}
 
     # --- plans -------------------------------------------------------------
-    def record_plan(self, owner: str, summary: Mapping[str, Any], now: datetime) -> int:
+    def record_plan(self, owner: str, summary: Mapping[str, object], now: datetime) -> int:
         """Store a plan summary under the owner's next generation number."""
         last = self.conn.execute(
             select(func.max(plans_t.c.generation)).where(plans_t.c.owner == owner)
@@ -119,7 +118,7 @@ class FleetTx(TxBase):
         )
         return gen
 
-    def latest_plan(self, owner: str) -> tuple[int, datetime, dict[str, Any]] | None:
+    def latest_plan(self, owner: str) -> tuple[int, datetime, Json] | None:
         r = self.conn.execute(
             select(plans_t.c.generation, plans_t.c.created_at, plans_t.c.summary)
             .where(plans_t.c.owner == owner)

@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
 from broker.daemon.store.schema import decisions_t, hook_results_t, notices_t
-from broker.daemon.store.tx import TxBase, jsonable
+from broker.daemon.store.tx import Json, TxBase, jsonable
 
 __all__ = ["DecisionRecord", "NoticesTx"]
 
@@ -33,7 +32,7 @@ class DecisionRecord:
     reason: str
     latency_s: float
     break_glass_usd: float
-    payload: dict[str, Any]
+    payload: Json
     created_at: datetime
 
 
@@ -78,7 +77,7 @@ class NoticesTx(TxBase):
             return set()
         q = select(notices_t.c.notice_id).where(notices_t.c.notice_id.in_(ids))
         known = {str(r[0]) for r in self.conn.execute(q)}
-        rows: dict[str, dict[str, Any]] = {}
+        rows: dict[str, Json] = {}
         for nid, kind, iid, at in notices:
             if nid not in known and nid not in rows:
                 rows[nid] = {
@@ -195,7 +194,7 @@ class NoticesTx(TxBase):
         owner: str,
         notice_id: str,
         workload: str,
-        record: Mapping[str, Any],
+        record: Mapping[str, object],
         now: datetime,
     ) -> bool:
         """What a notice's checkpoint hook did (once per notice); True if new."""
@@ -209,7 +208,7 @@ class NoticesTx(TxBase):
         }
         return self._insert_ignore(hook_results_t, values, "notice_id")
 
-    def hook_results(self, owner: str) -> dict[str, dict[str, Any]]:
+    def hook_results(self, owner: str) -> dict[str, Json]:
         """Notice id -> its hook's record."""
         q = select(hook_results_t.c.notice_id, hook_results_t.c.record).where(
             hook_results_t.c.owner == owner
@@ -217,7 +216,7 @@ class NoticesTx(TxBase):
         return {str(n): dict(r) for n, r in self.conn.execute(q)}
 
 
-def _decision_row(owner: str, d: DecisionRecord) -> dict[str, Any]:
+def _decision_row(owner: str, d: DecisionRecord) -> Json:
     """A ``decisions`` row (the reason cut to the column's 1,000 characters)."""
     return {
         "notice_id": d.notice_id,

@@ -13,9 +13,9 @@ Must not: open connections or hold queries.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import JSON, Boolean, Column, DateTime, Float, Integer, MetaData, String, Table
+from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 from markets.clock import ensure_utc
@@ -39,10 +39,10 @@ class UtcDateTime(TypeDecorator[datetime]):
     impl = DateTime
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else ensure_utc(value).replace(tzinfo=None)
 
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
 
 

@@ -47,11 +47,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import create_engine, event, select, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from broker.daemon.store.actions import ActionRecord, ActionsTx
 from broker.daemon.store.fleet import FleetRow, FleetTx
@@ -140,7 +140,7 @@ class Store:
             )
 
             @event.listens_for(eng, "connect")
-            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            def _pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
                 # We issue BEGIN ourselves (below), so the driver must not.
                 dbapi_conn.isolation_level = None
                 cur = dbapi_conn.cursor()

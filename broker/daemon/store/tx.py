@@ -19,20 +19,30 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Table, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.expression import Executable
 
-__all__ = ["TxBase", "jsonable"]
+__all__ = ["Json", "Row", "TxBase", "jsonable"]
+
+# A JSON object as the store's JSON columns give it back: ``json.loads`` and
+# SQLAlchemy's JSON type return untyped values, so its values are ``Any``
+# (the reader knows the shape it wrote). What goes in is any Mapping[str, object].
+Json = dict[str, Any]
+# A row's column values for an INSERT (SQLAlchemy takes any Python value).
+Row = Mapping[str, object]
 
 
-def jsonable(obj: Mapping[str, Any]) -> dict[str, Any]:
+def jsonable(obj: Mapping[str, object]) -> Json:
     # Round-trip through json so datetimes and enums are stored as strings.
-    out: dict[str, Any] = json.loads(json.dumps(dict(obj), default=str))
+    out: Json = json.loads(json.dumps(dict(obj), default=str))
     return out
 
 
-_INSERT_IGNORE: dict[tuple[str, str], Any] = {}
-_INSERT_MANY: dict[tuple[str, str], Any] = {}
+# Compiled statements, built once per (dialect, table).
+_INSERT_IGNORE: dict[tuple[str, str], Executable] = {}
+_INSERT_MANY: dict[tuple[str, str], Executable] = {}
 
 
 class TxBase:
@@ -41,7 +51,7 @@ class TxBase:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def _insert_ignore(self, table: Table, values: dict[str, Any], key: str) -> bool:
+    def _insert_ignore(self, table: Table, values: Row, key: str) -> bool:
         """Insert unless a row with the same ``key`` exists; True if inserted."""
         name = self.conn.dialect.name
         if name in ("sqlite", "postgresql"):
@@ -50,8 +60,6 @@ class TxBase:
             # and compiled once per table.
             stmt = _INSERT_IGNORE.get((name, table.name))
             if stmt is None:
-                from sqlalchemy.dialects import postgresql, sqlite
-
                 d_insert = sqlite.insert if name == "sqlite" else postgresql.insert
                 stmt = (
                     d_insert(table)
@@ -71,7 +79,7 @@ class TxBase:
             return False
         return True
 
-    def _insert_many_ignore(self, table: Table, rows: Sequence[dict[str, Any]], key: str) -> None:
+    def _insert_many_ignore(self, table: Table, rows: Sequence[Row], key: str) -> None:
         """Insert ``rows`` in one statement (executemany), skipping keys that
         exist: for batches whose callers do not need to know which were new."""
         if not rows:
@@ -83,8 +91,6 @@ class TxBase:
             return
         stmt = _INSERT_MANY.get((name, table.name))
         if stmt is None:
-            from sqlalchemy.dialects import postgresql, sqlite
-
             d_insert = sqlite.insert if name == "sqlite" else postgresql.insert
             stmt = d_insert(table).on_conflict_do_nothing(index_elements=[key])
             _INSERT_MANY[(name, table.name)] = stmt
