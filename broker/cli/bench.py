@@ -17,17 +17,23 @@ report.md]`` runs every setting plus the machinery measurements (see
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from broker.cli._output import console, emit_json
 from markets.errors import InputError
 
+# The benchmark's stack (the settings, the replay market, the loaders) is
+# imported when a command runs, not when ``spotfolio`` starts (``broker.cli``).
 if TYPE_CHECKING:
     from broker.bench import BenchData
     from broker.simulate import AvailabilityTrace
+    from markets.default.market import DefaultMarket
+    from markets.files.traces import SpotTrace
 
 __all__ = [
     "DEFAULT_MARKET_TYPES",
@@ -48,7 +54,7 @@ DEFAULT_MARKET_TICK_S = 600
 DEFAULT_WINDOWS = 40  # per trace and job fraction / per zone group: <= 10 min on 2 cores
 
 
-def traces_from_spot_traces(spot_traces: Any) -> tuple[AvailabilityTrace, ...]:
+def traces_from_spot_traces(spot_traces: Sequence[SpotTrace]) -> tuple[AvailabilityTrace, ...]:
     """``markets.files.traces.SpotTrace`` -> ``AvailabilityTrace`` (held = all nodes).
 
     A fleet group is one collection (provider, instance type, kind, nodes,
@@ -94,7 +100,7 @@ def directory_data(root: Path) -> BenchData:
 
 
 def default_market_traces(
-    market: Any,
+    market: DefaultMarket,
     instance_types: tuple[str, ...] = DEFAULT_MARKET_TYPES,
     *,
     days: int = DEFAULT_MARKET_DAYS,
@@ -135,9 +141,7 @@ def default_market_traces(
     return tuple(out)
 
 
-def _seconds(s: int) -> Any:
-    from datetime import timedelta
-
+def _seconds(s: int) -> timedelta:
     return timedelta(seconds=s)
 
 
@@ -258,23 +262,24 @@ _SHORT = {  # table headers (the JSON keeps the long names)
 }
 
 
-def _print_setting(setting: str, out: dict[str, Any]) -> None:
+def _print_setting(setting: str, out: Mapping[str, object]) -> None:
     from rich.table import Table
 
-    pol = out.get("policies") or {}
-    if not pol:
+    pol = out.get("policies")
+    if not isinstance(pol, Mapping) or not pol:
         console.print(f"{setting}: no windows (traces too short for the setting?)")
         return
-    cols = list(next(iter(pol.values())))
+    rows = {name: m if isinstance(m, Mapping) else {} for name, m in pol.items()}
+    cols = list(next(iter(rows.values())))
     table = Table(title=f"{setting}: {out.get('windows')} windows", title_justify="left")
     table.add_column("policy", no_wrap=True)
     for c in cols:
         table.add_column(_SHORT.get(c, c), justify="right")
-    for name, m in pol.items():
-        table.add_row(name, *("-" if m[c] is None else str(m[c]) for c in cols))
+    for name, m in rows.items():
+        table.add_row(name, *("-" if m.get(c) is None else str(m.get(c)) for c in cols))
     console.print(table)
     gap = out.get("gap_closure_vs_greedy")
-    if gap:
+    if isinstance(gap, Mapping) and gap:
         console.print("gap-closure vs greedy: " + ", ".join(f"{k} {v}" for k, v in gap.items()))
 
 
