@@ -168,7 +168,9 @@ class Executor:
             )
             if result.ok and isinstance(request, LaunchRequest):
                 tx.upsert_instances(self.owner, _instances(request, result, units, now), now, key)
-            elif result.ok:
+            elif isinstance(request, TerminateRequest) and result.instance_ids:
+                # A partly refused terminate (ids not ours: ErrorKind.INPUT) still
+                # ended the ids it lists: the store says so now, not at the next listing.
                 tx.mark_instances(result.instance_ids, InstanceState.TERMINATED, now)
         outcome = "replayed" if result.replayed else ("done" if result.ok else "failed")
         self.metrics.actions.labels(kind, outcome).inc()

@@ -18,7 +18,7 @@ from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.stretches import StretchJob
 from markets.clock import ManualClock
 from markets.errors import TransientError
-from markets.fleet import Instance, InstanceState, LaunchRequest
+from markets.fleet import ErrorKind, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import alternate_pool_key
 from markets.model import MarketSnapshot, Tier
 from markets.sim.cloud import SimCloud, SimOptions
@@ -169,3 +169,29 @@ def test_a_restart_hands_the_lifecycle_the_store_total_and_the_stretches_still_o
     job.restore()
 
     assert lc.called("restore_break_glass") == [(pytest.approx(6.0), [still_open])]
+
+
+def test_a_partly_refused_terminate_records_the_instances_it_did_end() -> None:
+    clock = ManualClock(T0)
+    market = TinyMarket()
+    cloud = SimCloud(market, clock, SimOptions())
+    store = Store("sqlite://")
+    ours = Executor(cloud, store, OWNER, clock, DaemonMetrics(), Backoff())
+    theirs = Executor(cloud, Store("sqlite://"), "other", clock, DaemonMetrics(), Backoff())
+
+    def launch(ex: Executor, owner: str, key: str) -> str:
+        req = LaunchRequest(idempotency_key=key, pool_key=A, tier=Tier.SPOT, workload="sweeps",
+                            count=1, owner=owner, plan_generation=0)  # fmt: skip
+        result = ex.run(req)
+        assert result is not None and result.ok
+        return result.instance_ids[0]
+
+    mine, foreign = launch(ours, OWNER, "sf-mine-1"), launch(theirs, "other", "sf-theirs-1")
+    result = ours.run(
+        TerminateRequest(idempotency_key="sf-end-1", instance_ids=[mine, foreign], owner=OWNER)
+    )
+    assert result is not None and not result.ok and result.error_kind is ErrorKind.INPUT
+    assert result.instance_ids == (mine,)
+    with store.transaction() as tx:
+        assert mine not in {r.instance_id for r in tx.fleet(OWNER)}  # ended, and recorded so
+    assert {i.instance_id for i in cloud.alive()} == {foreign}  # least privilege
