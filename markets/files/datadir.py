@@ -34,10 +34,10 @@ timestamp).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -113,22 +113,22 @@ class DatasetSummary:
         ends = [f.end for f in self.files if f.end is not None]
         return max(ends) if ends else None
 
-    def _union(self, attr: str) -> tuple[str, ...]:
-        return tuple(sorted({v for f in self.files for v in getattr(f, attr)}))
+    def _union(self, of: Callable[[FileSummary], tuple[str, ...]]) -> tuple[str, ...]:
+        return tuple(sorted({v for f in self.files for v in of(f)}))
 
     @property
     def regions(self) -> tuple[str, ...]:
-        return self._union("regions")
+        return self._union(lambda f: f.regions)
 
     @property
     def zones(self) -> tuple[str, ...]:
-        return self._union("zones")
+        return self._union(lambda f: f.zones)
 
     @property
     def instance_types(self) -> tuple[str, ...]:
-        return self._union("instance_types")
+        return self._union(lambda f: f.instance_types)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "files": [f.path for f in self.files],
@@ -165,7 +165,7 @@ class DataInventory:
     def dataset(self, name: str) -> DatasetSummary | None:
         return next((d for d in self.datasets if d.name == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready summary (what ``market show --json`` reports)."""
         return {
             "root": self.root,
@@ -299,7 +299,7 @@ def _concat(parts: list[pd.DataFrame], columns: tuple[str, ...], sort: list[str]
     return df.sort_values(sort, kind="stable").reset_index(drop=True)
 
 
-def _load(path: Path, kind: str) -> tuple[FileSummary, Any]:
+def _load(path: Path, kind: str) -> tuple[FileSummary, SpotTrace | SpotAdvisor | pd.DataFrame]:
     """Load one file with its loader and summarise it."""
     if kind == "spot_traces":
         tr = load_spot_trace(path)
@@ -378,5 +378,5 @@ def _frame_summary(
     )
 
 
-def _uniq(s: pd.Series[Any]) -> tuple[str, ...]:
+def _uniq(s: pd.Series[str]) -> tuple[str, ...]:
     return tuple(sorted(map(str, pd.unique(s))))
