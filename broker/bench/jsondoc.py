@@ -1,0 +1,46 @@
+"""Reading the bench's JSON document (``spotfolio.bench/1``) back.
+
+Owns: ``at`` (the value at a path of keys, ``None`` where any step is
+absent or not an object), ``obj`` (a value as an object, ``{}`` when it is
+not one), ``number`` and ``count`` (a value that must be a number / an
+integer). The report and the target checks read blocks that may be empty
+(a setting not run), partial (a test's hand-written dict) or produced by a
+plugged-in setting, so they read ``Mapping[str, object]`` through these.
+
+Must not: compute metrics or know what a block means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["at", "count", "number", "obj"]
+
+
+def obj(value: object) -> Mapping[str, object]:
+    """``value`` if it is a JSON object, else ``{}``."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def at(value: object, *keys: str) -> object:
+    """``value[k1][k2]...``, or ``None`` where a step is missing."""
+    cur = value
+    for key in keys:
+        if not isinstance(cur, Mapping) or key not in cur:
+            return None
+        cur = cur[key]
+    return cur
+
+
+def number(value: object, what: str) -> float:
+    """``value`` as a float; ``TypeError`` naming ``what`` if it is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what}: expected a number, got {value!r}")
+    return float(value)
+
+
+def count(value: object, what: str) -> int:
+    """``value`` as an int; ``TypeError`` naming ``what`` if it is not an integer."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what}: expected an integer, got {value!r}")
+    return value
