@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from broker.bench.jsondoc import at, number, obj
+from broker.jsondoc import at, number, obj
 
 __all__ = ["markdown", "write_report"]
 

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TypedDict
 
 import pandas as pd
 
@@ -57,7 +58,16 @@ from markets.files.prices import (
 )
 from markets.files.traces import SpotTrace, load_spot_trace
 
-__all__ = ["DATASETS", "DataInventory", "DatasetSummary", "FileSummary", "classify", "discover"]
+__all__ = [
+    "DATASETS",
+    "DataInventory",
+    "DatasetJson",
+    "DatasetSummary",
+    "FileSummary",
+    "InventoryJson",
+    "classify",
+    "discover",
+]
 
 DATASETS = (
     "spot_traces",
@@ -70,6 +80,28 @@ DATASETS = (
 )
 _FLEET_LINE = re.compile(r"^\s*\d+\s*,\s*(add|remove)\s*,")
 _HEAD_BYTES = 4096
+
+
+class DatasetJson(TypedDict):
+    """``DatasetSummary.to_dict()``: a dataset in ``market show --json``."""
+
+    name: str
+    files: list[str]
+    rows: int
+    rows_bad: int
+    start: str | None
+    end: str | None
+    regions: list[str]
+    zones: list[str]
+    instance_types: list[str]
+
+
+class InventoryJson(TypedDict):
+    root: str
+    load_seconds: float
+    datasets: list[DatasetJson]
+    skipped: list[str]
+    errors: list[str]
 
 
 @dataclass(frozen=True)
@@ -128,7 +160,7 @@ class DatasetSummary:
     def instance_types(self) -> tuple[str, ...]:
         return self._union(lambda f: f.instance_types)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> DatasetJson:
         return {
             "name": self.name,
             "files": [f.path for f in self.files],
@@ -165,7 +197,7 @@ class DataInventory:
     def dataset(self, name: str) -> DatasetSummary | None:
         return next((d for d in self.datasets if d.name == name), None)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> InventoryJson:
         """A JSON-ready summary (what ``market show --json`` reports)."""
         return {
             "root": self.root,

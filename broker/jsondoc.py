@@ -1,13 +1,14 @@
-"""Reading the bench's JSON document (``spotfolio.bench/1``) back.
+"""Reading back a JSON document Spotfolio built (a bench result, what-if output).
 
 Owns: ``at`` (the value at a path of keys, ``None`` where any step is
 absent or not an object), ``obj`` (a value as an object, ``{}`` when it is
 not one), ``number`` and ``count`` (a value that must be a number / an
-integer). The report and the target checks read blocks that may be empty
-(a setting not run), partial (a test's hand-written dict) or produced by a
-plugged-in setting, so they read ``Mapping[str, object]`` through these.
+integer). Readers of such documents (the bench report and target checks, the
+what-if table) take blocks that may be empty (a setting not run), partial (a
+test's hand-written dict) or built by another module, so they read
+``Mapping[str, object]`` through these.
 
-Must not: compute metrics or know what a block means.
+Must not: compute anything or know what a document means.
 """
 
 from __future__ import annotations
