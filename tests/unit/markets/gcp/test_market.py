@@ -70,16 +70,22 @@ def fake() -> Iterator[FakeCompute]:
         yield f
 
 
-def market(fake: FakeCompute, clock: ManualClock, **options: object) -> GcpMarket:
-    clients = build_compute_clients(endpoint=fake.url, anonymous=True)
-    opts: dict[str, object] = {
-        "regions": ("us-central1",),
-        "instance_types": ("a2-highgpu-1g", "a3-highgpu-8g", "g2-standard-4"),
-        "clock": clock,
-        "policy": FAST,
-        **options,
-    }
-    return open_gcp_market(project=PROJECT, clients=clients, **opts)
+def market(
+    fake: FakeCompute,
+    clock: ManualClock,
+    *,
+    prices: Path | None = None,
+    regions: tuple[str, ...] = ("us-central1",),
+) -> GcpMarket:
+    return open_gcp_market(
+        project=PROJECT,
+        clients=build_compute_clients(endpoint=fake.url, anonymous=True),
+        regions=regions,
+        instance_types=("a2-highgpu-1g", "a3-highgpu-8g", "g2-standard-4"),
+        prices=prices,
+        clock=clock,
+        policy=FAST,
+    )
 
 
 def test_snapshot_joins_zones_machine_types_and_prices(gcp_fake: FakeCompute, prices: Path) -> None:
@@ -275,7 +281,8 @@ def _api_error(cls: type[gexc.GoogleAPICallError], reason: str) -> gexc.GoogleAP
         pytest.param(_api_error(gexc.ServiceUnavailable, "backendError"), TransientError, id="503"),
         pytest.param(_api_error(gexc.BadRequest, "invalid"), InputError, id="400"),
         pytest.param(
-            gexc.RetryError("gave up", cause=_api_error(gexc.TooManyRequests, "x")),
+            # api-core leaves RetryError.__init__ unannotated.
+            gexc.RetryError("gave up", cause=_api_error(gexc.TooManyRequests, "x")),  # type: ignore[no-untyped-call]
             ThrottledError,
             id="retries-exhausted",
         ),

@@ -192,6 +192,7 @@ def test_hourly_agrees_with_snapshots(mini: ReplayMarket) -> None:
         snap = mini.snapshot(at)
         for p in snap.pools:
             row = h.loc[(pd.Timestamp(at), p.pool.key)]
+            assert isinstance(row, pd.Series)  # one row per (hour, pool)
             assert row["on_demand_usd_per_hour"] == pytest.approx(p.on_demand_usd_per_hour)
             if p.spot_usd_per_hour is None:
                 assert np.isnan(row["spot_usd_per_hour"])
@@ -333,10 +334,6 @@ def test_real_hazard_counts_every_loss_of_the_pool(real: ReplayMarket) -> None:
 
 @pytest.mark.skipif(not (DATA / "spot-availability-traces").is_dir(), reason=f"{DATA} absent")
 def test_revocation_events_replay_the_recorded_losses_of_a_pool() -> None:
-    from datetime import UTC, datetime
-
-    from markets.replay import open_replay_market
-
     market = open_replay_market(path=DATA)
     key = "aws/us-west-2/us-west-2a/p3.2xlarge"
     start, end = datetime(2023, 2, 16, tzinfo=UTC), datetime(2023, 2, 20, tzinfo=UTC)
