@@ -22,7 +22,7 @@ is imported only inside ``build_compute_clients`` and ``CallPolicy.retry``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
@@ -250,8 +250,10 @@ def build_compute_clients(
     if anonymous and credentials is None:
         from google.auth.credentials import AnonymousCredentials
 
-        # google-auth leaves AnonymousCredentials.__init__ unannotated.
-        credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
+        # google-auth leaves AnonymousCredentials.__init__ unannotated: name
+        # its type here so the call below is a typed one.
+        anonymous_credentials: Callable[[], Credentials] = AnonymousCredentials
+        credentials = anonymous_credentials()
     # credentials=None is each client's default: Application Default Credentials.
     opts = options or None
     return ComputeClients(

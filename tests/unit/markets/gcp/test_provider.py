@@ -156,10 +156,12 @@ def test_a_retried_insert_with_the_same_request_id_creates_one_vm(
     assert len(ids) == 2 and ids[0] == ids[1] == request_id(OWNER, "gen7-train-a2-0001", 0)
 
 
-def test_a_name_already_taken_counts_as_launched(fake: FakeCompute, clock: ManualClock) -> None:
+def test_a_name_already_taken_counts_as_launched(
+    fake: FakeCompute, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     p = provider(fake, clock)
     p.launch(launch_request())
-    p.launched_by = lambda zone, key: {}  # type: ignore[method-assign]  # a stale list
+    monkeypatch.setattr(p, "launched_by", lambda zone, key: {})  # a stale list
     result = p.launch(launch_request())
     assert result.ok and len(fake.instances) == 1
 

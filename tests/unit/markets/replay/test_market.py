@@ -355,10 +355,9 @@ def test_regions_and_zones_options_keep_only_those_pools(tmp_path: Path) -> None
     zones = sorted({p.zone for p in every.pools()})
     assert len(regions) > 1 and len(zones) > 1  # something to restrict
     one = open_market(str(root), regions=regions[0])
-    assert {p.region for p in one.pools()} == {regions[0]}  # type: ignore[attr-defined]
-    assert {p.key for p in one.pools()} == {  # type: ignore[attr-defined]
-        p.key for p in every.pools() if p.region == regions[0]
-    }
+    assert isinstance(one, ReplayMarket)
+    assert {p.region for p in one.pools()} == {regions[0]}
+    assert {p.key for p in one.pools()} == {p.key for p in every.pools() if p.region == regions[0]}
     both = open_replay_market(path=root, zones=f"{zones[0]}, {zones[-1]}")
     assert {p.zone for p in both.pools()} == {zones[0], zones[-1]}
     # The span and the snapshots of the kept pools are the unrestricted ones'.
