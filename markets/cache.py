@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from markets.clock import Clock
 from markets.errors import StaleDataError, TransientError
@@ -36,14 +36,15 @@ from markets.errors import StaleDataError, TransientError
 __all__ = ["Entry", "TtlCache"]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 @dataclass(frozen=True)
-class Entry(Generic[T]):
+class Entry(Generic[T_co]):
     """A cached answer: its value, when the fetch started (monotonic seconds)
     and when the answer was had (clock time)."""
 
-    value: T
+    value: T_co
     fetched_mono: float
     fetched_at: datetime
 
@@ -62,7 +63,9 @@ class TtlCache:
         self._source = source
         self._answer_from = answer_from
         self._log = log
-        self._entries: dict[str, Entry[Any]] = {}
+        # Values of several types under their keys; get() gives each its own
+        # type back (a key is always fetched by the same function).
+        self._entries: dict[str, Entry[object]] = {}
         self._stale: set[str] = set()
 
     @property

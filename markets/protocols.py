@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import pandas as pd
+if TYPE_CHECKING:
+    # Named in annotations only: checking an object against a protocol
+    # (isinstance, as a CLI does at start-up) then loads neither pandas nor
+    # pydantic.
+    import pandas as pd
 
-from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
-from markets.model import InstanceType, MarketSnapshot, Pool
+    from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
+    from markets.model import InstanceType, MarketSnapshot, Pool
 
 __all__ = ["HistorySource", "PriceSource", "Provider"]
 

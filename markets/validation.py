@@ -11,10 +11,11 @@ Must not: know what the files mean (``policies.workloads.spec``, ``broker.planni
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Hashable
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from markets.errors import InputError
 
@@ -40,8 +41,8 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that rejects a key repeated in one mapping (PyYAML keeps the last)."""
 
 
-def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
+def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Hashable, object]:
+    seen: set[Hashable] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
         if key in seen:
@@ -65,7 +66,7 @@ def loc_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _expected(err: dict[str, Any]) -> str:
+def _expected(err: ErrorDetails) -> str:
     kind, msg = err["type"], str(err["msg"])
     if kind == "missing":
         return "this required field"
@@ -86,14 +87,13 @@ def input_error_from(source: str, exc: ValidationError, prefix: str = "") -> Inp
     ``prefix`` is prepended to the path (a model validated inside a larger file).
     """
     first = exc.errors(include_url=False)[0]
-    err: dict[str, Any] = dict(first)
     loc: tuple[int | str, ...] = tuple(first["loc"])
     got = None if first["type"] == "missing" else first.get("input")
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):
         loc, expected, got = (*loc, cause.field), str(cause), cause.got
     else:
-        expected = _expected(err)
+        expected = _expected(first)
     if isinstance(got, dict | list):
         got = None  # a whole mapping is noise on one line
     path = loc_path(loc)

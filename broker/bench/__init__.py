@@ -1,7 +1,8 @@
 """The benchmark suite: settings side by side on the same trace windows.
 
 Owns: ``BenchData`` (what every setting runs on) and ``SettingRun``, the one
-shape a setting has: ``run(data, windows, seed) -> dict`` (JSON-ready). The
+shape a setting has: ``run(data, windows, seed) -> Mapping`` (a JSON-ready
+block; the built-in settings return TypedDicts). The
 settings are modules: ``broker.bench.deadline`` (benchmarks.md section 1),
 ``broker.bench.fleet`` (section 2); the portfolio setting (section 3) and the
 solver measurements (section 4) plug in through
@@ -15,9 +16,8 @@ Must not: read files or open markets (the CLI builds ``BenchData``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from broker.simulate import AvailabilityTrace
 
@@ -42,4 +42,4 @@ class BenchData:
     inventory: object | None = field(default=None, repr=False)
 
 
-SettingRun = Callable[[BenchData, int, int], dict[str, Any]]
+SettingRun = Callable[[BenchData, int, int], Mapping[str, object]]

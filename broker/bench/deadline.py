@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -44,6 +45,10 @@ __all__ = [
     "DECISION_TICK_S",
     "FRACTIONS",
     "POLICIES",
+    "DeadlineBlock",
+    "DeadlineSettingInfo",
+    "DeadlineSummary",
+    "PolicyMetrics",
     "WindowResult",
     "evaluate",
     "run",
@@ -59,6 +64,42 @@ PRIOR_HOURS = 168.0  # a week of watched history, as a market snapshot's share
 POLICIES = ("on_demand", "greedy", "uniform_progress", "spotfolio")
 QUADRANT_SHARE = 0.5
 QUADRANT_FRACTION = 0.75
+
+
+class PolicyMetrics(TypedDict):
+    """One policy's figures over a set of windows (costs as ratios)."""
+
+    mean_cost_vs_on_demand: float
+    p75_cost_vs_on_demand: float
+    mean_cost_vs_omniscient: float
+    deadline_misses: int
+    spot_hours_vs_omniscient: float | None
+    changeovers_per_window: float
+
+
+class DeadlineBlock(TypedDict):
+    """The metrics of one set of windows: per policy (and ``omniscient``)."""
+
+    windows: int
+    policies: dict[str, PolicyMetrics]
+    gap_closure_vs_greedy: dict[str, float | None]
+
+
+class DeadlineSettingInfo(TypedDict):
+    compute_hours: float
+    changeover_hours: float
+    price_ratio: float
+    job_fractions: list[float]
+    decision_tick_max_s: int
+    traces: int
+
+
+class DeadlineSummary(DeadlineBlock):
+    """The setting's JSON block: all windows, per quadrant, and (from ``run``)
+    the setting."""
+
+    quadrants: dict[str, DeadlineBlock]
+    setting: NotRequired[DeadlineSettingInfo]
 
 
 @dataclass(frozen=True)
@@ -129,7 +170,9 @@ def evaluate_one(
     )
 
 
-def _evaluate_chunk(args: tuple[DeadlineSetting, list[DeadlineWindow], tuple[str, ...]]) -> Any:
+def _evaluate_chunk(
+    args: tuple[DeadlineSetting, list[DeadlineWindow], tuple[str, ...]],
+) -> list[WindowResult]:
     setting, windows, policies = args
     return [evaluate_one(setting, w, policies) for w in windows]
 
@@ -145,19 +188,14 @@ def evaluate(
     pols = tuple(policies)
     if workers <= 1 or len(windows) < 2 * workers:
         return [evaluate_one(setting, w, pols) for w in windows]
-    from concurrent.futures import ProcessPoolExecutor
-
     chunks = [list(windows[i::workers]) for i in range(workers)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         parts = list(pool.map(_evaluate_chunk, [(setting, c, pols) for c in chunks]))
-    # undo the round-robin split so results follow the windows' order
-    out: list[WindowResult] = [None] * len(windows)  # type: ignore[list-item]
-    for k, part in enumerate(parts):
-        out[k::workers] = part
-    return out
+    # undo the round-robin split: window i went to chunk i % workers
+    return [parts[i % workers][i // workers] for i in range(len(windows))]
 
 
-def _policy_metrics(results: Sequence[WindowResult], name: str) -> dict[str, Any]:
+def _policy_metrics(results: Sequence[WindowResult], name: str) -> PolicyMetrics:
     ratios = np.array([r.outcomes[name].cost_usd / r.on_demand_usd for r in results])
     omni = np.array([r.omniscient_usd / r.on_demand_usd for r in results])
     spot = sum(r.outcomes[name].spot_hours for r in results)
@@ -174,7 +212,7 @@ def _policy_metrics(results: Sequence[WindowResult], name: str) -> dict[str, Any
     }
 
 
-def _block(results: Sequence[WindowResult], policies: Sequence[str]) -> dict[str, Any]:
+def _block(results: Sequence[WindowResult], policies: Sequence[str]) -> DeadlineBlock:
     """Metrics of one set of windows: per policy, omniscient, gap closure."""
     pol = {name: _policy_metrics(results, name) for name in policies}
     omni_ratio = float(np.mean([r.omniscient_usd / r.on_demand_usd for r in results]))
@@ -203,16 +241,20 @@ def _block(results: Sequence[WindowResult], policies: Sequence[str]) -> dict[str
 
 def summarize(
     results: Sequence[WindowResult], policies: Sequence[str] = POLICIES
-) -> dict[str, Any]:
+) -> DeadlineSummary:
     """The setting's JSON block (see the module docstring)."""
     if not results:
         return {"windows": 0, "policies": {}, "gap_closure_vs_greedy": {}, "quadrants": {}}
-    out = _block(results, policies)
     quads: dict[str, list[WindowResult]] = {}
     for r in results:
         quads.setdefault(r.quadrant, []).append(r)
-    out["quadrants"] = {q: _block(rs, policies) for q, rs in sorted(quads.items())}
-    return out
+    block = _block(results, policies)
+    return {
+        "windows": block["windows"],
+        "policies": block["policies"],
+        "gap_closure_vs_greedy": block["gap_closure_vs_greedy"],
+        "quadrants": {q: _block(rs, policies) for q, rs in sorted(quads.items())},
+    }
 
 
 def run(
@@ -223,7 +265,7 @@ def run(
     setting: DeadlineSetting | None = None,
     policies: Sequence[str] = POLICIES,
     workers: int = 1,
-) -> dict[str, Any]:
+) -> DeadlineSummary:
     """The deadline block of the bench: ``windows`` start points per (trace,
     job fraction)."""
     setting = setting or DeadlineSetting()

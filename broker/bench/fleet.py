@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -43,7 +44,11 @@ __all__ = [
     "POLICIES",
     "SIZES",
     "WINDOW_HOURS",
+    "FleetBlock",
+    "FleetMetrics",
     "FleetResult",
+    "FleetSettingInfo",
+    "FleetSummary",
     "evaluate_window",
     "fleet_groups",
     "run",
@@ -56,6 +61,37 @@ WINDOW_HOURS = 24.0  # a day of serving per window
 PRIOR_HOURS = 168.0
 SIZES = (4, 8)  # "N e.g. 4-8" (benchmarks.md section 2)
 POLICIES = tuple(FLEET_POLICIES)
+
+
+class FleetMetrics(TypedDict):
+    """One policy's figures over a set of fleet-days."""
+
+    availability: float
+    unserved_replica_hours: float
+    cost_vs_on_demand: float
+    cost_vs_omniscient: float
+
+
+class FleetBlock(TypedDict):
+    windows: int
+    policies: dict[str, FleetMetrics]
+
+
+class FleetSettingInfo(TypedDict):
+    replicas: list[int]
+    cold_start_s: int
+    notice_s: dict[str, int]
+    price_ratio: float
+    window_hours: float
+    groups: list[str]
+
+
+class FleetSummary(FleetBlock):
+    """The setting's JSON block: all fleet-days, per trace group, and (from
+    ``run``) the setting."""
+
+    groups: dict[str, FleetBlock]
+    setting: NotRequired[FleetSettingInfo]
 
 
 @dataclass(frozen=True)
@@ -145,7 +181,7 @@ def _evaluate_job(job: tuple[FleetSetting, FleetWindow, tuple[str, ...]]) -> Fle
     return evaluate_window(*job)
 
 
-def _metrics(results: Sequence[FleetResult], name: str) -> dict[str, Any]:
+def _metrics(results: Sequence[FleetResult], name: str) -> FleetMetrics:
     outs = [r.outcomes[name] for r in results]
     return {
         "availability": round(float(np.mean([o.availability for o in outs])), 5),
@@ -165,10 +201,10 @@ def _metrics(results: Sequence[FleetResult], name: str) -> dict[str, Any]:
     }
 
 
-def summarize(results: Sequence[FleetResult], policies: Sequence[str] = POLICIES) -> dict[str, Any]:
+def summarize(results: Sequence[FleetResult], policies: Sequence[str] = POLICIES) -> FleetSummary:
     if not results:
         return {"windows": 0, "policies": {}, "groups": {}}
-    block = {name: _metrics(results, name) for name in policies}
+    block: dict[str, FleetMetrics] = {name: _metrics(results, name) for name in policies}
     block["omniscient"] = {
         "availability": 1.0,
         "unserved_replica_hours": 0.0,
@@ -199,15 +235,13 @@ def run(
     sizes: Sequence[int] = SIZES,
     policies: Sequence[str] = POLICIES,
     workers: int = 1,
-) -> dict[str, Any]:
+) -> FleetSummary:
     """The fleet block of the bench: ``windows`` days per group, each size;
     ``workers > 1`` spreads them over processes (same results)."""
     base = setting or FleetSetting()
     wins = sample_windows(data.traces, base, windows, seed)
     jobs = [(replace(base, replicas=n), w, tuple(policies)) for n in sizes for w in wins]
     if workers > 1 and len(jobs) >= 2 * workers:
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = list(
                 pool.map(_evaluate_job, jobs, chunksize=max(1, len(jobs) // (4 * workers)))

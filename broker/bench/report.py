@@ -9,8 +9,11 @@ Must not: compute metrics (the settings' ``summarize`` did) or run anything.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+
+from broker.jsondoc import at, number, obj
 
 __all__ = ["markdown", "write_report"]
 
@@ -30,7 +33,7 @@ _FLEET_COLS = (
 )
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -38,15 +41,19 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _table(policies: dict[str, dict[str, Any]], cols: tuple[tuple[str, str], ...]) -> list[str]:
+def _table(policies: Mapping[str, object], cols: tuple[tuple[str, str], ...]) -> list[str]:
     lines = ["| policy | " + " | ".join(label for _, label in cols) + " |"]
     lines.append("|---|" + "---:|" * len(cols))
     for name, m in policies.items():
-        lines.append(f"| {name} | " + " | ".join(_fmt(m.get(k)) for k, _ in cols) + " |")
+        lines.append(f"| {name} | " + " | ".join(_fmt(obj(m).get(k)) for k, _ in cols) + " |")
     return lines
 
 
-def markdown(result: dict[str, Any], charts: dict[str, str] | None = None) -> str:
+def _met(value: object) -> str:
+    return "yes" if value is True else "**no**" if value is False else "-"
+
+
+def markdown(result: Mapping[str, object], charts: dict[str, str] | None = None) -> str:
     """The report as markdown (charts: setting -> PNG file name to link)."""
     charts = charts or {}
     out = [
@@ -60,63 +67,63 @@ def markdown(result: dict[str, Any], charts: dict[str, str] | None = None) -> st
         "| setting | metric | target | measured | met |",
         "|---|---|---|---:|---|",
     ]
-    for t in result.get("targets", []):
-        met = {True: "yes", False: "**no**", None: "-"}[t["met"]]
+    targets = result.get("targets")
+    for row in targets if isinstance(targets, list) else []:
+        t = obj(row)
         target = f"{t['op']} {t['limit']}"
-        out.append(f"| {t['setting']} | {t['metric']} | {target} | {_fmt(t['value'])} | {met} |")
-    d = result.get("deadline") or {}
+        out.append(
+            f"| {t['setting']} | {t['metric']} | {target} | {_fmt(t['value'])} | {_met(t['met'])} |"
+        )
+    d = obj(result.get("deadline"))
     if d.get("policies"):
         out += ["", "## Deadline jobs (benchmarks.md section 1)", ""]
-        setting = d.get("setting", {})
+        setting = obj(d.get("setting"))
         out.append(
             f"{d.get('windows')} windows; k = {setting.get('price_ratio')}, "
             f"d = {setting.get('changeover_hours')} h, C = {setting.get('compute_hours')} h, "
             f"job fractions {setting.get('job_fractions')}."
         )
-        out += ["", *_table(d["policies"], _DEADLINE_COLS), ""]
-        gap = d.get("gap_closure_vs_greedy", {})
+        out += ["", *_table(obj(d["policies"]), _DEADLINE_COLS), ""]
+        gap = obj(d.get("gap_closure_vs_greedy"))
         out.append("Gap-closure vs greedy: " + ", ".join(f"{k} {_fmt(v)}" for k, v in gap.items()))
-        for q, block in (d.get("quadrants") or {}).items():
+        for q, value in obj(d.get("quadrants")).items():
+            block = obj(value)
             out += ["", f"### {q} ({block['windows']} windows)", ""]
-            out += _table(block["policies"], _DEADLINE_COLS)
-            qgap = block.get("gap_closure_vs_greedy", {})
+            out += _table(obj(block["policies"]), _DEADLINE_COLS)
+            qgap = obj(block.get("gap_closure_vs_greedy"))
             out += ["", "Gap-closure: " + ", ".join(f"{k} {_fmt(v)}" for k, v in qgap.items())]
         if "deadline" in charts:
             out += ["", f"![deadline]({charts['deadline']})"]
-    f = result.get("fleet") or {}
+    f = obj(result.get("fleet"))
     if f.get("policies"):
         out += ["", "## Serving fleets (benchmarks.md section 2)", ""]
-        setting = f.get("setting", {})
+        setting = obj(f.get("setting"))
         out.append(
             f"{f.get('windows')} fleet-days; N = {setting.get('replicas')}, cold start "
             f"{setting.get('cold_start_s')} s, notice (s) {setting.get('notice_s')}."
         )
-        out += ["", *_table(f["policies"], _FLEET_COLS)]
-        for g, block in (f.get("groups") or {}).items():
+        out += ["", *_table(obj(f["policies"]), _FLEET_COLS)]
+        for g, value in obj(f.get("groups")).items():
+            block = obj(value)
             out += ["", f"### {g} ({block['windows']} fleet-days)", ""]
-            out += _table(block["policies"], _FLEET_COLS)
+            out += _table(obj(block["policies"]), _FLEET_COLS)
         if "fleet" in charts:
             out += ["", f"![fleet]({charts['fleet']})"]
-    p = result.get("portfolio") or {}
+    p = obj(result.get("portfolio"))
     out += ["", "## Portfolios (benchmarks.md section 3)", ""]
     if p.get("policies"):
-        cols = tuple((k, k) for k in next(iter(p["policies"].values())))
-        out += _table(p["policies"], cols)
+        policies = obj(p["policies"])
+        cols = tuple((k, k) for k in obj(next(iter(policies.values()))))
+        out += _table(policies, cols)
     else:
         out.append("Not plugged in yet (`broker.bench.runner.SETTINGS['portfolio']`).")
-    m = result.get("machinery") or {}
-    out += ["", "## Machinery", "", "```", _pretty(m), "```", ""]
+    m = obj(result.get("machinery"))
+    out += ["", "## Machinery", "", "```", json.dumps(m, indent=2, default=str), "```", ""]
     return "\n".join(out)
 
 
-def _pretty(obj: Any) -> str:
-    import json
-
-    return json.dumps(obj, indent=2, default=str)
-
-
-def _deadline_chart(result: dict[str, Any], path: Path) -> bool:
-    quads = (result.get("deadline") or {}).get("quadrants") or {}
+def _deadline_chart(result: Mapping[str, object], path: Path) -> bool:
+    quads = obj(at(result, "deadline", "quadrants"))
     if not quads:
         return False
     import matplotlib
@@ -124,11 +131,14 @@ def _deadline_chart(result: dict[str, Any], path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(next(iter(quads.values()))["policies"])
+    names = list(obj(at(next(iter(quads.values())), "policies")))
     fig, ax = plt.subplots(figsize=(9, 4.5))
     width = 0.8 / max(len(names), 1)
     for k, name in enumerate(names):
-        vals = [q["policies"][name]["mean_cost_vs_on_demand"] for q in quads.values()]
+        vals = [
+            number(at(q, "policies", name, "mean_cost_vs_on_demand"), f"{name} cost")
+            for q in quads.values()
+        ]
         ax.bar([i + k * width for i in range(len(quads))], vals, width, label=name)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(quads))])
     ax.set_xticklabels([q.replace("/", "\n") for q in quads], fontsize=8)
@@ -141,8 +151,8 @@ def _deadline_chart(result: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def _fleet_chart(result: dict[str, Any], path: Path) -> bool:
-    pol = (result.get("fleet") or {}).get("policies") or {}
+def _fleet_chart(result: Mapping[str, object], path: Path) -> bool:
+    pol = obj(at(result, "fleet", "policies"))
     if not pol:
         return False
     import matplotlib
@@ -152,12 +162,13 @@ def _fleet_chart(result: dict[str, Any], path: Path) -> bool:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for k, (name, m) in enumerate(pol.items()):
-        short = 100.0 * (1.0 - m["availability"])
-        ax.scatter(m["cost_vs_on_demand"], short, s=40)
+        short = 100.0 * (1.0 - number(at(m, "availability"), f"{name} availability"))
+        cost = number(at(m, "cost_vs_on_demand"), f"{name} cost")
+        ax.scatter(cost, short, s=40)
         # alternate label sides: rules close in cost would overprint
         ax.annotate(
             name,
-            (m["cost_vs_on_demand"], short),
+            (cost, short),
             xytext=(6, 8 if k % 2 else -12),
             textcoords="offset points",
             fontsize=8,
@@ -175,7 +186,7 @@ def _fleet_chart(result: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def write_report(result: dict[str, Any], path: str | Path) -> list[Path]:
+def write_report(result: Mapping[str, object], path: str | Path) -> list[Path]:
     """Write the markdown at ``path`` and its charts beside it; returns the files."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,18 +27,29 @@ from __future__ import annotations
 import resource
 import sys
 import tracemalloc
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TypedDict
 
 from broker.bench import BenchData, SettingRun
 from broker.bench import deadline as deadline_setting
 from broker.bench import fleet as fleet_setting
+from broker.jsondoc import at, count, number, obj
 from broker.simulate.deadline import DeadlineSetting, simulate_deadline
 from broker.simulate.omniscient import omniscient_deadline
 from markets.clock import Clock, SystemClock
+from markets.registry import open_market
 from policies.online.registry import deadline_policy
 
-__all__ = ["MACHINERY_HOOKS", "SCHEMA", "SETTINGS", "TARGETS", "replay_throughput", "run_bench"]
+__all__ = [
+    "MACHINERY_HOOKS",
+    "SCHEMA",
+    "SETTINGS",
+    "TARGETS",
+    "ReplayThroughput",
+    "TargetRow",
+    "replay_throughput",
+    "run_bench",
+]
 
 SCHEMA = "spotfolio.bench/1"
 
@@ -48,12 +59,35 @@ SCHEMA = "spotfolio.bench/1"
 FULL_SIZE_WINDOWS = 20
 
 
-def _portfolio(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
+class ReplayThroughput(TypedDict, total=False):
+    """``machinery.replay`` (empty without traces)."""
+
+    trace: str
+    trace_hours: float
+    policy_windows: int
+    policy_windows_per_s: float
+    omniscient_windows_per_s: float
+
+
+class TargetRow(TypedDict):
+    setting: str
+    metric: str
+    op: str
+    limit: float
+    value: object  # the measured figure as the block holds it; None: not measured
+    met: bool | None
+
+
+# The portfolio, solver and reaction hooks import their modules when they run:
+# those pull the planner (pandas, PuLP) and the daemon's stack, which
+# ``spotfolio simulate --setting deadline`` (it imports this module) never uses.
+
+
+def _portfolio(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     """The portfolio setting on the default market: the recorded traces cover
     V100/K80 pools only, which cannot host the example fleet's serving and
     training workloads (A10G/L4 and A100/H100)."""
-    from broker.bench import portfolio
-    from markets.registry import open_market
+    from broker.bench import portfolio  # lazy: see above
 
     days = 30 if windows >= FULL_SIZE_WINDOWS else max(1, min(windows, 7))
     market = open_market("default", seed=seed + 7)
@@ -62,8 +96,8 @@ def _portfolio(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
     return out
 
 
-def _solver(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
-    from broker.bench import solver
+def _solver(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
+    from broker.bench import solver  # lazy: see above
 
     if windows >= FULL_SIZE_WINDOWS:
         out = solver.run(solver.DEFAULT_SIZES[:1], seed=seed, naive=True, naive_time_limit_s=60)
@@ -72,8 +106,8 @@ def _solver(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
     return solver.run(solver.DEFAULT_SIZES[:1], seed=seed, naive=False)
 
 
-def _reaction(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
-    from broker.bench import reaction
+def _reaction(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
+    from broker.bench import reaction  # lazy: see above
 
     storm = 1000 if windows >= FULL_SIZE_WINDOWS else 100
     return reaction.run(storm=storm, seed=seed, repeats=20 if storm == 1000 else 5)
@@ -84,7 +118,7 @@ SETTINGS: dict[str, SettingRun | None] = {
     "fleet": fleet_setting.run,
     "portfolio": _portfolio,
 }
-MachineryHook = Callable[[BenchData, int, int], dict[str, Any]]
+MachineryHook = Callable[[BenchData, int, int], Mapping[str, object]]
 MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
     # portfolio MILP build + solve times at 10x6x24, 40x20x24, 40x20x168
     "solver": _solver,
@@ -118,7 +152,9 @@ def _rss_mib() -> float:
     return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
 
 
-def replay_throughput(data: BenchData, seed: int, clock: Clock, windows: int = 8) -> dict[str, Any]:
+def replay_throughput(
+    data: BenchData, seed: int, clock: Clock, windows: int = 8
+) -> ReplayThroughput:
     """Policy-windows per second: every deadline rule replayed over windows of
     the longest trace, and omniscient solves per second, timed side by side."""
     if not data.traces:
@@ -146,53 +182,50 @@ def replay_throughput(data: BenchData, seed: int, clock: Clock, windows: int = 8
     }
 
 
-def _get(block: dict[str, Any], path: str) -> Any:
-    cur: Any = block
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
+def _vs_uniform(policies: object) -> float:
+    """Spotfolio's mean cost / on-demand over uniform progress's."""
+    spotfolio = at(policies, "spotfolio", "mean_cost_vs_on_demand")
+    uniform = at(policies, "uniform_progress", "mean_cost_vs_on_demand")
+    return number(spotfolio, "spotfolio cost") / number(uniform, "uniform_progress cost")
 
 
-def _derived(out: dict[str, Any]) -> dict[str, Any]:
+def _derived(out: Mapping[str, object]) -> dict[str, Mapping[str, object]]:
     """The deadline comparisons the targets name, from the setting's block."""
-    d = out.get("deadline") or {}
-    pol = d.get("policies") or {}
-    res: dict[str, Any] = {
-        "deadline": dict(d),
-        "fleet": {},
-        "portfolio": {},
-        "machinery": out.get("machinery") or {},
-    }
+    d = obj(out.get("deadline"))
+    pol = obj(d.get("policies"))
+    deadline: dict[str, object] = dict(d)
     if "spotfolio" in pol and "uniform_progress" in pol:
-        up = pol["uniform_progress"]["mean_cost_vs_on_demand"]
-        res["deadline"]["spotfolio_vs_uniform_progress"] = round(
-            pol["spotfolio"]["mean_cost_vs_on_demand"] / up, 4
-        )
-        quads = [
-            q["policies"]["spotfolio"]["mean_cost_vs_on_demand"]
-            / q["policies"]["uniform_progress"]["mean_cost_vs_on_demand"]
-            for q in (d.get("quadrants") or {}).values()
-        ]
-        res["deadline"]["spotfolio_worst_quadrant_vs_uniform_progress"] = (
+        deadline["spotfolio_vs_uniform_progress"] = round(_vs_uniform(pol), 4)
+        quads = [_vs_uniform(at(q, "policies")) for q in obj(d.get("quadrants")).values()]
+        deadline["spotfolio_worst_quadrant_vs_uniform_progress"] = (
             round(max(quads), 4) if quads else None
         )
-    res["deadline"]["misses_except_greedy"] = sum(
-        v["deadline_misses"] for k, v in pol.items() if k != "greedy"
+    deadline["misses_except_greedy"] = sum(
+        count(at(v, "deadline_misses"), f"{k} deadline_misses")
+        for k, v in pol.items()
+        if k != "greedy"
     )
-    res["fleet"] = (out.get("fleet") or {}).get("policies") or {}
-    res["portfolio"] = (out.get("portfolio") or {}).get("policies") or {}
-    return res
+    return {
+        "deadline": deadline,
+        "fleet": obj(at(out, "fleet", "policies")),
+        "portfolio": obj(at(out, "portfolio", "policies")),
+        "machinery": obj(out.get("machinery")),
+    }
 
 
-def check_targets(out: dict[str, Any]) -> list[dict[str, Any]]:
+def check_targets(out: Mapping[str, object]) -> list[TargetRow]:
     """Each target with its measured value and whether it is met."""
     derived = _derived(out)
-    rows = []
+    rows: list[TargetRow] = []
     for block, path, op, limit in TARGETS:
-        value = _get(derived[block], path)
-        met = None if value is None else (value <= limit if op == "<=" else value >= limit)
+        value = at(derived[block], *path.split("."))
+        met: bool | None
+        if value is None:
+            met = None
+        elif isinstance(value, int | float):
+            met = value <= limit if op == "<=" else value >= limit
+        else:
+            raise TypeError(f"{block}.{path}: expected a number, got {value!r}")
         rows.append(
             {"setting": block, "metric": path, "op": op, "limit": limit, "value": value, "met": met}
         )
@@ -208,7 +241,7 @@ def run_bench(
     settings: tuple[str, ...] = ("deadline", "fleet", "portfolio"),
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Load the data (timed, peak memory traced), run each setting, measure."""
     clock = clock or SystemClock()
     say = progress or (lambda _msg: None)
@@ -218,13 +251,14 @@ def run_bench(
     load_s = clock.monotonic() - t0
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    machinery: dict[str, Any] = {
+    seconds: dict[str, float] = {}
+    machinery: dict[str, object] = {
         "data_load_s": round(load_s, 3),
         "data_load_peak_traced_mib": round(traced_peak / 2**20, 1),
         "traces": len(data.traces),
-        "seconds": {},
+        "seconds": seconds,
     }
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "schema": SCHEMA,
         "source": data.source,
         "windows": windows,
@@ -243,7 +277,7 @@ def run_bench(
             out[name] = fleet_setting.run(data, windows, seed, workers=workers)
         else:
             out[name] = run(data, windows, seed)
-        machinery["seconds"][name] = round(clock.monotonic() - t, 2)
+        seconds[name] = round(clock.monotonic() - t, 2)
     say("machinery ...")
     machinery["replay"] = replay_throughput(data, seed, clock)
     for name, hook in MACHINERY_HOOKS.items():

@@ -23,13 +23,18 @@ Must not: assert targets (benchmarks report; tests check schema).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import NotRequired, TypedDict, TypeVar
 
 import numpy as np
 
+from broker.planning.optimizer.fast import fast_plan
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
+from broker.planning.optimizer.solve import solve
+from broker.planning.plan import Plan
 from markets.model import (
     Hazard,
     HazardSource,
@@ -41,7 +46,9 @@ from markets.model import (
 )
 from policies.workloads.spec import parse_workloads
 
-__all__ = ["DEFAULT_SIZES", "run", "synthetic_problem"]
+__all__ = ["DEFAULT_SIZES", "QuickRow", "SizeRow", "SolveRow", "run", "synthetic_problem"]
+
+T = TypeVar("T")
 
 DEFAULT_SIZES: tuple[tuple[int, int, int], ...] = ((10, 6, 24), (40, 20, 24), (40, 20, 168))
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
@@ -92,7 +99,45 @@ def synthetic_problem(types: int, zones: int, hours: int, *, seed: int = 0,
 PROVE = PlanOptions(gap=0.005, polish_s=60.0, time_limit_s=60.0)
 
 
-def _timed(fn: Any) -> tuple[Any, float]:
+class SolveRow(TypedDict):
+    """One proven-gap solve: time, objective, bound, gap, phases."""
+
+    seconds: float
+    objective_usd: float
+    lower_bound_usd: float | None
+    gap: float | None
+    gap_met: bool
+    bound_from: str | None
+    phases_s: dict[str, float]
+
+
+class QuickRow(TypedDict):
+    seconds: float
+    objective_usd: float
+    lower_bound_usd: float | None
+    gap: float | None
+
+
+class SizeRow(SolveRow):
+    """One size: the CBC solve, then the side-by-side measurements asked for."""
+
+    solver: str
+    method: str
+    variables: int
+    highs: NotRequired[SolveRow]
+    quick: NotRequired[QuickRow]
+    fast_ms: NotRequired[float]
+    fast_cost_vs_milp: NotRequired[float]
+    naive_seconds: NotRequired[float]
+    naive_variables: NotRequired[int]
+    naive_status: NotRequired[str]
+    naive_objective_usd: NotRequired[float]
+    naive_gap: NotRequired[float | None]
+    speedup_vs_naive: NotRequired[float]
+    objective_vs_naive: NotRequired[float]
+
+
+def _timed(fn: Callable[[], T]) -> tuple[T, float]:
     t = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - t
@@ -102,21 +147,19 @@ def _r(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(float(x), nd)
 
 
-def _solved(problem: PlanningProblem, options: PlanOptions) -> tuple[Any, dict[str, Any]]:
-    from broker.planning.optimizer.solve import solve
-
+def _solved(problem: PlanningProblem, options: PlanOptions) -> tuple[Plan, SolveRow]:
     plan, secs = _timed(lambda: solve(dataclasses.replace(problem, options=options)))
-    m = plan.meta
-    row = {
+    gap = plan.meta_number("gap")
+    row: SolveRow = {
         "seconds": round(secs, 3),
         "objective_usd": round(plan.objective_usd, 2),
-        "lower_bound_usd": _r(m.get("lower_bound_usd"), 2),
-        "gap": _r(m.get("gap"), 5),
-        "gap_met": m.get("gap") is not None and m["gap"] <= options.gap + 1e-9,
-        "bound_from": m.get("bound_from"),
-        "phases_s": {k: round(float(m[k]), 3) for k in
+        "lower_bound_usd": _r(plan.meta_number("lower_bound_usd"), 2),
+        "gap": _r(gap, 5),
+        "gap_met": gap is not None and gap <= options.gap + 1e-9,
+        "bound_from": plan.meta_text("bound_from"),
+        "phases_s": {k: round(v, 3) for k in
                      ("build_s", "lp_s", "rounding_s", "pattern_s", "completion_s", "proof_s")
-                     if k in m},
+                     if (v := plan.meta_number(k)) is not None},
     }  # fmt: skip
     return plan, row
 
@@ -131,28 +174,40 @@ def _highs_installed() -> bool:
 
 def run(sizes: tuple[tuple[int, int, int], ...] = DEFAULT_SIZES, *, seed: int = 0,
         naive: bool = True, naive_time_limit_s: float = 60.0,
-        highs: bool | None = None, quick: bool = True) -> dict[str, Any]:  # fmt: skip
+        highs: bool | None = None, quick: bool = True) -> dict[str, SizeRow]:  # fmt: skip
     """Per size: Spotfolio's proven-gap solve (CBC; HiGHS too when ``highs``,
     by default when installed), the quick relax-and-fix, the fast path and
     the naive MILP, side by side."""
-    from broker.planning.optimizer.fast import fast_plan
-    from broker.planning.optimizer.solve import solve
-
     with_highs = _highs_installed() if highs is None else highs
-    out: dict[str, Any] = {}
+    out: dict[str, SizeRow] = {}
     for types, zones, hours in sizes:
         key = f"{types}x{zones}x{hours}"
         problem = synthetic_problem(types, zones, hours, seed=seed)
-        plan, row = _solved(problem, dataclasses.replace(PROVE, solver="cbc"))
-        row.update({"solver": "cbc", "method": plan.meta["method"],
-                    "variables": plan.meta["variables"]})  # fmt: skip
+        plan, cbc = _solved(problem, dataclasses.replace(PROVE, solver="cbc"))
+        row: SizeRow = {
+            "seconds": cbc["seconds"],
+            "objective_usd": cbc["objective_usd"],
+            "lower_bound_usd": cbc["lower_bound_usd"],
+            "gap": cbc["gap"],
+            "gap_met": cbc["gap_met"],
+            "bound_from": cbc["bound_from"],
+            "phases_s": cbc["phases_s"],
+            "solver": "cbc",
+            "method": plan.meta_text("method") or "",
+            "variables": int(plan.meta_number("variables") or 0),
+        }
         if with_highs:
             _p, row["highs"] = _solved(problem, dataclasses.replace(PROVE, solver="highs"))
         if quick:
             _p, q = _solved(problem, PlanOptions())
-            row["quick"] = {k: q[k] for k in ("seconds", "objective_usd", "lower_bound_usd", "gap")}
+            row["quick"] = {
+                "seconds": q["seconds"],
+                "objective_usd": q["objective_usd"],
+                "lower_bound_usd": q["lower_bound_usd"],
+                "gap": q["gap"],
+            }
         fixed = dataclasses.replace(problem, committed_fixed=plan.committed_instances())
-        fast, fast_s = _timed(lambda p=fixed: fast_plan(p))
+        fast, fast_s = _timed(functools.partial(fast_plan, fixed))
         row["fast_ms"] = round(fast_s * 1000, 1)
         row["fast_cost_vs_milp"] = round(fast.planned_cost_usd() / plan.planned_cost_usd(), 4)
         if naive:
@@ -161,15 +216,13 @@ def run(sizes: tuple[tuple[int, int, int], ...] = DEFAULT_SIZES, *, seed: int = 
                 time_limit_s=naive_time_limit_s,
             )  # fmt: skip
             naive_problem = dataclasses.replace(problem, options=opts)
-            nplan, nsecs = _timed(lambda p=naive_problem: solve(p, integral=True))
-            row.update({
-                "naive_seconds": round(nsecs, 3),
-                "naive_variables": nplan.meta["variables"],
-                "naive_status": nplan.status,
-                "naive_objective_usd": round(nplan.objective_usd, 2),
-                "naive_gap": _r(nplan.meta.get("gap"), 5),
-                "speedup_vs_naive": round(nsecs / max(row["seconds"], 1e-9), 2),
-                "objective_vs_naive": round(plan.objective_usd / nplan.objective_usd, 4),
-            })  # fmt: skip
+            nplan, nsecs = _timed(functools.partial(solve, naive_problem, integral=True))
+            row["naive_seconds"] = round(nsecs, 3)
+            row["naive_variables"] = int(nplan.meta_number("variables") or 0)
+            row["naive_status"] = nplan.status
+            row["naive_objective_usd"] = round(nplan.objective_usd, 2)
+            row["naive_gap"] = _r(nplan.meta_number("gap"), 5)
+            row["speedup_vs_naive"] = round(nsecs / max(row["seconds"], 1e-9), 2)
+            row["objective_vs_naive"] = round(plan.objective_usd / nplan.objective_usd, 4)
         out[key] = row
     return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 import click
 from rich.console import Console
@@ -15,7 +14,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def _clean(obj: Any) -> Any:
+def _clean(obj: object) -> object:
     if isinstance(obj, float):
         if math.isnan(obj) or math.isinf(obj):
             return None
@@ -27,6 +26,6 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def emit_json(obj: Any) -> None:
+def emit_json(obj: object) -> None:
     """Print one JSON object (NaN/inf become null: JSON has neither)."""
     click.echo(json.dumps(_clean(obj), indent=2, sort_keys=False, default=str))

@@ -6,12 +6,15 @@ matplotlib is imported only when a chart is asked for.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markets.errors import InputError
 
+if TYPE_CHECKING:
+    from broker.whatif.run import WhatIfResult
 
-def plot_whatif(result: Any, path: Path) -> None:
+
+def plot_whatif(result: WhatIfResult, path: Path) -> None:
     try:
         import matplotlib
 

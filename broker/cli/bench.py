@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import click
 
 from broker.cli._output import console, emit_json
+from broker.jsondoc import obj
 from markets.errors import InputError
 
 # The benchmark's stack (the settings, the replay market, the loaders) is
@@ -214,6 +215,7 @@ def simulate_command(
 
     bench_data = _load(data, seed)
     n = windows or DEFAULT_WINDOWS
+    out: Mapping[str, object]
     if setting == "deadline":
         pols = deadline.POLICIES if policy is None else _deadline_policies(policy)
         out = deadline.run(bench_data, n, seed, policies=pols, workers=workers)
@@ -320,7 +322,8 @@ def bench_command(
         emit_json(result)
         return
     for setting in ("deadline", "fleet"):
-        _print_setting(setting, result.get(setting) or {})
-    for t in result["targets"]:
-        mark = {True: "met", False: "NOT met", None: "-"}[t["met"]]
+        _print_setting(setting, obj(result.get(setting)))
+    targets = result.get("targets")
+    for t in map(obj, targets if isinstance(targets, list) else []):
+        mark = "met" if t["met"] is True else "NOT met" if t["met"] is False else "-"
         console.print(f"{t['setting']}.{t['metric']} {t['op']} {t['limit']}: {t['value']} ({mark})")

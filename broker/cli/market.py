@@ -49,16 +49,25 @@ asked), ``first_change``, ``last_change`` (null without rows),
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 import click
 
 from broker.cli._output import console, emit_json, err_console
+from markets.clock import SystemClock
 from markets.errors import InputError
+from markets.protocols import HistorySource, PriceSource
+from markets.registry import open_market
 
 if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    from numpy.typing import NDArray
+
+    from markets.files.datadir import DataInventory, DatasetJson
     from markets.hazard.clustering import Clustering
     from markets.model import MarketSnapshot, PoolSnapshot
     from markets.replay import PoolDetail
@@ -70,6 +79,108 @@ TABLE_WIDTH = 200  # columns when stdout is not a terminal
 SORTS = ("key", "spot", "discount", "hazard", "share")
 MAX_FETCH_DAYS = 90.0  # DescribeSpotPriceHistory keeps 90 days (EC2 API reference)
 _TRAILING = timedelta(days=7)  # clustering window for markets without recorded traces
+
+
+@runtime_checkable
+class _WithDetails(Protocol):
+    """A market that says where each pool's figures came from (the replay market)."""
+
+    inventory: DataInventory | None
+    left_out: dict[str, list[str]]
+
+    def snapshot(self, at: datetime | None = None) -> MarketSnapshot: ...
+
+    def snapshot_with_details(
+        self, at: datetime | None = None
+    ) -> tuple[MarketSnapshot, list[PoolDetail]]: ...
+
+
+@runtime_checkable
+class _WithRevocations(Protocol):
+    """A market that exposes its revocation events (the default market)."""
+
+    def revocation_events(
+        self, pool_key: str, start: datetime, end: datetime
+    ) -> pd.DatetimeIndex: ...
+
+
+class _HazardJson(TypedDict):
+    rate_per_hour: float
+    source: str
+    confidence: float
+    observed_hours: float
+    events: int | None
+    ci_low_per_hour: float | None
+    ci_high_per_hour: float | None
+
+
+class _ClusteringJson(TypedDict):
+    zone: str
+    probability: float | None
+    events: int
+    effective_window_s: float
+    baseline: float | None
+
+
+class _SourcesJson(TypedDict):
+    spot: str
+    on_demand: str
+    committed: str
+    origins: list[str]
+    traces: list[str]
+
+
+class _PoolJson(TypedDict):
+    pool_key: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    units: int
+    gpus: int
+    gpu_model: str | None
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float | None
+    committed_1y_usd_per_hour: float | None
+    committed_3y_usd_per_hour: float | None
+    on_demand_usd_per_unit_hour: float
+    spot_usd_per_unit_hour: float | None
+    spot_discount: float | None
+    placement_score: int | None
+    hazard: _HazardJson
+    available_share: float | None
+    spot_available: bool
+    clustering: _ClusteringJson | None
+    observed_at: str | None
+    sources: _SourcesJson | None
+
+
+class _SpanJson(TypedDict):
+    start: str
+    end: str
+
+
+class _LeftOutJson(TypedDict):
+    count: int
+    examples: list[str]
+
+
+class _ShowJson(TypedDict):
+    """``spotfolio.market.show/1`` (the module docstring)."""
+
+    schema: str
+    source: str
+    market: str
+    at: str | None
+    stale: bool
+    span: _SpanJson | None
+    pools_total: int
+    pools_shown: int
+    pools: list[_PoolJson]
+    datasets: list[DatasetJson]
+    left_out: dict[str, _LeftOutJson]
+    skipped_files: list[str]
+    load_seconds: float | None
 
 
 @click.group(name="market", help="Record market history; show a market's pools at a time.")
@@ -109,13 +220,14 @@ def fetch(
     profile: str | None,
     as_json: bool,
 ) -> None:  # fmt: skip
+    # lazy: botocore and pandas, for this command only (``spotfolio --help``,
+    # ``whatif`` and ``market show`` must not import an SDK)
     import pandas as pd
 
     from markets.aws.inventory import fetch_zones
+    from markets.aws.market import AwsMarket
     from markets.aws.spot import fetch_spot_history
-    from markets.clock import SystemClock
     from markets.files.prices import PRICE_COLUMNS, parquet_available, write_price_history
-    from markets.registry import open_market
 
     if not (math.isfinite(days) and 0 < days <= MAX_FETCH_DAYS):
         raise InputError("--days", None, f"days > 0 and <= {MAX_FETCH_DAYS:g}", got=days)
@@ -123,17 +235,20 @@ def fetch(
         raise InputError("--out", None, "a file in an existing directory", got=str(out))
     if out.suffix == ".parquet" and not parquet_available():
         raise InputError("--out", None, "a .csv path (Parquet needs pyarrow, not installed)")
-    market: Any = open_market(
+    market = open_market(
         provider,
         regions=_names(regions),
         instance_types=_names(instance_types),
         endpoint_url=endpoint_url,
         profile=profile,
     )
+    if not isinstance(market, AwsMarket):
+        raise TypeError(f"market {provider!r} is not the AWS market: {type(market).__name__}")
     end = SystemClock().now()
     start = end - timedelta(days=days)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     zones: list[str] = []
+    times: list[datetime] = []
     for region in market.regions:
         client = market.ec2_clients[region]
         names = [z.name for z in fetch_zones(client, region, market.skipped)]
@@ -151,6 +266,7 @@ def fetch(
                     "spot_usd_per_hour": p.usd_per_hour,
                 }
             )
+            times.append(p.at)
     frame = pd.DataFrame(rows, columns=list(PRICE_COLUMNS))
     write_price_history(frame, out)
     if not rows:
@@ -165,8 +281,8 @@ def fetch(
         "zones": sorted(zones),
         "start": start.isoformat(),
         "end": end.isoformat(),
-        "first_change": min(r["timestamp"] for r in rows).isoformat() if rows else None,
-        "last_change": max(r["timestamp"] for r in rows).isoformat() if rows else None,
+        "first_change": min(times).isoformat() if times else None,
+        "last_change": max(times).isoformat() if times else None,
         "skipped_rows": market.skipped.by_reason(),
     }
     if as_json:
@@ -193,9 +309,7 @@ def _parse_at(text: str | None) -> datetime | None:
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
-def _open(source: str, gpu_only: bool) -> Any:
-    from markets.registry import open_market
-
+def _open(source: str, gpu_only: bool) -> PriceSource:
     return open_market(source, "--source", gpu_only=gpu_only)
 
 
@@ -203,7 +317,7 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at is not None else None
 
 
-def _clustering_json(zone: str, c: Clustering | None) -> dict[str, Any] | None:
+def _clustering_json(zone: str, c: Clustering | None) -> _ClusteringJson | None:
     if c is None:
         return None
     return {
@@ -215,17 +329,18 @@ def _clustering_json(zone: str, c: Clustering | None) -> dict[str, Any] | None:
     }
 
 
-def _model_clustering(market: Any, snap: MarketSnapshot) -> dict[str, Clustering]:
+def _model_clustering(market: PriceSource, snap: MarketSnapshot) -> dict[str, Clustering]:
     """Zone clustering over the trailing week of a market that exposes its
     revocation events (the default market)."""
+    # lazy: numpy; ``spotfolio --help`` imports this module
     import numpy as np
 
     from markets.hazard.clustering import clustering
 
-    if not hasattr(market, "revocation_events"):
+    if not isinstance(market, _WithRevocations):
         return {}
     start = snap.at - _TRAILING
-    by_zone: dict[str, list[Any]] = {}
+    by_zone: dict[str, list[NDArray[np.float64]]] = {}
     for p in snap.pools:
         ev = market.revocation_events(p.pool.key, start, snap.at)
         by_zone.setdefault(f"{p.pool.provider.value}/{p.pool.zone}", []).append(ev.asi8 / 1e9)
@@ -237,7 +352,7 @@ def _model_clustering(market: Any, snap: MarketSnapshot) -> dict[str, Clustering
 
 def _pool_json(
     p: PoolSnapshot, detail: PoolDetail | None, clusters: dict[str, Clustering]
-) -> dict[str, Any]:
+) -> _PoolJson:
     zone = f"{p.pool.provider.value}/{p.pool.zone}"
     est = detail.hazard if detail else None
     c = detail.zone_clustering if detail else clusters.get(zone)
@@ -285,8 +400,8 @@ def _pool_json(
     }
 
 
-def _sort_key(sort: str) -> Any:
-    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+def _sort_key(sort: str) -> Callable[[_PoolJson], tuple[bool, float, str]]:
+    def key(row: _PoolJson) -> tuple[bool, float, str]:
         value = {
             "key": 0.0,
             "spot": row["spot_usd_per_unit_hour"],
@@ -341,10 +456,14 @@ def show(
 ) -> None:  # fmt: skip
     at = _parse_at(at_text)
     market = _open(source, gpu_only)
-    details: list[Any]
-    if hasattr(market, "snapshot_with_details"):
-        snap, details = market.snapshot_with_details(at)
+    details: list[PoolDetail | None]
+    inv: DataInventory | None = None
+    left: dict[str, list[str]] = {}
+    if isinstance(market, _WithDetails):
+        snap, with_details = market.snapshot_with_details(at)
+        details = list(with_details)
         clusters: dict[str, Clustering] = {}
+        inv, left = market.inventory, market.left_out
     else:
         snap = market.snapshot(at)
         details = [None] * len(snap.pools)
@@ -356,16 +475,14 @@ def show(
     ]
     rows.sort(key=_sort_key(sort))
     shown = rows[: limit or (len(rows) if as_json else TABLE_ROWS)]
-    span = market.span() if hasattr(market, "span") else None
-    inv = getattr(market, "inventory", None)
-    left = getattr(market, "left_out", {})
-    out = {
+    span = market.span() if isinstance(market, HistorySource) else None
+    out: _ShowJson = {
         "schema": "spotfolio.market.show/1",
         "source": snap.source,
         "market": market.name,
         "at": _iso(snap.at),
         "stale": snap.stale,
-        "span": {"start": _iso(span[0]), "end": _iso(span[1])} if span else None,
+        "span": {"start": span[0].isoformat(), "end": span[1].isoformat()} if span else None,
         "pools_total": len(rows),
         "pools_shown": len(shown),
         "pools": shown,
@@ -384,7 +501,7 @@ def _fmt(x: float | None, fmt: str = ".3f", prefix: str = "") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{prefix}{x:{fmt}}"
 
 
-def _render(out: dict[str, Any]) -> None:
+def _render(out: _ShowJson) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -43,17 +43,28 @@ stays fast.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
 from broker.cli._adapter_options import market_options as market_options_of
+from broker.cli._options import OptionDecorator, bundled
 from broker.cli._output import console, emit_json, err_console
+from broker.cli._plot import plot_whatif
+from broker.jsondoc import at, number, obj
+from markets.clock import ensure_utc
 from markets.errors import InputError
+from markets.protocols import PriceSource
+from markets.registry import open_market
+
+if TYPE_CHECKING:
+    from broker.planning.demand import DemandSet
+    from broker.planning.optimizer.problem import PlanOptions
+    from policies.workloads.spec import WorkloadSet
 
 __all__ = ["plan_command", "whatif_command"]
 
@@ -95,9 +106,9 @@ class CommonOptions:
     as_json: bool
 
 
-def _inputs(c: CommonOptions) -> tuple[Any, Any, Any]:
+def _inputs(c: CommonOptions) -> tuple[PriceSource, WorkloadSet, DemandSet | None]:
+    # lazy: pandas, pydantic and YAML; ``spotfolio --help`` imports this module
     from broker.planning.demand import load_demand
-    from markets.registry import open_market
     from policies.workloads.spec import default_workloads, load_workloads
 
     ws = (
@@ -106,11 +117,13 @@ def _inputs(c: CommonOptions) -> tuple[Any, Any, Any]:
         else default_workloads()
     )
     src = open_market(c.market, **market_options_of(c.market_options))
+    if not isinstance(src, PriceSource):
+        raise TypeError(f"--market {c.market}: not a market: {type(src).__name__}")
     dem = load_demand(c.demand, ws) if c.demand else None
     return src, ws, dem
 
 
-_COMMON_OPTIONS = [
+_COMMON_OPTIONS: list[OptionDecorator] = [
     click.option("--market", default="default", show_default=True,
                  help="default, aws, gcp, a `market fetch` file or a directory like shared/data."),
     click.option("--market-option", "market_options", multiple=True, metavar="KEY=VALUE",
@@ -140,28 +153,13 @@ _COMMON_OPTIONS = [
 ]  # fmt: skip
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
+# The command callback gets the shared options' values as one CommonOptions
+# (its first argument) and its own options as keyword arguments.
+_common_options = bundled(CommonOptions, _COMMON_OPTIONS)
 
 
-def _common_options(f: Callable[Concatenate[CommonOptions, _P], _R]) -> Callable[_P, _R]:
-    """Stack ``_COMMON_OPTIONS`` on the command callback ``f``, which gets
-    their values as one ``CommonOptions`` (its first argument) and its own
-    options as keyword arguments, as click passes them."""
-    names = [fld.name for fld in fields(CommonOptions)]
-
-    @functools.wraps(f)
-    def callback(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        values: dict[str, Any] = {n: kwargs.pop(n) for n in names}
-        common = CommonOptions(**values)
-        return f(common, *args, **kwargs)
-
-    for opt in reversed(_COMMON_OPTIONS):
-        callback = opt(callback)
-    return callback
-
-
-def _options(c: CommonOptions) -> Any:
+def _options(c: CommonOptions) -> PlanOptions:
+    # lazy: numpy, pydantic and YAML; ``spotfolio --help`` imports this module
     from broker.planning.optimizer.problem import PlanOptions
 
     opts = PlanOptions(
@@ -178,13 +176,9 @@ def _options(c: CommonOptions) -> Any:
     return replace(opts, gap=c.gap, polish_s=c.time_limit_s, time_limit_s=c.time_limit_s)
 
 
-def _start(text: str | None) -> Any:
+def _start(text: str | None) -> datetime | None:
     if text is None:
         return None
-    from datetime import datetime
-
-    from markets.clock import ensure_utc
-
     try:
         return ensure_utc(datetime.fromisoformat(text))
     except ValueError as e:
@@ -210,6 +204,7 @@ def whatif_command(
     common: CommonOptions, committed: str | None, seed: int, plot: Path | None
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
+    # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
     from broker.whatif.run import run_whatif
 
     levels = _levels(committed)
@@ -221,7 +216,7 @@ def whatif_command(
                             progress=lambda m: status.update(m))  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
     rows = [s.to_dict(od, ws) for s in result.scenarios]
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "schema": "spotfolio.whatif/1",
         "market": result.market,
         "stale": result.stale,
@@ -241,8 +236,6 @@ def whatif_command(
         ]  # fmt: skip
         out["breakeven_occupancy"] = result.breakeven_occupancy
     if plot is not None:
-        from broker.cli._plot import plot_whatif
-
         plot_whatif(result, plot)
     if common.as_json:
         emit_json(out)
@@ -250,8 +243,11 @@ def whatif_command(
     _print_whatif(out)
 
 
-def _print_whatif(out: dict[str, Any]) -> None:
+def _print_whatif(out: Mapping[str, object]) -> None:
     from rich.table import Table
+
+    def n(row: object, *keys: str) -> float:
+        return number(at(row, *keys), ".".join(keys))
 
     title = f"what-if over {out['hours']} h from {out['start']} on market {out['market']}"
     if out["stale"]:
@@ -260,35 +256,41 @@ def _print_whatif(out: dict[str, Any]) -> None:
     for col in ("scenario", "total $", "committed $", "on-demand $", "spot $", "saving",
                 "unmet u-h", "revocations", "break-glass $", "catch-up $"):  # fmt: skip
         t.add_column(col, justify="left" if col == "scenario" else "right")
-    for s in out["scenarios"]:
+    for s in _rows(out["scenarios"]):
         tiers = s["cost_by_tier_usd"]
-        t.add_row(s["name"], f"{s['total_cost_usd']:,.0f}", f"{tiers['committed']:,.0f}",
-                  f"{tiers['on_demand']:,.0f}", f"{tiers['spot']:,.0f}",
-                  f"{s['savings_vs_on_demand']:.1%}", f"{s['unmet_unit_hours']:,.1f}",
-                  f"{s['expected_revocations']:,.1f}", f"{s['break_glass_usd']:,.0f}",
-                  f"{s['catch_up_usd']:,.0f}")  # fmt: skip
+        t.add_row(str(s["name"]), f"{n(s, 'total_cost_usd'):,.0f}",
+                  f"{n(tiers, 'committed'):,.0f}", f"{n(tiers, 'on_demand'):,.0f}",
+                  f"{n(tiers, 'spot'):,.0f}", f"{n(s, 'savings_vs_on_demand'):.1%}",
+                  f"{n(s, 'unmet_unit_hours'):,.1f}", f"{n(s, 'expected_revocations'):,.1f}",
+                  f"{n(s, 'break_glass_usd'):,.0f}", f"{n(s, 'catch_up_usd'):,.0f}")  # fmt: skip
     console.print(t)
     if "committed_sweep" in out:
         st = Table(title="committed sweep (share of peak serving demand)", title_justify="left")
         for col in ("share", "group", "instances", "total $", "occupancy of added units"):
             st.add_column(col)
-        for p in out["committed_sweep"]:
-            occ = "-" if p["marginal_occupancy"] is None else f"{p['marginal_occupancy']:.0%}"
-            st.add_row(f"{p['share_of_peak']:.0%}", p["group"], str(p["instances"]),
-                       f"{p['total_cost_usd']:,.0f}", occ)  # fmt: skip
+        for p in _rows(out["committed_sweep"]):
+            occ = "-" if p["marginal_occupancy"] is None else f"{n(p, 'marginal_occupancy'):.0%}"
+            st.add_row(f"{n(p, 'share_of_peak'):.0%}", str(p["group"]), str(p["instances"]),
+                       f"{n(p, 'total_cost_usd'):,.0f}", occ)  # fmt: skip
         console.print(st)
         be = out.get("breakeven_occupancy")
         if be is not None:
-            console.print(f"a committed unit pays off when used more than {be:.0%} of hours")
-    console.print("\n".join(out["explanation"]))
+            share = number(be, "breakeven_occupancy")
+            console.print(f"a committed unit pays off when used more than {share:.0%} of hours")
+    explanation = out["explanation"]
+    console.print("\n".join(explanation) if isinstance(explanation, list) else "")
+
+
+def _rows(value: object) -> list[Mapping[str, object]]:
+    """A list of JSON objects (scenarios, sweep points) read back."""
+    return [obj(v) for v in value] if isinstance(value, list) else []
 
 
 @click.command(name="plan")
 @_common_options
 def plan_command(common: CommonOptions) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
-    from datetime import timedelta
-
+    # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
     from broker.planning.demand import DemandSet
     from broker.planning.optimizer.problem import build_problem
     from broker.planning.optimizer.solve import solve

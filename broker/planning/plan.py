@@ -106,6 +106,16 @@ class Plan:
     # How the plan was made: build_s, gap, lower_bound_usd, method, solves, ...
     meta: dict[str, PlanMetaValue] = field(default_factory=dict)
 
+    def meta_number(self, key: str) -> float | None:
+        """``meta[key]`` if it is a number (``None``: absent or not a number)."""
+        value = self.meta.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    def meta_text(self, key: str) -> str | None:
+        """``meta[key]`` if it is a name (``None``: absent or not a name)."""
+        value = self.meta.get(key)
+        return value if isinstance(value, str) else None
+
     def committed_instances(self) -> dict[str, int]:
         return {c.group: c.instances for c in self.commitments if c.instances > 0}
 

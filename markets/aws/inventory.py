@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markets import catalog
 from markets.aws.errors import aws_call
@@ -21,6 +21,9 @@ from markets.aws.rows import SkippedRows, parse_positive_int
 from markets.aws.sdk import Ec2Api
 from markets.errors import InputError
 from markets.model import InstanceType, Provider
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.type_defs import InstanceTypeInfoTypeDef
 
 __all__ = ["Zone", "fetch_instance_types", "fetch_offerings", "fetch_zones", "parse_instance_type"]
 
@@ -64,7 +67,7 @@ def fetch_zones(client: Ec2Api, region: str, skipped: SkippedRows) -> tuple[Zone
     return tuple(sorted(zones, key=lambda z: z.name))
 
 
-def parse_instance_type(row: Mapping[str, Any]) -> InstanceType:
+def parse_instance_type(row: InstanceTypeInfoTypeDef) -> InstanceType:
     """One ``DescribeInstanceTypes`` row as an ``InstanceType``; ``ValueError``
     (or pydantic's, a subclass) names what is wrong."""
     name = row.get("InstanceType")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -43,6 +43,15 @@ from markets.fleet import (
     LaunchRequest,
 )
 from markets.model import Pool, Tier
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.literals import InstanceTypeType
+    from mypy_boto3_ec2.type_defs import (
+        InstanceTypeDef,
+        LaunchTemplateSpecificationTypeDef,
+        RunInstancesRequestTypeDef,
+        TagTypeDef,
+    )
 
 __all__ = [
     "LAUNCH_KEY_TAG",
@@ -155,17 +164,21 @@ def launch_tags(request: LaunchRequest, units: int) -> dict[str, str]:
 
 def run_instances_params(
     request: LaunchRequest, pool: Pool, settings: RegionLaunch, units: int
-) -> dict[str, Any]:
+) -> RunInstancesRequestTypeDef:
     """Keyword arguments of ``ec2.run_instances`` for ``request`` in ``pool``.
 
     Raises ``KeyError`` naming the zone when ``settings.subnets`` is given
     but has no subnet for the pool's zone (the caller says which option)."""
-    tags = [{"Key": k, "Value": v} for k, v in launch_tags(request, units).items()]
-    params: dict[str, Any] = {
+    tags: list[TagTypeDef] = [
+        {"Key": k, "Value": v} for k, v in launch_tags(request, units).items()
+    ]
+    params: RunInstancesRequestTypeDef = {
         "ClientToken": request.idempotency_key,
         "MinCount": request.count,
         "MaxCount": request.count,
-        "InstanceType": pool.instance_type,
+        # boto3-stubs spell today's type names as a Literal; a pool's type is
+        # a plain string that EC2 itself validates.
+        "InstanceType": cast("InstanceTypeType", pool.instance_type),
         "Placement": {"AvailabilityZone": pool.zone},
         "TagSpecifications": [
             {"ResourceType": "instance", "Tags": tags},
@@ -175,7 +188,7 @@ def run_instances_params(
     if settings.image_id is not None:
         params["ImageId"] = settings.image_id
     else:
-        template: dict[str, str] = {"Version": settings.launch_template_version}
+        template: LaunchTemplateSpecificationTypeDef = {"Version": settings.launch_template_version}
         if settings.launch_template_id is not None:
             template["LaunchTemplateId"] = settings.launch_template_id
         else:
@@ -200,7 +213,7 @@ def run_instances_params(
     return params
 
 
-def _tier(item: Mapping[str, Any], tags: Mapping[str, str]) -> Tier:
+def _tier(item: InstanceTypeDef, tags: Mapping[str, str]) -> Tier:
     if item.get("InstanceLifecycle") == "spot":
         return Tier.SPOT  # EC2's own word wins over our tag
     return Tier.COMMITTED if tags.get(TIER_TAG) == Tier.COMMITTED.value else Tier.ON_DEMAND
@@ -225,7 +238,7 @@ def _units(
 
 
 def instance_from_ec2(
-    item: Mapping[str, Any],
+    item: InstanceTypeDef,
     region: str,
     units_for: Callable[[str], int | None] = units_from_catalog,
 ) -> Instance | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal, TypedDict, Unpack
 
 from markets import ttl
 from markets.aws.hazard import advisor_hazard, assumed_hazard
@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_INSTANCE_TYPES",
     "DEFAULT_REGIONS",
     "AwsMarket",
+    "AwsMarketOptions",
     "PlacementMode",
     "open_aws_market",
 ]
@@ -65,11 +66,20 @@ DEFAULT_HISTORY_DAYS = 7.0
 MAX_HISTORY_DAYS = 90.0
 PlacementMode = Literal["zone", "region", "off"]
 _FUTURE_SKEW = timedelta(minutes=5)
-# AwsMarket's keyword options open_aws_market passes on (others are ignored).
-_MARKET_OPTIONS = frozenset(
-    {"zones", "placement_client", "placement", "placement_target_capacity", "reserved"}
-    | {"history_days", "advisor_buckets", "clock"}
-)
+
+
+class AwsMarketOptions(TypedDict, total=False):
+    """``AwsMarket``'s options besides its clients (``from_settings`` passes them on)."""
+
+    instance_types: Sequence[str]
+    zones: Sequence[str] | None
+    placement_client: Ec2Api | None
+    placement: PlacementMode
+    placement_target_capacity: int
+    reserved: bool
+    history_days: float
+    advisor_buckets: Mapping[tuple[str, str], int] | None
+    clock: Clock | None
 
 
 class AwsMarket:
@@ -138,7 +148,7 @@ class AwsMarket:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         profile: str | None = None,
         endpoint_url: str | None = None,
-        **options: Any,
+        **options: Unpack[AwsMarketOptions],
     ) -> AwsMarket:
         """Real boto3 clients (default credential chain, or ``profile``) with
         botocore's ``retry_mode`` retries."""
@@ -350,13 +360,22 @@ def open_aws_market(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     profile: str | None = None,
     endpoint_url: str | None = None,
-    **options: Any,
+    zones: Sequence[str] | None = None,
+    placement_client: Ec2Api | None = None,
+    placement: PlacementMode | None = None,
+    placement_target_capacity: int | None = None,
+    reserved: bool | None = None,
+    history_days: float | None = None,
+    advisor_buckets: Mapping[tuple[str, str], int] | None = None,
+    clock: Clock | None = None,
+    **_other_markets: object,
 ) -> AwsMarket:
     """The registry's factory: ``open_market("aws", regions=..., instance_types=...)``.
 
     ``regions`` / ``instance_types``: sequences or comma-separated strings.
-    With ``ec2_clients`` (tests) no client is built. Other keyword options go
-    to ``AwsMarket``; options meant for other markets are ignored.
+    With ``ec2_clients`` (tests) no client is built. The other keyword
+    options go to ``AwsMarket`` (``None`` keeps its default); options meant
+    for other markets are ignored.
     """
     types = parse_names(
         instance_types or DEFAULT_INSTANCE_TYPES,
@@ -364,7 +383,21 @@ def open_aws_market(
         TYPE_PATTERN,
         "names like g5.xlarge",
     )
-    kwargs = {k: v for k, v in options.items() if k in _MARKET_OPTIONS and v is not None}
+    kwargs: AwsMarketOptions = {
+        "instance_types": types,
+        "zones": zones,
+        "placement_client": placement_client,
+        "advisor_buckets": advisor_buckets,
+        "clock": clock,
+    }
+    if placement is not None:
+        kwargs["placement"] = placement
+    if placement_target_capacity is not None:
+        kwargs["placement_target_capacity"] = placement_target_capacity
+    if reserved is not None:
+        kwargs["reserved"] = reserved
+    if history_days is not None:
+        kwargs["history_days"] = history_days
     if ec2_clients is not None:
         wanted = (
             parse_names(regions, "--regions", REGION_PATTERN, "names like us-east-1")
@@ -376,9 +409,7 @@ def open_aws_market(
                 "--regions", None, f"regions with a client: {sorted(ec2_clients)}", got=wanted
             )
         clients = {r: c for r, c in ec2_clients.items() if not wanted or r in wanted}
-        return AwsMarket(
-            ec2_clients=clients, pricing_client=pricing_client, instance_types=types, **kwargs
-        )
+        return AwsMarket(ec2_clients=clients, pricing_client=pricing_client, **kwargs)
     region_names = parse_names(
         regions or DEFAULT_REGIONS, "--regions", REGION_PATTERN, "names like us-east-1"
     )
@@ -388,6 +419,5 @@ def open_aws_market(
         max_attempts=max_attempts,
         profile=profile,
         endpoint_url=endpoint_url,
-        instance_types=types,
         **kwargs,
     )

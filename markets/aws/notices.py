@@ -53,13 +53,24 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from botocore.exceptions import ClientError
 
 from markets.aws.errors import aws_call
 from markets.clock import ensure_utc
 from markets.fleet import InstanceState, Notice, NoticeKind
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from mypy_boto3_sqs.type_defs import (
+        DeleteMessageRequestTypeDef,
+        EmptyResponseMetadataTypeDef,
+        MessageTypeDef,
+        ReceiveMessageRequestTypeDef,
+        ReceiveMessageResultTypeDef,
+    )
 
 __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT_S",
@@ -118,11 +129,16 @@ class MalformedMessage(ValueError):
 
 
 class SqsApi(Protocol):
-    """The SQS client methods used (a boto3 SQS client fits)."""
+    """The SQS client methods used (a boto3 SQS client fits; the shapes are
+    boto3-stubs', named for the type checker only)."""
 
-    def receive_message(self, *args: Any, **kwargs: Any) -> Any: ...
+    def receive_message(
+        self, **kwargs: Unpack[ReceiveMessageRequestTypeDef]
+    ) -> ReceiveMessageResultTypeDef: ...
 
-    def delete_message(self, *args: Any, **kwargs: Any) -> Any: ...
+    def delete_message(
+        self, **kwargs: Unpack[DeleteMessageRequestTypeDef]
+    ) -> EmptyResponseMetadataTypeDef: ...
 
 
 @dataclass(frozen=True)
@@ -152,9 +168,9 @@ def _event_time(value: object) -> datetime:
         raise MalformedMessage(f"time: expected ISO 8601, got {text!r}") from e
 
 
-def _unwrap(body: str) -> Any:
+def _unwrap(body: str) -> object:
     try:
-        doc = json.loads(body)
+        doc: object = json.loads(body)
     except (json.JSONDecodeError, TypeError) as e:
         raise MalformedMessage(f"body is not JSON: {e}") from e
     if isinstance(doc, dict) and doc.get("Type") == "Notification" and "Message" in doc:
@@ -242,7 +258,7 @@ class SqsNotices:
             values = {k: getattr(self.stats, k) + v for k, v in deltas.items()}
             self.stats = replace(self.stats, **values)
 
-    def _receive(self, max_messages: int, wait_s: int) -> list[dict[str, Any]]:
+    def _receive(self, max_messages: int, wait_s: int) -> list[MessageTypeDef]:
         with aws_call("sqs:ReceiveMessage"):
             reply = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
@@ -251,8 +267,7 @@ class SqsNotices:
                 VisibilityTimeout=self.visibility_timeout_s,
                 MessageSystemAttributeNames=["ApproximateReceiveCount"],
             )
-        messages: list[dict[str, Any]] = reply.get("Messages", [])
-        return messages
+        return reply.get("Messages", [])
 
     def poll(self, max_notices: int = MAX_MESSAGES_PER_RECEIVE) -> Sequence[Notice]:
         """Up to ``max_notices`` notices: one long poll, then (to take more
@@ -277,7 +292,7 @@ class SqsNotices:
                 break  # drained for now; the next poll takes what arrives
         return notices
 
-    def _read(self, message: Mapping[str, Any]) -> Notice | None:
+    def _read(self, message: MessageTypeDef) -> Notice | None:
         self._count(received=1)
         message_id = message.get("MessageId", "?")
         receipt = message.get("ReceiptHandle")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markets import catalog
 from markets.aws.errors import aws_call
@@ -25,6 +25,10 @@ from markets.aws.rows import SkippedRows, parse_usd
 from markets.aws.sdk import Ec2Api, PricingApi
 from markets.errors import InputError
 from markets.model import Provider
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.type_defs import ReservedInstancesOfferingTypeDef
+    from mypy_boto3_pricing.type_defs import FilterTypeDef
 
 __all__ = [
     "SECONDS_PER_TERM",
@@ -44,7 +48,7 @@ OP_RESERVED = "ec2:DescribeReservedInstancesOfferings"
 SECONDS_PER_TERM: Mapping[int, int] = {1: 31_536_000, 3: 94_608_000}
 
 
-def on_demand_filters(region: str, instance_type: str) -> list[dict[str, str]]:
+def on_demand_filters(region: str, instance_type: str) -> list[FilterTypeDef]:
     """Filters selecting the one Linux, shared-tenancy, no-licence product of
     ``instance_type`` in ``region`` (without ``capacitystatus=Used`` the answer
     also holds capacity-reservation SKUs priced at zero or at a premium)."""
@@ -60,19 +64,34 @@ def on_demand_filters(region: str, instance_type: str) -> list[dict[str, str]]:
     return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in terms.items()]
 
 
-def parse_on_demand_product(doc: Mapping[str, Any], *, region: str, instance_type: str) -> float:
-    """USD per hour of one PriceList product document; ``ValueError`` says why not."""
-    attrs = doc.get("product", {}).get("attributes", {})
+def _object(parent: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """``parent[key]`` as a JSON object: absent or empty is ``{}``."""
+    value = parent.get(key)
+    if not value:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{key} is not an object: {value!r}")
+    return value
+
+
+def parse_on_demand_product(doc: Mapping[str, object], *, region: str, instance_type: str) -> float:
+    """USD per hour of one PriceList product document; ``ValueError`` (or
+    ``TypeError`` for a document of the wrong shape) says why not."""
+    attrs = _object(_object(doc, "product"), "attributes")
     if attrs.get("instanceType") != instance_type:
         raise ValueError(f"product is for {attrs.get('instanceType')!r}")
     if attrs.get("regionCode", region) != region:
         raise ValueError(f"product is for region {attrs.get('regionCode')!r}")
     prices: list[float] = []
-    for term in (doc.get("terms", {}).get("OnDemand") or {}).values():
-        for dim in (term.get("priceDimensions") or {}).values():
+    for term in _object(_object(doc, "terms"), "OnDemand").values():
+        if not isinstance(term, Mapping):
+            raise TypeError(f"OnDemand term is not an object: {term!r}")
+        for dim in _object(term, "priceDimensions").values():
+            if not isinstance(dim, Mapping):
+                raise TypeError(f"price dimension is not an object: {dim!r}")
             if dim.get("unit") not in ("Hrs", "Hours"):
                 continue
-            usd = (dim.get("pricePerUnit") or {}).get("USD")
+            usd = _object(dim, "pricePerUnit").get("USD")
             if usd is None:
                 raise ValueError("OnDemand price dimension has no USD price")
             prices.append(parse_usd(usd))
@@ -105,7 +124,9 @@ def fetch_on_demand(
                 docs = [d for page in pages for d in page.get("PriceList", [])]
             for raw in docs:
                 try:
-                    doc = json.loads(raw) if isinstance(raw, str) else raw
+                    doc: object = json.loads(raw) if isinstance(raw, str) else raw
+                    if not isinstance(doc, Mapping):
+                        raise TypeError(f"product is not a JSON object: {type(doc).__name__}")
                     found.append(parse_on_demand_product(doc, region=region, instance_type=itype))
                 except (ValueError, TypeError, AttributeError) as e:
                     skipped.skip(OP_PRODUCTS, f"{region}/{itype}: {e}", raw)
@@ -118,7 +139,9 @@ def fetch_on_demand(
     return out
 
 
-def reserved_effective_usd_per_hour(offering: Mapping[str, Any]) -> tuple[int, float]:
+def reserved_effective_usd_per_hour(
+    offering: ReservedInstancesOfferingTypeDef,
+) -> tuple[int, float]:
     """``(term years, effective USD per hour)`` of one reserved offering."""
     if offering.get("CurrencyCode", "USD") != "USD":
         raise ValueError(f"currency {offering.get('CurrencyCode')!r}, not USD")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markets.aws.errors import LAUNCH_CAPACITY_CODES, aws_call
 from markets.aws.launch import (
@@ -62,6 +62,9 @@ from markets.fleet import (
     TerminateRequest,
 )
 from markets.model import Pool, Provider
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.type_defs import FilterTypeDef, InstanceTypeDef
 
 __all__ = ["AwsProvider", "open_aws_provider"]
 
@@ -185,7 +188,7 @@ class AwsProvider:
             while len(self._pools) > _POOL_CACHE_SIZE:
                 self._pools.pop(next(iter(self._pools)))
 
-    def _describe(self, region: str, filters: list[dict[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    def _describe(self, region: str, filters: list[FilterTypeDef]) -> Iterator[InstanceTypeDef]:
         """Every instance matching ``filters`` in ``region`` (paginated)."""
         pages = self.ec2_clients[region].get_paginator("describe_instances")
         with aws_call("ec2:DescribeInstances"):
@@ -193,9 +196,9 @@ class AwsProvider:
                 for reservation in page.get("Reservations", []):
                     yield from reservation.get("Instances", [])
 
-    def _by_ids(self, ids: Sequence[str]) -> dict[str, tuple[str, Mapping[str, Any]]]:
+    def _by_ids(self, ids: Sequence[str]) -> dict[str, tuple[str, InstanceTypeDef]]:
         """id -> (region, description) for the ids found in any region."""
-        found: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        found: dict[str, tuple[str, InstanceTypeDef]] = {}
         for region in sorted(self.ec2_clients):
             left = [i for i in ids if i not in found]
             for chunk in _chunks(left):
@@ -208,7 +211,7 @@ class AwsProvider:
     def list_fleet(self, owner: str) -> Sequence[Instance]:
         self._check_owner(owner)
         fleet: list[Instance] = []
-        filters = [
+        filters: list[FilterTypeDef] = [
             {"Name": f"tag:{OWNER_TAG}", "Values": [owner]},
             {"Name": "instance-state-name", "Values": sorted(LIVE_STATES)},
         ]
@@ -222,7 +225,7 @@ class AwsProvider:
 
     def launched_by(self, region: str, idempotency_key: str) -> tuple[str, ...]:
         """Ids of our instances (in any state) tagged with ``idempotency_key``."""
-        filters = [
+        filters: list[FilterTypeDef] = [
             {"Name": f"tag:{LAUNCH_KEY_TAG}", "Values": [idempotency_key]},
             {"Name": f"tag:{OWNER_TAG}", "Values": [self.owner]},
         ]

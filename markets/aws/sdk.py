@@ -8,19 +8,35 @@ protocols that name only the client methods used, and ``client_config`` /
 by botocore, never by a loop of ours).
 
 Must not: parse responses or hold market logic. boto3 is imported only inside
-``build_clients`` so that importing the adapter stays cheap.
+``build_clients`` so that importing the adapter stays cheap. The request and
+reply shapes are boto3-stubs' (``mypy_boto3_ec2``, ``mypy_boto3_pricing``),
+named for the type checker only: they are a development dependency.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 from botocore.config import Config
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     import boto3
+    from mypy_boto3_ec2.paginator import (
+        DescribeInstanceTypeOfferingsPaginator,
+        DescribeInstanceTypesPaginator,
+        DescribeReservedInstancesOfferingsPaginator,
+        DescribeSpotPriceHistoryPaginator,
+        GetSpotPlacementScoresPaginator,
+    )
+    from mypy_boto3_ec2.type_defs import (
+        DescribeAvailabilityZonesRequestTypeDef,
+        DescribeAvailabilityZonesResultTypeDef,
+    )
+    from mypy_boto3_pricing.paginator import GetProductsPaginator
 
 __all__ = [
     "AWS_API_CALLS",
@@ -87,18 +103,44 @@ class Ec2Api(Protocol):
     """The EC2 client methods the adapter calls (a boto3 EC2 client fits).
 
     Paginated actions go through ``get_paginator``; the only direct call is
-    ``describe_availability_zones`` (not paginated by AWS).
+    ``describe_availability_zones`` (not paginated by AWS). The overloads keep
+    the order of boto3-stubs' ``EC2Client`` (mypy matches overloads in order).
     """
 
-    def get_paginator(self, operation_name: Any) -> Any: ...
+    @overload
+    def get_paginator(
+        self, operation_name: Literal["describe_instance_type_offerings"]
+    ) -> DescribeInstanceTypeOfferingsPaginator: ...
 
-    def describe_availability_zones(self, *args: Any, **kwargs: Any) -> Any: ...
+    @overload
+    def get_paginator(
+        self, operation_name: Literal["describe_instance_types"]
+    ) -> DescribeInstanceTypesPaginator: ...
+
+    @overload
+    def get_paginator(
+        self, operation_name: Literal["describe_reserved_instances_offerings"]
+    ) -> DescribeReservedInstancesOfferingsPaginator: ...
+
+    @overload
+    def get_paginator(
+        self, operation_name: Literal["describe_spot_price_history"]
+    ) -> DescribeSpotPriceHistoryPaginator: ...
+
+    @overload
+    def get_paginator(
+        self, operation_name: Literal["get_spot_placement_scores"]
+    ) -> GetSpotPlacementScoresPaginator: ...
+
+    def describe_availability_zones(
+        self, **kwargs: Unpack[DescribeAvailabilityZonesRequestTypeDef]
+    ) -> DescribeAvailabilityZonesResultTypeDef: ...
 
 
 class PricingApi(Protocol):
     """The Price List Query API client methods the adapter calls."""
 
-    def get_paginator(self, operation_name: Any) -> Any: ...
+    def get_paginator(self, operation_name: Literal["get_products"]) -> GetProductsPaginator: ...
 
 
 def client_config(

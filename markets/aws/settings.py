@@ -18,9 +18,9 @@ Must not: launch, list or parse anything.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -38,7 +38,17 @@ from markets.aws.sdk import DEFAULT_MAX_ATTEMPTS, RetryMode, client_config
 from markets.errors import InputError
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     import boto3
+    from botocore.client import BaseClient
+    from mypy_boto3_ec2.paginator import DescribeInstancesPaginator
+    from mypy_boto3_ec2.type_defs import (
+        ReservationResponseTypeDef,
+        RunInstancesRequestTypeDef,
+        TerminateInstancesRequestTypeDef,
+        TerminateInstancesResultTypeDef,
+    )
 
 __all__ = [
     "AwsProviderSettings",
@@ -60,13 +70,20 @@ _MAX_TAG_VALUE = 256
 
 class Ec2ProviderApi(Protocol):
     """The EC2 client methods the provider calls (a boto3 EC2 client fits);
-    ``DescribeInstances`` goes through ``get_paginator``."""
+    ``DescribeInstances`` goes through ``get_paginator``. The shapes are
+    boto3-stubs', named for the type checker only."""
 
-    def get_paginator(self, operation_name: Any) -> Any: ...
+    def get_paginator(
+        self, operation_name: Literal["describe_instances"]
+    ) -> DescribeInstancesPaginator: ...
 
-    def run_instances(self, *args: Any, **kwargs: Any) -> Any: ...
+    def run_instances(
+        self, **kwargs: Unpack[RunInstancesRequestTypeDef]
+    ) -> ReservationResponseTypeDef: ...
 
-    def terminate_instances(self, *args: Any, **kwargs: Any) -> Any: ...
+    def terminate_instances(
+        self, **kwargs: Unpack[TerminateInstancesRequestTypeDef]
+    ) -> TerminateInstancesResultTypeDef: ...
 
 
 class AwsProviderSettings(BaseModel):
@@ -121,7 +138,7 @@ class AwsProviderSettings(BaseModel):
         return tuple(sorted(self.launch))
 
 
-def settings_from_options(options: Mapping[str, Any]) -> AwsProviderSettings:
+def settings_from_options(options: Mapping[str, object]) -> AwsProviderSettings:
     """Validate provider options; the first problem becomes an ``InputError``
     naming the option (``provider.launch.us-east-1.image_id``)."""
     try:
@@ -140,19 +157,25 @@ def queue_region(queue_url: str, fallback: str) -> str:
     return m.group(1) if m else fallback
 
 
-def fail_fast_on_capacity(client: Any) -> None:
+def fail_fast_on_capacity(client: BaseClient) -> None:
     """Stop botocore retrying RunInstances when EC2 says the pool has no
     capacity. Registered first on ``needs-retry.ec2.RunInstances``: botocore
     takes the first non-``None`` answer, and ``False`` means "do not retry"."""
 
-    def _no_retry(response: Any = None, **_: Any) -> bool | None:
-        if not response:
+    def _no_retry(response: object = None, **_: object) -> bool | None:
+        # botocore passes (http response, parsed reply) or None.
+        if not isinstance(response, tuple) or len(response) < 2:
             return None
-        parsed = response[1] if isinstance(response, tuple) else {}
-        code = parsed.get("Error", {}).get("Code", "") if isinstance(parsed, dict) else ""
+        parsed = response[1]
+        error = parsed.get("Error", {}) if isinstance(parsed, dict) else {}
+        code = error.get("Code", "") if isinstance(error, dict) else ""
         return False if code in LAUNCH_CAPACITY_CODES else None
 
-    client.meta.events.register_first("needs-retry.ec2.RunInstances", _no_retry)
+    # botocore-stubs type every event handler as returning None; a
+    # needs-retry handler's answer is the retry decision.
+    client.meta.events.register_first(
+        "needs-retry.ec2.RunInstances", cast("Callable[..., None]", _no_retry)
+    )
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,14 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, cast
 
 from markets.aws.errors import aws_call
 from markets.aws.rows import SkippedRows, parse_timestamp, parse_usd
 from markets.aws.sdk import Ec2Api
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.literals import InstanceTypeType
 
 __all__ = [
     "SpotHistory",
@@ -96,7 +100,9 @@ def fetch_spot_history(
     wanted = set(instance_types)
     with aws_call(OP_HISTORY):
         pages = client.get_paginator("describe_spot_price_history").paginate(
-            InstanceTypes=sorted(wanted),
+            # boto3-stubs list today's type names as a Literal; ours come from
+            # the user and EC2 itself rejects an unknown one.
+            InstanceTypes=cast("list[InstanceTypeType]", sorted(wanted)),
             ProductDescriptions=[_LINUX],
             StartTime=start,
             EndTime=end,

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from markets import catalog
 from markets.default.calibration import (
@@ -62,7 +62,7 @@ from markets.model import Pool, Provider
 
 __all__ = ["FloatArray", "PoolModel", "SpotModel", "ZoneModel", "ZonePath"]
 
-FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class ZonePath:
     crunch_starts: FloatArray
     crunch_ends: FloatArray
     down_knots: dict[str, tuple[FloatArray, FloatArray]]  # pool -> (t, cumulative down hours)
-    affected: dict[str, np.ndarray[Any, np.dtype[np.bool_]]]
+    affected: dict[str, NDArray[np.bool_]]
     events: dict[str, FloatArray]  # pool -> sorted revocation times
 
 

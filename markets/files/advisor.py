@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -132,13 +131,13 @@ def load_spot_advisor(path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLICY
     ``spot_advisor.<region>.<os>.<type>``."""
     path = Path(path)
     try:
-        doc = json.loads(read_text(path))
+        doc: object = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise InputError(str(path), f"line {e.lineno}", "valid JSON", got=e.msg) from e
     advisor = doc.get("spot_advisor") if isinstance(doc, dict) else None
     if not isinstance(advisor, dict):
         raise InputError(str(path), "spot_advisor", "an object {region: {os: {type: {r, s}}}}")
-    rows: list[tuple[str, str, str, Any, Any]] = []
+    rows: list[tuple[str, str, str, object, object]] = []
     for region, by_os in advisor.items():
         if not isinstance(by_os, dict):
             raise InputError(str(path), f"spot_advisor.{region}", "an object {os: {...}}")
@@ -185,7 +184,7 @@ def load_spot_advisor(path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLICY
             "savings_fraction": savings[ok].astype(np.float64) / 100.0,
         }
     ).sort_values(["region", "os", "instance_type"], kind="stable")
-    types = _instance_types(path, doc.get("instance_types", {}))
+    types = _instance_types(path, doc.get("instance_types", {}) if isinstance(doc, dict) else {})
     return SpotAdvisor(
         frame=with_report(out.reset_index(drop=True), report),
         instance_types=types,
@@ -194,7 +193,7 @@ def load_spot_advisor(path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLICY
     )
 
 
-def _instance_types(path: Path, types: Any) -> pd.DataFrame:
+def _instance_types(path: Path, types: object) -> pd.DataFrame:
     if not isinstance(types, dict):
         raise InputError(str(path), "instance_types", "an object {type: {cores, ram_gb}}")
     names = list(types)
@@ -218,5 +217,5 @@ def _instance_types(path: Path, types: Any) -> pd.DataFrame:
     )
 
 
-def _get(rec: Any, key: str) -> Any:
+def _get(rec: object, key: str) -> object:
     return rec.get(key) if isinstance(rec, dict) else None

@@ -34,10 +34,11 @@ timestamp).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 
@@ -57,7 +58,16 @@ from markets.files.prices import (
 )
 from markets.files.traces import SpotTrace, load_spot_trace
 
-__all__ = ["DATASETS", "DataInventory", "DatasetSummary", "FileSummary", "classify", "discover"]
+__all__ = [
+    "DATASETS",
+    "DataInventory",
+    "DatasetJson",
+    "DatasetSummary",
+    "FileSummary",
+    "InventoryJson",
+    "classify",
+    "discover",
+]
 
 DATASETS = (
     "spot_traces",
@@ -70,6 +80,28 @@ DATASETS = (
 )
 _FLEET_LINE = re.compile(r"^\s*\d+\s*,\s*(add|remove)\s*,")
 _HEAD_BYTES = 4096
+
+
+class DatasetJson(TypedDict):
+    """``DatasetSummary.to_dict()``: a dataset in ``market show --json``."""
+
+    name: str
+    files: list[str]
+    rows: int
+    rows_bad: int
+    start: str | None
+    end: str | None
+    regions: list[str]
+    zones: list[str]
+    instance_types: list[str]
+
+
+class InventoryJson(TypedDict):
+    root: str
+    load_seconds: float
+    datasets: list[DatasetJson]
+    skipped: list[str]
+    errors: list[str]
 
 
 @dataclass(frozen=True)
@@ -113,22 +145,22 @@ class DatasetSummary:
         ends = [f.end for f in self.files if f.end is not None]
         return max(ends) if ends else None
 
-    def _union(self, attr: str) -> tuple[str, ...]:
-        return tuple(sorted({v for f in self.files for v in getattr(f, attr)}))
+    def _union(self, of: Callable[[FileSummary], tuple[str, ...]]) -> tuple[str, ...]:
+        return tuple(sorted({v for f in self.files for v in of(f)}))
 
     @property
     def regions(self) -> tuple[str, ...]:
-        return self._union("regions")
+        return self._union(lambda f: f.regions)
 
     @property
     def zones(self) -> tuple[str, ...]:
-        return self._union("zones")
+        return self._union(lambda f: f.zones)
 
     @property
     def instance_types(self) -> tuple[str, ...]:
-        return self._union("instance_types")
+        return self._union(lambda f: f.instance_types)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DatasetJson:
         return {
             "name": self.name,
             "files": [f.path for f in self.files],
@@ -165,7 +197,7 @@ class DataInventory:
     def dataset(self, name: str) -> DatasetSummary | None:
         return next((d for d in self.datasets if d.name == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> InventoryJson:
         """A JSON-ready summary (what ``market show --json`` reports)."""
         return {
             "root": self.root,
@@ -299,7 +331,7 @@ def _concat(parts: list[pd.DataFrame], columns: tuple[str, ...], sort: list[str]
     return df.sort_values(sort, kind="stable").reset_index(drop=True)
 
 
-def _load(path: Path, kind: str) -> tuple[FileSummary, Any]:
+def _load(path: Path, kind: str) -> tuple[FileSummary, SpotTrace | SpotAdvisor | pd.DataFrame]:
     """Load one file with its loader and summarise it."""
     if kind == "spot_traces":
         tr = load_spot_trace(path)
@@ -378,5 +410,5 @@ def _frame_summary(
     )
 
 
-def _uniq(s: pd.Series[Any]) -> tuple[str, ...]:
+def _uniq(s: pd.Series[str]) -> tuple[str, ...]:
     return tuple(sorted(map(str, pd.unique(s))))

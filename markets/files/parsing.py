@@ -22,10 +22,10 @@ import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from markets.errors import InputError
 
@@ -147,9 +147,9 @@ def check_report(report: ParseReport, policy: BadRowPolicy = DEFAULT_POLICY) -> 
 
 def report_from_mask(
     base: ParseReport,
-    bad: np.ndarray[Any, np.dtype[np.bool_]] | pd.Series[bool],
+    bad: NDArray[np.bool_] | pd.Series[bool],
     where: Callable[[int], str],
-    reasons: Sequence[str] | np.ndarray[Any, Any],
+    reasons: Sequence[str] | NDArray[np.generic],
     text: Callable[[int], str] | None = None,
     *,
     rows_read: int = 0,
@@ -223,7 +223,7 @@ class CsvRows:
 
     header: tuple[str, ...]
     frame: pd.DataFrame
-    lines: np.ndarray[Any, np.dtype[np.int64]]
+    lines: NDArray[np.int64]
     text: str = field(repr=False)
     report: ParseReport
 

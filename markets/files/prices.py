@@ -38,7 +38,7 @@ import importlib.util
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -79,6 +79,8 @@ __all__ = [
     "read_price_history",
     "write_price_history",
 ]
+
+S = TypeVar("S", str, bool)  # what a mapped pandas Series holds
 
 PRICE_COLUMNS = ("timestamp", "provider", "region", "zone", "instance_type", "spot_usd_per_hour")
 AWS_CSV_COLUMNS = ("Timestamp", "AvailabilityZone", "InstanceType", "SpotPrice")
@@ -134,10 +136,9 @@ def _json_rows(
 ) -> tuple[pd.DataFrame, Callable[[int], str], Callable[[int], str], ParseReport]:
     """Flatten API pages into string columns with a location per record."""
     text = read_text(path)
-    records: list[tuple[str, Any]] = []
+    records: list[tuple[str, object]] = []
     try:
-        doc = json.loads(text)
-        docs: list[tuple[str, Any]] = [("", doc)]
+        docs: list[tuple[str, object]] = [("", json.loads(text))]
     except json.JSONDecodeError as first_error:
         docs = []
         for n, line in enumerate(text.splitlines(), start=1):
@@ -172,7 +173,7 @@ def _json_rows(
                     got=type(page).__name__,
                 )
 
-    def field(item: Any, key: str) -> str:
+    def field(item: object, key: str) -> str:
         v = item.get(key) if isinstance(item, dict) else None
         return "" if v is None else str(v)
 
@@ -197,8 +198,8 @@ def _json_rows(
 
 
 def _by_unique(
-    values: pd.Series[str], fn: Callable[[pd.Series[str]], pd.Series[Any]]
-) -> pd.Series[Any]:
+    values: pd.Series[str], fn: Callable[[pd.Series[str]], pd.Series[S]]
+) -> pd.Series[S]:
     """Apply a string function once per distinct value (zones, types and
     products repeat thousands of times; string ops are per-element Python)."""
     codes, uniques = pd.factorize(values, use_na_sentinel=False)

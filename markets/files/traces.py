@@ -75,13 +75,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from markets.errors import InputError
 from markets.files.parsing import read_text
@@ -236,11 +238,18 @@ def _parse_location(
                 str(path), "folder name", "an ancestor folder 'availability' or 'preemption'"
             )
         kind = kinds[0]
-    if kind not in ("availability", "preemption"):
-        raise InputError(str(path), "kind", "'availability' or 'preemption'", got=kind)
+    trace_kind = _trace_kind(path, kind)
     if nodes < 1:
         raise InputError(str(path), "nodes", "at least 1 node", got=nodes)
-    return provider, kind, nodes, start  # type: ignore[return-value]
+    return provider, trace_kind, nodes, start
+
+
+def _trace_kind(path: Path, kind: str) -> TraceKind:
+    if kind == "availability":
+        return "availability"
+    if kind == "preemption":
+        return "preemption"
+    raise InputError(str(path), "kind", "'availability' or 'preemption'", got=kind)
 
 
 def _parse_name(path: Path, provider: str) -> tuple[str, str, str, int | None]:
@@ -275,7 +284,7 @@ def load_spot_trace(
     provider, kind, nodes, start = _parse_location(path, provider, kind, nodes, start)
     zone, region, itype, gpus = _parse_name(path, provider)
     try:
-        doc = json.loads(read_text(path))
+        doc: object = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise InputError(str(path), f"line {e.lineno}", "valid JSON", got=e.msg) from e
     if not isinstance(doc, dict):
@@ -311,16 +320,20 @@ def load_spot_trace(
     )
 
 
-def _gap_seconds(path: Path, doc: dict[str, Any]) -> float:
+def _gap_seconds(path: Path, doc: Mapping[str, object]) -> float:
     meta = doc.get("metadata")
     gap = meta.get("gap_seconds") if isinstance(meta, dict) else None
-    ok = isinstance(gap, int | float) and not isinstance(gap, bool) and np.isfinite(gap) and gap > 0
-    if not ok:
+    if (
+        isinstance(gap, bool)
+        or not isinstance(gap, int | float)
+        or not np.isfinite(gap)
+        or gap <= 0
+    ):
         raise InputError(str(path), "metadata.gap_seconds", "a number > 0", got=gap)
-    return float(gap)  # type: ignore[arg-type]
+    return float(gap)
 
 
-def _int_array(path: Path, values: list[Any], name: str, *, hi: int) -> np.ndarray[Any, Any]:
+def _int_array(path: Path, values: list[object], name: str, *, hi: int) -> NDArray[np.int64]:
     # One pass over the types: numpy would quietly turn True into 1 and mixed
     # lists into objects; a float or a string is a bad value at its index.
     if {type(v) for v in values} != {int}:
@@ -342,7 +355,7 @@ def _int_array(path: Path, values: list[Any], name: str, *, hi: int) -> np.ndarr
     return arr
 
 
-def _price_array(path: Path, values: Any, n: int) -> np.ndarray[Any, Any]:
+def _price_array(path: Path, values: object, n: int) -> NDArray[np.float64]:
     if not isinstance(values, list) or len(values) != n:
         got = len(values) if isinstance(values, list) else type(values).__name__
         raise InputError(str(path), "prices", f"a list of {n} prices (one per tick)", got=got)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 import requests
 from google.api_core import exceptions as gexc
@@ -51,6 +51,10 @@ from markets.errors import (
     ThrottledError,
     TransientError,
 )
+
+if TYPE_CHECKING:
+    from google.api_core.extended_operation import ExtendedOperation
+    from google.cloud.compute_v1 import Operation
 
 __all__ = [
     "CAPACITY_CODES",
@@ -128,21 +132,21 @@ def translate(e: BaseException, *, operation: str, pool_key: str | None = None) 
     return FatalError(f"{operation}: {type(e).__name__}: {e}")
 
 
-def operation_error_codes(op: Any) -> list[str]:
-    """The ``error.errors[].code`` values of a Compute Engine operation."""
-    error = getattr(op, "error", None)
-    return [str(item.code) for item in getattr(error, "errors", None) or () if item.code]
+def operation_error_codes(op: Operation | ExtendedOperation) -> list[str]:
+    """The ``error.errors[].code`` values of a Compute Engine operation (an
+    unset ``error`` reads as an empty message: no codes)."""
+    return [str(item.code) for item in op.error.errors if item.code]
 
 
 def operation_error(
-    op: Any, *, operation: str, pool_key: str | None = None
+    op: Operation | ExtendedOperation, *, operation: str, pool_key: str | None = None
 ) -> SpotfolioError | None:
     """The project error a finished operation reports, or ``None``."""
     codes = operation_error_codes(op)
     if not codes:
         return None
     messages = [str(item.message) for item in op.error.errors if item.message]
-    status = int(getattr(op, "http_error_status_code", 0) or 0)
+    status = int(op.http_error_status_code or 0)
     text = f"{operation}: {', '.join(codes)}: {'; '.join(messages)}"
     return _classify(codes, status, text, source=f"gcp {operation}", pool_key=pool_key)
 

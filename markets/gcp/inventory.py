@@ -22,12 +22,15 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markets import catalog
 from markets.gcp.errors import gcp_call
 from markets.gcp.sdk import AcceleratorTypesApi, CallPolicy, MachineTypesApi, ZonesApi
 from markets.model import InstanceType, Provider
+
+if TYPE_CHECKING:
+    from google.cloud.compute_v1 import MachineType
 
 __all__ = [
     "GPU_MODELS",
@@ -105,7 +108,7 @@ def fetch_zones(
     return tuple(sorted(out, key=lambda z: z.name))
 
 
-def _spec(mt: Any, skipped: Counter[str]) -> MachineTypeSpec | None:
+def _spec(mt: MachineType, skipped: Counter[str]) -> MachineTypeSpec | None:
     if mt.is_shared_cpu or mt.guest_cpus < 1 or mt.memory_mb <= 0:
         skipped["shared-core or empty machine type"] += 1
         return None

@@ -53,7 +53,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markets import catalog
 from markets.fleet import (
@@ -66,6 +66,9 @@ from markets.fleet import (
     LaunchRequest,
 )
 from markets.model import Pool, Provider, Tier
+
+if TYPE_CHECKING:
+    from google.cloud.compute_v1 import Instance as GcpInstance
 
 __all__ = [
     "LABEL_OF_TAG",
@@ -203,23 +206,18 @@ def launch_labels(tags: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _name(value: Any) -> str:
-    """An enum field's name, whether the client gives an enum or a string."""
-    return str(getattr(value, "name", value) or "")
-
-
 def _last(url: str) -> str:
     return str(url).rstrip("/").rsplit("/", 1)[-1]
 
 
-def _tags(inst: Any) -> dict[str, str]:
+def _tags(inst: GcpInstance) -> dict[str, str]:
     """Exact tags from metadata when readable, else what the labels say."""
     labels = {str(k): str(v) for k, v in dict(inst.labels).items()}
     tags = {tag: labels[key] for tag, key in LABEL_OF_TAG.items() if key in labels}
-    for item in getattr(inst.metadata, "items", None) or ():
+    for item in inst.metadata.items:
         if item.key == TAGS_METADATA_KEY:
             try:
-                exact = json.loads(item.value)
+                exact: object = json.loads(item.value)
             except ValueError:
                 break
             if isinstance(exact, dict):
@@ -229,7 +227,7 @@ def _tags(inst: Any) -> dict[str, str]:
     return tags
 
 
-def _units(inst: Any, machine_type: str, tags: Mapping[str, str]) -> int:
+def _units(inst: GcpInstance, machine_type: str, tags: Mapping[str, str]) -> int:
     text = tags.get(UNITS_TAG, "")
     if text.isdigit() and int(text) > 0:
         return int(text)
@@ -242,17 +240,18 @@ def _units(inst: Any, machine_type: str, tags: Mapping[str, str]) -> int:
 
 
 def instance_from_gcp(
-    inst: Any, parse_time: Callable[[str], datetime], zone: str | None = None
+    inst: GcpInstance, parse_time: Callable[[str], datetime], zone: str | None = None
 ) -> Instance | None:
     """The ``Instance`` for one Compute Engine instance, or ``None`` when it
-    no longer holds capacity (being deleted)."""
-    state = LIVE_STATES.get(_name(inst.status))
+    no longer holds capacity (being deleted). The client gives enum fields
+    (status, provisioning model) as their names."""
+    state = LIVE_STATES.get(str(inst.status))
     if state is None:
         return None
     zone = zone or _last(inst.zone)
     machine_type = _last(inst.machine_type)
     tags = _tags(inst)
-    if _name(inst.scheduling.provisioning_model) == "SPOT" or inst.scheduling.preemptible:
+    if inst.scheduling.provisioning_model == "SPOT" or inst.scheduling.preemptible:
         tier = Tier.SPOT  # Compute Engine's own word wins over our label
     else:
         tier = Tier.COMMITTED if tags.get(TIER_TAG) == Tier.COMMITTED.value else Tier.ON_DEMAND

@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from markets import ttl
 from markets.cache import Entry, TtlCache
@@ -72,6 +72,9 @@ from markets.model import (
 )
 from markets.options import parse_names
 
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+
 __all__ = [
     "DEFAULT_MACHINE_TYPES",
     "DEFAULT_REGIONS",
@@ -97,6 +100,18 @@ TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")  # a2-highgpu-1g
 _FUTURE_SKEW = timedelta(minutes=5)
 
 
+class GcpMarketOptions(TypedDict, total=False):
+    """``GcpMarket``'s options besides project and clients (the constructors
+    pass them on)."""
+
+    regions: Sequence[str] | str
+    instance_types: Sequence[str] | str
+    zones: Sequence[str] | str | None
+    prices: str | Path | None
+    clock: Clock | None
+    policy: CallPolicy | None
+
+
 class GcpMarket:
     """Live GCP pools for ``instance_types`` (machine types) in ``regions``.
 
@@ -115,9 +130,9 @@ class GcpMarket:
         zones_client: ZonesApi,
         machine_types_client: MachineTypesApi,
         accelerator_types_client: AcceleratorTypesApi,
-        regions: Sequence[str] = DEFAULT_REGIONS,
-        instance_types: Sequence[str] = DEFAULT_MACHINE_TYPES,
-        zones: Sequence[str] | None = None,
+        regions: Sequence[str] | str = DEFAULT_REGIONS,
+        instance_types: Sequence[str] | str = DEFAULT_MACHINE_TYPES,
+        zones: Sequence[str] | str | None = None,
         prices: str | Path | None = None,
         clock: Clock | None = None,
         policy: CallPolicy | None = None,
@@ -151,9 +166,9 @@ class GcpMarket:
         *,
         project: str | None = None,
         endpoint: str | None = None,
-        credentials: Any = None,
+        credentials: Credentials | None = None,
         anonymous: bool = False,
-        **options: Any,
+        **options: Unpack[GcpMarketOptions],
     ) -> GcpMarket:
         """Real REST clients (Application Default Credentials unless given)."""
         with gcp_call("credentials"):
@@ -166,7 +181,9 @@ class GcpMarket:
         return cls.from_clients(clients, project=project, **options)
 
     @classmethod
-    def from_clients(cls, clients: ComputeClients, *, project: str, **options: Any) -> GcpMarket:
+    def from_clients(
+        cls, clients: ComputeClients, *, project: str, **options: Unpack[GcpMarketOptions]
+    ) -> GcpMarket:
         if not (clients.zones and clients.machine_types and clients.accelerator_types):
             raise ValueError("the market needs zones, machine types and accelerator types clients")
         return cls(
@@ -320,17 +337,17 @@ def _default_project() -> str | None:
 def open_gcp_market(
     *,
     project: str | None = None,
-    regions: object = None,
-    instance_types: object = None,
-    zones: object = None,
+    regions: Sequence[str] | str | None = None,
+    instance_types: Sequence[str] | str | None = None,
+    zones: Sequence[str] | str | None = None,
     prices: str | Path | None = None,
     clients: ComputeClients | None = None,
     endpoint: str | None = None,
-    credentials: Any = None,
+    credentials: Credentials | None = None,
     anonymous: bool = False,
     clock: Clock | None = None,
     policy: CallPolicy | None = None,
-    **_ignored: Any,
+    **_other_markets: object,
 ) -> GcpMarket:
     """The registry's factory: ``open_market("gcp", project=..., prices=...)``.
 
@@ -338,7 +355,7 @@ def open_gcp_market(
     strings. With ``clients`` (tests) no client is built and ``project`` is
     required. Options meant for other markets are ignored.
     """
-    options: dict[str, Any] = {
+    options: GcpMarketOptions = {
         "regions": regions or DEFAULT_REGIONS,
         "instance_types": instance_types or DEFAULT_MACHINE_TYPES,
         "zones": zones or None,

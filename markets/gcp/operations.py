@@ -13,15 +13,20 @@ failure means for the fleet (the provider does).
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from markets.clock import Clock
 from markets.errors import SpotfolioError
 from markets.gcp.errors import gcp_call, operation_error
 from markets.gcp.sdk import CallPolicy, ZoneOperationsApi
+
+if TYPE_CHECKING:
+    from google.api_core.extended_operation import ExtendedOperation
+    from google.cloud.compute_v1 import Operation
 
 __all__ = ["SERVER_WAIT_S", "await_operations", "status_name"]
 
@@ -31,16 +36,18 @@ K = TypeVar("K")
 SERVER_WAIT_S = 120.0  # the longest one zoneOperations.wait call is held
 
 
-def status_name(op: Any) -> str:
-    """``DONE``/``RUNNING``/``PENDING``, whether the client gives an enum or a string."""
-    return str(getattr(op.status, "name", op.status) or "")
+def status_name(op: Operation | ExtendedOperation) -> str:
+    """``DONE``/``RUNNING``/``PENDING``: the name of the ``Operation.Status``
+    enum (an ``ExtendedOperation``, untyped, hands on its operation's)."""
+    status: object = op.status
+    return status.name if isinstance(status, enum.Enum) else str(status or "")
 
 
 def await_operations(
     client: ZoneOperationsApi,
     project: str,
     zone: str,
-    ops: Mapping[K, Any],
+    ops: Mapping[K, Operation | ExtendedOperation],
     *,
     wait_s: float,
     clock: Clock,
@@ -55,11 +62,12 @@ def await_operations(
     deadline = clock.monotonic() + wait_s
     # With a manual clock time does not pass: the call count bounds the loop too.
     max_calls = math.ceil(wait_s / SERVER_WAIT_S) + 1
-    for key, op in ops.items():
+    for key, first in ops.items():
+        op: Operation | ExtendedOperation = first
         calls = 0
         while status_name(op) != "DONE" and calls < max_calls and clock.monotonic() < deadline:
             calls += 1
-            request = {"project": project, "zone": zone, "operation": str(op.name)}
+            request: dict[str, str] = {"project": project, "zone": zone, "operation": str(op.name)}
             with gcp_call("compute.zoneOperations.wait"):
                 op = client.wait(
                     request=request,

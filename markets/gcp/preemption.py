@@ -37,7 +37,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markets.clock import Clock, ensure_utc
 from markets.errors import TransientError
@@ -45,6 +45,9 @@ from markets.fleet import Notice, NoticeKind
 from markets.gcp.errors import gcp_call
 from markets.gcp.labels import instance_id
 from markets.gcp.sdk import CallPolicy, ZoneOperationsApi
+
+if TYPE_CHECKING:
+    from google.cloud.compute_v1 import Operation
 
 __all__ = [
     "OVERLAP_S",
@@ -76,7 +79,7 @@ def _last(url: str) -> str:
     return str(url).rstrip("/").rsplit("/", 1)[-1]
 
 
-def notice_from_operation(op: Any, zone: str, pool_key: str | None = None) -> Notice:
+def notice_from_operation(op: Operation, zone: str, pool_key: str | None = None) -> Notice:
     """The notice for one ``compute.instances.preempted`` operation."""
     at = parse_time(str(op.start_time or op.insert_time))
     return Notice(
@@ -131,7 +134,7 @@ class PreemptionReader:
         return True
 
     def _read_zone(self, zone: str) -> list[Notice]:
-        request = {
+        request: dict[str, str] = {
             "project": self.project,
             "zone": zone,
             "filter": f'operationType = "{PREEMPTED_OPERATION}"',

@@ -87,12 +87,13 @@ class PriceTable:
         cls, path: str | Path, *, regions: Iterable[str], machine_types: Iterable[str]
     ) -> PriceTable:
         """Read a price file, keeping the rows of ``regions`` x ``machine_types``."""
-        from markets.files.gcp_prices import load_gcp_prices
-
         path = Path(path)
         if not path.is_file():
             raise InputError("--prices", None, "a GCP price file (CSV or CSV.gz)", got=str(path))
+        # Lazy: the loader and pandas cost ~0.5 s, paid only when a file is read.
         import pandas as pd
+
+        from markets.files.gcp_prices import load_gcp_prices
 
         df = load_gcp_prices(path)
         # The export's newest row, any key: how current the whole file is.

@@ -16,14 +16,30 @@ so Compute Engine answers a repeat with the first operation instead of acting
 twice.
 
 Must not: parse responses or hold market logic. ``google.cloud.compute_v1``
-is imported only inside ``build_compute_clients`` and ``CallPolicy.retry``.
+is imported only inside ``build_compute_clients`` and ``CallPolicy.retry``
+(and named, for the type checker only, in the protocols below).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from google.api_core.extended_operation import ExtendedOperation
+    from google.api_core.retry import Retry
+    from google.auth.credentials import Credentials
+    from google.cloud.compute_v1 import Instance, Operation
+    from google.cloud.compute_v1.services.accelerator_types import (
+        pagers as accelerator_types_pagers,
+    )
+    from google.cloud.compute_v1.services.instances import pagers as instances_pagers
+    from google.cloud.compute_v1.services.machine_types import pagers as machine_types_pagers
+    from google.cloud.compute_v1.services.zone_operations import (
+        pagers as zone_operations_pagers,
+    )
+    from google.cloud.compute_v1.services.zones import pagers as zones_pagers
 
 __all__ = [
     "GCP_API_CALLS",
@@ -31,10 +47,12 @@ __all__ = [
     "GCP_MARKET_API_CALLS",
     "GCP_PROVIDER_API_CALLS",
     "AcceleratorTypesApi",
+    "CallOptions",
     "CallPolicy",
     "ComputeClients",
     "InstancesApi",
     "MachineTypesApi",
+    "RequestDict",
     "ZoneOperationsApi",
     "ZonesApi",
     "build_compute_clients",
@@ -89,45 +107,74 @@ GCP_IAM_PERMISSIONS: frozenset[str] = frozenset(
 )
 
 
+# A request message as a dict of its fields, as every generated method takes
+# it (``request: Message | dict``); the union lets callers pass a literal of
+# strings as well as a nested body (dict is invariant in its values).
+RequestDict = dict[str, str] | dict[str, object]
+
+
+class CallOptions(TypedDict):
+    """``retry=`` and ``timeout=`` of one generated client method."""
+
+    retry: Retry
+    timeout: float
+
+
 class ZonesApi(Protocol):
     """``compute_v1.ZonesClient``: ``list`` only."""
 
-    def list(self, *args: Any, **kwargs: Any) -> Any: ...
+    def list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> zones_pagers.ListPager: ...
 
 
 class MachineTypesApi(Protocol):
     """``compute_v1.MachineTypesClient``: ``aggregated_list`` only."""
 
-    def aggregated_list(self, *args: Any, **kwargs: Any) -> Any: ...
+    def aggregated_list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> machine_types_pagers.AggregatedListPager: ...
 
 
 class AcceleratorTypesApi(Protocol):
     """``compute_v1.AcceleratorTypesClient``: ``aggregated_list`` only."""
 
-    def aggregated_list(self, *args: Any, **kwargs: Any) -> Any: ...
+    def aggregated_list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> accelerator_types_pagers.AggregatedListPager: ...
 
 
 class InstancesApi(Protocol):
     """``compute_v1.InstancesClient``: the five methods the provider calls."""
 
-    def insert(self, *args: Any, **kwargs: Any) -> Any: ...
+    def insert(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> ExtendedOperation: ...
 
-    def get(self, *args: Any, **kwargs: Any) -> Any: ...
+    def get(self, *, request: RequestDict, retry: Retry, timeout: float) -> Instance: ...
 
-    def list(self, *args: Any, **kwargs: Any) -> Any: ...
+    def list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> instances_pagers.ListPager: ...
 
-    def aggregated_list(self, *args: Any, **kwargs: Any) -> Any: ...
+    def aggregated_list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> instances_pagers.AggregatedListPager: ...
 
-    def delete(self, *args: Any, **kwargs: Any) -> Any: ...
+    def delete(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> ExtendedOperation: ...
 
 
 class ZoneOperationsApi(Protocol):
     """``compute_v1.ZoneOperationsClient``: ``list`` (preemptions) and
     ``wait`` (an insert's outcome; the server holds the call up to 2 min)."""
 
-    def list(self, *args: Any, **kwargs: Any) -> Any: ...
+    def list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> zone_operations_pagers.ListPager: ...
 
-    def wait(self, *args: Any, **kwargs: Any) -> Any: ...
+    def wait(self, *, request: RequestDict, retry: Retry, timeout: float) -> Operation: ...
 
 
 @dataclass(frozen=True)
@@ -148,7 +195,7 @@ class CallPolicy:
     request_s: float = 60.0
     wait_s: float = 120.0
 
-    def retry(self) -> Any:
+    def retry(self) -> Retry:
         """A ``google.api_core.retry.Retry`` for 429, 500, 502, 503, 504."""
         from google.api_core import exceptions as gexc
         from google.api_core import retry as gretry
@@ -167,7 +214,7 @@ class CallPolicy:
             timeout=self.retry_timeout_s,
         )
 
-    def kwargs(self) -> dict[str, Any]:
+    def kwargs(self) -> CallOptions:
         """``retry=`` and ``timeout=`` for a generated client method."""
         return {"retry": self.retry(), "timeout": self.request_s}
 
@@ -187,9 +234,9 @@ class ComputeClients:
 def build_compute_clients(
     *,
     endpoint: str | None = None,
-    credentials: Any = None,
+    credentials: Credentials | None = None,
     anonymous: bool = False,
-    client_options: Mapping[str, Any] | None = None,
+    client_options: Mapping[str, object] | None = None,
 ) -> ComputeClients:
     """REST clients for every service; credentials from Application Default
     Credentials unless given. ``endpoint`` (``http://127.0.0.1:8080`` for a
@@ -197,20 +244,32 @@ def build_compute_clients(
     credentials (only a fake accepts that)."""
     from google.cloud import compute_v1
 
-    options: dict[str, Any] = dict(client_options or {})
+    options: dict[str, object] = dict(client_options or {})
     if endpoint:
         options["api_endpoint"] = endpoint
     if anonymous and credentials is None:
         from google.auth.credentials import AnonymousCredentials
 
-        credentials = AnonymousCredentials()
-    kw: dict[str, Any] = {"transport": "rest", "client_options": options or None}
-    if credentials is not None:
-        kw["credentials"] = credentials
+        # google-auth leaves AnonymousCredentials.__init__ unannotated: name
+        # its type here so the call below is a typed one.
+        anonymous_credentials: Callable[[], Credentials] = AnonymousCredentials
+        credentials = anonymous_credentials()
+    # credentials=None is each client's default: Application Default Credentials.
+    opts = options or None
     return ComputeClients(
-        zones=compute_v1.ZonesClient(**kw),
-        machine_types=compute_v1.MachineTypesClient(**kw),
-        accelerator_types=compute_v1.AcceleratorTypesClient(**kw),
-        instances=compute_v1.InstancesClient(**kw),
-        zone_operations=compute_v1.ZoneOperationsClient(**kw),
+        zones=compute_v1.ZonesClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        machine_types=compute_v1.MachineTypesClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        accelerator_types=compute_v1.AcceleratorTypesClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        instances=compute_v1.InstancesClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        zone_operations=compute_v1.ZoneOperationsClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
     )

@@ -38,8 +38,9 @@ Must not: call Compute Engine.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -93,8 +94,6 @@ class GcpProviderSettings(BaseModel):
     @field_validator("zones")
     @classmethod
     def _zones(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        import re
-
         bad = [z for z in v if not re.match(_ZONE, z)]
         if bad:
             raise ValueError(f"zone names look like us-central1-a, got {bad}")
@@ -118,7 +117,7 @@ class GcpProviderSettings(BaseModel):
         return self
 
 
-def settings_from_options(options: Mapping[str, Any]) -> GcpProviderSettings:
+def settings_from_options(options: Mapping[str, object]) -> GcpProviderSettings:
     """Validate provider options; the first problem becomes an ``InputError``
     naming the option (``provider options: zones.0``)."""
     try:
@@ -138,25 +137,26 @@ def insert_request(
     index: int,
     units: int,
     request_id: str,
-) -> dict[str, Any]:
-    """The ``InsertInstanceRequest`` (as a mapping) of instance ``index`` of ``request``."""
+) -> dict[str, object]:
+    """The ``InsertInstanceRequest`` (as the dict of its fields that the client
+    takes) of instance ``index`` of ``request``."""
     tags = launch_tags(request, units)
     labels = {**settings.extra_labels, **launch_labels(tags)}
     spot = request.tier is Tier.SPOT
-    scheduling: dict[str, Any] = {
+    scheduling: dict[str, object] = {
         "provisioning_model": "SPOT" if spot else "STANDARD",
         "on_host_maintenance": "TERMINATE",
         "automatic_restart": not spot,
     }
     if spot:
         scheduling["instance_termination_action"] = settings.termination_action
-    body: dict[str, Any] = {
+    body: dict[str, object] = {
         "name": instance_name(request.owner, request.idempotency_key, index),
         "machine_type": f"zones/{pool.zone}/machineTypes/{pool.instance_type}",
         "labels": labels,
         "scheduling": scheduling,
     }
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "project": settings.project,
         "zone": pool.zone,
         "request_id": request_id,
@@ -178,7 +178,7 @@ def insert_request(
             },
         }
     ]
-    nic: dict[str, Any] = (
+    nic: dict[str, str] = (
         {"subnetwork": settings.subnetwork}
         if settings.subnetwork
         else {"network": "global/networks/default"}

@@ -49,7 +49,7 @@ def _seconds(times: Times) -> NDArray[np.float64]:
     if t.dtype.kind == "M":
         t = t.astype("datetime64[ns]").astype(np.int64) / 1e9
     elif t.dtype.kind == "O":
-        t = np.array([v.timestamp() if hasattr(v, "timestamp") else v for v in t.ravel()])
+        t = np.array([v.timestamp() if isinstance(v, datetime) else v for v in t.ravel()])
     return np.sort(t.astype(np.float64).ravel())
 
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,7 +25,15 @@ from markets.errors import InputError
 from markets.files.datadir import DataInventory
 from markets.files.traces import SpotTrace
 from markets.model import InstanceType, Pool, Provider
-from markets.replay.series import NEVER, NS, StepSeries, TraceSeries
+from markets.replay.series import (
+    NEVER,
+    NS,
+    FloatArray,
+    IntArray,
+    PricePart,
+    StepSeries,
+    TraceSeries,
+)
 
 __all__ = ["LEFT_OUT_REASONS", "PoolData", "build_pools", "gcp_gpu_model"]
 
@@ -95,17 +102,20 @@ class PoolData:
         )
 
 
-def _ns(values: pd.Series[Any]) -> np.ndarray[Any, np.dtype[np.int64]]:
-    return values.dt.as_unit("ns").astype("int64").to_numpy()
+def _ns(values: pd.Series[pd.Timestamp]) -> IntArray:
+    return np.asarray(values.dt.as_unit("ns").astype("int64"), dtype=np.int64)
 
 
-def _groups(df: pd.DataFrame, cols: list[str]) -> dict[tuple[str, ...], Any]:
+def _groups(df: pd.DataFrame, cols: list[str]) -> dict[tuple[str, ...], IntArray]:
     """Row positions per distinct key (sorted), keys as tuples of str."""
     if not len(df):
         return {}
     found = df.groupby(cols, sort=True).indices
     return {
-        tuple(str(x) for x in k) if isinstance(k, tuple) else (str(k),): v for k, v in found.items()
+        tuple(str(x) for x in k) if isinstance(k, tuple) else (str(k),): np.asarray(
+            v, dtype=np.int64
+        )
+        for k, v in found.items()
     }
 
 
@@ -126,7 +136,7 @@ def _trace_series(tr: SpotTrace, root: Path) -> TraceSeries:
     )
 
 
-def _trace_prices(tr: SpotTrace) -> tuple[str, Any, Any, int] | None:
+def _trace_prices(tr: SpotTrace) -> PricePart | None:
     """Per-tick prices as change points (a tick whose price equals the last
     one adds nothing); they hold until the trace ends."""
     if not tr.has_prices:
@@ -166,21 +176,54 @@ def _gcp_zones(
     return sorted(z for z in trace_zones if z.startswith(f"{region}-"))
 
 
-def _gcp_instance(machine_type: str, attrs: Mapping[str, Any] | None) -> InstanceType | None:
-    if attrs is None or not attrs["vcpus"] >= 1 or attrs["vcpus"] != round(attrs["vcpus"]):
+@dataclass(frozen=True)
+class _MachineAttrs:
+    """One row of the GCP machine-type list (``load_gcp_machine_types``)."""
+
+    family: str
+    vcpus: float
+    memory_gib: float
+    gpu_model: str | None
+    gpus: int
+
+
+def _machine_attrs(df: pd.DataFrame) -> dict[str, _MachineAttrs]:
+    rows = zip(
+        df["machine_type"].tolist(),
+        df["family"].tolist(),
+        df["vcpus"].tolist(),
+        df["memory_gib"].tolist(),
+        df["gpu_model"].tolist(),
+        df["gpus"].tolist(),
+        strict=True,
+    )
+    return {
+        str(name): _MachineAttrs(
+            family=str(family),
+            vcpus=float(vcpus),
+            memory_gib=float(memory),
+            gpu_model=model if isinstance(model, str) else None,  # NaN without GPUs
+            gpus=int(gpus),
+        )
+        for name, family, vcpus, memory, model, gpus in rows
+    }
+
+
+def _gcp_instance(machine_type: str, attrs: _MachineAttrs | None) -> InstanceType | None:
+    if attrs is None or not attrs.vcpus >= 1 or attrs.vcpus != round(attrs.vcpus):
         return None  # unknown, or shared-core (e2-micro: 0.25 vCPU) - not fleet capacity
-    gpus = int(attrs["gpus"])
-    vcpus = round(attrs["vcpus"])
-    model = attrs["gpu_model"]
+    vcpus = round(attrs.vcpus)
     return InstanceType(
         provider=Provider.GCP,
         name=machine_type,
-        family=str(attrs["family"]),
-        units=gpus if gpus > 0 else vcpus,
-        gpu_model=gcp_gpu_model(str(model)) if gpus > 0 and isinstance(model, str) else None,
-        gpus=gpus,
+        family=attrs.family,
+        units=attrs.gpus if attrs.gpus > 0 else vcpus,
+        gpu_model=gcp_gpu_model(attrs.gpu_model)
+        if attrs.gpus > 0 and attrs.gpu_model is not None
+        else None,
+        gpus=attrs.gpus,
         vcpus=vcpus,
-        memory_gib=float(attrs["memory_gib"]),
+        memory_gib=attrs.memory_gib,
     )
 
 
@@ -229,14 +272,16 @@ def build_pools(
 
     gcp = inv.gcp_prices
     gcp_groups = _groups(gcp, ["region", "machine_type"])
-    gcp_cols: dict[str, Any] = {"valid_from": _ns(gcp["valid_from"]) if len(gcp) else None}
-    for col in (
-        "on_demand_usd_per_hour",
-        "spot_usd_per_hour",
-        "committed_1y_usd_per_hour",
-        "committed_3y_usd_per_hour",
-    ):
-        gcp_cols[col] = gcp[col].to_numpy(dtype=np.float64)
+    gcp_t = _ns(gcp["valid_from"]) if len(gcp) else np.zeros(0, dtype=np.int64)
+    gcp_cols: dict[str, FloatArray] = {
+        col: gcp[col].to_numpy(dtype=np.float64)
+        for col in (
+            "on_demand_usd_per_hour",
+            "spot_usd_per_hour",
+            "committed_1y_usd_per_hour",
+            "committed_3y_usd_per_hour",
+        )
+    }
     trace_zones: dict[str, set[str]] = defaultdict(set)
     for tr in inv.spot_traces:
         if tr.provider == "gcp":
@@ -249,10 +294,7 @@ def build_pools(
         for zone in zones:
             origins[f"gcp/{region}/{zone}/{mtype}"].add("gcp-list")
 
-    attrs: dict[str, dict[str, Any]] = {
-        str(r["machine_type"]): {str(k): v for k, v in r.items()}
-        for r in inv.gcp_machine_types.to_dict("records")
-    }
+    attrs = _machine_attrs(inv.gcp_machine_types)
     advisor = _advisor(inv)
     pools: list[PoolData] = []
     for key in sorted(origins):
@@ -270,7 +312,7 @@ def build_pools(
                 continue
         assert inst is not None
         od_cat, committed_cat, cat_label = _catalog_prices(provider, region, name)
-        spot_parts: list[tuple[str, Any, Any, int]] = []
+        spot_parts: list[PricePart] = []
         idx = aws_groups.get((region, pool.zone, name)) if provider is Provider.AWS else None
         if idx is not None:
             spot_parts.append(("aws-history", aws_t[idx], aws_usd[idx], aws_end))
@@ -281,7 +323,7 @@ def build_pools(
         series: dict[str, StepSeries] = {}
         gidx = gcp_groups.get((region, name)) if provider is Provider.GCP else None
         if gidx is not None:
-            t = gcp_cols["valid_from"][gidx]
+            t = gcp_t[gidx]
             spot_parts.append(("gcp-list", t, gcp_cols["spot_usd_per_hour"][gidx], NEVER))
             od = gcp_cols["on_demand_usd_per_hour"][gidx]
             ok = np.isfinite(od) & (od > 0)  # 0 / missing: not a price, the last one holds
@@ -319,7 +361,11 @@ def build_pools(
     return pools, {k: sorted(v) for k, v in sorted(left.items())}
 
 
-def _advisor(inv: DataInventory) -> Any:
+# (provider, region, type) -> (advisor bucket, savings fraction, label)
+AdvisorLookup = Callable[[Provider, str, str], tuple[int | None, float | None, str]]
+
+
+def _advisor(inv: DataInventory) -> AdvisorLookup:
     """(provider, region, type) -> (bucket, savings fraction, label): the
     advisor's Linux row for the region; savings fall back to the median over
     the regions listing the type (the bucket does not: it is regional)."""

@@ -17,9 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 import numpy as np
+import pandas as pd
 
 from markets.clock import Clock, ensure_utc
 from markets.errors import InputError
@@ -31,10 +32,7 @@ from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot
 from markets.options import parse_names
 from markets.replay import resolve as rv
 from markets.replay.build import PoolData, build_pools
-from markets.replay.series import NS
-
-if TYPE_CHECKING:
-    import pandas as pd
+from markets.replay.series import NS, FloatArray, IntArray
 
 __all__ = ["Align", "PoolDetail", "ReplayMarket", "open_replay_market"]
 
@@ -42,6 +40,9 @@ Align = Literal["absolute", "relative"]
 HOUR_NS = 3600 * NS
 TRAILING_SHARE_HOURS = 168  # available_share: the last 7 days observed (as the default market)
 PLACEMENT_WINDOW_HOURS = 24  # derived placement score: last day's share and the instant
+# What a pool's hazard estimate depends on: advisor bucket, evidence
+# (events, hours) per trace, available share.
+_HazardKey = tuple[int | None, tuple[tuple[int, float], ...], float | None]
 _HOW_LABEL = {
     rv.FROM_CATALOG: "",  # replaced by the pool's catalog label
     rv.FROM_TYPE: "same-type discount",
@@ -67,14 +68,10 @@ class PoolDetail:
 
 
 def _dt(ns: int) -> datetime:
-    import pandas as pd
-
     return pd.Timestamp(ns, tz="UTC").to_pydatetime()
 
 
 def _ns(at: datetime) -> int:
-    import pandas as pd
-
     return int(pd.Timestamp(ensure_utc(at)).value)
 
 
@@ -106,7 +103,7 @@ class ReplayMarket:
         self.left_out: dict[str, list[str]] = dict(left_out or {})
         self.source = source
         self._span_ns = span_ns or self._data_span()
-        self._hazards: dict[tuple[Any, ...], HazardEstimate] = {}
+        self._hazards: dict[_HazardKey, HazardEstimate] = {}
 
     @classmethod
     def from_inventory(cls, inv: DataInventory, *, gpu_only: bool = False) -> ReplayMarket:
@@ -143,8 +140,6 @@ class ReplayMarket:
         """Recorded node revocations of the pool's traces in ``[start, end)``
         (UTC; a drop of d nodes gives d equal times), so the simulated cloud
         replays the real losses. Empty for a pool without traces."""
-        import pandas as pd
-
         pool = self._by_key.get(pool_key)
         lo = ensure_utc(start).timestamp()
         hi = ensure_utc(end).timestamp()
@@ -197,7 +192,7 @@ class ReplayMarket:
         p: PoolData,
         t: int,
         od: rv.Priced,
-        ratio: Any,
+        ratio: FloatArray | None,
         clusters: dict[str, Clustering],
     ) -> tuple[PoolSnapshot, PoolDetail]:
         grid = np.array([t], dtype=np.int64)
@@ -272,12 +267,12 @@ class ReplayMarket:
         return (p.pool.provider.value, p.pool.instance_type, p.offset_ns)
 
     def _type_ratios(
-        self, pools: Iterable[PoolData], grid: Any, on_demand: dict[str, Any]
-    ) -> dict[tuple[str, str, int], Any]:
+        self, pools: Iterable[PoolData], grid: IntArray, on_demand: dict[str, FloatArray]
+    ) -> dict[tuple[str, str, int], FloatArray]:
         """Per (provider, type, offset): the median own spot / on-demand over
         the market's pools of that type, at each grid time."""
         wanted = {self._group(p) for p in pools}
-        members: dict[tuple[str, str, int], list[tuple[Any, Any]]] = defaultdict(list)
+        members: dict[tuple[str, str, int], list[tuple[FloatArray, FloatArray]]] = defaultdict(list)
         for q in self._pools:
             g = self._group(q)
             if g in wanted and len(q.spot):
@@ -300,8 +295,6 @@ class ReplayMarket:
         covers an hour, ``spot_available`` is NaN and ``revocations`` 0 (none
         observed); ``spot_usd_per_hour`` NaN where no chain link knows it.
         ``align="relative"``: ``self.aligned(start).hourly(start, hours)``."""
-        import pandas as pd
-
         if align == "relative":
             return self.aligned(start).hourly(start, hours, pool_keys=pool_keys)
         if align != "absolute":

@@ -17,14 +17,13 @@ import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from markets.hazard.clustering import Clustering, clustering
 from markets.model import Pool
 from markets.replay.build import PoolData
-from markets.replay.series import NS, StepSeries, TraceSeries
+from markets.replay.series import NS, FloatArray, IntArray, StepSeries, TraceSeries
 
 __all__ = [
     "FROM_ADVISOR",
@@ -45,9 +44,6 @@ __all__ = [
     "zone_clustering",
     "zone_key",
 ]
-
-IntArray = np.ndarray[Any, np.dtype[np.int64]]
-FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 
 # Which link of a chain answered (``Priced.how``).
 FROM_OWN = 0  # the pool's own series (label: Priced.label_of)

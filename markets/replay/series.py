@@ -17,16 +17,19 @@ arithmetic is exact and vectorises; ``NS`` converts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from markets.hazard.posterior import Exposure
 
-__all__ = ["NEVER", "NS", "StepSeries", "TraceSeries"]
+__all__ = ["NEVER", "NS", "FloatArray", "IntArray", "PricePart", "StepSeries", "TraceSeries"]
 
-IntArray = np.ndarray[Any, np.dtype[np.int64]]
-FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+# One source of price change points: (label, change times ns, prices, the
+# time ns they hold until).
+PricePart = tuple[str, IntArray, FloatArray, int]
 
 NS = 1_000_000_000  # nanoseconds per second
 NEVER = np.iinfo(np.int64).max  # horizon of a value that holds until replaced
@@ -52,7 +55,7 @@ class StepSeries:
         return cls(z, np.zeros(0), z, z, ())
 
     @classmethod
-    def merge(cls, parts: list[tuple[str, IntArray, FloatArray, int]]) -> StepSeries:
+    def merge(cls, parts: list[PricePart]) -> StepSeries:
         """One series from ``(label, t_ns, values, horizon_ns)`` parts, sorted
         by time (stable: a later part wins a tie)."""
         parts = [p for p in parts if len(p[1])]

@@ -12,7 +12,7 @@ Must not: read files (``policies.workloads.spec``) or build hourly curves
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Self
+from typing import Self
 
 from pydantic import Field, model_validator
 
@@ -66,38 +66,41 @@ class ClassPolicy(StrictModel):
 _BATCH_PENALTY = 15.0  # $/unit-hour: above the dearest on-demand GPU-hour we list
 # (p5.48xlarge $98.32/h / 8 GPUs = $12.29), so leaving batch work undone never
 # looks cheaper than buying it on-demand.
-BUILTIN_CLASS_DEFAULTS: dict[WorkloadClass, dict[str, Any]] = {
-    WorkloadClass.SERVING: {
+# The fields each class sets here are its built-in overrides (a partial
+# ``class_defaults`` entry in a file is merged over them); the rest keep
+# ClassPolicy's defaults.
+BUILTIN_CLASS_DEFAULTS: dict[WorkloadClass, ClassPolicy] = {
+    WorkloadClass.SERVING: ClassPolicy(
         # 70 % of every hour's demand on committed/on-demand; spot only above it.
-        "max_spot_share": 0.3,
+        max_spot_share=0.3,
         # An unmet serving unit costs 5-10x a batch unit-hour (economics.md s4): 10x.
-        "unmet_penalty_usd_per_unit_hour": 10 * _BATCH_PENALTY,
-        "priority": 3,
-        "checkpoint_write_seconds": 0.0,  # stateless replicas
-        "restart_minutes": 3.0,  # replica cold start ~3 min for a large model (s7)
-        "restart_tolerant": False,
-    },
-    WorkloadClass.TRAINING: {
-        "max_spot_share": 1.0,  # the gang minimum is protected by min_on_non_revocable
+        unmet_penalty_usd_per_unit_hour=10 * _BATCH_PENALTY,
+        priority=3,
+        checkpoint_write_seconds=0.0,  # stateless replicas
+        restart_minutes=3.0,  # replica cold start ~3 min for a large model (s7)
+        restart_tolerant=False,
+    ),
+    WorkloadClass.TRAINING: ClassPolicy(
+        max_spot_share=1.0,  # the gang minimum is protected by min_on_non_revocable
         # A lost training hour delays a deadline but is recoverable: 3x batch.
-        "unmet_penalty_usd_per_unit_hour": 3 * _BATCH_PENALTY,
-        "priority": 2,
-        "checkpoint_write_seconds": 180.0,  # 3-5 min for a 175B checkpoint (s2)
-        "restart_minutes": 30.0,  # 20 min reload + 10 min warm-up (golden example C)
-        "min_on_non_revocable": True,
-        "restart_tolerant": True,
+        unmet_penalty_usd_per_unit_hour=3 * _BATCH_PENALTY,
+        priority=2,
+        checkpoint_write_seconds=180.0,  # 3-5 min for a 175B checkpoint (s2)
+        restart_minutes=30.0,  # 20 min reload + 10 min warm-up (golden example C)
+        min_on_non_revocable=True,
+        restart_tolerant=True,
         # Resizes cost 10-60 s of rendezvous or minutes of re-sharding (s6);
         # an hour between resizes keeps that well under 2 % of the time.
-        "min_dwell_minutes": 60.0,
-    },
-    WorkloadClass.BATCH: {
-        "max_spot_share": 1.0,  # spot-first
-        "unmet_penalty_usd_per_unit_hour": _BATCH_PENALTY,
-        "priority": 1,
-        "checkpoint_write_seconds": 60.0,
-        "restart_minutes": 10.0,
-        "restart_tolerant": True,
-    },
+        min_dwell_minutes=60.0,
+    ),
+    WorkloadClass.BATCH: ClassPolicy(
+        max_spot_share=1.0,  # spot-first
+        unmet_penalty_usd_per_unit_hour=_BATCH_PENALTY,
+        priority=1,
+        checkpoint_write_seconds=60.0,
+        restart_minutes=10.0,
+        restart_tolerant=True,
+    ),
 }
 
 
@@ -105,30 +108,33 @@ class ClassDefaults(StrictModel):
     """Per-class defaults; a partial override keeps the built-in rest of its class."""
 
     serving: ClassPolicy = Field(
-        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.SERVING])
+        default_factory=lambda: BUILTIN_CLASS_DEFAULTS[WorkloadClass.SERVING]
     )
     training: ClassPolicy = Field(
-        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.TRAINING])
+        default_factory=lambda: BUILTIN_CLASS_DEFAULTS[WorkloadClass.TRAINING]
     )
-    batch: ClassPolicy = Field(
-        default_factory=lambda: ClassPolicy(**BUILTIN_CLASS_DEFAULTS[WorkloadClass.BATCH])
-    )
+    batch: ClassPolicy = Field(default_factory=lambda: BUILTIN_CLASS_DEFAULTS[WorkloadClass.BATCH])
 
     @model_validator(mode="before")
     @classmethod
-    def _merge_builtin(cls, data: Any) -> Any:
+    def _merge_builtin(cls, data: object) -> object:
         if not isinstance(data, dict):
             return data
         out = dict(data)
         for wc in WorkloadClass:
             given = out.get(wc.value)
             if isinstance(given, dict):
-                out[wc.value] = {**BUILTIN_CLASS_DEFAULTS[wc], **given}
+                builtin = BUILTIN_CLASS_DEFAULTS[wc].model_dump(exclude_unset=True)
+                out[wc.value] = {**builtin, **given}
         return out
 
     def for_class(self, workload_class: WorkloadClass) -> ClassPolicy:
-        policy: ClassPolicy = getattr(self, WorkloadClass(workload_class).value)
-        return policy
+        by_class = {
+            WorkloadClass.SERVING: self.serving,
+            WorkloadClass.TRAINING: self.training,
+            WorkloadClass.BATCH: self.batch,
+        }
+        return by_class[WorkloadClass(workload_class)]
 
 
 class DemandShape(StrictModel):

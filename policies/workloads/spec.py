@@ -33,9 +33,10 @@ A file looks like (the shipped example is ``policies/examples/workloads.yaml``):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -80,7 +81,7 @@ _APPLIES_TO: dict[str, frozenset[WorkloadClass]] = {
 }
 
 
-def _class_of(data: dict[str, Any]) -> WorkloadClass | None:
+def _class_of(data: Mapping[str, object]) -> WorkloadClass | None:
     raw = data.get("class", data.get("workload_class"))
     try:
         return WorkloadClass(str(raw))
@@ -88,7 +89,7 @@ def _class_of(data: dict[str, Any]) -> WorkloadClass | None:
         return None
 
 
-def _fill_defaults(data: dict[str, Any], defaults: ClassDefaults) -> dict[str, Any]:
+def _fill_defaults(data: dict[str, object], defaults: ClassDefaults) -> dict[str, object]:
     """Copy the class's defaults into every applicable field the input leaves out."""
     wc = _class_of(data)
     if wc is None:
@@ -144,7 +145,7 @@ class Workload(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _builtin_defaults(cls, data: Any) -> Any:
+    def _builtin_defaults(cls, data: object) -> object:
         return _fill_defaults(data, ClassDefaults()) if isinstance(data, dict) else data
 
     @field_validator("name")
@@ -283,7 +284,7 @@ class WorkloadSet(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _file_defaults(cls, data: Any) -> Any:
+    def _file_defaults(cls, data: object) -> object:
         if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
             return data
         try:

@@ -9,12 +9,10 @@ table and its JSON (``spotfolio.cost.breakeven/1``, schema in
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from broker.cli._output import emit_json
-from broker.cli.cost.options import build_run, run_options
+from broker.cli.cost.options import RunOptions, build_run, run_options
 from broker.cli.cost.output import fmt_num, print_table, round_field, with_exact
 from markets.errors import SpotNeverFinishesError
 
@@ -23,8 +21,9 @@ __all__ = ["breakeven"]
 
 @click.command("breakeven")
 @run_options
-def breakeven(**opts: Any) -> None:
+def breakeven(opts: RunOptions) -> None:
     """Spot price, interruption rate and checkpoint intervals at which spot = on-demand."""
+    # lazy: policies pulls pydantic; ``spotfolio --help`` imports this module
     from policies.breakeven import (
         breakeven_checkpoint_window,
         breakeven_interruption_rate,
@@ -52,7 +51,7 @@ def breakeven(**opts: Any) -> None:
                 "max_interval_s": w.max_interval_s,
             }
     od = run.on_demand_usd_per_unit_hour
-    fields: dict[str, Any] = {
+    fields: dict[str, object] = {
         "convention": rate.convention.value,
         "price_ratio": price_ratio(run),
         "spot_finishes": price is not None,
@@ -64,7 +63,7 @@ def breakeven(**opts: Any) -> None:
         "breakeven_mean_minutes_between": rate.mean_minutes_between,
         "checkpoint_window_status": status,
     }
-    if opts["as_json"]:
+    if opts.as_json:
         rounded = None if window is None else {k: round_field(k, v) for k, v in window.items()}
         emit_json(with_exact("spotfolio.cost.breakeven/1", fields, {"checkpoint_window": rounded}))
         return

@@ -10,12 +10,11 @@ its table and its JSON (``spotfolio.cost.checkpoint/1``, schema in
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import click
 
 from broker.cli._output import emit_json
-from broker.cli.cost.options import finite, rate_options, resolve_notice
+from broker.cli.cost.options import RateOptions, finite, rate_options, resolve_notice
 from broker.cli.cost.output import fmt_num, print_table, with_exact
 
 __all__ = ["checkpoint"]
@@ -26,31 +25,34 @@ __all__ = ["checkpoint"]
 @click.option("--checkpoint-interval-hours", type=float, default=None,
               help="Evaluate this tau instead of Daly's optimum.")  # fmt: skip
 @rate_options
-def checkpoint(**opts: Any) -> None:
+def checkpoint(
+    opts: RateOptions, checkpoint_write_hours: float, checkpoint_interval_hours: float | None
+) -> None:
     """Young/Daly checkpoint intervals, overhead, and the notice-checkpoint check."""
+    # lazy: policies pulls pydantic; ``spotfolio --help`` imports this module
     from policies.checkpoint import daly_interval, notice_checkpoint_fits, young_interval
     from policies.effective_cost import HOURS_PER_DAY, RateConvention, time_factor
 
-    delta, tau_in = opts["checkpoint_write_hours"], opts["checkpoint_interval_hours"]
+    delta, tau_in = checkpoint_write_hours, checkpoint_interval_hours
     finite("--checkpoint-write-hours", delta, "hours >= 0")
     finite("--checkpoint-interval-hours", tau_in, "hours > 0", positive=True)
-    finite("--interruptions", opts["interruptions"], "a count >= 0")
-    finite("--restart-hours", opts["restart_hours"], "hours >= 0")
-    finite("--notice-seconds", opts["notice_seconds"], "seconds >= 0")
-    finite("--notice-write-seconds", opts["notice_write_seconds"], "seconds >= 0")
-    conv_name, per = opts["per"].split("-")
+    finite("--interruptions", opts.interruptions, "a count >= 0")
+    finite("--restart-hours", opts.restart_hours, "hours >= 0")
+    finite("--notice-seconds", opts.notice_seconds, "seconds >= 0")
+    finite("--notice-write-seconds", opts.notice_write_seconds, "seconds >= 0")
+    conv_name, per = opts.per.split("-")
     conv = RateConvention(conv_name)
-    rate = opts["interruptions"] / (HOURS_PER_DAY if per == "day" else 1.0)
+    rate = opts.interruptions / (HOURS_PER_DAY if per == "day" else 1.0)
     mtbi = math.inf if rate == 0 else 1.0 / rate
     young, daly = young_interval(delta, mtbi), daly_interval(delta, mtbi)
     tau = daly if tau_in is None else tau_in
     overhead = 0.0 if delta == 0 or math.isinf(tau) else delta / tau
-    write_s = opts["notice_write_seconds"]
-    notice = resolve_notice(opts["provider"], opts["notice_seconds"], write_s)
+    write_s = opts.notice_write_seconds
+    notice = resolve_notice(opts.provider, opts.notice_seconds, write_s)
     fits = None if write_s is None or notice is None else notice_checkpoint_fits(write_s, notice)
     lost = 0.0 if fits else tau / 2.0
-    factor = time_factor(overhead, rate, opts["restart_hours"] + lost, conv)
-    fields: dict[str, Any] = {
+    factor = time_factor(overhead, rate, opts.restart_hours + lost, conv)
+    fields: dict[str, object] = {
         "convention": conv.value,
         "interruptions_per_hour": rate,
         "mean_hours_between": mtbi,
@@ -66,7 +68,7 @@ def checkpoint(**opts: Any) -> None:
         "notice_write_seconds": write_s,
         "notice_checkpoint_fits": fits,
     }
-    if opts["as_json"]:
+    if opts.as_json:
         emit_json(with_exact("spotfolio.cost.checkpoint/1", fields))
         return
     rows = [

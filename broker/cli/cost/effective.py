@@ -8,12 +8,12 @@ table and its JSON (``spotfolio.cost.effective/1``, schema in
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
 
 import click
 
 from broker.cli._output import emit_json
-from broker.cli.cost.options import build_run, run_options
+from broker.cli.cost.options import RunOptions, build_run, run_options
 from broker.cli.cost.output import fmt_num, fmt_usd, print_table, with_exact
 
 __all__ = ["effective"]
@@ -21,15 +21,14 @@ __all__ = ["effective"]
 
 @click.command("effective")
 @run_options
-def effective(**opts: Any) -> None:
+def effective(opts: RunOptions) -> None:
     """Effective $ per productive unit-hour of a spot run, and the saving vs on-demand."""
-    from dataclasses import asdict
-
+    # lazy: policies pulls pydantic; ``spotfolio --help`` imports this module
     from policies.effective_cost import effective_cost
 
     b = effective_cost(build_run(opts))
-    if opts["as_json"]:
-        fields = asdict(b)
+    if opts.as_json:
+        fields: dict[str, object] = asdict(b)
         fields["convention"] = b.convention.value
         emit_json(with_exact("spotfolio.cost.effective/1", fields))
         return

@@ -8,27 +8,37 @@ checkpointing) as click decorators; checking a number option
 (``build_run``), with every validation error naming the option, not the
 field (``InputError``, exit 2).
 
+The values reach a command as one frozen ``RateOptions`` / ``RunOptions``
+(``broker.cli._options.bundled``).
+
 Must not: compute any cost, or print. ``policies`` (and pydantic) are
 imported inside the functions so that ``spotfolio --help`` stays fast.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import click
 
+from broker.cli._options import OptionDecorator, bundled
 from markets.errors import InputError
 
 if TYPE_CHECKING:
     from policies.effective_cost import SpotRun
 
-__all__ = ["PER_CHOICES", "build_run", "finite", "rate_options", "resolve_notice", "run_options"]
-
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = [
+    "PER_CHOICES",
+    "RateOptions",
+    "RunOptions",
+    "build_run",
+    "finite",
+    "rate_options",
+    "resolve_notice",
+    "run_options",
+]
 
 PER_CHOICES = ("wall-hour", "wall-day", "productive-hour", "productive-day")
 
@@ -49,42 +59,68 @@ _FIELD_OPTION = {
 }
 
 
-def rate_options(f: F) -> F:
-    opts = [
-        click.option("--interruptions", type=float, default=0.0, show_default=True,
-                     help="Interruptions per --per."),
-        click.option("--per", type=click.Choice(PER_CHOICES), default="wall-hour",
-                     show_default=True, help="Unit and convention of --interruptions."),
-        click.option("--restart-hours", type=float, default=0.0, show_default=True,
-                     help="R: re-provision, reload, warm up, per interruption."),
-        click.option("--provider", type=click.Choice(["aws", "gcp"]), default=None,
-                     help="Sets the notice window (aws 120 s, gcp 30 s)."),
-        click.option("--notice-seconds", type=float, default=None,
-                     help="Notice window in seconds (overrides --provider)."),
-        click.option("--notice-write-seconds", type=float, default=None,
-                     help="Write time of a notice-triggered checkpoint."),
-        click.option("--json", "as_json", is_flag=True, help="Print JSON (stable schema)."),
-    ]  # fmt: skip
-    return functools.reduce(lambda g, o: o(g), reversed(opts), f)
+@dataclass(frozen=True)
+class RateOptions:
+    """The rate options' values (field names are click's parameter names)."""
+
+    interruptions: float
+    per: str
+    restart_hours: float
+    provider: str | None
+    notice_seconds: float | None
+    notice_write_seconds: float | None
+    as_json: bool
 
 
-def run_options(f: F) -> F:
-    opts = [
-        click.option("--units", type=float, required=True, help="Capacity units (GPUs)."),
-        click.option("--hours", type=float, required=True, help="Productive hours the work needs."),
-        click.option("--on-demand", type=float, required=True,
-                     help="On-demand $ per unit-hour."),
-        click.option("--spot", type=float, required=True, help="Spot $ per unit-hour."),
-        click.option("--checkpoint-overhead", type=float, default=None,
-                     help="c = write/interval (lost work then counts as part of the restart)."),
-        click.option("--checkpoint-write-hours", type=float, default=None,
-                     help="delta, hours per periodic checkpoint."),
-        click.option("--checkpoint-interval-hours", type=float, default=None,
-                     help="tau, hours of progress between checkpoints (default: Daly's optimum)."),
-        click.option("--lost-work-hours", type=float, default=None,
-                     help="L per interruption (default tau/2, 0 if a notice checkpoint fits)."),
-    ]  # fmt: skip
-    return rate_options(functools.reduce(lambda g, o: o(g), reversed(opts), f))
+@dataclass(frozen=True)
+class RunOptions(RateOptions):
+    """The run options' values, with the rate options'."""
+
+    units: float
+    hours: float
+    on_demand: float
+    spot: float
+    checkpoint_overhead: float | None
+    checkpoint_write_hours: float | None
+    checkpoint_interval_hours: float | None
+    lost_work_hours: float | None
+
+
+_RATE_OPTIONS: list[OptionDecorator] = [
+    click.option("--interruptions", type=float, default=0.0, show_default=True,
+                 help="Interruptions per --per."),
+    click.option("--per", type=click.Choice(PER_CHOICES), default="wall-hour",
+                 show_default=True, help="Unit and convention of --interruptions."),
+    click.option("--restart-hours", type=float, default=0.0, show_default=True,
+                 help="R: re-provision, reload, warm up, per interruption."),
+    click.option("--provider", type=click.Choice(["aws", "gcp"]), default=None,
+                 help="Sets the notice window (aws 120 s, gcp 30 s)."),
+    click.option("--notice-seconds", type=float, default=None,
+                 help="Notice window in seconds (overrides --provider)."),
+    click.option("--notice-write-seconds", type=float, default=None,
+                 help="Write time of a notice-triggered checkpoint."),
+    click.option("--json", "as_json", is_flag=True, help="Print JSON (stable schema)."),
+]  # fmt: skip
+_RUN_OPTIONS: list[OptionDecorator] = [
+    click.option("--units", type=float, required=True, help="Capacity units (GPUs)."),
+    click.option("--hours", type=float, required=True, help="Productive hours the work needs."),
+    click.option("--on-demand", type=float, required=True,
+                 help="On-demand $ per unit-hour."),
+    click.option("--spot", type=float, required=True, help="Spot $ per unit-hour."),
+    click.option("--checkpoint-overhead", type=float, default=None,
+                 help="c = write/interval (lost work then counts as part of the restart)."),
+    click.option("--checkpoint-write-hours", type=float, default=None,
+                 help="delta, hours per periodic checkpoint."),
+    click.option("--checkpoint-interval-hours", type=float, default=None,
+                 help="tau, hours of progress between checkpoints (default: Daly's optimum)."),
+    click.option("--lost-work-hours", type=float, default=None,
+                 help="L per interruption (default tau/2, 0 if a notice checkpoint fits)."),
+]  # fmt: skip
+
+# The callback gets the rate options' values as one RateOptions (first argument).
+rate_options = bundled(RateOptions, _RATE_OPTIONS)
+# The callback gets the rate and run options' values as one RunOptions.
+run_options = bundled(RunOptions, [*_RATE_OPTIONS, *_RUN_OPTIONS])
 
 
 def finite(option: str, value: float | None, expected: str, *, positive: bool = False) -> None:
@@ -97,7 +133,7 @@ def finite(option: str, value: float | None, expected: str, *, positive: bool = 
 def resolve_notice(
     provider: str | None, notice_seconds: float | None, write_s: float | None
 ) -> float | None:
-    from policies.checkpoint import NOTICE_SECONDS
+    from policies.checkpoint import NOTICE_SECONDS  # lazy: pydantic; --help stays fast
 
     if notice_seconds is not None:
         return notice_seconds
@@ -110,13 +146,14 @@ def resolve_notice(
     return None
 
 
-def build_run(o: dict[str, Any]) -> SpotRun:
+def build_run(o: RunOptions) -> SpotRun:
     from pydantic import ValidationError
 
-    from policies.effective_cost import SpotRun
+    # lazy: policies pulls pydantic; ``spotfolio --help`` imports this module
+    from policies.effective_cost import RateConvention, RateUnit, SpotRun
 
-    if o["checkpoint_overhead"] is not None and (
-        o["checkpoint_write_hours"] is not None or o["checkpoint_interval_hours"] is not None
+    if o.checkpoint_overhead is not None and (
+        o.checkpoint_write_hours is not None or o.checkpoint_interval_hours is not None
     ):
         raise InputError(
             "--checkpoint-overhead",
@@ -124,29 +161,27 @@ def build_run(o: dict[str, Any]) -> SpotRun:
             "either --checkpoint-overhead or --checkpoint-write-hours "
             "(+ --checkpoint-interval-hours), not both",
         )
-    if o["checkpoint_interval_hours"] is not None and o["checkpoint_write_hours"] is None:
+    if o.checkpoint_interval_hours is not None and o.checkpoint_write_hours is None:
         raise InputError("--checkpoint-interval-hours", None, "--checkpoint-write-hours too")
-    convention, per = o["per"].split("-")
-    fields = {
-        "units": o["units"],
-        "productive_hours": o["hours"],
-        "on_demand_usd_per_unit_hour": o["on_demand"],
-        "spot_usd_per_unit_hour": o["spot"],
-        "checkpoint_overhead": o["checkpoint_overhead"],
-        "checkpoint_write_hours": o["checkpoint_write_hours"],
-        "checkpoint_interval_hours": o["checkpoint_interval_hours"],
-        "interruptions": o["interruptions"],
-        "convention": convention,
-        "per": per,
-        "restart_hours": o["restart_hours"],
-        "lost_work_hours": o["lost_work_hours"],
-        "notice_seconds": resolve_notice(
-            o["provider"], o["notice_seconds"], o["notice_write_seconds"]
-        ),
-        "notice_checkpoint_write_seconds": o["notice_write_seconds"],
-    }
+    convention, per = o.per.split("-")  # a --per choice: <convention>-<unit>
+    notice = resolve_notice(o.provider, o.notice_seconds, o.notice_write_seconds)
     try:
-        return SpotRun(**fields)
+        return SpotRun(
+            units=o.units,
+            productive_hours=o.hours,
+            on_demand_usd_per_unit_hour=o.on_demand,
+            spot_usd_per_unit_hour=o.spot,
+            checkpoint_overhead=o.checkpoint_overhead,
+            checkpoint_write_hours=o.checkpoint_write_hours,
+            checkpoint_interval_hours=o.checkpoint_interval_hours,
+            interruptions=o.interruptions,
+            convention=RateConvention(convention),
+            per=RateUnit(per),
+            restart_hours=o.restart_hours,
+            lost_work_hours=o.lost_work_hours,
+            notice_seconds=notice,
+            notice_checkpoint_write_seconds=o.notice_write_seconds,
+        )
     except ValidationError as e:
         err = e.errors()[0]
         loc = err["loc"][0] if err["loc"] else ""

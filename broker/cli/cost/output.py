@@ -13,14 +13,14 @@ Must not: compute any cost or read options. rich is imported inside
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
 
 from broker.cli._output import console
 
 __all__ = ["fmt_num", "fmt_usd", "print_table", "round_field", "with_exact"]
 
 
-def round_field(key: str, value: Any) -> Any:
+def round_field(key: str, value: object) -> object:
     if isinstance(value, bool) or not isinstance(value, float) or not math.isfinite(value):
         return value
     if key.endswith("_usd"):
@@ -31,9 +31,9 @@ def round_field(key: str, value: Any) -> Any:
 
 
 def with_exact(
-    schema: str, fields: dict[str, Any], extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"schema": schema}
+    schema: str, fields: Mapping[str, object], extra: Mapping[str, object] | None = None
+) -> dict[str, object]:
+    out: dict[str, object] = {"schema": schema}
     out.update({k: round_field(k, v) for k, v in fields.items()})
     out.update(extra or {})
     out["exact"] = {

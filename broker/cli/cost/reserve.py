@@ -10,7 +10,7 @@ itself.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -46,31 +46,41 @@ __all__ = ["reserve"]
 )
 @click.option("--levels", default=None, help="Commitment levels to compare: 40%,60% or 24,36.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (stable schema).")
-def reserve(**opts: Any) -> None:  # fmt: skip
+def reserve(
+    demand: str,
+    column: str | None,
+    on_demand: float,
+    committed: float | None,
+    discount: float | None,
+    alternative: float | None,
+    levels: str | None,
+    as_json: bool,
+) -> None:
     """How many units to commit for an hourly demand series, and what-if levels."""
+    # lazy: policies pulls numpy; ``spotfolio --help`` imports this module
     from policies.reservations import commitment_cost, compare_commitment_levels
 
-    od = opts["on_demand"]
+    od = on_demand
     finite("--on-demand", od, "a price per unit-hour > 0", positive=True)
-    if (opts["committed"] is None) == (opts["discount"] is None):
-        raise InputError("--committed", None, "exactly one of --committed PRICE or --discount D")
-    if opts["discount"] is not None:
-        d = opts["discount"]
+    if discount is not None and committed is None:
+        d = discount
         if not (math.isfinite(d) and 0 <= d < 1):
             raise InputError("--discount", None, "a fraction in [0, 1)", got=d)
-        committed = (1.0 - d) * od
+        committed_usd = (1.0 - d) * od
+    elif committed is not None and discount is None:
+        committed_usd = committed
+        finite("--committed", committed_usd, "a price per unit-hour >= 0")
     else:
-        committed = opts["committed"]
-        finite("--committed", committed, "a price per unit-hour >= 0")
-    alt = od if opts["alternative"] is None else opts["alternative"]
+        raise InputError("--committed", None, "exactly one of --committed PRICE or --discount D")
+    alt = od if alternative is None else alternative
     finite("--alternative", alt, "a price per unit-hour > 0", positive=True)
-    demand = read_demand(opts["demand"], opts["column"])
-    peak = math.ceil(max(demand) - 1e-9)
-    levels = parse_levels(opts["levels"], peak)
-    cmp = compare_commitment_levels(demand, levels, committed, alt)
-    none = commitment_cost(demand, 0, committed, alt)
+    hourly = read_demand(demand, column)
+    peak = math.ceil(max(hourly) - 1e-9)
+    level_units = parse_levels(levels, peak)
+    cmp = compare_commitment_levels(hourly, level_units, committed_usd, alt)
+    none = commitment_cost(hourly, 0, committed_usd, alt)
 
-    def level(c: CommitmentCost) -> dict[str, Any]:
+    def level(c: CommitmentCost) -> dict[str, object]:
         raw = {
             "committed_units": c.committed_units,
             "share_of_peak": c.committed_units / peak if peak else None,
@@ -82,14 +92,14 @@ def reserve(**opts: Any) -> None:  # fmt: skip
         }
         return {k: round_field(k, v) for k, v in raw.items()}
 
-    if opts["as_json"]:
+    if as_json:
         emit_json(
             {
                 "schema": "spotfolio.cost.reserve/1",
-                "hours": len(demand),
+                "hours": len(hourly),
                 "peak_units": cmp.peak_units,
-                "mean_units": round_field("mean_units", sum(demand) / len(demand)),
-                "committed_usd_per_unit_hour": round_field("_usd_per_unit_hour", committed),
+                "mean_units": round_field("mean_units", sum(hourly) / len(hourly)),
+                "committed_usd_per_unit_hour": round_field("_usd_per_unit_hour", committed_usd),
                 "alternative_usd_per_unit_hour": round_field("_usd_per_unit_hour", alt),
                 "breakeven_occupancy": round_field("breakeven_occupancy", cmp.breakeven_occupancy),
                 "optimal": level(cmp.optimal),
@@ -109,7 +119,7 @@ def reserve(**opts: Any) -> None:  # fmt: skip
         )
         return
     rows = [
-        ("hours of demand", f"{len(demand)} (peak {cmp.peak_units} units)"),
+        ("hours of demand", f"{len(hourly)} (peak {cmp.peak_units} units)"),
         ("break-even occupancy", f"{cmp.breakeven_occupancy:.1%}"),
         ("commit", f"{cmp.optimal.committed_units} units: {fmt_usd(cmp.optimal.total_usd)}"),
         ("commit nothing", fmt_usd(none.total_usd)),

@@ -23,7 +23,12 @@ EXAMPLE_A = [
 LLM = ["--units", "512", "--hours", "336", "--on-demand", "2", "--spot", "0.70"]
 
 
-def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, Any]:
+# A command's --json output as json.loads gives it (Any: the tests index into
+# the documented schema directly).
+Doc = dict[str, Any]
+
+
+def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> Doc:
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert isinstance(out, dict)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
+from contextlib import redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,12 @@ needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} is not checke
 AWS_CSV = DATA / "aws-spot-price-history" / "us-east-1abc_2021-03_2021-04.csv.gz"
 
 
-def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, Any]:
+# A command's --json output as json.loads gives it (Any: the tests index into
+# the documented schema directly).
+Doc = dict[str, Any]
+
+
+def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> Doc:
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert isinstance(out, dict)
@@ -37,12 +44,9 @@ def _fails(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def shared_show() -> dict[str, Any]:
+def shared_show() -> Doc:
     if not DATA.is_dir():
         pytest.skip(f"{DATA} is not checked out")
-    import io
-    from contextlib import redirect_stdout
-
     buf = io.StringIO()
     with redirect_stdout(buf):
         assert main(["market", "show", "--source", str(DATA), "--json"]) == 0
@@ -52,7 +56,7 @@ def shared_show() -> dict[str, Any]:
 
 
 @needs_data
-def test_show_reports_every_dataset_with_span_and_counts(shared_show: dict[str, Any]) -> None:
+def test_show_reports_every_dataset_with_span_and_counts(shared_show: Doc) -> None:
     out = shared_show
     assert out["schema"] == "spotfolio.market.show/1" and out["market"] == "replay"
     ds = {d["name"]: d for d in out["datasets"]}
@@ -90,7 +94,7 @@ def test_show_reports_every_dataset_with_span_and_counts(shared_show: dict[str, 
 
 
 @needs_data
-def test_show_lists_every_pool_with_tiers_risk_and_provenance(shared_show: dict[str, Any]) -> None:
+def test_show_lists_every_pool_with_tiers_risk_and_provenance(shared_show: Doc) -> None:
     pools = shared_show["pools"]
     assert shared_show["pools_shown"] == shared_show["pools_total"] == len(pools)
     keys = [p["pool_key"] for p in pools]

@@ -2,30 +2,39 @@
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from broker.cli import main
+from broker.whatif.run import run_whatif
+from markets.protocols import PriceSource
+from markets.registry import open_market
+from policies.workloads.spec import default_workloads
 from tests.paths import SHARED_DATA
+
+# ``whatif --json`` as json.loads gives it (Any: the tests index into the
+# documented schema directly).
+Doc = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def whatif_json() -> dict[str, object]:
-    import io
-    from contextlib import redirect_stdout
-
+def whatif_json() -> Doc:
     buf = io.StringIO()
     with redirect_stdout(buf):
         code = main(["whatif", "--json", "--committed", "0.4,0.6"])
     assert code == 0
-    out: dict[str, object] = json.loads(buf.getvalue())
+    out = json.loads(buf.getvalue())
+    assert isinstance(out, dict)
     return out
 
 
 @pytest.mark.slow
-def test_default_whatif_spotfolio_beats_every_baseline(whatif_json: dict) -> None:
+def test_default_whatif_spotfolio_beats_every_baseline(whatif_json: Doc) -> None:
     scenarios = {s["name"]: s for s in whatif_json["scenarios"]}
     assert set(scenarios) == {"on_demand", "committed_quantile", "static_mix", "spotfolio"}
     ours = scenarios["spotfolio"]
@@ -41,7 +50,7 @@ def test_default_whatif_spotfolio_beats_every_baseline(whatif_json: dict) -> Non
 
 
 @pytest.mark.slow
-def test_committed_sweep_answers_40_vs_60_percent(whatif_json: dict) -> None:
+def test_committed_sweep_answers_40_vs_60_percent(whatif_json: Doc) -> None:
     sweep = whatif_json["committed_sweep"]
     assert [p["share_of_peak"] for p in sweep] == [0.4, 0.6]
     assert sweep[1]["instances"] > sweep[0]["instances"]
@@ -109,11 +118,9 @@ SHARED_DATA = SHARED_DATA
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"{SHARED_DATA} (the public traces) absent")
 def test_whatif_on_shared_data_plans_aws_and_gcp_pools_together() -> None:
-    from broker.whatif.run import run_whatif
-    from markets.registry import open_market
-    from policies.workloads.spec import default_workloads
-
-    result = run_whatif(open_market(str(SHARED_DATA)), default_workloads(), days=2)
+    market = open_market(str(SHARED_DATA))
+    assert isinstance(market, PriceSource)
+    result = run_whatif(market, default_workloads(), days=2)
     plan = result.scenario("spotfolio").plan
     providers = {k.split("/")[0] for k in plan.allocations["pool_key"]}
     assert providers == {"aws", "gcp"}

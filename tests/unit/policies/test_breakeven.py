@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -25,8 +24,8 @@ from policies.breakeven import (
 from policies.effective_cost import RateConvention, RateUnit, SpotRun, effective_cost
 
 
-def _run(**kw: Any) -> SpotRun:
-    base: dict[str, Any] = {
+def _run(**kw: object) -> SpotRun:
+    base: dict[str, object] = {
         "units": 4,
         "productive_hours": 50.0,
         "on_demand_usd_per_unit_hour": 2.0,
@@ -34,7 +33,7 @@ def _run(**kw: Any) -> SpotRun:
         "restart_hours": 0.5,
     }
     base.update(kw)
-    return SpotRun(**base)
+    return SpotRun.model_validate(base)
 
 
 def _eff(run: SpotRun) -> float:

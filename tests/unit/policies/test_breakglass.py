@@ -184,7 +184,7 @@ def _verdict(**kw: float) -> bool:
         "max_lifetime_hours": 168.0,
     }
     args.update(kw)
-    return return_to_spot_verdict(**args).go  # type: ignore[arg-type]
+    return return_to_spot_verdict(**args).go
 
 
 def test_no_return_before_the_dwell_however_large_the_saving() -> None:

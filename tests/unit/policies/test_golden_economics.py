@@ -7,20 +7,18 @@ running the code. Precision is the document's: cents where it gives cents.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from policies.breakeven import breakeven_checkpoint_window, breakeven_interruption_rate
 from policies.effective_cost import RateConvention, RateUnit, SpotRun, effective_cost
 from policies.reservations import committed_count
 
-PRODUCTIVE_DAY: dict[str, Any] = {"convention": RateConvention.PRODUCTIVE, "per": RateUnit.DAY}
+PRODUCTIVE_DAY: dict[str, object] = {"convention": RateConvention.PRODUCTIVE, "per": RateUnit.DAY}
 
 
-def _llm_run(**kw: Any) -> SpotRun:
+def _llm_run(**kw: object) -> SpotRun:
     """512 GPUs for 14 days (336 h) at $2.00 on-demand, $0.70 spot (examples A, D)."""
-    base: dict[str, Any] = {
+    base: dict[str, object] = {
         "units": 512,
         "productive_hours": 336,
         "on_demand_usd_per_unit_hour": 2.00,
@@ -29,7 +27,7 @@ def _llm_run(**kw: Any) -> SpotRun:
         **PRODUCTIVE_DAY,
     }
     base.update(kw)
-    return SpotRun(**base)
+    return SpotRun.model_validate(base)
 
 
 # -- Golden example A: 70B model, 512 GPUs, 14 days, convention `productive` --------

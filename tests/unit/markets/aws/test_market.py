@@ -14,24 +14,26 @@ import json
 import math
 import types
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import boto3
 import botocore.endpoint
 import pytest
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.client import BaseClient
+from botocore.compat import HTTPHeaders
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from markets import ttl
+from markets import catalog, ttl
 from markets.aws import errors as aws_errors
 from markets.aws.hazard import advisor_hazard, assumed_hazard
-from markets.aws.market import AwsMarket, open_aws_market
+from markets.aws.market import AwsMarket, PlacementMode, open_aws_market
 from markets.aws.pricing import fetch_reserved, parse_on_demand_product
 from markets.aws.rows import SkippedRows
-from markets.aws.sdk import AWS_API_CALLS, AWS_MARKET_API_CALLS, client_config
+from markets.aws.sdk import AWS_API_CALLS, AWS_MARKET_API_CALLS, RetryMode, client_config
 from markets.aws.spot import SpotHistory, fetch_spot_history
 from markets.clock import ManualClock
 from markets.errors import (
@@ -47,11 +49,25 @@ from markets.model import HazardSource
 from markets.protocols import PriceSource
 from tests.paths import REPO
 
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.literals import InstanceTypeType
+    from mypy_boto3_ec2.type_defs import InstanceTypeInfoTypeDef
+    from mypy_boto3_pricing import PricingClient
+
 REGION = "us-east-1"
 # GPU types moto 5 knows in us-east-1 (p4d.24xlarge is not offered in every zone).
-TYPES = ("g4dn.xlarge", "g5.xlarge", "p4d.24xlarge")
+TYPES: tuple[InstanceTypeType, ...] = ("g4dn.xlarge", "g5.xlarge", "p4d.24xlarge")
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-CREDS = {
+
+
+class _Creds(TypedDict):
+    aws_access_key_id: str
+    aws_secret_access_key: str
+    aws_session_token: str
+
+
+CREDS: _Creds = {
     "aws_access_key_id": "testing",
     "aws_secret_access_key": "testing",
     "aws_session_token": "testing",
@@ -62,14 +78,19 @@ ON_DEMAND = {"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "p4d.24xlarge": 32.7726}
 # -- helpers -------------------------------------------------------------------
 
 
-def server_client(url: str, service: str = "ec2", *, attempts: int = 3) -> BaseClient:
+def server_client(url: str, *, attempts: int = 3) -> EC2Client:
     cfg = client_config(retry_mode="standard", max_attempts=attempts)
-    return boto3.client(service, region_name=REGION, endpoint_url=url, config=cfg, **CREDS)
+    return boto3.client("ec2", region_name=REGION, endpoint_url=url, config=cfg, **CREDS)
 
 
-def offline_client(service: str = "ec2") -> BaseClient:
-    """A client that only ever talks to a Stubber."""
-    return boto3.client(service, region_name=REGION, **CREDS)
+def offline_client() -> EC2Client:
+    """An EC2 client that only ever talks to a Stubber."""
+    return boto3.client("ec2", region_name=REGION, **CREDS)
+
+
+def offline_pricing() -> PricingClient:
+    """A Pricing client that only ever talks to a Stubber."""
+    return boto3.client("pricing", region_name=REGION, **CREDS)
 
 
 def price_doc(itype: str, usd: str, region: str = REGION) -> str:
@@ -89,9 +110,9 @@ def price_doc(itype: str, usd: str, region: str = REGION) -> str:
     )
 
 
-def stub_pricing(types_: tuple[str, ...] = TYPES) -> tuple[BaseClient, Stubber]:
+def stub_pricing(types_: tuple[str, ...] = TYPES) -> tuple[PricingClient, Stubber]:
     """A Pricing client answering one product per type, in the adapter's order."""
-    client = offline_client("pricing")
+    client = offline_pricing()
     stub = Stubber(client)
     for t in sorted(types_):
         stub.add_response(
@@ -111,9 +132,11 @@ class Faults:
     ) -> None:
         self.code, self.status, self.left = code, status, times
         self.sent = 0
-        client.meta.events.register(f"before-send.ec2.{action}", self)
+        # botocore-stubs type event handlers as returning None; a before-send
+        # handler's answer is the response botocore uses instead of sending.
+        client.meta.events.register(f"before-send.ec2.{action}", cast("Callable[..., None]", self))
 
-    def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
+    def __call__(self, request: AWSPreparedRequest, **_: object) -> AWSResponse | None:
         self.sent += 1
         if self.left is not None and self.left <= 0:
             return None
@@ -124,7 +147,7 @@ class Faults:
             "</Error></Errors><RequestID>r</RequestID></Response>"
         ).encode()
         raw = types.SimpleNamespace(stream=lambda **_: iter([body]))
-        return AWSResponse(request.url, self.status, {}, raw)
+        return AWSResponse(request.url, self.status, HTTPHeaders(), raw)
 
 
 @pytest.fixture
@@ -136,8 +159,8 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def moto_market(
-    url: str, clock: ManualClock, *, attempts: int = 3, **options: Any
-) -> tuple[AwsMarket, BaseClient, Stubber]:
+    url: str, clock: ManualClock, *, attempts: int = 3
+) -> tuple[AwsMarket, EC2Client, Stubber]:
     ec2 = server_client(url, attempts=attempts)
     pricing, pstub = stub_pricing()
     market = AwsMarket(
@@ -146,7 +169,6 @@ def moto_market(
         instance_types=TYPES,
         placement="off",
         clock=clock,
-        **options,
     )
     return market, ec2, pstub
 
@@ -175,7 +197,7 @@ def test_moto_snapshot_has_one_pool_per_zone_offering(moto_server: str) -> None:
 
 def test_moto_instance_types_carry_gpu_info_from_describe_instance_types(moto_server: str) -> None:
     market, ec2, _ = moto_market(moto_server, ManualClock(T0))
-    raw = {
+    raw: dict[str, InstanceTypeInfoTypeDef] = {
         t["InstanceType"]: t
         for t in ec2.describe_instance_types(InstanceTypes=list(TYPES))["InstanceTypes"]
     }
@@ -299,7 +321,7 @@ class StubbedAws:
     def __init__(self) -> None:
         self.ec2 = offline_client()
         self.placement = offline_client()
-        self.pricing = offline_client("pricing")
+        self.pricing = offline_pricing()
         self.s_ec2, self.s_place, self.s_price = (
             Stubber(self.ec2),
             Stubber(self.placement),
@@ -308,14 +330,23 @@ class StubbedAws:
         for s in (self.s_ec2, self.s_place, self.s_price):
             s.activate()
 
-    def market(self, clock: ManualClock, **options: Any) -> AwsMarket:
+    def market(
+        self,
+        clock: ManualClock,
+        *,
+        placement: PlacementMode = "zone",
+        placement_target_capacity: int = 1,
+        advisor_buckets: Mapping[tuple[str, str], int] | None = None,
+    ) -> AwsMarket:
         return AwsMarket(
             ec2_clients={REGION: self.ec2},
             pricing_client=self.pricing,
             placement_client=self.placement,
             instance_types=[self.itype],
             clock=clock,
-            **options,
+            placement=placement,
+            placement_target_capacity=placement_target_capacity,
+            advisor_buckets=advisor_buckets,
         )
 
     def queue_catalog(self) -> None:
@@ -358,10 +389,12 @@ class StubbedAws:
             "get_products", {"PriceList": [price_doc(self.itype, usd)], "FormatVersion": "aws_v1"}
         )
 
-    def queue_scores(self, rows: list[dict[str, Any]]) -> None:
+    def queue_scores(self, rows: list[dict[str, object]]) -> None:
         self.s_place.add_response("get_spot_placement_scores", {"SpotPlacementScores": rows})
 
-    def queue_region(self, spot_rows: list[dict[str, Any]], reserved: list[dict[str, Any]]) -> None:
+    def queue_region(
+        self, spot_rows: list[dict[str, object]], reserved: list[dict[str, object]]
+    ) -> None:
         """Offerings, reserved offerings, then spot history, for the region."""
         self.s_ec2.add_response(
             "describe_instance_type_offerings",
@@ -377,7 +410,7 @@ class StubbedAws:
         )
         self.queue_spot(spot_rows)
 
-    def queue_spot(self, rows: list[dict[str, Any]]) -> None:
+    def queue_spot(self, rows: list[dict[str, object]]) -> None:
         self.s_ec2.add_response("describe_spot_price_history", {"SpotPriceHistory": rows})
 
     def all_answered(self) -> None:
@@ -385,7 +418,7 @@ class StubbedAws:
             s.assert_no_pending_responses()
 
 
-def spot_row(zone: str, usd: str, at: datetime, itype: str = "g5.xlarge") -> dict[str, Any]:
+def spot_row(zone: str, usd: str, at: datetime, itype: str = "g5.xlarge") -> dict[str, object]:
     return {
         "AvailabilityZone": zone,
         "InstanceType": itype,
@@ -395,7 +428,7 @@ def spot_row(zone: str, usd: str, at: datetime, itype: str = "g5.xlarge") -> dic
     }
 
 
-def ri(years: int, fixed: float, hourly: float, offering_type: str) -> dict[str, Any]:
+def ri(years: int, fixed: float, hourly: float, offering_type: str) -> dict[str, object]:
     return {
         "InstanceType": "g5.xlarge",
         "Duration": {1: 31_536_000, 3: 94_608_000}[years],
@@ -541,8 +574,6 @@ def test_pricing_never_answered_falls_back_to_catalog_prices_marked_stale() -> N
     aws.queue_scores([])
     aws.queue_region([spot_row("us-east-1a", "0.45", T0)], [])
     snap = aws.market(ManualClock(T0)).snapshot()
-    from markets import catalog
-
     assert snap.stale
     assert {p.on_demand_usd_per_hour for p in snap.pools} == {
         catalog.list_price("aws", REGION, "g5.xlarge")
@@ -767,10 +798,17 @@ def test_unknown_instance_type_is_an_input_error(moto_server: str) -> None:
 def test_client_errors_translate_into_the_error_tree(
     code: str, status: int, expected: type[Exception]
 ) -> None:
-    from botocore.exceptions import ClientError
-
     err = ClientError(
-        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        {
+            "Error": {"Code": code, "Message": "m"},
+            "ResponseMetadata": {
+                "RequestId": "r",
+                "HostId": "h",
+                "HTTPStatusCode": status,
+                "HTTPHeaders": {},
+                "RetryAttempts": 0,
+            },
+        },
         "DescribeSpotPriceHistory",
     )
     with pytest.raises(expected) as info, aws_errors.aws_call("ec2:DescribeSpotPriceHistory"):
@@ -780,10 +818,10 @@ def test_client_errors_translate_into_the_error_tree(
 
 
 @pytest.mark.parametrize("mode", ["adaptive", "standard"])
-def test_from_settings_sets_botocore_retry_mode_on_every_client(mode: str) -> None:
+def test_from_settings_sets_botocore_retry_mode_on_every_client(mode: RetryMode) -> None:
     market = AwsMarket.from_settings(
         regions=["us-east-1", "us-west-2"],
-        retry_mode=mode,  # type: ignore[arg-type]
+        retry_mode=mode,
         max_attempts=7,
         endpoint_url="http://127.0.0.1:9",  # never contacted
         instance_types=["g5.xlarge"],
@@ -792,9 +830,12 @@ def test_from_settings_sets_botocore_retry_mode_on_every_client(mode: str) -> No
     assert len(clients) == 3
     for c in clients:
         assert isinstance(c, BaseClient)
-        # botocore stores 7 retries as 8 attempts in all, the first try included.
-        assert c.meta.config.retries == {"mode": mode, "total_max_attempts": 8}
-    assert clients[-1].meta.region_name == "us-east-1"  # the Pricing API endpoint
+        # botocore stores 7 retries as 8 attempts in all, the first try included
+        # (vars: botocore-stubs do not declare Config's option attributes).
+        assert vars(c.meta.config)["retries"] == {"mode": mode, "total_max_attempts": 8}
+    pricing = clients[-1]
+    assert isinstance(pricing, BaseClient)
+    assert pricing.meta.region_name == "us-east-1"  # the Pricing API endpoint
 
 
 def test_client_config_rejects_unknown_retry_mode() -> None:
@@ -832,7 +873,11 @@ def test_hazard_prior_from_advisor_bucket_else_assumed() -> None:
 def _api_names_in_code() -> set[str]:
     """Every boto3 method named in markets/aws (direct calls and paginators),
     as IAM action names, via botocore's own method -> API mapping."""
-    clients = {s: offline_client(s) for s in ("ec2", "pricing", "sqs")}
+    clients: dict[str, BaseClient] = {
+        "ec2": offline_client(),
+        "pricing": offline_pricing(),
+        "sqs": boto3.client("sqs", region_name=REGION, **CREDS),
+    }
     mapping = {
         (s, method): api
         for s, c in clients.items()
@@ -863,7 +908,7 @@ def test_api_call_manifest_matches_the_calls_a_snapshot_makes() -> None:
     full_round(aws)
     made: Counter[str] = Counter()
 
-    def record(event_name: str, **_: Any) -> None:
+    def record(event_name: str, **_kwargs: object) -> None:
         _, service, action = event_name.split(".")
         made[f"{service}:{action}"] += 1
 

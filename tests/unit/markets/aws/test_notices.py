@@ -14,11 +14,10 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import boto3
 import pytest
-from botocore.client import BaseClient
 from botocore.stub import Stubber
 
 from markets.aws.notices import (
@@ -32,15 +31,25 @@ from markets.errors import InputError, ThrottledError
 from markets.fleet import OWNER_TAG, InstanceState, LaunchRequest, NoticeKind
 from markets.model import Tier
 
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
 REGION = "us-east-1"
-CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+class _Creds(TypedDict):
+    aws_access_key_id: str
+    aws_secret_access_key: str
+
+
+CREDS: _Creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 AMI = "ami-03cf127a"
 
 
-def event(detail_type: str, detail: dict[str, Any], **over: Any) -> dict[str, Any]:
+def event(detail_type: str, detail: dict[str, str], **over: object) -> dict[str, object]:
     """An EventBridge event as EC2 emits it (the documented envelope)."""
-    base: dict[str, Any] = {
+    base: dict[str, object] = {
         "version": "0",
         "id": str(uuid.uuid4()),
         "detail-type": detail_type,
@@ -166,8 +175,10 @@ def test_malformed_messages_raise_malformed(body: str) -> None:
 
 @dataclass
 class Wiring:
-    events: BaseClient
-    sqs: BaseClient
+    # Any: only boto3-stubs[ec2,pricing,sqs] are installed, so boto3-stubs
+    # type an EventBridge client as Any.
+    events: Any
+    sqs: SQSClient
     queue_url: str
 
 
@@ -176,8 +187,8 @@ def wiring(moto_server: str) -> Iterator[Wiring]:
     """The rule the Terraform module creates: source aws.ec2, the three
     detail-types, target = the notice queue. Removed afterwards (rules on the
     default bus are shared by the session)."""
-    kw: dict[str, Any] = {"region_name": REGION, "endpoint_url": moto_server, **CREDS}
-    events, sqs = boto3.client("events", **kw), boto3.client("sqs", **kw)
+    events = boto3.client("events", region_name=REGION, endpoint_url=moto_server, **CREDS)
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto_server, **CREDS)
     suffix = uuid.uuid4().hex[:10]
     url = sqs.create_queue(QueueName=f"notices-{suffix}")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
@@ -193,7 +204,7 @@ def wiring(moto_server: str) -> Iterator[Wiring]:
     sqs.delete_queue(QueueUrl=url)
 
 
-def put(w: Wiring, *events: tuple[str, dict[str, Any]]) -> list[str]:
+def put(w: Wiring, *events: tuple[str, dict[str, str]]) -> list[str]:
     """Emit EC2 events (detail-type, detail) on the default bus the way EC2
     would, at T0; their event ids. moto takes ~0.5 s per entry here (it
     builds JSONPath parsers per target), so only the tests about delivery

@@ -15,14 +15,15 @@ import json
 import types
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import boto3
 import botocore.endpoint
 import pytest
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.client import BaseClient
+from botocore.compat import HTTPHeaders
 
 from markets.aws.launch import LAUNCH_KEY_TAG, TIER_TAG, UNITS_TAG
 from markets.aws.provider import AwsProvider, open_aws_provider
@@ -48,11 +49,22 @@ from markets.model import Tier
 from markets.protocols import Provider
 from markets.registry import PROVIDERS, open_provider
 
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.type_defs import InstanceTypeDef
+
 REGION = "us-east-1"
 ZONE = "us-east-1b"
 POOL = f"aws/{REGION}/{ZONE}/g5.xlarge"
 AMI = "ami-03cf127a"  # one of moto's built-in us-east-1 images
-CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+class _Creds(TypedDict):
+    aws_access_key_id: str
+    aws_secret_access_key: str
+
+
+CREDS: _Creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 ATTEMPTS = 2  # botocore retries after the first try
 
 
@@ -79,7 +91,7 @@ def owner() -> str:
 
 
 @pytest.fixture
-def raw_ec2(moto_server: str) -> BaseClient:
+def raw_ec2(moto_server: str) -> EC2Client:
     """A plain client, for what another tool (not Spotfolio) would do."""
     return boto3.client("ec2", region_name=REGION, endpoint_url=moto_server, **CREDS)
 
@@ -89,7 +101,7 @@ def raw_ec2(moto_server: str) -> BaseClient:
 SESSION = boto3.Session(region_name=REGION, **CREDS)
 
 
-def make_provider(url: str, owner: str, **options: Any) -> AwsProvider:
+def make_provider(url: str, owner: str, **options: object) -> AwsProvider:
     """Built the way the daemon builds it: through the registry's factory."""
     options.setdefault("launch", {REGION: {"image_id": AMI}})
     provider = open_aws_provider(
@@ -109,8 +121,8 @@ def provider(moto_server: str, owner: str) -> AwsProvider:
     return make_provider(moto_server, owner)
 
 
-def request(owner: str, *, key: str | None = None, **over: Any) -> LaunchRequest:
-    fields: dict[str, Any] = {
+def request(owner: str, *, key: str | None = None, **over: object) -> LaunchRequest:
+    fields: dict[str, object] = {
         "idempotency_key": key or f"launch-{uuid.uuid4().hex[:16]}",
         "pool_key": POOL,
         "tier": Tier.SPOT,
@@ -119,31 +131,38 @@ def request(owner: str, *, key: str | None = None, **over: Any) -> LaunchRequest
         "owner": owner,
         "plan_generation": 7,
     }
-    return LaunchRequest(**(fields | over))
+    return LaunchRequest.model_validate(fields | over)
 
 
-def describe(ec2: BaseClient, ids: tuple[str, ...] | list[str]) -> dict[str, dict[str, Any]]:
+def describe(ec2: EC2Client, ids: tuple[str, ...] | list[str]) -> dict[str, InstanceTypeDef]:
     reply = ec2.describe_instances(InstanceIds=list(ids))
     return {i["InstanceId"]: i for r in reply["Reservations"] for i in r["Instances"]}
 
 
-def tags_of(item: dict[str, Any]) -> dict[str, str]:
+def tags_of(item: InstanceTypeDef) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in item.get("Tags", [])}
+
+
+def listed(value: object) -> list[object]:
+    """A list in recorded API parameters."""
+    assert isinstance(value, list)
+    return value
 
 
 class Calls:
     """Every API call a client makes, with its parameters."""
 
-    def __init__(self, *clients: Any) -> None:
-        self.made: list[tuple[str, dict[str, Any]]] = []
+    def __init__(self, *clients: object) -> None:
+        self.made: list[tuple[str, dict[str, object]]] = []
         for c in clients:
+            assert isinstance(c, BaseClient)  # a boto3 client behind the provider's protocol
             c.meta.events.register("before-parameter-build.*.*", self)
 
-    def __call__(self, event_name: str, params: dict[str, Any], **_: Any) -> None:
+    def __call__(self, event_name: str, params: dict[str, object], **_kwargs: object) -> None:
         _, service, action = event_name.split(".")
         self.made.append((f"{service}:{action}", dict(params)))
 
-    def of(self, action: str) -> list[dict[str, Any]]:
+    def of(self, action: str) -> list[dict[str, object]]:
         return [p for a, p in self.made if a == action]
 
 
@@ -152,13 +171,16 @@ class Faults:
     (``None``: always)."""
 
     def __init__(
-        self, client: Any, action: str, code: str, status: int, times: int | None = None
+        self, client: object, action: str, code: str, status: int, times: int | None = None
     ) -> None:
         self.code, self.status, self.left = code, status, times
         self.sent = 0
-        client.meta.events.register(f"before-send.ec2.{action}", self)
+        assert isinstance(client, BaseClient)  # a boto3 client behind the provider's protocol
+        # botocore-stubs type event handlers as returning None; a before-send
+        # handler's answer is the response botocore uses instead of sending.
+        client.meta.events.register(f"before-send.ec2.{action}", cast("Callable[..., None]", self))
 
-    def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
+    def __call__(self, request: AWSPreparedRequest, **_: object) -> AWSResponse | None:
         self.sent += 1
         if self.left is not None:
             if self.left <= 0:
@@ -169,14 +191,14 @@ class Faults:
             "</Error></Errors><RequestID>r</RequestID></Response>"
         ).encode()
         raw = types.SimpleNamespace(stream=lambda **_: iter([body]))
-        return AWSResponse(request.url, self.status, {}, raw)
+        return AWSResponse(request.url, self.status, HTTPHeaders(), raw)
 
 
 # -- launch --------------------------------------------------------------------
 
 
 def test_launch_tags_instances_and_volumes_on_create(
-    provider: AwsProvider, raw_ec2: BaseClient, owner: str
+    provider: AwsProvider, raw_ec2: EC2Client, owner: str
 ) -> None:
     req = request(owner)
     result = provider.launch(req)
@@ -215,11 +237,15 @@ def test_launch_sends_the_key_as_client_token_and_spot_one_time_terminate(
             "InstanceInterruptionBehavior": "terminate",
         },
     }
-    assert {s["ResourceType"] for s in params["TagSpecifications"]} == {"instance", "volume"}
+    kinds: set[object] = set()
+    for spec in listed(params["TagSpecifications"]):
+        assert isinstance(spec, dict)
+        kinds.add(spec["ResourceType"])
+    assert kinds == {"instance", "volume"}
 
 
 def test_on_demand_launch_has_no_spot_options(
-    provider: AwsProvider, raw_ec2: BaseClient, owner: str
+    provider: AwsProvider, raw_ec2: EC2Client, owner: str
 ) -> None:
     calls = Calls(provider.ec2_clients[REGION])
     result = provider.launch(request(owner, tier=Tier.ON_DEMAND, count=1))
@@ -229,7 +255,7 @@ def test_on_demand_launch_has_no_spot_options(
 
 
 def test_same_key_twice_launches_once_and_replays_the_first_instances(
-    provider: AwsProvider, raw_ec2: BaseClient, owner: str
+    provider: AwsProvider, raw_ec2: EC2Client, owner: str
 ) -> None:
     calls = Calls(provider.ec2_clients[REGION])
     req = request(owner, key="gen7-train-llm-slot0")
@@ -254,7 +280,7 @@ def test_a_restarted_provider_recognises_what_a_key_launched(moto_server: str, o
 
 
 def test_launch_through_a_launch_template_and_subnet(
-    moto_server: str, raw_ec2: BaseClient, owner: str
+    moto_server: str, raw_ec2: EC2Client, owner: str
 ) -> None:
     vpc = raw_ec2.create_vpc(CidrBlock="10.7.0.0/16")["Vpc"]["VpcId"]
     subnet = raw_ec2.create_subnet(VpcId=vpc, CidrBlock="10.7.1.0/24", AvailabilityZone=ZONE)
@@ -283,7 +309,7 @@ def test_launch_through_a_launch_template_and_subnet(
 
 
 def test_list_fleet_returns_only_instances_with_our_owner_tag(
-    provider: AwsProvider, raw_ec2: BaseClient, owner: str
+    provider: AwsProvider, raw_ec2: EC2Client, owner: str
 ) -> None:
     spot = provider.launch(request(owner, count=2))
     od = provider.launch(request(owner, count=1, tier=Tier.COMMITTED, workload="serve"))
@@ -309,7 +335,7 @@ def test_list_fleet_returns_only_instances_with_our_owner_tag(
 
 
 def test_list_fleet_skips_terminated_instances(
-    provider: AwsProvider, raw_ec2: BaseClient, owner: str
+    provider: AwsProvider, raw_ec2: EC2Client, owner: str
 ) -> None:
     result = provider.launch(request(owner, count=2))
     raw_ec2.terminate_instances(InstanceIds=[result.instance_ids[0]])
@@ -320,7 +346,7 @@ def test_list_fleet_skips_terminated_instances(
 
 
 def test_terminate_refuses_an_instance_without_our_tag_and_ends_ours(
-    provider: AwsProvider, raw_ec2: BaseClient, owner: str
+    provider: AwsProvider, raw_ec2: EC2Client, owner: str
 ) -> None:
     ours = provider.launch(request(owner, count=1)).instance_ids
     foreign = raw_ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)["Instances"][0]
@@ -332,7 +358,7 @@ def test_terminate_refuses_an_instance_without_our_tag_and_ends_ours(
     assert not result.ok and result.error_kind == "input"
     assert foreign_id in (result.error or "")
     assert result.instance_ids == ours
-    terminated = [i for p in calls.of("ec2:TerminateInstances") for i in p["InstanceIds"]]
+    terminated = [i for p in calls.of("ec2:TerminateInstances") for i in listed(p["InstanceIds"])]
     assert terminated == list(ours)
     states = {k: v["State"]["Name"] for k, v in describe(raw_ec2, [*ours, foreign_id]).items()}
     assert states[foreign_id] in ("pending", "running")
@@ -340,7 +366,7 @@ def test_terminate_refuses_an_instance_without_our_tag_and_ends_ours(
 
 
 def test_terminate_never_touches_an_instance_of_another_owner(
-    provider: AwsProvider, raw_ec2: BaseClient, owner: str, moto_server: str
+    provider: AwsProvider, raw_ec2: EC2Client, owner: str, moto_server: str
 ) -> None:
     theirs = make_provider(moto_server, owner + "-other").launch(request(owner + "-other", count=1))
     calls = Calls(provider.ec2_clients[REGION])
@@ -480,7 +506,7 @@ def test_a_throttled_describe_fails_terminate_before_any_termination(
     ],
 )
 def test_bad_settings_name_the_option(
-    moto_server: str, options: dict[str, Any], field: str
+    moto_server: str, options: dict[str, object], field: str
 ) -> None:
     options = {"launch": {REGION: {"image_id": AMI}}} | options
     with pytest.raises(InputError) as info:

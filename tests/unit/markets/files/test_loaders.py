@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -278,7 +279,7 @@ AWS_ROWS = [
 ]
 
 
-def _aws_csv(path: Path, rows: list[tuple[str, ...]], *, gz: bool = False) -> Path:
+def _aws_csv(path: Path, rows: Sequence[tuple[str, ...]], *, gz: bool = False) -> Path:
     text = "Timestamp,AvailabilityZone,InstanceType,SpotPrice\n" + "".join(
         ",".join(r) + "\n" for r in rows
     )
@@ -351,7 +352,11 @@ def test_bad_rows_under_threshold_are_counted_and_reported(tmp_path: Path) -> No
         (f"2021-04-01T00:{i // 60:02d}:{i % 60:02d}Z", "us-east-1b", "p3.8xlarge", "3.1")
         for i in range(299)
     ]
-    rows = [*good[:100], ("yesterday", "us-east-1b", "p3.8xlarge", "3.1"), *good[100:]]
+    rows: list[tuple[str, ...]] = [
+        *good[:100],
+        ("yesterday", "us-east-1b", "p3.8xlarge", "3.1"),
+        *good[100:],
+    ]
     rows += [("2021-04-02T00:00:00Z", "us-east-1b", "p3.8xlarge")]  # wrong width
     path = _aws_csv(tmp_path / "some_bad.csv", rows)
     df = load_aws_spot_prices(path)  # 2 of 301 = 0.66 % < 1 %
@@ -455,7 +460,7 @@ def test_gcp_machine_types_give_gpu_model_and_count() -> None:
     assert df.loc["e2-micro", "vcpus"] == 0.25  # shared-core: a fraction of a vCPU
     assert tuple(df.loc["a2-ultragpu-1g", ["gpu_model", "gpus"]]) == ("a100-80gb", 1)
     assert tuple(df.loc["g2-standard-4", ["gpu_model", "gpus"]]) == ("l4", 1)
-    assert df.loc["n2-standard-8", "gpus"] == 0 and pd.isna(df.loc["n2-standard-8", "gpu_model"])
+    assert df.loc["n2-standard-8", "gpus"] == 0 and df["gpu_model"].isna()["n2-standard-8"]
     assert (df["memory_gib"] > 0).all() and (df["vcpus"] > 0).all()
 
 
@@ -495,7 +500,7 @@ def test_advisor_loads_buckets_and_savings() -> None:
     types = adv.instance_types.set_index("instance_type")
     assert types.loc["p3.2xlarge", "vcpus"] == 8 and types.loc["p3.2xlarge", "memory_gib"] == 61
     assert adv.hazard_prior("us-east-1", "p3.2xlarge") == bucket_hazard_per_hour(
-        int(linux.loc["p3.2xlarge", "bucket"])
+        int(linux["bucket"]["p3.2xlarge"])
     )
     assert adv.hazard_prior("us-east-1", "no.such") is None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import gzip
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -70,16 +70,22 @@ def fake() -> Iterator[FakeCompute]:
         yield f
 
 
-def market(fake: FakeCompute, clock: ManualClock, **options: object) -> GcpMarket:
-    clients = build_compute_clients(endpoint=fake.url, anonymous=True)
-    opts: dict[str, object] = {
-        "regions": ("us-central1",),
-        "instance_types": ("a2-highgpu-1g", "a3-highgpu-8g", "g2-standard-4"),
-        "clock": clock,
-        "policy": FAST,
-        **options,
-    }
-    return open_gcp_market(project=PROJECT, clients=clients, **opts)
+def market(
+    fake: FakeCompute,
+    clock: ManualClock,
+    *,
+    prices: Path | None = None,
+    regions: tuple[str, ...] = ("us-central1",),
+) -> GcpMarket:
+    return open_gcp_market(
+        project=PROJECT,
+        clients=build_compute_clients(endpoint=fake.url, anonymous=True),
+        regions=regions,
+        instance_types=("a2-highgpu-1g", "a3-highgpu-8g", "g2-standard-4"),
+        prices=prices,
+        clock=clock,
+        policy=FAST,
+    )
 
 
 def test_snapshot_joins_zones_machine_types_and_prices(gcp_fake: FakeCompute, prices: Path) -> None:
@@ -264,6 +270,10 @@ def _api_error(cls: type[gexc.GoogleAPICallError], reason: str) -> gexc.GoogleAP
     return cls("boom", errors=[{"reason": reason, "message": "boom"}])
 
 
+# api-core leaves RetryError.__init__ unannotated: name its type so calls are typed.
+_retry_error: Callable[[str, Exception], gexc.RetryError] = gexc.RetryError
+
+
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
@@ -275,7 +285,7 @@ def _api_error(cls: type[gexc.GoogleAPICallError], reason: str) -> gexc.GoogleAP
         pytest.param(_api_error(gexc.ServiceUnavailable, "backendError"), TransientError, id="503"),
         pytest.param(_api_error(gexc.BadRequest, "invalid"), InputError, id="400"),
         pytest.param(
-            gexc.RetryError("gave up", cause=_api_error(gexc.TooManyRequests, "x")),
+            _retry_error("gave up", _api_error(gexc.TooManyRequests, "x")),
             ThrottledError,
             id="retries-exhausted",
         ),

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from broker.jsondoc import at, obj
+from broker.lifecycle import LifecycleManager
+from broker.lifecycle.values import DecisionKind
 from markets.clock import ManualClock
 from markets.errors import AuthError, CapacityUnavailableError, InputError, QuotaExceededError
 from markets.fleet import (
@@ -33,12 +35,20 @@ from markets.gcp.labels import (
     label_value,
     request_id,
 )
+from markets.gcp.market import open_gcp_market
 from markets.gcp.preemption import OVERLAP_S
 from markets.gcp.provider import GcpProvider
-from markets.gcp.sdk import GCP_API_CALLS, GCP_MARKET_API_CALLS, GCP_PROVIDER_API_CALLS, CallPolicy
+from markets.gcp.sdk import (
+    GCP_API_CALLS,
+    GCP_MARKET_API_CALLS,
+    GCP_PROVIDER_API_CALLS,
+    CallPolicy,
+    build_compute_clients,
+)
 from markets.model import Tier
 from markets.protocols import Provider
 from markets.registry import open_provider
+from policies.workloads.spec import WorkloadSet
 from tests.fakes.gcp import FakeCompute
 
 PROJECT = "spotfolio-test"
@@ -63,8 +73,8 @@ def fake(clock: ManualClock) -> Iterator[FakeCompute]:
         yield f
 
 
-def provider(fake: FakeCompute, clock: ManualClock, **options: Any) -> GcpProvider:
-    opts: dict[str, Any] = {
+def provider(fake: FakeCompute, clock: ManualClock, **options: object) -> GcpProvider:
+    opts: dict[str, object] = {
         "project": PROJECT,
         "owner": OWNER,
         "zones": [ZONE, "us-central1-b"],
@@ -94,7 +104,8 @@ def launch_request(
     )
 
 
-def inserted_bodies(fake: FakeCompute) -> list[dict[str, Any]]:
+def inserted_bodies(fake: FakeCompute) -> list[Mapping[str, object]]:
+    """The instance bodies the fake was sent (its JSON, camelCase), by zone and name."""
     return [i for (_, _), i in sorted(fake.instances.items())]
 
 
@@ -108,12 +119,13 @@ def test_launches_a_spot_vm_with_delete_on_preemption_and_valid_labels(
     assert result.instance_ids == tuple(
         f"{ZONE}/{instance_name(OWNER, 'gen7-train-a2-0001', i)}" for i in range(2)
     )
-    for vm in inserted_bodies(fake):
-        assert vm["scheduling"]["provisioningModel"] == "SPOT"
-        assert vm["scheduling"]["instanceTerminationAction"] == "DELETE"
-        assert vm["scheduling"]["onHostMaintenance"] == "TERMINATE"
-        assert vm["labels"][OWNER_LABEL] == OWNER
-        assert all(LABEL.match(k) and VALUE.match(v) for k, v in vm["labels"].items())
+    for body in inserted_bodies(fake):
+        assert at(body, "scheduling", "provisioningModel") == "SPOT"
+        assert at(body, "scheduling", "instanceTerminationAction") == "DELETE"
+        assert at(body, "scheduling", "onHostMaintenance") == "TERMINATE"
+        assert at(body, "labels", OWNER_LABEL) == OWNER
+        labels = obj(body["labels"])
+        assert all(LABEL.match(k) and VALUE.match(str(v)) for k, v in labels.items())
     fleet = p.list_fleet(OWNER)
     assert [i.instance_id for i in fleet] == list(result.instance_ids)
     vm = fleet[0]
@@ -144,10 +156,12 @@ def test_a_retried_insert_with_the_same_request_id_creates_one_vm(
     assert len(ids) == 2 and ids[0] == ids[1] == request_id(OWNER, "gen7-train-a2-0001", 0)
 
 
-def test_a_name_already_taken_counts_as_launched(fake: FakeCompute, clock: ManualClock) -> None:
+def test_a_name_already_taken_counts_as_launched(
+    fake: FakeCompute, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     p = provider(fake, clock)
     p.launch(launch_request())
-    p.launched_by = lambda zone, key: {}  # type: ignore[method-assign]  # a stale list
+    monkeypatch.setattr(p, "launched_by", lambda zone, key: {})  # a stale list
     result = p.launch(launch_request())
     assert result.ok and len(fake.instances) == 1
 
@@ -263,13 +277,8 @@ def test_a_preemption_flows_into_a_lifecycle_decision_inside_the_window(
     """Fake Compute Engine -> GcpMarket snapshot + GcpProvider fleet ->
     preemption operation -> Notice -> LifecycleManager decision, all before
     the 30 s deadline; a 60 s checkpoint is known not to fit GCP's window."""
-    from broker.lifecycle import LifecycleManager
-    from broker.lifecycle.values import DecisionKind
-    from markets.gcp.market import open_gcp_market
-    from markets.gcp.sdk import build_compute_clients
-    from policies.workloads.spec import WorkloadSet
 
-    def batch(name: str, write_s: float) -> dict[str, Any]:
+    def batch(name: str, write_s: float) -> dict[str, object]:
         return {
             "name": name,
             "class": "batch",
@@ -313,14 +322,15 @@ def test_a_preemption_flows_into_a_lifecycle_decision_inside_the_window(
         assert n.deadline is not None and d.decided_at < n.deadline
         decisions[d.workload] = d
     assert set(decisions) == set(lost)
-    for name, d in decisions.items():
-        assert d.lost_instance_id == lost[name]
+    for workload, d in decisions.items():
+        assert workload is not None and d.lost_instance_id == lost[workload]
         assert d.checkpoint is not None and d.checkpoint.window_s == 30.0
         # Same spot price in the region's other zones: replaced there.
         assert d.kind is DecisionKind.REPLACE, d.reason
         assert [(x.tier, x.count) for x in d.launches] == [(Tier.SPOT, 1)]
         assert d.launches[0].pool_key != POOL  # not back into the lost pool
-    assert decisions["sweeps-fast"].checkpoint.fits  # type: ignore[union-attr]
+    fast = decisions["sweeps-fast"].checkpoint
+    assert fast is not None and fast.fits
     slow = decisions["sweeps-slow"].checkpoint
     assert slow is not None and not slow.fits and "last periodic checkpoint" in slow.note
 
@@ -365,7 +375,7 @@ def test_committed_and_template_launches(fake: FakeCompute, clock: ManualClock) 
     p = provider(fake, clock, source_image=None, instance_template="global/instanceTemplates/gpu")
     vm = p.launch(launch_request(tier=Tier.COMMITTED)).instance_ids[0]
     body = inserted_bodies(fake)[0]
-    assert body["scheduling"]["provisioningModel"] == "STANDARD"
+    assert at(body, "scheduling", "provisioningModel") == "STANDARD"
     assert "metadata" not in body  # the template's (and its startup script) stay
     query = next(q for m, _, q in fake.requests if m == "compute.instances.insert")
     assert query["sourceInstanceTemplate"] == "global/instanceTemplates/gpu"
@@ -392,7 +402,7 @@ def test_permission_denied_on_insert_is_an_auth_error(
     ],
 )
 def test_bad_settings_name_the_option(
-    fake: FakeCompute, clock: ManualClock, options: dict[str, Any], field: str | None
+    fake: FakeCompute, clock: ManualClock, options: dict[str, object], field: str | None
 ) -> None:
     with pytest.raises(InputError, match=field or "exactly one"):
         provider(fake, clock, **options)

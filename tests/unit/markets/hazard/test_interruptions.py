@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 import math
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import numpy as np
 import pytest
+from numpy.typing import ArrayLike, NDArray
 
 from markets.files.traces import SpotTrace, load_spot_traces
 from markets.hazard.clustering import CLUSTER_WINDOW_S, clustering, co_revocation, zone_correlations
@@ -66,7 +66,9 @@ def _probe_series(
     return series[:probes]
 
 
-def _poisson_times(rng: np.random.Generator, rate_per_s: float, span_s: float) -> np.ndarray:
+def _poisson_times(
+    rng: np.random.Generator, rate_per_s: float, span_s: float
+) -> NDArray[np.float64]:
     return np.sort(rng.uniform(0.0, span_s, rng.poisson(rate_per_s * span_s)))
 
 
@@ -224,7 +226,7 @@ def test_revocations_and_exposure_from_a_probe_series() -> None:
         pytest.param([1, float("nan")], id="nan"),
     ],
 )
-def test_bad_probe_series_is_rejected(bad: Any) -> None:
+def test_bad_probe_series_is_rejected(bad: ArrayLike) -> None:
     with pytest.raises(ValueError):
         exposure_from_counts(bad, 60.0)
 
@@ -248,11 +250,12 @@ def test_regime_stats_of_a_hand_series() -> None:
 # --- clustering and zone correlation ----------------------------------------
 
 
-def _bursts(rng: np.random.Generator, span_s: float, shocks_per_day: float) -> np.ndarray:
+def _bursts(rng: np.random.Generator, span_s: float, shocks_per_day: float) -> NDArray[np.float64]:
     """Planted clusters: each shock brings 2-6 revocations within 60 s."""
     shocks = _poisson_times(rng, shocks_per_day / DAY_S, span_s)
     sizes = rng.integers(2, 7, shocks.size)
-    return np.repeat(shocks, sizes) + rng.uniform(0, 60.0, sizes.sum())
+    times: NDArray[np.float64] = np.repeat(shocks, sizes) + rng.uniform(0, 60.0, sizes.sum())
+    return times
 
 
 def test_clustering_detects_planted_bursts_and_not_independent_events() -> None:

@@ -192,6 +192,7 @@ def test_hourly_agrees_with_snapshots(mini: ReplayMarket) -> None:
         snap = mini.snapshot(at)
         for p in snap.pools:
             row = h.loc[(pd.Timestamp(at), p.pool.key)]
+            assert isinstance(row, pd.Series)  # one row per (hour, pool)
             assert row["on_demand_usd_per_hour"] == pytest.approx(p.on_demand_usd_per_hour)
             if p.spot_usd_per_hour is None:
                 assert np.isnan(row["spot_usd_per_hour"])
@@ -333,10 +334,6 @@ def test_real_hazard_counts_every_loss_of_the_pool(real: ReplayMarket) -> None:
 
 @pytest.mark.skipif(not (DATA / "spot-availability-traces").is_dir(), reason=f"{DATA} absent")
 def test_revocation_events_replay_the_recorded_losses_of_a_pool() -> None:
-    from datetime import UTC, datetime
-
-    from markets.replay import open_replay_market
-
     market = open_replay_market(path=DATA)
     key = "aws/us-west-2/us-west-2a/p3.2xlarge"
     start, end = datetime(2023, 2, 16, tzinfo=UTC), datetime(2023, 2, 20, tzinfo=UTC)
@@ -358,10 +355,9 @@ def test_regions_and_zones_options_keep_only_those_pools(tmp_path: Path) -> None
     zones = sorted({p.zone for p in every.pools()})
     assert len(regions) > 1 and len(zones) > 1  # something to restrict
     one = open_market(str(root), regions=regions[0])
-    assert {p.region for p in one.pools()} == {regions[0]}  # type: ignore[attr-defined]
-    assert {p.key for p in one.pools()} == {  # type: ignore[attr-defined]
-        p.key for p in every.pools() if p.region == regions[0]
-    }
+    assert isinstance(one, ReplayMarket)
+    assert {p.region for p in one.pools()} == {regions[0]}
+    assert {p.key for p in one.pools()} == {p.key for p in every.pools() if p.region == regions[0]}
     both = open_replay_market(path=root, zones=f"{zones[0]}, {zones[-1]}")
     assert {p.zone for p in both.pools()} == {zones[0], zones[-1]}
     # The span and the snapshots of the kept pools are the unrestricted ones'.

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from broker.cli import EXIT_INPUT
 from markets.errors import InputError
 from policies.workloads.spec import (
     ClassDefaults,
@@ -25,8 +26,12 @@ from policies.workloads.spec import (
 
 EXAMPLE = resources.files("policies").joinpath("examples/workloads.yaml")
 
+# A parsed workloads file, navigated and mutated by the tests (Any: what
+# yaml.safe_load gives; the nesting is the file's, not a type of ours).
+Doc = dict[str, Any]
 
-def _example() -> dict[str, Any]:
+
+def _example() -> Doc:
     data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     assert isinstance(data, dict)
     return data
@@ -181,15 +186,15 @@ def test_python_construction_by_field_name() -> None:
 
 # --- every error names the file, the field path and the expectation -----------------
 
-Mutation = Callable[[dict[str, Any]], None]
+Mutation = Callable[[Doc], None]
 
 
 def _set(path: str, value: object) -> Mutation:
     """Mutation setting ``workloads/1/max_units``-style paths (``/``: type names hold dots)."""
 
-    def apply(data: dict[str, Any]) -> None:
+    def apply(data: Doc) -> None:
         *parents, last = path.split("/")
-        node: Any = data
+        node: Any = data  # a mapping or a list, as the path goes (see Doc)
         for p in parents:
             node = node[int(p)] if p.isdigit() else node[p]
         node[int(last) if last.isdigit() else last] = value
@@ -198,9 +203,9 @@ def _set(path: str, value: object) -> Mutation:
 
 
 def _drop(path: str) -> Mutation:
-    def apply(data: dict[str, Any]) -> None:
+    def apply(data: Doc) -> None:
         *parents, last = path.split("/")
-        node: Any = data
+        node: Any = data  # a mapping or a list, as the path goes (see Doc)
         for p in parents:
             node = node[int(p)] if p.isdigit() else node[p]
         del node[last]
@@ -448,7 +453,5 @@ def test_parse_workloads_without_a_file() -> None:
 def test_cli_exit_codes_are_not_this_module_s_concern() -> None:
     """The lead tests ``whatif --policies`` exit 2; here only the contract it relies on:
     the error is an InputError, which broker.cli.main maps to exit 2."""
-    from broker.cli import EXIT_INPUT
-
     assert EXIT_INPUT == 2
     assert issubclass(InputError, Exception)
