@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from markets.aws.errors import LAUNCH_CAPACITY_CODES, aws_call
 from markets.aws.launch import (
@@ -64,6 +64,7 @@ from markets.fleet import (
 from markets.model import Pool, Provider
 
 if TYPE_CHECKING:
+    import boto3
     from mypy_boto3_ec2.type_defs import FilterTypeDef, InstanceTypeDef
 
 __all__ = ["AwsProvider", "open_aws_provider"]
@@ -121,7 +122,7 @@ class AwsProvider:
         *,
         profile: str | None = None,
         endpoint_url: str | None = None,
-        session: Any = None,
+        session: boto3.Session | None = None,
     ) -> AwsProvider:
         """Real boto3 clients for ``settings`` (default credential chain or
         ``profile``; ``endpoint_url`` for a local moto server)."""
@@ -368,29 +369,25 @@ class AwsProvider:
         self.notices.ack(notice)
 
 
-_CLIENT_OPTIONS = frozenset({"profile", "endpoint_url", "session", "ec2_clients", "sqs_client"})
-
-
-def open_aws_provider(**options: Any) -> AwsProvider:
+def open_aws_provider(
+    *,
+    profile: str | None = None,
+    endpoint_url: str | None = None,
+    session: boto3.Session | None = None,
+    ec2_clients: Mapping[str, Ec2ProviderApi] | None = None,
+    sqs_client: SqsApi | None = None,
+    **settings_options: object,
+) -> AwsProvider:
     """The registry's factory: ``open_provider("aws", owner=..., launch=...,
-    queue_url=...)``. Options are ``AwsProviderSettings`` fields plus
-    ``profile`` / ``endpoint_url`` / ``session`` (how to build clients) or
-    ``ec2_clients`` / ``sqs_client`` (clients to use as they are)."""
-    client_options = {k: v for k, v in options.items() if k in _CLIENT_OPTIONS}
-    settings = settings_from_options(
-        {k: v for k, v in options.items() if k not in _CLIENT_OPTIONS and v is not None}
-    )
-    ec2_clients = client_options.get("ec2_clients")
+    queue_url=...)``. ``settings_options`` are ``AwsProviderSettings`` fields
+    (validated there); ``profile`` / ``endpoint_url`` / ``session`` say how to
+    build clients, or ``ec2_clients`` / ``sqs_client`` are used as they are."""
+    settings = settings_from_options({k: v for k, v in settings_options.items() if v is not None})
     if ec2_clients is not None:
         missing = sorted(set(settings.regions) - set(ec2_clients))
         if missing:
             raise InputError("provider options", "launch", "regions with a client", got=missing)
-        return AwsProvider.from_clients(
-            settings, ec2_clients=ec2_clients, sqs_client=client_options.get("sqs_client")
-        )
+        return AwsProvider.from_clients(settings, ec2_clients=ec2_clients, sqs_client=sqs_client)
     return AwsProvider.from_settings(
-        settings,
-        profile=client_options.get("profile"),
-        endpoint_url=client_options.get("endpoint_url"),
-        session=client_options.get("session"),
+        settings, profile=profile, endpoint_url=endpoint_url, session=session
     )

@@ -38,7 +38,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from google.api_core import exceptions as gexc
 
@@ -77,6 +77,11 @@ from markets.gcp.sdk import (
 )
 from markets.gcp.settings import GcpProviderSettings, insert_request, settings_from_options
 from markets.model import Pool, Provider
+
+if TYPE_CHECKING:  # types only: the Google clients load when a provider is built
+    from google.api_core.extended_operation import ExtendedOperation
+    from google.auth.credentials import Credentials
+    from google.cloud.compute_v1 import Instance as GcpInstance
 
 __all__ = ["GcpProvider", "open_gcp_provider"]
 
@@ -152,7 +157,7 @@ class GcpProvider:
         settings: GcpProviderSettings,
         *,
         endpoint: str | None = None,
-        credentials: Any = None,
+        credentials: Credentials | None = None,
         anonymous: bool = False,
         clock: Clock | None = None,
         policy: CallPolicy | None = None,
@@ -197,7 +202,7 @@ class GcpProvider:
     def _owner_filter(self) -> str:
         return f'(labels.{OWNER_LABEL} = "{self.owner}")'
 
-    def _fleet(self) -> Iterator[tuple[str, Any]]:
+    def _fleet(self) -> Iterator[tuple[str, GcpInstance]]:
         request = {"project": self.project, "filter": self._owner_filter()}
         with gcp_call("compute.instances.aggregatedList"):
             for scope, scoped in self.instances.aggregated_list(
@@ -207,7 +212,7 @@ class GcpProvider:
                 for inst in scoped.instances:
                     yield zone, inst
 
-    def launched_by(self, zone: str, key: str) -> dict[str, Any]:
+    def launched_by(self, zone: str, key: str) -> dict[str, GcpInstance]:
         """Our VMs in ``zone`` labelled with launch key ``key``, by name."""
         label = LABEL_OF_TAG[LAUNCH_KEY_TAG]
         request = {
@@ -253,7 +258,7 @@ class GcpProvider:
         if not missing:
             log.info("launch replayed: key=%s instances=%s", key, ",".join(ids))
             return ActionResult(idempotency_key=key, ok=True, instance_ids=ids, replayed=True)
-        ops: dict[int, Any] = {}
+        ops: dict[int, ExtendedOperation] = {}
         for i in missing:
             rid = request_id(self.owner, key, i, self._attempts[(key, i)])
             params = insert_request(self.settings, request, pool, i, units, rid)
@@ -372,29 +377,29 @@ class GcpProvider:
         deduplicates on ``notice_id`` (the operation id)."""
 
 
-_CLIENT_OPTIONS = frozenset({"clients", "endpoint", "credentials", "anonymous", "clock", "policy"})
-
-
-def open_gcp_provider(**options: Any) -> GcpProvider:
+def open_gcp_provider(
+    *,
+    clients: ComputeClients | None = None,
+    endpoint: str | None = None,
+    credentials: Credentials | None = None,
+    anonymous: bool = False,
+    clock: Clock | None = None,
+    policy: CallPolicy | None = None,
+    **settings_options: object,
+) -> GcpProvider:
     """The registry's factory: ``open_provider("gcp", project=..., owner=...,
-    zones=[...], instance_template=...)``. Options are ``GcpProviderSettings``
-    fields plus ``endpoint`` / ``credentials`` / ``anonymous`` (how to build
-    clients) or ``clients`` (a ``ComputeClients`` to use as it is), ``clock``
-    and ``policy``."""
-    extra = {k: v for k, v in options.items() if k in _CLIENT_OPTIONS}
-    settings = settings_from_options(
-        {k: v for k, v in options.items() if k not in _CLIENT_OPTIONS and v is not None}
-    )
-    clients = extra.get("clients")
+    zones=[...], instance_template=...)``. ``settings_options`` are
+    ``GcpProviderSettings`` fields (validated there); ``endpoint`` /
+    ``credentials`` / ``anonymous`` say how to build clients, or ``clients``
+    (a ``ComputeClients``) are used as they are; ``clock`` and ``policy``."""
+    settings = settings_from_options({k: v for k, v in settings_options.items() if v is not None})
     if clients is not None:
-        return GcpProvider.from_clients(
-            settings, clients, clock=extra.get("clock"), policy=extra.get("policy")
-        )
+        return GcpProvider.from_clients(settings, clients, clock=clock, policy=policy)
     return GcpProvider.from_settings(
         settings,
-        endpoint=extra.get("endpoint"),
-        credentials=extra.get("credentials"),
-        anonymous=bool(extra.get("anonymous", False)),
-        clock=extra.get("clock"),
-        policy=extra.get("policy"),
+        endpoint=endpoint,
+        credentials=credentials,
+        anonymous=anonymous,
+        clock=clock,
+        policy=policy,
     )
