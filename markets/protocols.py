@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
     from markets.model import InstanceType, MarketSnapshot, Pool
 
-__all__ = ["HistorySource", "PriceSource", "Provider"]
+__all__ = ["HistorySource", "PriceSource", "Provider", "RevocationSource"]
 
 
 @runtime_checkable
@@ -58,6 +58,16 @@ class HistorySource(PriceSource, Protocol):
         ``spot_usd_per_hour``, ``on_demand_usd_per_hour``, ``spot_available``
         (share of the hour spot could be held, 0-1) and ``revocations``
         (count in the hour). Vectorised: no Python loop per row."""
+        ...
+
+
+@runtime_checkable
+class RevocationSource(HistorySource, Protocol):
+    """A history that also knows when each revocation landed (the default
+    and replay markets): what a simulated cloud replays exactly."""
+
+    def revocation_events(self, pool_key: str, start: datetime, end: datetime) -> pd.DatetimeIndex:
+        """Revocation times in ``pool_key`` within ``[start, end)``."""
         ...
 
 

@@ -36,7 +36,7 @@ from broker.whatif.baselines import all_on_demand, committed_quantile, static_mi
 from broker.whatif.billing import Bill, MarketActuals, bill_plan
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
-from markets.protocols import PriceSource
+from markets.protocols import HistorySource, PriceSource
 from policies.cost_table import CostEntry, CostOptions, CostTable
 from policies.reservations import breakeven_occupancy, marginal_occupancy
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
@@ -109,20 +109,17 @@ class WhatIfResult:
 def _actuals(
     market: PriceSource, snapshot: MarketSnapshot, start: datetime, hours: int
 ) -> MarketActuals:
-    hourly = getattr(market, "hourly", None)
-    span = getattr(market, "span", None)
-    if hourly is None:
+    if not isinstance(market, HistorySource):  # a live market: no actuals to bill on
         return MarketActuals({}, {})
-    if span is not None:
-        # A recorded market knows nothing past its span: bill the rest at the
-        # planned prices, spot held (the best one can say without data).
-        first, last = span()
-        if start < first:
-            return MarketActuals({}, {})
-        hours = min(hours, int((last - start).total_seconds() // 3600))
-        if hours <= 0:
-            return MarketActuals({}, {})
-    frame = hourly(start, hours)
+    # A recorded market knows nothing past its span: bill the rest at the
+    # planned prices, spot held (the best one can say without data).
+    first, last = market.span()
+    if start < first:
+        return MarketActuals({}, {})
+    hours = min(hours, int((last - start).total_seconds() // 3600))
+    if hours <= 0:
+        return MarketActuals({}, {})
+    frame = market.hourly(start, hours)
     if frame.empty:
         return MarketActuals({}, {})
     t0 = frame["hour"].min()
@@ -211,9 +208,7 @@ def run_whatif(
         for n, p in zip(names, plans, strict=True)
     ]
     clock["baselines_s"] = time.perf_counter() - t
-    result = WhatIfResult(
-        start, hours, getattr(market, "name", "market"), snapshot.stale, scenarios, seconds=clock
-    )
+    result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
     if committed_levels:
         t = time.perf_counter()
         _sweep(

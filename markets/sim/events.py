@@ -21,12 +21,12 @@ import heapq
 import math
 import random
 import zlib
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pandas as pd
 
 from markets.fleet import InstanceState, NoticeKind
+from markets.protocols import RevocationSource
 from markets.sim.core import _Inst
 from markets.sim.queue import NoticeQueue
 
@@ -70,12 +70,9 @@ class SimEvents(NoticeQueue):
     def _events(self, pool_key: str, start: datetime, end: datetime) -> list[datetime]:
         if end <= start:
             return []
-        # Optional beyond HistorySource: the default and replay markets have it.
-        events: Callable[[str, datetime, datetime], pd.DatetimeIndex] | None = getattr(
-            self.market, "revocation_events", None
-        )
-        if events is not None:
-            return [t.to_pydatetime(warn=False) for t in events(pool_key, start, end)]
+        if isinstance(self.market, RevocationSource):  # the default and replay markets
+            found = self.market.revocation_events(pool_key, start, end)
+            return [t.to_pydatetime(warn=False) for t in found]
         out: list[datetime] = []
         h = start.replace(minute=0, second=0, microsecond=0)
         while h < end:
