@@ -89,7 +89,7 @@ def rolling_horizon(
 ) -> RollingResult:
     """Re-plan every ``step_hours`` over ``total_hours``; see the module docstring."""
     if solve_fn is None:
-        from broker.planning.optimizer.solve import solve
+        from broker.planning.optimizer.solve import solve  # PuLP only when planning
 
         solve_fn = solve
     state = initial or RollingState()
