@@ -46,14 +46,12 @@ import sys
 from typing import TYPE_CHECKING
 
 import click
-from pydantic import ValidationError
 
 from broker.cli._adapter_options import market_options
 from broker.cli._output import console, emit_json
 from markets.errors import InputError
 from markets.protocols import HistorySource
 from markets.registry import PROVIDERS
-from markets.validation import input_error_from
 
 if TYPE_CHECKING:  # types only: the daemon's stack loads when the command runs
     from broker.daemon.config import DaemonConfig
@@ -110,6 +108,10 @@ def _config(path: str | None, **overrides: object) -> DaemonConfig:
         return load_daemon_config(path, **overrides)
     if overrides.get("owner") is None:
         overrides["owner"] = "spotfolio-sim"
+    from pydantic import ValidationError  # pydantic and PyYAML: when the command runs
+
+    from markets.validation import input_error_from
+
     try:
         return DaemonConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
     except ValidationError as e:
@@ -192,6 +194,10 @@ def _with_sim(
 ) -> DaemonConfig:
     """The config with the command line's market options, sim start and seed
     laid over it (validated as the config file's fields are)."""
+    from pydantic import ValidationError  # pydantic and PyYAML: when the command runs
+
+    from markets.validation import input_error_from
+
     sim: dict[str, object] = {"start": start, "seed": seed}
     data = config.model_dump()
     data["market_options"] = {**config.market_options, **market_options(pairs)}
