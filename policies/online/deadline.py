@@ -18,11 +18,14 @@ Notation (hours): ``C`` compute needed, ``R`` deadline, ``d`` changeover,
 what is left, ``ep(t) = C t / R`` Uniform Progress's expected progress.
 A changeover (``d``) is paid on every switch *into* spot or on-demand.
 
-The safety net "``R(t) < C(t) + 2d``" is evaluated on the tick grid the way
-the authors' simulator does (skypilot-org/can-t-be-late, ``strategies``:
-remaining time floored to whole ticks, remaining work plus ``2d`` rounded up to
+The safety nets "``R(t) < C(t) + 2d``" (``last_safe_moment``) and
+"``R(t) < C(t) + d``" (``last_net``) are evaluated on the tick grid the way the
+authors' simulator does (skypilot-org/can-t-be-late, ``strategies``: remaining
+time floored to whole ticks, remaining work plus the changeovers rounded up to
 whole ticks), so a job idle at the start of a tick can always still finish on
-on-demand, whatever the tick length.
+on-demand, whatever the tick length. Whether the instance held has paid its
+changeover (the last net's condition) is ``TickView.changeover_left_hours``,
+which the simulator reports at each tick start.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ __all__ = [
     "UniformProgress",
     "expected_progress",
     "is_done",
+    "last_net",
     "last_safe_moment",
+    "remaining_time_on_grid",
 ]
 
 # Tolerance on hours of progress and time (float sums of tick lengths).
@@ -160,14 +165,32 @@ def is_done(job: JobSpec, view: TickView) -> bool:
     return view.progress_hours >= job.compute_hours - EPS
 
 
-def last_safe_moment(job: JobSpec, view: TickView) -> bool:
-    """``R(t) < C(t) + 2d`` on the tick grid: waiting one more tick idle could
-    leave too little time to finish on on-demand after a changeover."""
-    rem_time, rem_work = _remaining(job, view)
+def remaining_time_on_grid(job: JobSpec, view: TickView) -> float:
+    """``T = floor((R0 - t) / D) * D``: the whole ticks left before the deadline."""
     tick = job.tick_hours
-    time_ticks = math.floor(rem_time / tick + EPS)
-    need_ticks = math.ceil((rem_work + 2.0 * job.changeover_hours) / tick - EPS)
-    return need_ticks >= time_ticks
+    return math.floor((job.deadline_hours - view.elapsed_hours) / tick + EPS) * tick
+
+
+def _work_on_grid(hours: float, tick: float) -> float:
+    """``ceil(hours / D) * D``: whole ticks needed to run ``hours``."""
+    return math.ceil(hours / tick - EPS) * tick
+
+
+def last_safe_moment(job: JobSpec, view: TickView) -> bool:
+    """The safety net's test ``ceil((c + 2d) / D) D >= T`` (Uniform Progress
+    rule 5, greedy's switch): waiting one more tick without on-demand could
+    leave too little time to finish on on-demand after a changeover."""
+    _, rem_work = _remaining(job, view)
+    need = _work_on_grid(rem_work + 2.0 * job.changeover_hours, job.tick_hours)
+    return need >= remaining_time_on_grid(job, view) - EPS
+
+
+def last_net(job: JobSpec, view: TickView) -> bool:
+    """The last net's test ``ceil((c + d) / D) D >= T`` (Uniform Progress rule 6):
+    one more changeover is all the time left can absorb."""
+    _, rem_work = _remaining(job, view)
+    need = _work_on_grid(rem_work + job.changeover_hours, job.tick_hours)
+    return need >= remaining_time_on_grid(job, view) - EPS
 
 
 class OnDemand:
@@ -183,13 +206,23 @@ class OnDemand:
 
 
 class Greedy:
-    """Wait for spot; switch to on-demand only at the last safe moment, and
-    stay there (the paper's "greedy"/strawman, skypilot-org/can-t-be-late).
-    Its documented weakness: all the slack goes on waiting, so the job ends
-    with one long on-demand run, blind to the spot that returns meanwhile;
-    and it holds spot however thin the slack (safe here only because the last
-    safe moment keeps ``2d``: a revocation still leaves time for one
-    changeover)."""
+    """Greedy, the strawman of "Can't Be Late" (Wu et al., NSDI 2024, section 3;
+    the published simulator skypilot-org/can-t-be-late, ``strategies``).
+
+    Rules, each tick (later override earlier):
+
+    1. done -> idle;
+    2. spot if spot is available, else idle (wait for spot);
+    3. on on-demand now -> on-demand (once on on-demand, stay to the end);
+    4. the last safe moment (``last_safe_moment``: ``ceil((c + 2d) / D) D >= T``)
+       and idle -> on-demand.
+
+    On spot it keeps spot however thin the slack: the ``2d`` in the test leaves
+    room for one changeover after a revocation. Its documented weakness: all the
+    slack goes on waiting, so the job ends with one long on-demand run, blind to
+    spot that returns meanwhile. Memory: whether it has committed to on-demand
+    (the same as "on on-demand now": it reaches on-demand no other way).
+    """
 
     name = "greedy"
 
@@ -199,11 +232,11 @@ class Greedy:
     def decide(self, job: JobSpec, view: TickView, memory: bool) -> tuple[Mode, bool]:
         if is_done(job, view):
             return Mode.IDLE, memory
-        if memory or (view.mode != Mode.SPOT and last_safe_moment(job, view)):
+        if memory or view.mode == Mode.ON_DEMAND:
             return Mode.ON_DEMAND, True
-        if view.spot_available:
-            return Mode.SPOT, False
-        return Mode.IDLE, False
+        if view.mode == Mode.IDLE and last_safe_moment(job, view):
+            return Mode.ON_DEMAND, True
+        return (Mode.SPOT if view.spot_available else Mode.IDLE), False
 
 
 def expected_progress(job: JobSpec, at_hours: float) -> float:
@@ -212,36 +245,50 @@ def expected_progress(job: JobSpec, at_hours: float) -> float:
 
 
 class UniformProgress:
-    """Uniform Progress as published; each tick, the first rule that applies:
+    """Uniform Progress, exactly as published: "Can't Be Late" (Wu et al., NSDI
+    2024, section 4) in the form of its simulator's ``_step``
+    (skypilot-org/can-t-be-late, ``strategies``).
 
-    1. done -> idle;
-    2. safety net: idle and ``R(t) < C(t) + 2d`` -> on-demand to the end;
-    3. on spot and spot available -> stay on spot;
-    4. hysteresis: on on-demand and ``cp(t) < ep(t + 2d)`` -> stay on on-demand;
-    5. spot available -> spot;
-    6. ``cp(t) < ep(t)`` -> on-demand;
-    7. else idle.
+    Job of ``C0`` hours, deadline ``R0``, changeover ``d``, tick ``D``; at
+    elapsed ``t`` with progress ``p``, remaining work ``c = C0 - p`` and
+    remaining time ``T = floor((R0 - t) / D) D``. Each tick, later rules
+    override earlier ones:
 
-    Memory: whether the safety net has fired ("to the end").
+    1. ``c ~ 0`` -> idle (and nothing else applies);
+    2. default: spot if spot is available, else idle;
+    3. behind the line (``p < C0 t / R0``): spot if available, else on-demand;
+    4. on on-demand now: stay on on-demand unless spot is available **and**
+       ``p >= C0 (t + 2d) / R0`` (on-demand is left only for spot, never for
+       idle);
+    5. safety net: ``ceil((c + 2d) / D) D >= T`` and idle or on on-demand now
+       -> on-demand;
+    6. last net: ``ceil((c + d) / D) D >= T``: stay on spot only if on spot now
+       with its changeover fully paid (``TickView.changeover_left_hours`` ~ 0);
+       otherwise on-demand.
+
+    "Now" is ``TickView.mode``: a spot instance revoked at this tick is already
+    idle. No memory: every rule reads the present only.
     """
 
     name = "uniform_progress"
 
-    def start(self, job: JobSpec) -> bool:
-        return False
+    def start(self, job: JobSpec) -> None:
+        return None
 
-    def decide(self, job: JobSpec, view: TickView, memory: bool) -> tuple[Mode, bool]:
-        if is_done(job, view):
-            return Mode.IDLE, memory
-        if memory or (view.mode == Mode.IDLE and last_safe_moment(job, view)):
-            return Mode.ON_DEMAND, True
-        if view.mode == Mode.SPOT and view.spot_available:
-            return Mode.SPOT, False
-        t, cp, d = view.elapsed_hours, view.progress_hours, job.changeover_hours
-        if view.mode == Mode.ON_DEMAND and cp < expected_progress(job, t + 2.0 * d) - EPS:
-            return Mode.ON_DEMAND, False
-        if view.spot_available:
-            return Mode.SPOT, False
-        if cp < expected_progress(job, t) - EPS:
-            return Mode.ON_DEMAND, False
-        return Mode.IDLE, False
+    def decide(self, job: JobSpec, view: TickView, memory: None) -> tuple[Mode, None]:
+        if is_done(job, view):  # 1
+            return Mode.IDLE, None
+        t, p, d = view.elapsed_hours, view.progress_hours, job.changeover_hours
+        spot = view.spot_available
+        choice = Mode.SPOT if spot else Mode.IDLE  # 2
+        if p < expected_progress(job, t) - EPS:  # 3
+            choice = Mode.SPOT if spot else Mode.ON_DEMAND
+        if view.mode == Mode.ON_DEMAND:  # 4
+            ahead = p >= expected_progress(job, t + 2.0 * d) - EPS
+            choice = Mode.SPOT if spot and ahead else Mode.ON_DEMAND
+        if view.mode in (Mode.IDLE, Mode.ON_DEMAND) and last_safe_moment(job, view):  # 5
+            choice = Mode.ON_DEMAND
+        if last_net(job, view):  # 6
+            paid = view.changeover_left_hours <= EPS
+            choice = Mode.SPOT if view.mode == Mode.SPOT and paid else Mode.ON_DEMAND
+        return choice, None

@@ -6,7 +6,7 @@ Owns: the view a rule gets (``FleetView``: per zone whether spot can be had,
 whether a revocation notice is out, the replicas held and warming), the plan
 it returns (``FleetPlan``: spot replicas wanted per zone, on-demand wanted),
 and the rules: ``on_demand``, ``static_mix`` (an AWS Auto Scaling group with a
-mixed-instances policy), ``even_spread``, ``spothedge`` (SpotHedge-like) and
+mixed-instances policy), ``even_spread``, ``spothedge`` (SpotHedge as published) and
 ``spotfolio`` (``policies.online.fleet_spotfolio`` is not a module: ours is
 here too). Rules are pure: ``decide(view, memory) -> (plan, memory)``.
 
@@ -188,36 +188,99 @@ class EvenSpread:
 
 @dataclass(frozen=True)
 class HedgeMemory:
+    """SpotHedge's state: which zones are on the active list (the rest are on
+    the preempted list), and the spot replicas it last placed per zone (to
+    see a preemption at the next decision)."""
+
     active: tuple[bool, ...]
+    placed: tuple[int, ...]
+
+
+def _mark(active: list[bool], zone: int, ok: bool) -> None:
+    """Move ``zone`` to the active (``ok``) or the preempted list; fewer than
+    2 active zones -> every zone active again."""
+    active[zone] = ok
+    if sum(active) < 2:
+        active[:] = [True] * len(active)
 
 
 class SpotHedge:
-    """SpotHedge-like (SkyServe, EuroSys 2025): ``N + EXTRA`` spot replicas
-    spread over the cheapest *active* zones; a zone that revokes or refuses a
-    launch turns inactive, and all turn active again when none is left;
-    on-demand fallback = the shortfall of ready spot replicas below ``N``."""
+    """SpotHedge, as published: SkyServe (Mao et al., EuroSys 2025), section 4.
+
+    Rules, at each decision point:
+
+    1. zone lists: every zone starts *active*; a preemption in a zone moves it
+       to *preempted*, a successful launch in a zone moves it back to active;
+       fewer than 2 active zones -> all active. A preemption is seen as a
+       revocation notice on a zone holding our replicas, or our replicas gone
+       from a zone that has lost spot. A launch in a zone whose spot cannot be
+       had now (or is under notice) fails, and counts as a preemption there
+       (SkyServe's launcher does the same with a zone that refuses capacity);
+       within one decision the launch is then retried elsewhere, never in a
+       zone that just refused it;
+    2. placement: ``N + N_EXTRA`` spot replicas; replicas held stay where they
+       are (those under notice serve until taken, and do not count); each new
+       one goes to the cheapest active zone not in use, else the cheapest
+       active zone (ties by zone order);
+    3. on-demand: ``min(N, BASE + max(0, N + N_EXTRA - BASE - ready spot))``
+       with ready spot not under notice; it is recomputed at every decision,
+       so on-demand scales down as spot replicas become ready.
+    """
 
     name = "spothedge"
-    EXTRA = 2  # "+1-2 extra spot replicas" (benchmarks.md section 2)
+    N_EXTRA = 2  # "+1-2 extra spot replicas" (benchmarks.md section 2)
+    BASE = 0  # on-demand base replicas (SkyServe's base on-demand fallback)
 
     def start(self, spec: FleetSpec) -> HedgeMemory:
-        return HedgeMemory(active=(True,) * len(spec.zones))
+        z = len(spec.zones)
+        return HedgeMemory(active=(True,) * z, placed=(0,) * z)
 
     def decide(
         self, spec: FleetSpec, view: FleetView, memory: HedgeMemory
     ) -> tuple[FleetPlan, HedgeMemory]:
-        active = [
-            a and z.available and not z.noticed
-            for a, z in zip(memory.active, view.zones, strict=True)
-        ]
-        if not any(active):  # every zone tried: start over with those that can serve
-            active = [z.available and not z.noticed for z in view.zones]
-        cur = [z.spot_held for z in view.zones]
-        order = sorted(range(len(active)), key=lambda j: spec.spot_usd_per_hour[j])
-        spot = spread(spec.replicas + self.EXTRA, cur, active, order)
-        ready_kept = sum(z.spot_ready for z, keep in zip(view.zones, active, strict=True) if keep)
-        od = max(0, spec.replicas - ready_kept)
-        return FleetPlan(keep_noticed(view, spot), od), replace(memory, active=tuple(active))
+        n, zones = spec.replicas, view.zones
+        active = list(memory.active)
+        for j, (z, had) in enumerate(zip(zones, memory.placed, strict=True)):
+            if had > 0 and (z.noticed or not z.available):  # 1: a preemption
+                _mark(active, j, False)
+        open_ = [z.available and not z.noticed for z in zones]
+        plan = [z.spot_held if ok else 0 for z, ok in zip(zones, open_, strict=True)]
+        rank = sorted(range(len(zones)), key=lambda j: (spec.spot_usd_per_hour[j], j))
+        target = n + self.N_EXTRA
+        for j in reversed(rank):  # too many (an on-demand base, a smaller N): dearest first
+            cut = min(plan[j], sum(plan) - target)
+            if cut > 0:
+                plan[j] -= cut
+        failed: set[int] = set()
+        while sum(plan) < target:  # 2: one new replica at a time
+            pick = self._place(rank, active, plan, zones, failed)
+            if pick is None:
+                break
+            if open_[pick]:
+                plan[pick] += 1
+                _mark(active, pick, True)
+            else:  # the launch fails: a preemption there
+                failed.add(pick)
+                _mark(active, pick, False)
+        ready = sum(z.spot_ready for z, ok in zip(zones, open_, strict=True) if ok)
+        od = min(n, self.BASE + max(0, target - self.BASE - ready))  # 3
+        memory = HedgeMemory(active=tuple(active), placed=tuple(plan))
+        return FleetPlan(keep_noticed(view, plan), od), memory
+
+    @staticmethod
+    def _place(
+        rank: list[int],
+        active: list[bool],
+        plan: list[int],
+        zones: tuple[ZoneView, ...],
+        failed: set[int],
+    ) -> int | None:
+        """The cheapest active zone not in use, else the cheapest active one
+        (never one that refused a launch in this decision)."""
+        usable = [j for j in rank if active[j] and j not in failed]
+        free = [j for j in usable if plan[j] == 0 and zones[j].spot_held == 0]
+        choices = free or usable
+        return choices[0] if choices else None
 
 
 @dataclass(frozen=True)

@@ -68,12 +68,17 @@ def test_static_mix_moves_spot_on_the_notice_without_fallback() -> None:
 
 def test_spothedge_overprovisions_and_falls_back_on_demand() -> None:
     out = simulate_fleet(SETTING, _window(HELD), fleet_policy("spothedge"))
-    # N + 2 = 4 spot (2 per zone) and 2 on-demand while none is ready; the
-    # on-demand go at 300 s; A's notice at 480 s puts 2 more in B (ready 660
-    # s) while B's 2 ready replicas carry the service: never short
-    assert out.availability == 1.0
-    od = 2 * 120 / 3600  # 180-300 s each
-    spot = (2 * 420 + 2 * 1620 + 2 * 1320) / 3600 / 3
+    # N + 2 = 4 spot: the first two in the cheapest zones not in use (A, B:
+    # equal prices, zone order), the rest in the cheapest active (A, A); on-
+    # demand min(2, 4 - 0 ready) = 2, gone at 300 s when 4 are ready. A's
+    # notice at 480 s: A preempted, 1 active left -> both active again; the 3
+    # replacements cannot go to A (its launch would fail) so go to B (ready
+    # 660 s), and on-demand is min(2, 4 - 1 ready) = 2 again (ready 660 s,
+    # gone at 900 s). Over 600-660 s only B's first replica is ready: 1 short.
+    assert out.availability == pytest.approx(1560 / 1620)
+    assert out.unserved_replica_hours == pytest.approx(60 / 3600)
+    od = (2 * 120 + 2 * 420) / 3600  # 180-300 s and 480-900 s, two each
+    spot = (3 * 420 + 1620 + 3 * 1320) / 3600 / 3  # A 180-600 s; B 180- and 480-1800 s
     assert out.cost_usd == pytest.approx(od + spot)
     assert out.on_demand_usd == pytest.approx(od)
 

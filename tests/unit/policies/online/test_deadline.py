@@ -25,6 +25,7 @@ from policies.online.deadline import (
     PoolHistory,
     TickView,
     UniformProgress,
+    last_net,
     last_safe_moment,
 )
 from policies.online.progress import SpotfolioDeadline
@@ -103,33 +104,88 @@ def test_last_safe_moment_is_on_the_tick_grid() -> None:
 
 
 @pytest.mark.parametrize(
-    ("view", "memory", "expected"),
+    ("view", "expected"),
     [
-        pytest.param(TickView(0.5, 1.0, Mode.SPOT, True), False, Mode.IDLE, id="done-idles"),
+        pytest.param(TickView(0.5, 1.0, Mode.SPOT, True), Mode.IDLE, id="done-idles"),
         pytest.param(
-            TickView(1.4, 0.0, Mode.IDLE, True), False, Mode.ON_DEMAND, id="safety-net-beats-spot"
+            TickView(1.4, 0.0, Mode.IDLE, True), Mode.ON_DEMAND, id="safety-net-beats-spot"
         ),
         pytest.param(
-            TickView(0.5, 0.1, Mode.SPOT, True), False, Mode.SPOT, id="stays-on-spot-when-behind"
+            TickView(0.5, 0.1, Mode.SPOT, True), Mode.SPOT, id="stays-on-spot-when-behind"
         ),
+        pytest.param(TickView(0.5, 0.3, Mode.ON_DEMAND, True), Mode.ON_DEMAND, id="hysteresis"),
         pytest.param(
-            TickView(0.5, 0.3, Mode.ON_DEMAND, True), False, Mode.ON_DEMAND, id="hysteresis"
+            TickView(0.5, 0.46, Mode.ON_DEMAND, True), Mode.SPOT, id="leaves-od-when-ahead"
         ),
+        pytest.param(TickView(0.5, 0.2, Mode.IDLE, False), Mode.ON_DEMAND, id="behind-buys-od"),
+        pytest.param(TickView(0.5, 0.25, Mode.IDLE, False), Mode.IDLE, id="on-pace-waits"),
+        # ahead by more than 2d (0.46 >= ep(0.9) = 0.45) but no spot: on-demand
+        # is left only for spot, never for idle (rule 4)
         pytest.param(
-            TickView(0.5, 0.46, Mode.ON_DEMAND, True), False, Mode.SPOT, id="leaves-od-when-ahead"
+            TickView(0.5, 0.46, Mode.ON_DEMAND, False), Mode.ON_DEMAND, id="od-never-idles"
         ),
-        pytest.param(
-            TickView(0.5, 0.2, Mode.IDLE, False), False, Mode.ON_DEMAND, id="behind-buys-od"
-        ),
-        pytest.param(TickView(0.5, 0.25, Mode.IDLE, False), False, Mode.IDLE, id="on-pace-waits"),
-        pytest.param(
-            TickView(0.2, 0.5, Mode.ON_DEMAND, True), True, Mode.ON_DEMAND, id="to-the-end"
-        ),
+        pytest.param(TickView(0.5, 0.9, Mode.ON_DEMAND, False), Mode.ON_DEMAND, id="od-far-ahead"),
     ],
 )
-def test_uniform_progress_rule_order(view: TickView, memory: bool, expected: Mode) -> None:
-    mode, _ = UniformProgress().decide(JOB, view, memory)
+def test_uniform_progress_rule_order(view: TickView, expected: Mode) -> None:
+    mode, _ = UniformProgress().decide(JOB, view, None)
     assert mode == expected
+
+
+def test_uniform_progress_on_demand_never_goes_idle_before_completion() -> None:
+    # no spot at all: tick 0 on the line (0 = ep(0)) idles; tick 1 is behind
+    # (0 < ep(0.1) = 0.05): on-demand, 2 changeover ticks + 10 of progress.
+    # From tick 10 it is 2d ahead (cp 0.7 >= ep(1.0 + 0.4) = 0.7) with no spot:
+    # the old variant went idle there and paid a second changeover later; the
+    # published rule stays on on-demand to completion.
+    out = simulate_deadline(
+        SETTING, _window([False] * 20), deadline_policy("uniform_progress"), record=True
+    )
+    assert _schedule(out.schedule) == "." + "O" * 12
+    assert out.changeovers == 1
+    assert out.finish_hours == pytest.approx(1.3)
+    assert out.cost_usd == pytest.approx(1.2 * 3.0)
+
+
+def test_uniform_progress_safety_net_fires_on_the_tick_the_formula_gives() -> None:
+    # spot in ticks 0-9: 2 changeover + 8 progress, cp 0.8 at t = 1.0, well
+    # ahead of ep; then no spot: idle (rule 2) while cp >= ep(t) = t / 2.
+    # Rule 5 with c = 0.2: ceil((0.2 + 0.4) / 0.1) * 0.1 = 0.6 >= T = floor((2 - t)
+    # / 0.1) * 0.1 first at t = 1.4 (T = 0.6; at 1.3, T = 0.7): tick 14, before
+    # the line (cp 0.8 < ep(t) only from t = 1.7) would have bought on-demand.
+    held = [True] * 10 + [False] * 10
+    out = simulate_deadline(
+        SETTING, _window(held), deadline_policy("uniform_progress"), record=True
+    )
+    assert _schedule(out.schedule) == "S" * 10 + "...." + "OOOO"
+    assert out.finished and out.finish_hours == pytest.approx(1.8)
+    idle_at_13 = TickView(1.3, 0.8, Mode.IDLE, False)
+    assert not last_safe_moment(JOB, idle_at_13)
+    assert last_safe_moment(JOB, TickView(1.4, 0.8, Mode.IDLE, False))
+
+
+def test_uniform_progress_last_net_moves_an_unpaid_spot_to_on_demand_on_its_tick() -> None:
+    # cp 0.7, c = 0.3: rule 6 when ceil((0.3 + 0.2) / 0.1) * 0.1 = 0.5 >= T, i.e.
+    # from t = 1.5 (T = 0.5; at 1.4, T = 0.6). On spot with 0.1 h of changeover
+    # still to pay: spot at 1.4, on-demand at 1.5; with it paid, spot at both.
+    rule = UniformProgress()
+    at_14 = TickView(1.4, 0.7, Mode.SPOT, True, changeover_left_hours=0.1)
+    at_15 = TickView(1.5, 0.7, Mode.SPOT, True, changeover_left_hours=0.1)
+    assert not last_net(JOB, at_14) and last_net(JOB, at_15)
+    assert rule.decide(JOB, at_14, None)[0] == Mode.SPOT
+    assert rule.decide(JOB, at_15, None)[0] == Mode.ON_DEMAND
+    paid = TickView(1.5, 0.7, Mode.SPOT, True, changeover_left_hours=0.0)
+    assert rule.decide(JOB, paid, None)[0] == Mode.SPOT
+    # idle at the last net: on-demand, even with spot on offer
+    assert rule.decide(JOB, TickView(1.5, 0.7, Mode.IDLE, True), None)[0] == Mode.ON_DEMAND
+
+
+def test_greedy_stays_on_demand_once_committed_even_when_spot_returns() -> None:
+    # tick 8 of the fixed trace (see the schedule test): committed; at tick 12
+    # spot is back and ahead of any line, greedy stays on on-demand.
+    back = TickView(1.2, 0.4, Mode.ON_DEMAND, True)
+    assert Greedy().decide(JOB, back, True) == (Mode.ON_DEMAND, True)
+    assert Greedy().decide(JOB, back, False) == (Mode.ON_DEMAND, True)
 
 
 def test_greedy_keeps_spot_and_commits_only_off_spot() -> None:
