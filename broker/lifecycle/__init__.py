@@ -64,6 +64,7 @@ persist anything (the daemon's store records decisions) or solve a plan.
 
 from __future__ import annotations
 
+from broker.lifecycle.fallback import UnavailableOfferings
 from broker.lifecycle.manager import LifecycleManager
 from broker.lifecycle.values import (
     CheckpointVerdict,
@@ -84,4 +85,5 @@ __all__ = [
     "LifecycleManager",
     "ReturnKind",
     "SpotReturn",
+    "UnavailableOfferings",
 ]
