@@ -249,7 +249,8 @@ def decision_deltas(decisions: Iterable[DecisionRecord]) -> dict[Slot, int]:
 
 
 def substitute(want: Mapping[Slot, int], book: FleetBook, now: datetime) -> dict[Slot, int]:
-    """Move counts of pools that refused capacity to the next acceptable pool."""
+    """Move counts of pools that refused capacity to the pool the placement
+    rule puts first instead (``FleetBook.next_pool``: the lifecycle's rule)."""
     out: dict[Slot, int] = defaultdict(int)
     for (w, pool, tier), n in want.items():
         t = Tier(tier)
