@@ -62,10 +62,18 @@ AVAILABILITY_ZONES_TTL_S = 1 * _HOUR_S
 # planning, not launching, so an hour is enough.
 INSTANCE_TYPE_OFFERINGS_TTL_S = 1 * _HOUR_S
 
-# A pool that just answered InsufficientInstanceCapacity is skipped for this
-# long before it is tried again (Karpenter's UnavailableOfferingsTTL, 3 min):
-# long enough not to hammer an empty pool, short enough to catch returning
-# capacity.
+# A pool (on one tier) that just answered InsufficientInstanceCapacity (or
+# GCP's stockout) is skipped this long, by the daemon's launcher and reconcile
+# and by the lifecycle alike: one book, one TTL (broker.lifecycle.fallback).
+# Karpenter's unavailable-offerings cache keeps an offering out for 3 minutes
+# (UnavailableOfferingsTTL) and we follow it: ICE is usually a short-lived
+# shortage of one type in one zone, and a wrongly skipped cheap pool costs its
+# discount for every minute of the skip, while a retry of an empty pool costs
+# one refused API call. At the daemon's 60 s reconcile, 3 minutes retries an
+# empty pool at most every third pass, and outlasts a notice window (120 s on
+# AWS), so a storm's replacements do not pile into the pool that just refused.
+# (The daemon used 15 minutes before: a quarter of an hour of a pool's
+# discount lost on one refusal, which Karpenter's experience does not support.)
 UNAVAILABLE_OFFERING_TTL_S = 3 * _MINUTE_S
 
 # A GCP price file (markets.gcp.prices) is re-read at most this often: Google

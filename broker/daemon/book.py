@@ -2,9 +2,11 @@
 
 Owns: ``FleetBook`` (the fleet as listed by the cloud, merged with the
 store's in-flight launches; instances under a revocation notice; pools that
-refused capacity; prices from the snapshot in force; the fleet budget check;
-the next acceptable pool), ``decision_deltas`` (how the lifecycle's decisions
-since the plan adjust its counts) and ``substitute``.
+refused capacity, read from and written to the lifecycle's one book; prices
+from the snapshot in force; the fleet budget check; the next acceptable pool,
+asked of the lifecycle's placement rule, ``broker.lifecycle.fallback``),
+``decision_deltas`` (how the lifecycle's decisions since the plan adjust its
+counts) and ``substitute``.
 
 The fleet view: the cloud's listing is the truth, but a just-launched
 instance may not be listed yet (EC2's listing is eventually consistent), so
@@ -13,13 +15,13 @@ as present; an older store row the cloud no longer lists is marked
 terminated. Every listed instance of ours is written to the store, so nothing
 alive stays unknown (no orphans).
 
-Must not: call a mutating provider API or decide what a notice means.
+Must not: call a mutating provider API, decide what a notice means, or rank
+pools to fall back to itself (the lifecycle's rule does, for both).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -28,13 +30,14 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.daemon.executor import kv
+from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.store.store import DecisionRecord, FleetRow, Store
 from broker.planning.reconcile import Slot, live_ours
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from markets.protocols import Provider
-from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
+from policies.workloads.spec import Workload, WorkloadSet
 
 __all__ = ["FleetBook", "decision_deltas", "substitute"]
 
@@ -46,15 +49,17 @@ _DOOM_KEEP = timedelta(minutes=10)  # remember a doomed id a while past its dead
 
 
 class FleetBook:
-    def __init__(self, owner: str, workloads: WorkloadSet) -> None:
+    def __init__(self, owner: str, workloads: WorkloadSet, lifecycle: Lifecycle) -> None:
         self.owner = owner
+        # The placement rule and the one book of refused pools are the lifecycle's.
+        self._lifecycle = lifecycle
+        self.unavailable = lifecycle.unavailable
         self.workloads = {w.name: w for w in workloads.workloads}
         self.budget_usd_per_hour = workloads.budget_usd_per_hour
         self.priority = {w.name: w.priority for w in workloads.workloads}
         self.snapshot: MarketSnapshot | None = None
         self._pools: dict[str, PoolSnapshot] = {}
         self.doomed: dict[str, datetime] = {}
-        self.unavailable: dict[tuple[str, Tier], datetime] = {}
         # Immutable: the lifecycle keeps its fleet index while it is handed
         # the very same tuple (a storm's notices all see one listing).
         self.last_fleet: tuple[Instance, ...] = ()
@@ -90,19 +95,17 @@ class FleetBook:
             del self.doomed[iid]
         return frozenset(self.doomed)
 
-    def mark_unavailable(self, pool_key: str, tier: Tier, now: datetime, ttl_s: float) -> None:
-        self.unavailable[(pool_key, tier)] = now + timedelta(seconds=ttl_s)
+    def mark_unavailable(self, pool_key: str, tier: Tier, now: datetime) -> None:
+        """Skip ``(pool_key, tier)`` for ``markets.ttl.UNAVAILABLE_OFFERING_TTL_S``."""
+        self.unavailable.mark(pool_key, tier, now.timestamp())
 
     def is_unavailable(self, pool_key: str, tier: Tier, now: datetime) -> bool:
-        until = self.unavailable.get((pool_key, tier))
-        return until is not None and now < until
+        return self.unavailable.is_unavailable(pool_key, tier, now.timestamp())
 
     def unavailable_capacity(self, now: datetime, hours: int) -> dict[str, npt.NDArray[np.float64]]:
         """Zero spot capacity for pools that just refused it (for the optimizer)."""
         return {
-            pool: np.zeros(hours)
-            for (pool, tier), until in self.unavailable.items()
-            if tier is Tier.SPOT and now < until
+            pool: np.zeros(hours) for pool in self.unavailable.pools(Tier.SPOT, now.timestamp())
         }
 
     # --- the fleet ------------------------------------------------------------------
@@ -156,30 +159,12 @@ class FleetBook:
         tried: set[str],
         now: datetime,
     ) -> tuple[str, int] | None:
-        """Cheapest acceptable pool per unit of work on ``tier`` that has not
-        failed, and the instance count giving the same work. A training gang
-        keeps its instance type when it can (parallel groups are rigid)."""
-        w = self.workloads.get(workload)
-        if w is None or self.snapshot is None:
+        """The pool for the work of ``count`` instances of ``failed_pool`` on
+        ``tier``, none of ``tried``, and its instance count: the lifecycle's
+        placement rule decides (``broker.lifecycle.fallback.instead``)."""
+        if workload not in self.workloads or self.snapshot is None:
             return None
-        failed_type = PoolKey.parse(failed_pool).instance_type
-        lost = count * self.units(failed_pool) * w.throughput_of(failed_type)
-        best: tuple[tuple[int, float, str], str, float] | None = None
-        for p in self.snapshot.pools:
-            key, itype = p.pool.key, p.pool.instance_type
-            if itype not in w.instance_types or key in tried or self.is_unavailable(key, tier, now):
-                continue
-            usd = p.price(tier)
-            if usd is None or (tier is Tier.SPOT and not p.spot_available):
-                continue
-            work = p.instance.units * w.throughput_of(itype)
-            same = 0 if (w.workload_class is WorkloadClass.TRAINING and itype == failed_type) else 1
-            rank = (same, usd / work, key)
-            if best is None or rank < best[0]:
-                best = (rank, key, work)
-        if best is None:
-            return None
-        return best[1], max(1, math.ceil(lost / best[2] - 1e-9))
+        return self._lifecycle.instead(workload, failed_pool, tier, count, tried, now)
 
     def within_budget(
         self,
@@ -264,7 +249,8 @@ def decision_deltas(decisions: Iterable[DecisionRecord]) -> dict[Slot, int]:
 
 
 def substitute(want: Mapping[Slot, int], book: FleetBook, now: datetime) -> dict[Slot, int]:
-    """Move counts of pools that refused capacity to the next acceptable pool."""
+    """Move counts of pools that refused capacity to the pool the placement
+    rule puts first instead (``FleetBook.next_pool``: the lifecycle's rule)."""
     out: dict[Slot, int] = defaultdict(int)
     for (w, pool, tier), n in want.items():
         t = Tier(tier)

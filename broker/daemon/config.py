@@ -43,6 +43,7 @@ from pydantic import AwareDatetime, Field, ValidationError, field_validator, mod
 
 from broker.daemon.hooks import CheckpointHook
 from broker.lifecycle import LifecycleConfig
+from broker.lifecycle.values import REMOVED_TTL_MESSAGE
 from markets.errors import InputError
 from markets.registry import PROVIDERS
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
@@ -69,13 +70,21 @@ class Intervals(StrictModel):
 
 
 class Backoff(StrictModel):
-    """Jittered exponential backoff on throttling, and pool cool-down."""
+    """Jittered exponential backoff on throttling (the pool cool-down after
+    refused capacity is ``markets.ttl.UNAVAILABLE_OFFERING_TTL_S``)."""
 
     max_attempts: int = Field(default=4, ge=1, le=20)
     base_s: float = Field(default=0.5, ge=0)
     cap_s: float = Field(default=8.0, ge=0)
-    # After InsufficientInstanceCapacity a pool is skipped this long.
-    unavailable_ttl_s: float = Field(default=900.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_second_ttl(cls, data: object) -> object:
+        # The pool cool-down after InsufficientInstanceCapacity is one
+        # constant now (markets.ttl), shared with the lifecycle.
+        if isinstance(data, dict) and "unavailable_ttl_s" in data:
+            raise ValueError(REMOVED_TTL_MESSAGE.format(field="backoff.unavailable_ttl_s"))
+        return data
 
 
 class SimSettings(StrictModel):

@@ -123,7 +123,7 @@ class Daemon:
         self.state = PlanState()
         self.progress = Progress()
 
-        book = self.book = FleetBook(owner, workloads)
+        book = self.book = FleetBook(owner, workloads, lifecycle)
         executor = self.executor = Executor(
             provider,
             store,
@@ -136,9 +136,7 @@ class Daemon:
             announce=announce,
             seed=config.sim.seed,
         )
-        launcher = self.launcher = Launcher(
-            executor, book, lifecycle, clock, unavailable_ttl_s=config.backoff.unavailable_ttl_s
-        )
+        launcher = self.launcher = Launcher(executor, book, lifecycle, clock)
         self.hooks = HookCalls(
             config.checkpoint_hooks, store, clock, owner=owner, dry_run=dry_run, runner=hook_runner
         )
@@ -154,6 +152,7 @@ class Daemon:
             book,
             executor,
             launcher,
+            lifecycle,
             workloads,
             owner=owner,
             listing_grace_s=config.listing_grace_s,

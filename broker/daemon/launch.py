@@ -1,12 +1,14 @@
 """Launching for the daemon: one request, and the next pool when capacity is refused.
 
 Owns: ``Launcher``. On ``CapacityUnavailableError`` the pool is skipped for
-``backoff.unavailable_ttl_s`` (``FleetBook.mark_unavailable``), the
-lifecycle hears of the failure (for each decision the request carried), and,
-with ``fallback``, the cheapest acceptable pool not yet tried gets the same
-work (``FleetBook.next_pool``) under a new idempotency key derived from the
-old one and the pool (``markets.keys.alternate_pool_key``), so a retried fallback is still
-sent once. For example: ``1a/p3 refused -> 1a/p3 skipped for the TTL ->
+``markets.ttl.UNAVAILABLE_OFFERING_TTL_S`` (``FleetBook.mark_unavailable``:
+the lifecycle's one book), the lifecycle hears of the failure (for each
+decision the request carried), and, with ``fallback``, the pool the
+lifecycle's placement rule ranks first among those not yet tried gets the
+same work (``FleetBook.next_pool``, ``broker.lifecycle.fallback``) under a
+new idempotency key derived from the old one and the pool
+(``markets.keys.alternate_pool_key``), so a retried fallback is still sent
+once. For example: ``1a/p3 refused -> 1a/p3 skipped for the TTL ->
 1b/p3 (same work) refused -> 1c/p3 ok``.
 
 Must not: decide what to launch (the plan and the lifecycle do) or bypass the
@@ -40,14 +42,11 @@ class Launcher:
         book: FleetBook,
         lifecycle: Lifecycle,
         clock: Clock,
-        *,
-        unavailable_ttl_s: float,
     ) -> None:
         self._executor = executor
         self._book = book
         self._lifecycle = lifecycle
         self._clock = clock
-        self._ttl_s = unavailable_ttl_s
 
     def launch(
         self,
@@ -59,7 +58,7 @@ class Launcher:
         written: bool = False,
     ) -> list[str] | None:
         """Launch; on insufficient capacity the pool is skipped for
-        ``unavailable_ttl_s`` and, with ``fallback``, the next acceptable pool
+        ``UNAVAILABLE_OFFERING_TTL_S`` and, with ``fallback``, the next acceptable pool
         is tried. Returns the instance ids (empty in a dry run or when retries
         ran out), or None when capacity was refused and not found elsewhere.
         ``written``: the caller recorded ``req`` pending itself."""
@@ -72,7 +71,7 @@ class Launcher:
                 return list(res.instance_ids) if res is not None and res.ok else []
             except CapacityUnavailableError:
                 tried.add(req.pool_key)
-                book.mark_unavailable(req.pool_key, req.tier, self._clock.now(), self._ttl_s)
+                book.mark_unavailable(req.pool_key, req.tier, self._clock.now())
                 nids: Sequence[str | None] = notice_ids or [None]
                 for nid in nids:  # each decision the request carried
                     self._lifecycle.record_launch_failure(req.pool_key, req.tier, notice_id=nid)

@@ -16,12 +16,12 @@ Must not: hold any logic, or name the concrete manager.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from broker.daemon.store.tx import Json
-from broker.lifecycle import Decision, SpotReturn
+from broker.lifecycle import Decision, SpotReturn, UnavailableOfferings
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
@@ -44,6 +44,29 @@ class Lifecycle(Protocol):
 
     def report_progress(self, workload: str, done_unit_hours: float) -> None:
         """Work a training or batch job has done so far."""
+        ...
+
+    def record_resize(self, workload: str, at: datetime | None = None) -> None:
+        """The plan resized an elastic job: its shrink dwell counts from ``at``."""
+        ...
+
+    # --- the placement rule (broker.lifecycle.fallback) ------------------------
+    @property
+    def unavailable(self) -> UnavailableOfferings:
+        """The one book of pools that refused capacity, shared with the daemon."""
+        ...
+
+    def instead(
+        self,
+        workload: str,
+        failed_pool: str,
+        tier: Tier,
+        count: int,
+        tried: Collection[str],
+        now: datetime | None = None,
+    ) -> tuple[str, int] | None:
+        """Which pool instead of ``failed_pool`` on ``tier``, and how many
+        instances give the same work (``None``: none is left)."""
         ...
 
     def restore_break_glass(self, committed_usd: float, stretches: Sequence[Json] = ()) -> None:

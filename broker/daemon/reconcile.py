@@ -13,6 +13,11 @@ listed now; nothing depends on what the previous run did. Launches go first
 unavailable and the diff is taken again, so the next acceptable pool gets its
 count before anything is terminated (``_PASSES`` at most).
 
+A plan that resizes an elastic training job (its units in the plan's
+current hour differ from the last reconcile's) is told to the lifecycle
+(``Lifecycle.record_resize``), so the job's shrink dwell counts from the
+plan's resize as from its own.
+
 Must not: take the daemon's lock (the daemon holds it around ``run``), or
 call the provider's mutating API except through the launcher and executor.
 """
@@ -24,12 +29,13 @@ from datetime import datetime
 from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
 from broker.daemon.executor import Executor, Request
 from broker.daemon.launch import Launcher
+from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.plan import PlanState
 from broker.daemon.store.store import Store
 from broker.planning.reconcile import Slot, apply_deltas, desired_now, diff, live_ours
 from markets.fleet import Instance, LaunchRequest, TerminateRequest
 from markets.protocols import Provider
-from policies.workloads.spec import WorkloadSet
+from policies.workloads.spec import WorkloadClass, WorkloadSet
 
 __all__ = ["STICK_MARGIN", "ReconcileJob"]
 
@@ -49,6 +55,7 @@ class ReconcileJob:
         book: FleetBook,
         executor: Executor,
         launcher: Launcher,
+        lifecycle: Lifecycle,
         workloads: WorkloadSet,
         *,
         owner: str,
@@ -60,7 +67,14 @@ class ReconcileJob:
         self._book = book
         self._executor = executor
         self._launcher = launcher
+        self._lifecycle = lifecycle
         self._workloads = workloads
+        self._elastic = frozenset(
+            w.name
+            for w in workloads.workloads
+            if w.elastic and w.workload_class is WorkloadClass.TRAINING
+        )
+        self._plan_units: dict[str, int] = {}  # elastic training job -> units last planned
         self._owner = owner
         self._grace_s = listing_grace_s
         self._dry_run = dry_run
@@ -78,6 +92,7 @@ class ReconcileJob:
         if state.plan is None:
             return {}
         want = desired_now(state.plan, now, self._workloads)
+        self._note_resizes(want, now)
         if state.created_at is not None:
             with self._store.transaction() as tx:
                 decisions = tx.decisions(self._owner, since=state.created_at)
@@ -85,6 +100,20 @@ class ReconcileJob:
         book = self._book
         want = substitute(want, book, now)
         return stick(want, book.counts(book.last_fleet), book, STICK_MARGIN)
+
+    def _note_resizes(self, planned: dict[Slot, int], now: datetime) -> None:
+        """Tell the lifecycle of each elastic training job the plan resized."""
+        if not self._elastic:
+            return
+        units = dict.fromkeys(self._elastic, 0)
+        for (w, pool, _tier), n in planned.items():
+            if w in units:
+                units[w] += n * self._book.units(pool)
+        for w, u in units.items():
+            before = self._plan_units.get(w)
+            if before is not None and before != u:
+                self._lifecycle.record_resize(w, now)
+            self._plan_units[w] = u
 
     def run(self, state: PlanState, fleet: list[Instance], now: datetime) -> list[Request]:
         """Close the gap between ``desired`` and ``fleet``; returns the

@@ -2,7 +2,10 @@
 
 Public: ``LifecycleManager`` (``manager``), the values it returns
 (``Decision``, ``LaunchIntent``, ``CheckpointVerdict``, ``SpotReturn``) and its
-settings ``LifecycleConfig`` (``values``). Inside: ``choices`` (where lost
+settings ``LifecycleConfig`` (``values``), the one book of pools that refused
+capacity ``UnavailableOfferings`` (``fallback``). Inside: ``fallback`` (the one
+placement rule, "which pool instead?", which the daemon's reconcile and
+launcher ask too, through ``LifecycleManager.instead``), ``choices`` (where lost
 capacity may go), ``stretches`` (break-glass against the dollar cap), ``view``
 (the fleet and the market indexed for speed); the rules' state machines are
 ``policies.breakglass``. For each revocation the manager chooses one of:
@@ -16,7 +19,8 @@ capacity may go), ``stretches`` (break-glass against the dollar cap), ``view``
   pools and zones whose breaker is open and pools marked unavailable
   (insufficient capacity, for ``UNAVAILABLE_OFFERING_TTL_S``), cheapest
   *effective* cost first (``policies.cost_table``: the pool's hazard is in
-  it), then lowest hazard, then the workload's preference; within the churn
+  it), then lowest hazard, then highest placement score, then the workload's
+  preference (``fallback``); within the churn
   budget; within the workload's zone and pool shares if any pool allows it,
   else the best pool over them (said so; the next plan spreads it again);
   training gangs keep their instance type;
@@ -64,6 +68,7 @@ persist anything (the daemon's store records decisions) or solve a plan.
 
 from __future__ import annotations
 
+from broker.lifecycle.fallback import UnavailableOfferings
 from broker.lifecycle.manager import LifecycleManager
 from broker.lifecycle.values import (
     CheckpointVerdict,
@@ -84,4 +89,5 @@ __all__ = [
     "LifecycleManager",
     "ReturnKind",
     "SpotReturn",
+    "UnavailableOfferings",
 ]

@@ -1,8 +1,9 @@
 """Where lost capacity may go, and whether a job may run smaller.
 
 Owns the choosing rules applied inside the notice window, over explicit
-inputs: ``Guards`` (what blocks a pool right now: its breaker, its zone's
-breaker, a recent launch failure, the churn budget), ``find_spot`` (the best
+inputs: ``Guards`` (what blocks a pool right now: the placement rule's
+``Blockers``, its breaker, its zone's breaker, a recent launch failure, and
+the churn budget), ``find_spot`` (the best
 acceptable spot pool for some work), ``pick_on_demand``, ``shrink_size``,
 ``deadline_slack`` and ``checkpoint_verdict``.
 
@@ -15,10 +16,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from broker.lifecycle.fallback import Blockers, options
 from broker.lifecycle.values import CheckpointVerdict
 from broker.lifecycle.view import Candidate, Candidates, Tally
 from markets.model import Tier
-from policies.breakglass import ChurnBudget, CircuitBreakers
+from policies.breakglass import ChurnBudget
 from policies.checkpoint import NOTICE_SECONDS, daly_interval, notice_checkpoint_fits
 from policies.workloads.spec import Workload, WorkloadClass
 
@@ -36,17 +38,11 @@ _EPS = 1e-9
 
 
 @dataclass(slots=True)
-class Guards:
-    """The manager's rule state that can block a pool now."""
+class Guards(Blockers):
+    """The manager's rule state that can block a pool now: the placement
+    rule's blockers (``broker.lifecycle.fallback``) and the churn budget."""
 
-    pool_breakers: CircuitBreakers
-    zone_breakers: CircuitBreakers
     churn: ChurnBudget
-    unavailable: dict[tuple[str, Tier], float]  # (pool, tier) -> until (s)
-
-    def unavailable_now(self, pool_key: str, tier: Tier, now_s: float) -> bool:
-        until = self.unavailable.get((pool_key, tier))
-        return until is not None and now_s < until
 
 
 def shares_ok(w: Workload, tally: Tally, c: Candidate, units: float) -> bool:
@@ -73,32 +69,25 @@ def find_spot(
     same_type: str | None = None,
     max_usd_per_work_hour: float | None = None,
 ) -> tuple[Candidate, int, bool] | str:
-    """The first spot pool, in ``cands.spot`` order (effective cost, hazard,
-    preference), that supplies ``work_per_hour`` without an open breaker, a
+    """The first spot pool, in the placement rule's order
+    (``broker.lifecycle.fallback.options``: effective cost, hazard, placement
+    score, preference), that supplies ``work_per_hour`` without an open breaker, a
     recent launch failure or going over the churn budget; one within the
     workload's zone and pool shares if any, else the first over them (a gang
     of three nodes in three zones cannot be restored otherwise; the next plan
     spreads it again). Returns ``(pool, instances, over_share)``, or why none."""
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
-    for i, c in enumerate(cands.spot):
-        if same_type is not None and c.instance_type != same_type:
-            continue
+    ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type))
+    for i, (c, blocked) in enumerate(ranked):
         eff = c.spot_usd_per_work_hour
         if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
-            rest = sum(
-                1 for d in cands.spot[i:] if same_type is None or d.instance_type == same_type
-            )
-            skipped[f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"] = rest
+            skipped[f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"] = len(ranked) - i
             break  # sorted by effective cost: the rest are dearer still
         n = c.instances_for(work_per_hour)
         units = n * c.units
-        if guards.pool_breakers.is_open(c.pool_key, now_s):
-            why = "pool breaker open"
-        elif guards.zone_breakers.is_open(c.zone_key, now_s):
-            why = "zone breaker open"
-        elif guards.unavailable_now(c.pool_key, Tier.SPOT, now_s):
-            why = "out of capacity"
+        if blocked is not None:
+            why = blocked
         elif not guards.churn.allows(units, capacity_units, now_s):
             why = "over the churn budget"
         elif not shares_ok(w, tally, c, units):
@@ -128,10 +117,8 @@ def pick_on_demand(
     ``prefer_pool`` (the lost one) on a tie. Breakers do not apply: on-demand
     is not revoked."""
     best: Candidate | None = None
-    for c in cands.on_demand:
-        if same_type is not None and c.instance_type != same_type:
-            continue
-        if guards.unavailable_now(c.pool_key, Tier.ON_DEMAND, now_s):
+    for c, blocked in options(cands, guards, Tier.ON_DEMAND, now_s=now_s, same_type=same_type):
+        if blocked is not None:
             continue
         if best is None:
             best = c

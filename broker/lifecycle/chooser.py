@@ -82,6 +82,15 @@ class Chooser:
             self._snapshot, self._cands = snapshot, {}
 
     @property
+    def has_market(self) -> bool:
+        return self._costs is not None
+
+    def units(self, pool_key: str) -> int:
+        """Units per instance of a pool in the snapshot (1 if not in it)."""
+        p = None if self._snapshot is None else self._snapshot.by_key().get(pool_key)
+        return 1 if p is None else p.instance.units
+
+    @property
     def costs(self) -> CostTable:
         """The cost table of the snapshot last handed to ``on_market``."""
         if self._costs is None:

@@ -12,12 +12,13 @@ Pure and deterministic given the clock, the notices, fleets and snapshots.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from broker.lifecycle.choices import Guards, checkpoint_verdict
 from broker.lifecycle.chooser import Chooser, Outcome
+from broker.lifecycle.fallback import UnavailableOfferings, instead
 from broker.lifecycle.stretches import BreakGlassBook, stretch_from_record, stretch_record
 from broker.lifecycle.values import (
     CheckpointVerdict,
@@ -57,8 +58,8 @@ class LifecycleManager:
         self._guards = Guards(
             pool_breakers=CircuitBreakers(cfg.pool_breaker),
             zone_breakers=CircuitBreakers(cfg.zone_breaker),
+            unavailable=UnavailableOfferings(),
             churn=ChurnBudget(cfg.churn_window_s, cfg.churn_max_share, cfg.churn_floor_units),
-            unavailable={},
         )
         self._book = BreakGlassBook(workloads.break_glass_cap_usd, cfg)
         self._rebalance = RebalancePrecision(
@@ -84,11 +85,11 @@ class LifecycleManager:
     def record_launch_failure(
         self, pool_key: str, tier: Tier = Tier.SPOT, *, notice_id: str | None = None
     ) -> None:
-        """Insufficient capacity: skip ``(pool_key, tier)`` for ``unavailable_ttl_s``.
+        """Insufficient capacity: skip ``(pool_key, tier)`` for
+        ``markets.ttl.UNAVAILABLE_OFFERING_TTL_S`` (the one book, ``unavailable``).
         Given the ``notice_id`` whose launch failed, its launch is no longer
         counted and a break-glass stretch it opened there is released."""
-        now_s = self._clock.now().timestamp()
-        self._guards.unavailable[(pool_key, tier)] = now_s + self.config.unavailable_ttl_s
+        self._guards.unavailable.mark(pool_key, tier, self._clock.now().timestamp())
         if notice_id is None:
             return
         s = self._book.stretches.get(notice_id)
@@ -154,6 +155,49 @@ class LifecycleManager:
         self._rebalance.seed(pool_key, hits, resolved)
 
     # --- what the daemon reads -----------------------------------------------------
+
+    @property
+    def unavailable(self) -> UnavailableOfferings:
+        """The one book of pools that refused capacity (the daemon marks and
+        reads this same object)."""
+        return self._guards.unavailable
+
+    def instead(
+        self,
+        workload: str,
+        failed_pool: str,
+        tier: Tier,
+        count: int,
+        tried: Collection[str],
+        now: datetime | None = None,
+    ) -> tuple[str, int] | None:
+        """The placement rule (``broker.lifecycle.fallback.instead``) for the
+        work of ``count`` instances of ``failed_pool``: the pool to use
+        instead on ``tier`` and its instance count, never one of ``tried``
+        (``None``: no pool is left, or no snapshot yet). Ranked on the cost
+        table of the snapshot last handed to ``on_market``."""
+        w = self._workloads.get(workload)
+        if w is None or not self._choose.has_market:
+            return None
+        cands = self._choose.candidates(w)
+        itype = PoolKey.parse(failed_pool).instance_type
+        lost = cands.by_pool.get(failed_pool)
+        per_instance = (
+            lost.work_per_instance
+            if lost is not None
+            else self._choose.units(failed_pool) * w.throughput_of(itype)
+        )
+        now_s = ensure_utc(now or self._clock.now()).timestamp()
+        found = instead(
+            cands,
+            self._guards,
+            tier,
+            count * per_instance,
+            now_s=now_s,
+            same_type=self._choose.same_type(w, itype),
+            tried=tried,
+        )
+        return None if found is None else (found[0].pool_key, found[1])
 
     @property
     def break_glass_committed_usd(self) -> float:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from markets.model import Tier
-from markets.ttl import UNAVAILABLE_OFFERING_TTL_S
 from policies.breakglass import BreakerSettings
 
 __all__ = [
+    "REMOVED_TTL_MESSAGE",
     "CheckpointVerdict",
     "Decision",
     "DecisionKind",
@@ -29,6 +29,15 @@ __all__ = [
     "ReturnKind",
     "SpotReturn",
 ]
+
+# The daemon and the lifecycle once kept a TTL each for pools that refused
+# capacity (900 s and 180 s); there is one now, not a setting. A config that
+# still sets either is refused with this, naming its field.
+REMOVED_TTL_MESSAGE = (
+    "{field} is no longer a setting: a pool that refused capacity is skipped for "
+    "markets.ttl.UNAVAILABLE_OFFERING_TTL_S by the daemon and the lifecycle alike; "
+    "remove the field"
+)
 
 
 class DecisionKind(StrEnum):
@@ -156,6 +165,13 @@ class LifecycleConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_second_ttl(cls, data: object) -> object:
+        if isinstance(data, dict) and "unavailable_ttl_s" in data:
+            raise ValueError(REMOVED_TTL_MESSAGE.format(field="lifecycle.unavailable_ttl_s"))
+        return data
+
     # deadline_hours count from here (the plan's start); None: the manager's start.
     horizon_start: datetime | None = None
     # Providers the daemon can launch in ("aws", "gcp"); None: every provider
@@ -165,8 +181,6 @@ class LifecycleConfig(BaseModel):
     # A zone opens on the second revocation within 5 min: one alone may be a
     # single reclaim; two is the clustered pattern (economics.md section 7).
     zone_breaker: BreakerSettings = BreakerSettings(open_after=2)
-    # Insufficient capacity: skip the pool this long (Karpenter's 3 min, markets.ttl).
-    unavailable_ttl_s: float = Field(default=UNAVAILABLE_OFFERING_TTL_S, gt=0.0)
     # Preemption budget (economics.md section 1, example C): at most 5 % of
     # capacity re-placed on spot per 10 min, at least one 8-GPU node; one
     # preemption-driven resize per job per hour.

@@ -257,6 +257,7 @@ class Candidate:
     on_demand_usd_per_work_hour: float
     hazard_per_hour: float
     preference_rank: int
+    placement_score: int | None = None  # 1-10, where the cloud publishes one
 
     def instances_for(self, work_per_hour: float) -> int:
         """Instances that supply at least ``work_per_hour``."""
@@ -265,11 +266,12 @@ class Candidate:
 
 class Candidates:
     """A workload's pools in one snapshot's cost table (of ``providers`` only,
-    if given): spot-usable ranked by (effective cost, hazard, preference);
-    on-demand ranked by (cost per work, preference). Every hazard counts the
-    table's ``interruption_multiplier`` times over (in the effective cost
-    too): the manager widens risk margins this way while the snapshot is
-    stale."""
+        if given): spot-usable ranked by (effective cost, hazard, placement score
+    highest first, preference);
+        on-demand ranked by (cost per work, preference). Every hazard counts the
+        table's ``interruption_multiplier`` times over (in the effective cost
+        too): the manager widens risk margins this way while the snapshot is
+        stale."""
 
     def __init__(
         self,
@@ -298,11 +300,17 @@ class Candidates:
                 on_demand_usd_per_work_hour=od,
                 hazard_per_hour=s.hazard.rate_per_hour * hazard_multiplier,
                 preference_rank=e.preference_rank,
+                placement_score=s.placement_score,
             )
         cands = list(self.by_pool.values())
         self.spot = sorted(
             (c for c in cands if c.spot_usd_per_work_hour is not None),
-            key=lambda c: (c.spot_usd_per_work_hour, c.hazard_per_hour, c.preference_rank),
+            key=lambda c: (
+                c.spot_usd_per_work_hour,
+                c.hazard_per_hour,
+                -(c.placement_score or 0),  # a likelier fulfilment first
+                c.preference_rank,
+            ),
         )
         self.on_demand = sorted(
             cands, key=lambda c: (c.on_demand_usd_per_work_hour, c.preference_rank)

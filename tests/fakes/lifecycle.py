@@ -3,17 +3,18 @@
 ``QuietLifecycle`` implements the whole ``broker.daemon.lifecycle.Lifecycle``
 protocol (``mypy --strict tests/fakes/lifecycle.py`` checks it through the
 annotated assignment at the bottom): every notice is ignored, no stretch is
-ever open, and what the daemon told it is kept in ``calls`` so a test can
+ever open, no pool is offered instead of a refused one (its book of refused
+pools is a real one), and what the daemon told it is kept in ``calls`` so a test can
 assert on it. Subclass it to answer one method differently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from broker.daemon.lifecycle import Json, Lifecycle
-from broker.lifecycle import Decision, DecisionKind, SpotReturn
+from broker.lifecycle import Decision, DecisionKind, SpotReturn, UnavailableOfferings
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
@@ -27,6 +28,7 @@ class QuietLifecycle:
     def __init__(self) -> None:
         self.calls: list[tuple[object, ...]] = []
         self.committed_usd = 0.0
+        self._unavailable = UnavailableOfferings()
 
     def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         self.calls.append(("on_market", snapshot, costs))
@@ -36,6 +38,26 @@ class QuietLifecycle:
 
     def report_progress(self, workload: str, done_unit_hours: float) -> None:
         self.calls.append(("report_progress", workload, done_unit_hours))
+
+    def record_resize(self, workload: str, at: datetime | None = None) -> None:
+        self.calls.append(("record_resize", workload, at))
+
+    @property
+    def unavailable(self) -> UnavailableOfferings:
+        return self._unavailable
+
+    def instead(
+        self,
+        workload: str,
+        failed_pool: str,
+        tier: Tier,
+        count: int,
+        tried: Collection[str],
+        now: datetime | None = None,
+    ) -> tuple[str, int] | None:
+        """No pool instead: a quiet lifecycle knows no market."""
+        self.calls.append(("instead", workload, failed_pool, tier, count))
+        return None
 
     def restore_break_glass(self, committed_usd: float, stretches: Sequence[Json] = ()) -> None:
         self.calls.append(("restore_break_glass", committed_usd, list(stretches)))

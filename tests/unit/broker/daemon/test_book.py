@@ -15,19 +15,21 @@ from broker.daemon.book import FleetBook
 from markets.fleet import LaunchRequest
 from markets.model import Tier
 from policies.workloads.spec import parse_workloads
+from tests.fakes.lifecycle import QuietLifecycle
 
 # Equal-priced pools (the book has no snapshot: every price is 0): which
 # surplus instance keeps the plan's count must not depend on set order.
 _STICK = """
 import json
 from broker.daemon.book import FleetBook, stick
+from tests.fakes.lifecycle import QuietLifecycle
 from policies.workloads.spec import parse_workloads
 ws = parse_workloads({"workloads": [{"name": "w", "class": "batch",
     "instance_types": ["p3.2xlarge"], "unit_hours": 10}]})
 pools = [f"aws/us-west-2/us-west-2{z}/p3.2xlarge" for z in "abcdef"]
 want = {("w", pools[0], "spot"): 1}
 running = {("w", p, "spot"): 1.0 for p in pools[3:]}
-print(json.dumps(sorted(stick(want, running, FleetBook("me", ws), 0.05).items())))
+print(json.dumps(sorted(stick(want, running, FleetBook("me", ws, QuietLifecycle()), 0.05).items())))
 """
 
 
@@ -57,7 +59,7 @@ def _book() -> FleetBook:
             ],
         }
     )  # fmt: skip
-    return FleetBook("me", ws)
+    return FleetBook("me", ws, QuietLifecycle())
 
 
 def test_a_budget_refusal_warns_when_it_starts_not_at_every_pass(

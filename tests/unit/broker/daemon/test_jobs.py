@@ -3,6 +3,7 @@ and a lifecycle that decides nothing (``tests.fakes.lifecycle``)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,12 +17,14 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.plan import PlanJob, PlanState, Progress
 from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.stretches import StretchJob
+from broker.lifecycle import LifecycleManager, UnavailableOfferings
 from markets.clock import ManualClock
 from markets.errors import TransientError
 from markets.fleet import ErrorKind, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import alternate_pool_key
 from markets.model import MarketSnapshot, Tier
 from markets.sim.cloud import SimCloud, SimOptions
+from markets.ttl import UNAVAILABLE_OFFERING_TTL_S
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadSet, parse_workloads
 from tests.fakes.lifecycle import QuietLifecycle
@@ -52,12 +55,36 @@ class FlakyMarket(TinyMarket):
 
 def _plan_job(market: TinyMarket, lc: QuietLifecycle) -> tuple[PlanJob, FleetBook]:
     ws = _workloads()
-    book = FleetBook(OWNER, ws)
+    book = FleetBook(OWNER, ws, lc)
     config = DaemonConfig.model_validate({"owner": OWNER, "planner": "fast"})
     job = PlanJob(
         config, ws, market, Store("sqlite://"), book, lc, ManualClock(T0), DaemonMetrics()
     )
     return job, book
+
+
+class PlacingLifecycle(QuietLifecycle):
+    """Quiet, but with the real placement rule and book (a ``LifecycleManager``'s)."""
+
+    def __init__(self, workloads: WorkloadSet, clock: ManualClock, snap: MarketSnapshot) -> None:
+        super().__init__()
+        self.manager = LifecycleManager(workloads, clock)
+        self.manager.on_market(snap)
+
+    @property
+    def unavailable(self) -> UnavailableOfferings:
+        return self.manager.unavailable
+
+    def instead(
+        self,
+        workload: str,
+        failed_pool: str,
+        tier: Tier,
+        count: int,
+        tried: Collection[str],
+        now: datetime | None = None,
+    ) -> tuple[str, int] | None:
+        return self.manager.instead(workload, failed_pool, tier, count, tried, now)
 
 
 def test_a_refused_launch_moves_to_the_next_pool_under_a_derived_key() -> None:
@@ -66,11 +93,11 @@ def test_a_refused_launch_moves_to_the_next_pool_under_a_derived_key() -> None:
     cloud = SimCloud(market, clock, SimOptions())
     cloud.exhaust(A, until=T0 + timedelta(days=1))
     store = Store("sqlite://")
-    book = FleetBook(OWNER, _workloads())
+    lc = PlacingLifecycle(_workloads(), clock, market.snapshot(T0))
+    book = FleetBook(OWNER, _workloads(), lc)
     book.set_snapshot(market.snapshot(T0))
     executor = Executor(cloud, store, OWNER, clock, DaemonMetrics(), Backoff())
-    lc = QuietLifecycle()
-    launcher = Launcher(executor, book, lc, clock, unavailable_ttl_s=600)
+    launcher = Launcher(executor, book, lc, clock)
     req = LaunchRequest(idempotency_key="sf-test-1", pool_key=A, tier=Tier.SPOT,
                         workload="sweeps", count=2, owner=OWNER, plan_generation=0)  # fmt: skip
 
@@ -80,7 +107,8 @@ def test_a_refused_launch_moves_to_the_next_pool_under_a_derived_key() -> None:
     assert {i.pool_key for i in cloud.alive()} == {B}  # B and C tie on price: by key
     assert lc.called("record_launch_failure") == [(A, Tier.SPOT, "n-1")]
     assert book.is_unavailable(A, Tier.SPOT, clock.now())
-    assert not book.is_unavailable(A, Tier.SPOT, clock.now() + timedelta(seconds=601))
+    ttl = timedelta(seconds=UNAVAILABLE_OFFERING_TTL_S + 1)
+    assert not book.is_unavailable(A, Tier.SPOT, clock.now() + ttl)
     with store.transaction() as tx:
         assert tx.action(alternate_pool_key("sf-test-1", B)) is not None
     # Without fallback a refusal is reported to the caller, nothing launched.
@@ -162,8 +190,8 @@ def test_a_restart_hands_the_lifecycle_the_store_total_and_the_stretches_still_o
     clock = ManualClock(T0)
     cloud = SimCloud(TinyMarket(), clock, SimOptions())
     executor = Executor(cloud, store, OWNER, clock, DaemonMetrics(), Backoff())
-    book = FleetBook(OWNER, _workloads())
-    launcher = Launcher(executor, book, lc, clock, unavailable_ttl_s=600)
+    book = FleetBook(OWNER, _workloads(), lc)
+    launcher = Launcher(executor, book, lc, clock)
     job = StretchJob(lc, store, executor, launcher, clock, DaemonMetrics(), owner=OWNER)
 
     job.restore()
