@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
-from broker.daemon.lifecycle import Json, Lifecycle
+from broker.daemon.lifecycle import Lifecycle
+from broker.daemon.store.tx import Json
 from broker.lifecycle import Decision, DecisionKind, SpotReturn, UnavailableOfferings
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
