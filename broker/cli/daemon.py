@@ -213,7 +213,7 @@ def _simulate(
     pairs: tuple[str, ...], start: str | None, seed: int | None, as_json: bool,
 ) -> None:  # fmt: skip
     from broker.daemon.accelerated import simulate_daemon
-    from markets.registry import open_market
+    from broker.daemon.wiring import open_config_market
 
     if provider not in (None, "sim"):
         raise InputError(
@@ -225,7 +225,7 @@ def _simulate(
             store_url="sqlite://", planner="fast", metrics_port=0, intervals=SIM_INTERVALS
         )
     config = _with_sim(_config(config_path, **overrides), pairs, start, seed)
-    market_source = open_market(config.market, **config.market_options)
+    market_source = open_config_market(config)
     if not isinstance(market_source, HistorySource):  # the live markets have no history
         raise InputError(
             "--market", None, "a market with an hourly history (default or recorded data)",

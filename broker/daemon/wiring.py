@@ -43,6 +43,7 @@ __all__ = [
     "build_daemon",
     "default_lifecycle",
     "open_account",
+    "open_config_market",
     "sim_options",
 ]
 
@@ -103,13 +104,18 @@ class Account:
     clock: Clock
 
 
+def open_config_market(config: DaemonConfig) -> PriceSource:
+    """The market ``config`` names (``market``, with its ``market_options``)."""
+    return open_market(config.market, **config.market_options)
+
+
 def open_account(config: DaemonConfig) -> Account:
     """The market and provider ``config`` names, through the registries. A
     real cloud runs on the system clock; the simulated cloud (``sim``) keeps
     its own (simulated time at the real rate from ``sim.start`` or the
     market's first hour; with ``sim.state_file`` the account lives in that
     file and outlives the process)."""
-    market = open_market(config.market, **config.market_options)
+    market = open_config_market(config)
     if config.provider != "sim":
         cloud = open_provider(config.provider, owner=config.owner, **config.provider_options)
         return Account(market, cloud, SystemClock())
