@@ -10,12 +10,17 @@ computes new ones from old ones and returns them (the ``Daemon`` holds them):
   transient failure the last good snapshot is kept, marked stale;
 - ``restore``: generation, epoch and progress from the store after a restart
   (a configured ``horizon_start`` wins), the epoch handed to the lifecycle;
-- ``track_progress``: live units x throughput x time since the last count;
-- ``propose`` and ``commit``: the rolling horizon. Plan ``horizon_hours``
-  from the hour of the snapshot, pin running allocations through the churn
-  cost, carry job progress and deadlines; while the snapshot is stale, count
-  hazards ``stale_hazard_multiplier`` times over. ``propose`` solves (the
-  daemon calls it outside its lock: solving takes seconds); ``commit``
+- ``track_progress``: live units x throughput x time since the last count,
+  and the dollars those instances cost at the snapshot's prices;
+- ``propose`` and ``commit``: one step of the planning loop
+  (``broker.planning.rolling``, the loop the what-if and the benches
+  replay). ``rolling_state`` says where the loop stands (hours since the
+  epoch, plan generation, fixed commitments, running instances, work left,
+  dollars spent), ``window_problem`` plans ``horizon_hours`` from the hour
+  of the snapshot with it (a uniform-progress milestone over the re-plan
+  interval, budgets less what was spent); while the snapshot is stale,
+  hazards count ``stale_hazard_multiplier`` times over. ``propose`` solves
+  (the daemon calls it outside its lock: solving takes seconds); ``commit``
   records the plan under the next generation and returns it in force.
 
 Must not: call the provider, take the daemon's lock, or decide about notices.
@@ -24,6 +29,7 @@ Must not: call the provider, take the daemon's lock, or decide about notices.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,18 +45,19 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
 from broker.daemon.store.tx import Json
 from broker.planning.demand import DemandSet, load_demand
-from broker.planning.optimizer import PlanningProblem, PlanOptions, build_problem
+from broker.planning.optimizer import PlanningProblem, PlanOptions
 
 # Both solvers are imported here (PuLP with the MILP one, ~0.1 s at start-up):
 # the daemon picks one by its config, and a daemon starts once.
 from broker.planning.optimizer.fast import fast_plan
 from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
+from broker.planning.rolling import FLEET, RollingState, window_problem
 from markets.clock import Clock
 from markets.errors import AuthError, InfeasiblePlanError, InputError, SpotfolioError
 from markets.fleet import Instance
-from markets.keys import PoolKey
-from markets.model import MarketSnapshot
+from markets.keys import CommitmentKey, PoolKey
+from markets.model import MarketSnapshot, Tier
 from markets.protocols import PriceSource
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
@@ -73,10 +80,13 @@ class PlanState:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Work done by training and batch jobs (unit-hours), counted up to ``at``."""
+    """Work done by training and batch jobs (unit-hours) and dollars spent
+    per workload (and the fleet's total under ``FLEET``, committed capacity
+    the config lists included), counted up to ``at``."""
 
     work_done: Mapping[str, float] = field(default_factory=dict)
     at: datetime | None = None
+    spent_usd: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +199,11 @@ class PlanJob:
                 generation=gen, epoch=datetime.fromisoformat(epoch) if epoch else None
             )
             done = summary.get("work_done") or {}
-            progress = Progress({k: float(v) for k, v in done.items()})
+            spent = summary.get("spent_usd") or {}
+            progress = Progress(
+                {k: float(v) for k, v in done.items()},
+                spent_usd={k: float(v) for k, v in spent.items()},
+            )
         if self._config.horizon_start is not None:
             state = PlanState(generation=state.generation, epoch=self._config.horizon_start)
         if state.epoch is not None:
@@ -201,22 +215,62 @@ class PlanJob:
         self, progress: Progress, fleet: Sequence[Instance], now: datetime
     ) -> Progress:
         """Work done by training/batch jobs since ``progress.at``: live units
-        x throughput x time; each job's total goes to the lifecycle."""
+        x throughput x time; each job's total goes to the lifecycle. Dollars:
+        each instance at its tier's price in the snapshot in force (the
+        configured commitments at their committed price, used or not)."""
         last = progress.at
         if last is None or now <= last:
-            return Progress(progress.work_done, now)
+            return Progress(progress.work_done, now, progress.spent_usd)
         hours = (now - last).total_seconds() / 3600.0
         done = dict(progress.work_done)
+        spent = dict(progress.spent_usd)
+        snap = self._book.snapshot
         for inst in fleet:
             w = self._book.workload(inst.workload)
-            if w is None or w.workload_class is WorkloadClass.SERVING:
+            if w is None:
+                continue
+            if snap is not None and inst.tier is not Tier.COMMITTED:
+                usd = self._book.price(inst.pool_key, inst.tier) * hours
+                spent[w.name] = spent.get(w.name, 0.0) + usd
+                spent[FLEET] = spent.get(FLEET, 0.0) + usd
+            if w.workload_class is WorkloadClass.SERVING:
                 continue
             itype = PoolKey.parse(inst.pool_key).instance_type
             work = inst.units * w.throughput_of(itype) * hours
             done[w.name] = done.get(w.name, 0.0) + work
+        if snap is not None and self._config.committed:
+            committed = _committed_usd_per_hour(snap, self._config.committed)
+            spent[FLEET] = spent.get(FLEET, 0.0) + committed * hours
         for name, total in done.items():
             self._lifecycle.report_progress(name, total)
-        return Progress(done, now)
+        return Progress(done, now, spent)
+
+    def rolling_state(
+        self,
+        snap: MarketSnapshot,
+        state: PlanState,
+        progress: Progress,
+        running: Mapping[tuple[str, str, str], float],
+    ) -> tuple[RollingState, datetime]:
+        """Where the planning loop stands at the snapshot's hour, and the
+        epoch (set from that hour by the first plan)."""
+        start = snap.at.replace(minute=0, second=0, microsecond=0)
+        epoch = state.epoch or start
+        elapsed_h = int(max(0.0, (start - epoch).total_seconds()) // 3600)
+        remaining = {
+            w.name: max(0.0, w.unit_hours - progress.work_done.get(w.name, 0.0))
+            for w in self._workloads.workloads
+            if w.unit_hours is not None
+        }
+        rolling = RollingState(
+            hour=elapsed_h,
+            generation=state.generation,
+            committed=dict(self._config.committed),
+            previous_instances=dict(running),
+            remaining_unit_hours=remaining,
+            spent_usd=dict(progress.spent_usd),
+        )
+        return rolling, epoch
 
     # --- the plan -----------------------------------------------------------------
     def propose(
@@ -231,32 +285,22 @@ class PlanJob:
         docstring); ``running`` is the fleet's counts per slot, pinned
         through the churn cost. None: infeasible (the plan in force stays)."""
         hours = self._config.horizon_hours
-        start = snap.at.replace(minute=0, second=0, microsecond=0)
-        epoch = state.epoch or start
         if state.epoch is None:
-            self._lifecycle.set_horizon_start(epoch)
-        elapsed_h = (start - epoch).total_seconds() / 3600.0
-        remaining: dict[str, float] = {}
-        deadlines: dict[str, float] = {}
-        for w in self._workloads.workloads:
-            if w.unit_hours is not None:
-                remaining[w.name] = max(0.0, w.unit_hours - progress.work_done.get(w.name, 0.0))
-            if w.deadline_hours is not None:
-                deadlines[w.name] = max(1.0, w.deadline_hours - elapsed_h)
+            self._lifecycle.set_horizon_start(snap.at.replace(minute=0, second=0, microsecond=0))
+        rolling, epoch = self.rolling_state(snap, state, progress, running)
+        start = snap.at.replace(minute=0, second=0, microsecond=0)
         caps = self._book.unavailable_capacity(now, hours)
         options = self._options(snap)
-        problem = build_problem(
+        problem = window_problem(
             snap,
             self._workloads,
             self._serving_demand(start, hours),
+            rolling,
             hours=hours,
+            step_hours=self.step_hours,
             options=options,
             costs=self.costs(snap),
             spot_capacity_instances=caps or None,
-            committed_fixed=dict(self._config.committed),
-            previous_instances=dict(running),
-            remaining_unit_hours=remaining,
-            deadline_hour=deadlines,
         )
         try:
             plan = self._solve(problem)
@@ -279,6 +323,7 @@ class PlanJob:
             "planned_cost_by_tier": plan.planned_cost_by_tier(),
             "epoch": proposal.epoch.isoformat(),
             "work_done": dict(progress.work_done),
+            "spent_usd": dict(progress.spent_usd),
             "stale_market": proposal.stale_market,
             "interruption_multiplier": proposal.interruption_multiplier,
         }
@@ -299,6 +344,11 @@ class PlanJob:
         )
         return PlanState(plan, gen, now, proposal.epoch)
 
+    @property
+    def step_hours(self) -> int:
+        """The planning loop's step: the re-plan interval, in whole hours."""
+        return max(1, math.ceil(self._config.intervals.replan_s / 3600.0))
+
     def _solve(self, problem: PlanningProblem) -> Plan:
         return fast_plan(problem) if self._config.planner == "fast" else solve(problem)
 
@@ -316,3 +366,16 @@ class PlanJob:
                 log.warning(kv("demand_outside_file", start=start.isoformat(), fallback="shapes"))
         shapes = DemandSet.from_shapes(ws, start, hours, cfg.demand_seed)
         return {n: s.to_numpy(dtype=float) for n, s in shapes.serving.items()}
+
+
+def _committed_usd_per_hour(snap: MarketSnapshot, committed: Mapping[str, int]) -> float:
+    """The hourly price of the configured commitments (group key ->
+    instances), each at its region's committed price in the snapshot."""
+    price: dict[str, float] = {}
+    for p in snap.pools:
+        usd = p.price(Tier.COMMITTED)
+        if usd is None:
+            continue
+        key = str(CommitmentKey(p.pool.provider.value, p.pool.region, p.pool.instance_type))
+        price[key] = min(usd, price.get(key, usd))
+    return sum(n * price.get(group, 0.0) for group, n in committed.items())

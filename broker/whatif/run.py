@@ -3,7 +3,9 @@
 Owns: ``run_whatif`` and its result types. Steps: take the market snapshot at
 the start; split serving demand into history (before the start) and actuals
 (the horizon); forecast the horizon from history (hour-of-week profile);
-plan every scenario on the forecast; bill every plan on the actual demand and
+plan every baseline on the forecast; replay the daemon's planning loop for
+Spotfolio (``broker.whatif.replay``: every step plans on what was known
+then); bill every plan on the actual demand and
 the actual hourly spot market (``broker.whatif.billing``); optionally sweep fixed
 commitment levels ("raise committed capacity from 40 % to 60 % of peak?").
 
@@ -34,6 +36,7 @@ from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, buil
 from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import Bill, MarketActuals, bill_plan
+from broker.whatif.replay import replay
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
@@ -41,10 +44,24 @@ from policies.cost_table import CostEntry, CostOptions, CostTable
 from policies.reservations import breakeven_occupancy, marginal_occupancy
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
-__all__ = ["HISTORY_DAYS", "Scenario", "SweepPoint", "WhatIfResult", "run_whatif"]
+__all__ = [
+    "HISTORY_DAYS",
+    "HORIZON_HOURS",
+    "REPLAN_HOURS",
+    "Scenario",
+    "SweepPoint",
+    "WhatIfResult",
+    "run_whatif",
+]
 
 FloatArray = npt.NDArray[np.float64]
 HISTORY_DAYS = 28  # four weeks of history to learn the hour-of-week profile
+# The replayed planning loop: re-plan every 6 h, 24 h ahead (the daemon's
+# default horizon). The daemon re-plans hourly; 6-hourly steps keep a 30-day
+# replay to ~120 solves, and the uniform-progress milestone keeps each step
+# doing its share either way.
+REPLAN_HOURS = 6
+HORIZON_HOURS = 24
 
 
 @dataclass(frozen=True)
@@ -156,8 +173,15 @@ def run_whatif(
     committed_levels: tuple[float, ...] = (),
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    replan_hours: int = REPLAN_HOURS,
+    horizon_hours: int = HORIZON_HOURS,
 ) -> WhatIfResult:
-    """Plan and bill every scenario over ``days`` from ``start``."""
+    """Plan and bill every scenario over ``days`` from ``start``. The
+    ``spotfolio`` scenario is the daemon's planning loop replayed
+    (``broker.whatif.replay``: re-planned every ``replan_hours``,
+    ``horizon_hours`` ahead, on what was known at each step) with the
+    commitments the whole-period plan buys; that plan stays the sweep's
+    reference."""
     from broker.planning.optimizer.solve import solve  # PuLP only when planning
 
     say = progress or (lambda _msg: None)
@@ -187,6 +211,24 @@ def run_whatif(
     plan = solve(problem)
     clock["optimizer_s"] = time.perf_counter() - t
 
+    say("replaying the daemon's planning loop")
+    t = time.perf_counter()
+    rolled = replay(
+        market,
+        workloads,
+        demand,
+        start,
+        hours,
+        actuals,
+        committed=plan.committed_instances(),
+        step_hours=replan_hours,
+        horizon_hours=horizon_hours,
+        options=dataclasses.replace(opts, period_hours=1),
+        fallback_demand=forecast,
+        progress=say,
+    )
+    clock["replay_s"] = time.perf_counter() - t
+
     say("billing scenarios")
     t = time.perf_counter()
     listed = tables.get(CostOptions())  # the baselines' rules: the hazard as listed
@@ -200,7 +242,7 @@ def run_whatif(
             costs=tables.get(CostOptions(term_years=opts.term_years)),
         ),
         static_mix(snapshot, workloads, forecast, hours, costs=listed),
-        plan,
+        rolled.plan,
     ]
     names = ["on_demand", "committed_quantile", "static_mix", "spotfolio"]
     scenarios = [

@@ -378,8 +378,12 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             terms = [(v, c * float(lengths[t])) for t in range(n_t) for v, c in w_cost[t]]
             if terms:
                 cname = name("budget_w")
-                prob += _lin(terms) <= w.budget_usd, cname
-                built.described[cname] = f"{w.name}: budget ${w.budget_usd:,.2f} over the horizon"
+                left = max(0.0, w.budget_usd - problem.spent_usd.get(w.name, 0.0))
+                prob += _lin(terms) <= left, cname
+                built.described[cname] = (
+                    f"{w.name}: budget ${w.budget_usd:,.2f} over the horizon"
+                    f" (${left:,.2f} left to spend)"
+                )
 
     for (g, _t), terms in commit_use.items():
         cname = name("commit")
@@ -401,8 +405,11 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         terms = [(v, c * H) for v, c in commit_hourly]
         terms += [(v, c * float(lengths[t])) for t in range(n_t) for v, c in fleet_cost[t]]
         cname = name("budget")
-        prob += _lin(terms) <= ws.budget_usd, cname
-        built.described[cname] = f"fleet budget ${ws.budget_usd:,.2f} over the horizon"
+        left = max(0.0, ws.budget_usd - problem.spent_usd.get("", 0.0))
+        prob += _lin(terms) <= left, cname
+        built.described[cname] = (
+            f"fleet budget ${ws.budget_usd:,.2f} over the horizon (${left:,.2f} left to spend)"
+        )
 
     prob += _lin(objective)
     return built

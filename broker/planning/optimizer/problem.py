@@ -146,6 +146,11 @@ class PlanningProblem:
     # rolling horizon's uniform-progress milestone, so re-plans cannot keep
     # pushing work past the step they commit).
     milestones: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    # Dollars already spent against the horizon budgets (``budget_usd``) by
+    # earlier steps of a rolling horizon: per workload name, and for the
+    # fleet under "" (``broker.planning.rolling.FLEET``). The budget left is
+    # the budget less this.
+    spent_usd: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Also on dataclasses.replace: a variant with other cost knobs needs
@@ -298,6 +303,7 @@ def build_problem(
     committed_fixed: Mapping[str, int] | None = None,
     previous_instances: Mapping[tuple[str, str, str], float] | None = None,
     milestones: Mapping[str, tuple[int, float]] | None = None,
+    spent_usd: Mapping[str, float] | None = None,
 ) -> PlanningProblem:
     """A problem over ``hours`` from ``snapshot``: prices flat at the snapshot's
     unless hourly ``spot_prices`` / ``spot_capacity_instances`` (pool key ->
@@ -358,4 +364,5 @@ def build_problem(
         committed_fixed=committed_fixed,
         previous_instances={} if previous_instances is None else previous_instances,
         milestones={} if milestones is None else milestones,
+        spent_usd={} if spent_usd is None else spent_usd,
     )

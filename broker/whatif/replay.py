@@ -1,0 +1,149 @@
+"""What the daemon would have done over a past period: its planning loop, replayed.
+
+Owns: ``replay``. At every step of ``step_hours`` the daemon's planning loop
+(``broker.planning.rolling``: ``window_problem`` on the carried
+``RollingState``, solved by the daemon's planner) plans ``horizon_hours``
+ahead on what was known then: the market snapshot of that hour and a
+serving forecast made from the demand history before it. It keeps the first
+step and carries forward what *actually* happened in it (``MarketActuals``):
+spot work delivered at the share of each hour spot was really held (the
+plan counted the snapshot's expected share: ``broker.whatif.billing`` swaps
+the same way), dollars at the hour's actual spot price. The what-if's
+``spotfolio`` scenario and the portfolio bench are this replay, billed on
+actuals.
+
+Must not: bill (``broker.whatif.billing``), react to lost spot (the
+lifecycle does, in the bill's reaction replay) or look past a step's hour
+for anything but the actuals of the step just taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from broker.planning.demand import DemandSet
+from broker.planning.optimizer.problem import FloatArray, PlanningProblem, PlanOptions
+from broker.planning.plan import Plan
+from broker.planning.rolling import (
+    FLEET,
+    RollingResult,
+    RollingState,
+    StepOutcome,
+    initial_state,
+    rolling_horizon,
+    window_problem,
+)
+from broker.whatif.billing import MarketActuals
+from markets.model import MarketSnapshot, Tier
+from markets.protocols import HistorySource, PriceSource
+from policies.workloads.spec import WorkloadSet
+
+__all__ = ["DECIDED_BY", "replay"]
+
+# The code that makes the replay's decisions (reported as ``decided_by``).
+DECIDED_BY = "broker.planning.rolling:window_problem+advance"
+
+
+def replay(
+    market: PriceSource,
+    workloads: WorkloadSet,
+    demand: DemandSet,
+    start: datetime,
+    hours: int,
+    actuals: MarketActuals,
+    *,
+    committed: Mapping[str, int] | None,
+    step_hours: int = 6,
+    horizon_hours: int = 24,
+    options: PlanOptions | None = None,
+    solve_fn: Callable[[PlanningProblem], Plan] | None = None,
+    fallback_demand: Mapping[str, FloatArray] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RollingResult:
+    """Replay the planning loop over ``[start, start + hours)`` (module
+    docstring). ``committed``: the commitments held over the period (bought
+    before it starts; ``None``: the first step buys them). A market without
+    history (a live one) gives its snapshot of ``start`` at every step.
+    ``fallback_demand``: per serving workload, hourly demand over the period
+    to plan on where no forecast can be made yet (no history before it)."""
+    opts = options or PlanOptions(period_hours=1)
+    snaps: dict[int, MarketSnapshot] = {}
+    first_snap = market.snapshot(start)
+    recorded = isinstance(market, HistorySource)
+    steps = -(-hours // step_hours)
+
+    def window(t: int, state: RollingState) -> PlanningProblem:
+        at = start + timedelta(hours=t)
+        snap = market.snapshot(at) if recorded and t > 0 else first_snap
+        snaps[t] = snap
+        if progress is not None and (t // step_hours) % 20 == 0:
+            progress(f"replaying the planning loop: step {t // step_hours + 1} of {steps}")
+        fc = {
+            n: _finite_or(f.point.to_numpy(dtype=float), fallback_demand, n, t)
+            for n, f in demand.forecast(at, horizon_hours).items()
+        }
+        return window_problem(
+            snap, workloads, fc, state, hours=horizon_hours, step_hours=step_hours, options=opts
+        )
+
+    def happened(state: RollingState, plan: Plan, step: int) -> StepOutcome:
+        t = state.hour
+        return _step_actuals(plan, step, snaps[t], actuals, t)
+
+    first = initial_state(workloads, committed=committed)
+    return rolling_horizon(
+        window,
+        hours,
+        step_hours=step_hours,
+        initial=first,
+        solve_fn=solve_fn,
+        happened=happened,
+    )
+
+
+def _finite_or(
+    forecast: FloatArray, fallback: Mapping[str, FloatArray] | None, name: str, t: int
+) -> FloatArray:
+    """The forecast, with hours it cannot say (no history yet) taken from the
+    fallback demand at the same hours (its last value past its end)."""
+    if fallback is None or name not in fallback or np.all(np.isfinite(forecast)):
+        return forecast
+    src = np.asarray(fallback[name], dtype=float)
+    idx = np.minimum(np.arange(t, t + len(forecast)), len(src) - 1)
+    return np.where(np.isfinite(forecast), forecast, src[idx])
+
+
+def _step_actuals(
+    plan: Plan, step: int, snap: MarketSnapshot, actuals: MarketActuals, offset: int
+) -> StepOutcome:
+    """Work and dollars of the plan's first ``step`` hours as they happened:
+    spot at the held share and the actual price of each hour."""
+    a = plan.hourly_instances()
+    a = a[a["hour"] < step]
+    expected = {p.pool.key: (p.available_share if p.available_share else 1.0) for p in snap.pools}
+    done: dict[str, float] = {}
+    spent: dict[str, float] = {FLEET: plan.committed_usd_per_hour() * step}
+    spot = (a["tier"] == Tier.SPOT.value).to_numpy()
+    for i, (name, key, hour, n, work, usd) in enumerate(
+        zip(
+            a["workload"],
+            a["pool_key"],
+            a["hour"],
+            a["instances"],
+            a["work_per_hour"],
+            a["usd_per_instance_hour"],
+            strict=True,
+        )
+    ):
+        w_done, paid = float(work), float(n) * float(usd)
+        if spot[i]:
+            held = actuals.held(str(key), offset + int(hour))
+            w_done *= held / expected.get(str(key), 1.0)
+            paid = float(n) * actuals.price(str(key), offset + int(hour), float(usd)) * held
+        done[str(name)] = done.get(str(name), 0.0) + w_done
+        spent[str(name)] = spent.get(str(name), 0.0) + paid
+        spent[FLEET] += paid
+    return done, spent
