@@ -57,6 +57,9 @@ SCHEMA = "spotfolio.bench/1"
 # measurements run at full size (30-day portfolio, all solver sizes, a
 # 1,000-notice storm), below it they shrink so CI stays fast.
 FULL_SIZE_WINDOWS = 20
+# The portfolio setting runs this many seeds at full size (``seed``,
+# ``seed + 1``, ...): its target must hold on each (issue 13).
+PORTFOLIO_SEEDS = 3
 
 
 class ReplayThroughput(TypedDict, total=False):
@@ -89,9 +92,10 @@ def _portfolio(data: BenchData, windows: int, seed: int) -> Mapping[str, object]
     training workloads (A10G/L4 and A100/H100)."""
     from broker.bench import portfolio  # lazy: see above
 
-    days = 30 if windows >= FULL_SIZE_WINDOWS else max(1, min(windows, 7))
-    market = open_market("default", seed=seed + 7)
-    out = portfolio.run(market, days=days, seed=seed)
+    full = windows >= FULL_SIZE_WINDOWS
+    days = 30 if full else max(1, min(windows, 7))
+    seeds = [seed + i for i in range(PORTFOLIO_SEEDS if full else 1)]
+    out = portfolio.run_seeds(lambda s: open_market("default", seed=s + 7), seeds, days=days)
     out["market"] = "default"
     return out
 
@@ -129,14 +133,15 @@ MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
 # issue 5 / benchmarks.md: (block, path, comparison, limit)
 TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("deadline", "spotfolio_vs_uniform_progress", "<=", 0.97),
-    ("deadline", "spotfolio_worst_quadrant_vs_uniform_progress", "<=", 1.01),
-    ("deadline", "gap_closure_vs_greedy.spotfolio", "<=", 0.45),
+    ("deadline", "spotfolio_worst_quadrant_vs_uniform_progress", "<=", 1.00),
+    ("deadline", "gap_closure_vs_greedy.spotfolio", "<=", 0.40),
     ("deadline", "misses_except_greedy", "<=", 0),
     ("fleet", "spotfolio.availability", ">=", 0.995),
     ("fleet", "spotfolio.cost_vs_on_demand", "<=", 0.55),
     ("fleet", "spotfolio.cost_vs_omniscient", "<=", 1.10),
-    ("portfolio", "spotfolio_rolling.cost_vs_hindsight", "<=", 1.05),
-    ("portfolio", "spotfolio_rolling.unmet_serving_unit_hours", "<=", 0),
+    # issue 13: the daemon's planning loop on every seed of the run
+    ("portfolio", "spread.spotfolio.cost_vs_hindsight_max", "<=", 1.05),
+    ("portfolio", "spread.spotfolio.unmet_serving_unit_hours_max", "<=", 0),
     # issue 4: 40 x 20 x 24 to a proven 0.5 % gap in <= 5 s (full-size runs only)
     ("machinery", "solver.40x20x24.seconds", "<=", 5.0),
     ("machinery", "solver.40x20x24.gap", "<=", 0.005),
@@ -208,7 +213,10 @@ def _derived(out: Mapping[str, object]) -> dict[str, Mapping[str, object]]:
     return {
         "deadline": deadline,
         "fleet": obj(at(out, "fleet", "policies")),
-        "portfolio": obj(at(out, "portfolio", "policies")),
+        "portfolio": {
+            **obj(at(out, "portfolio", "policies")),
+            "spread": obj(at(out, "portfolio", "spread")),
+        },
         "machinery": obj(out.get("machinery")),
     }
 

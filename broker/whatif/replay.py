@@ -39,12 +39,15 @@ from broker.planning.rolling import (
 from broker.whatif.billing import MarketActuals
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
+from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadSet
 
 __all__ = ["DECIDED_BY", "replay"]
 
-# The code that makes the replay's decisions (reported as ``decided_by``).
-DECIDED_BY = "broker.planning.rolling:window_problem+advance"
+# The code that makes the replay's decisions (reported as ``decided_by``): the
+# problem each step solves, built from the carried state, as the daemon's plan
+# job builds it at every re-plan (solved by the same optimizer).
+DECIDED_BY = "broker.planning.rolling:window_problem"
 
 
 def replay(
@@ -62,16 +65,19 @@ def replay(
     solve_fn: Callable[[PlanningProblem], Plan] | None = None,
     fallback_demand: Mapping[str, FloatArray] | None = None,
     progress: Callable[[str], None] | None = None,
+    first: tuple[MarketSnapshot, CostTable] | None = None,
 ) -> RollingResult:
     """Replay the planning loop over ``[start, start + hours)`` (module
     docstring). ``committed``: the commitments held over the period (bought
     before it starts; ``None``: the first step buys them). A market without
     history (a live one) gives its snapshot of ``start`` at every step.
     ``fallback_demand``: per serving workload, hourly demand over the period
-    to plan on where no forecast can be made yet (no history before it)."""
+    to plan on where no forecast can be made yet (no history before it).
+    ``first``: the snapshot of ``start`` and its cost table, when the caller
+    has them (priced with ``options``): the first step plans on them."""
     opts = options or PlanOptions(period_hours=1)
     snaps: dict[int, MarketSnapshot] = {}
-    first_snap = market.snapshot(start)
+    first_snap, first_costs = first if first is not None else (market.snapshot(start), None)
     recorded = isinstance(market, HistorySource)
     steps = -(-hours // step_hours)
 
@@ -85,20 +91,21 @@ def replay(
             n: _finite_or(f.point.to_numpy(dtype=float), fallback_demand, n, t)
             for n, f in demand.forecast(at, horizon_hours).items()
         }
+        costs = first_costs if snap is first_snap else None
         return window_problem(
-            snap, workloads, fc, state, hours=horizon_hours, step_hours=step_hours, options=opts
-        )
+            snap, workloads, fc, state, hours=horizon_hours, step_hours=step_hours,
+            options=opts, costs=costs,
+        )  # fmt: skip
 
     def happened(state: RollingState, plan: Plan, step: int) -> StepOutcome:
         t = state.hour
         return _step_actuals(plan, step, snaps[t], actuals, t)
 
-    first = initial_state(workloads, committed=committed)
     return rolling_horizon(
         window,
         hours,
         step_hours=step_hours,
-        initial=first,
+        initial=initial_state(workloads, committed=committed),
         solve_fn=solve_fn,
         happened=happened,
     )

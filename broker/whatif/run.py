@@ -213,6 +213,7 @@ def run_whatif(
 
     say("replaying the daemon's planning loop")
     t = time.perf_counter()
+    step_opts = dataclasses.replace(opts, period_hours=1)
     rolled = replay(
         market,
         workloads,
@@ -223,9 +224,10 @@ def run_whatif(
         committed=plan.committed_instances(),
         step_hours=replan_hours,
         horizon_hours=horizon_hours,
-        options=dataclasses.replace(opts, period_hours=1),
+        options=step_opts,
         fallback_demand=forecast,
         progress=say,
+        first=(snapshot, costs),
     )
     clock["replay_s"] = time.perf_counter() - t
 

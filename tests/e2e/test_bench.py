@@ -51,7 +51,7 @@ def _traces(days: int = 6) -> tuple[AvailabilityTrace, ...]:
     )
 
 
-PORTFOLIO_POLICIES = {"on_demand", "committed_quantile", "static_mix", "spotfolio_rolling",
+PORTFOLIO_POLICIES = {"on_demand", "committed_quantile", "static_mix", "spotfolio",
                       "hindsight"}  # fmt: skip
 PORTFOLIO_KEYS = {"total_cost_usd", "cost_vs_hindsight", "unmet_serving_unit_hours"}
 
@@ -71,7 +71,15 @@ def _check_portfolio(block: dict[str, Any]) -> None:
     for name, row in block["policies"].items():
         assert set(row) >= PORTFOLIO_KEYS, name
     assert block["policies"]["hindsight"]["cost_vs_hindsight"] == 1.0
-    assert block["policies"]["spotfolio_rolling"]["unmet_serving_unit_hours"] == 0
+    assert block["policies"]["spotfolio"]["unmet_serving_unit_hours"] == 0
+    assert all(row["decided_by"] for row in block["policies"].values())
+    assert block["policies"]["spotfolio"]["decided_by"].startswith("broker.planning.rolling:")
+    h = block["hindsight"]
+    assert h["lower_bound_usd"] is not None and h["lower_bound_usd"] <= h["objective_usd"] + 1e-6
+    assert (
+        block["spread"]["spotfolio"]["cost_vs_hindsight_max"]
+        >= (block["spread"]["spotfolio"]["cost_vs_hindsight_min"])
+    )
 
 
 def _check_schema(out: dict[str, Any]) -> None:

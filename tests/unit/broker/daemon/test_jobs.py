@@ -138,13 +138,13 @@ def test_one_cost_table_per_snapshot_for_the_lifecycle_and_every_plan_on_it(
     import broker.daemon.plan as plan_module
 
     handed: list[CostTable | None] = []
-    real = plan_module.build_problem
+    real = plan_module.window_problem
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         handed.append(kwargs.get("costs"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(plan_module, "build_problem", spy)
+    monkeypatch.setattr(plan_module, "window_problem", spy)
     lc = QuietLifecycle()
     job, _book = _plan_job(TinyMarket(), lc)
     snap = job.refresh_market(None, force=True)

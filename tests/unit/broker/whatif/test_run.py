@@ -66,8 +66,11 @@ def test_one_table_serves_the_optimizer_baselines_bills_and_sweep(
 ) -> None:
     result = whatif_run.run_whatif(TinyMarket(), _workloads(), days=1, committed_levels=(0.5, 1.0))
     assert len(result.scenarios) == 4 and len(result.sweep) == 2
-    assert len(handed["computed"]) == 1
-    (table,) = handed["computed"]
+    # One table for the run's snapshot; the replayed loop's later steps plan
+    # on the snapshots of their own hours, one table each.
+    table, *later = handed["computed"]
+    assert len(later) == len({id(t.snapshot) for t in later}) == 3  # 1 day, 6-hour steps
+    assert all(t.snapshot is not table.snapshot for t in later)
     assert all(t is table for t in handed["plan"] + handed["baseline"] + handed["bill"])
     assert len(handed["bill"]) == 4 + 2  # every scenario and every sweep level
 
@@ -77,8 +80,10 @@ def test_a_stress_option_prices_the_optimizer_apart_and_the_baselines_as_listed(
 ) -> None:
     opts = PlanOptions(interruption_multiplier=3.0)
     whatif_run.run_whatif(TinyMarket(), _workloads(), days=1, options=opts)
-    assert [t.options.interruption_multiplier for t in handed["computed"]] == [3.0, 1.0]
-    stressed, listed = handed["computed"]
+    computed = handed["computed"]
+    # the run's stressed table, the replay's later steps (stressed), the listed one
+    assert [t.options.interruption_multiplier for t in computed] == [3.0] * 4 + [1.0]
+    stressed, listed = computed[0], computed[-1]
     assert handed["plan"] == [stressed]
     assert all(t is listed for t in handed["baseline"])
     assert all(t is stressed for t in handed["bill"])
