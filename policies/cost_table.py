@@ -32,7 +32,14 @@ from policies.checkpoint import NOTICE_SECONDS
 from policies.effective_cost import spot_time_factor
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
-__all__ = ["CostEntry", "CostOptions", "CostTable", "cost_entries", "spot_factor"]
+__all__ = [
+    "CostEntry",
+    "CostOptions",
+    "CostTable",
+    "cost_entries",
+    "held_share",
+    "spot_factor",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,16 +161,21 @@ def cost_entries(
             )
             if factor is not None and snap.available_share is not None:
                 # Capacity held only part of the time delivers only that part:
-                # a pool available 40 % of the time costs 1/0.4 per delivered hour.
+                # a planned instance of a pool available 40 % of the time does
+                # 0.4 of an instance's work (and is paid for 0.4 of the hour).
                 factor = None if snap.available_share <= 0.05 else factor / snap.available_share
         committed = snap.price(Tier.COMMITTED, term_years=term_years)
         prices: dict[Tier, float | None] = {
             Tier.ON_DEMAND: snap.on_demand_usd_per_hour / work,
             Tier.COMMITTED: None if committed is None else committed / work,
+            # Spot is paid only while it is held: a planned spot instance
+            # costs the held share of its price and does the held share of
+            # its work (``spot_factor``), so per delivered work-hour the share
+            # cancels out (what ``broker.whatif.billing`` charges).
             Tier.SPOT: (
                 None
                 if factor is None or snap.spot_usd_per_hour is None
-                else snap.spot_usd_per_hour * factor / work
+                else snap.spot_usd_per_hour * factor * held_share(snap) / work
             ),
         }
         out.append(
@@ -311,3 +323,10 @@ def _cheapest(entries: Iterable[CostEntry], tier: Tier) -> CostEntry | None:
     return min(
         usable, key=lambda e: (_or_inf(e.usd_per_work_hour[tier]), e.preference_rank), default=None
     )
+
+
+def held_share(snap: PoolSnapshot) -> float:
+    """The share of a planned spot instance-hour expected to be held (and
+    paid): the pool's recent available share, 1 when unknown."""
+    share = snap.available_share
+    return 1.0 if share is None or share <= 0 else share
