@@ -238,7 +238,7 @@ def test_rolling_horizon_keeps_commitments_and_covers_every_hour() -> None:
     seen: list[RollingState] = []
 
     def window(t: int, state: RollingState) -> object:
-        seen.append(RollingState(state.hour, state.committed, {}, dict(state.remaining_unit_hours)))
+        seen.append(state)
         return slice_problem(full, t, 8, state)
 
     result = rolling_horizon(window, 12, step_hours=3)
@@ -248,10 +248,12 @@ def test_rolling_horizon_keeps_commitments_and_covers_every_hour() -> None:
                       for h in range(s, e) if True})  # fmt: skip
     assert covered == list(range(12))
     # commitments bought at the first step and fixed afterwards
+    assert seen[0].committed is None and seen[1].committed is not None
     assert all(s.committed == seen[1].committed for s in seen[1:])
+    assert [s.hour for s in seen] == [0, 3, 6, 9] and [s.generation for s in seen] == [0, 1, 2, 3]
     # the batch job's remaining work only goes down, and it is done by its deadline
-    remaining = [s.remaining_unit_hours.get("job", 30.0) for s in seen]
-    assert remaining == sorted(remaining, reverse=True)
+    remaining = [s.remaining_unit_hours["job"] for s in seen[1:]]
+    assert remaining == sorted(remaining, reverse=True) and remaining[0] < 30.0
     job = a[a.workload == "job"]
     assert (job.work_per_hour * (job.hour_end - job.hour_start)).sum() >= 30 - 1e-6
     # serving demand met every hour
