@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
+from broker.planning.optimizer.model import build_model
 from broker.planning.optimizer.problem import PlanOptions, build_problem
+from broker.planning.optimizer.solve import solve
 from broker.planning.rolling import (
     FLEET,
     RollingState,
@@ -48,8 +49,6 @@ def test_the_window_problem_charges_what_was_spent_against_the_budget() -> None:
     assert problem.deadline_hour == {"job": 18.0}
     # uniform progress over the step: 40 left, 18 h to go, a 3-hour step
     assert problem.milestones["job"] == (3, pytest.approx(40.0 * 3 / 18))
-    from broker.planning.optimizer.model import build_model
-
     built = build_model(problem)
     assert any("$5.00 left to spend" in text for text in built.described.values())
 
@@ -59,8 +58,6 @@ def test_advance_takes_what_happened_over_what_was_planned() -> None:
     snap = _market(_pool("us-east-1a", spot=None, committed=None))
     first = initial_state(ws)
     assert first.remaining_unit_hours == {"job": 48.0} and first.generation == 0
-    from broker.planning.optimizer.solve import solve
-
     plan = solve(window_problem(snap, ws, {}, first, hours=6, step_hours=3,
                                 options=PlanOptions(integral=True)))  # fmt: skip
     planned = advance(first, plan, 3)
@@ -71,7 +68,4 @@ def test_advance_takes_what_happened_over_what_was_planned() -> None:
     assert happened.hour == planned.hour == 3 and happened.generation == 1
     # what runs at the step's end is pinned into the next window
     assert happened.previous_instances == planned.previous_instances
-    assert (
-        sum(happened.previous_instances.values()) == pytest.approx(float(np.ceil(48 / 24)))
-        or sum(happened.previous_instances.values()) >= 1
-    )
+    assert sum(happened.previous_instances.values()) >= 1
