@@ -195,13 +195,20 @@ def _start(text: str | None) -> datetime | None:
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
+    "--replan-hours",
+    type=click.IntRange(1, 168),
+    default=6,
+    show_default=True,
+    help="Spotfolio's scenario replays the daemon's planning loop: re-plan this often.",
+)
+@click.option(
     "--plot",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
     help="Write a PNG: cost by tier per scenario and the committed sweep.",
 )
 def whatif_command(
-    common: CommonOptions, committed: str | None, seed: int, plot: Path | None
+    common: CommonOptions, committed: str | None, seed: int, replan_hours: int, plot: Path | None
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
@@ -213,7 +220,8 @@ def whatif_command(
     with err_console.status("planning...", spinner="dots") as status:
         result = run_whatif(src, ws, start=_start(common.start), days=common.days, demand=dem,
                             options=opts, committed_levels=levels, seed=seed,
-                            progress=lambda m: status.update(m))  # fmt: skip
+                            progress=lambda m: status.update(m),
+                            replan_hours=replan_hours)  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
     rows = [s.to_dict(od, ws) for s in result.scenarios]
     out: dict[str, object] = {
