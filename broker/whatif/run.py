@@ -33,7 +33,7 @@ from broker.planning.demand import DemandSet
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
-from broker.whatif.billing import Bill, MarketActuals, bill_plan
+from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
@@ -74,6 +74,19 @@ class Scenario:
             "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),
             # the optimizer's proof (None for baselines): objective vs its bound
             "plan_gap": _rounded(self.plan.meta.get("gap"), 6),
+            **self._reaction(),
+        }
+
+    def _reaction(self) -> dict[str, object]:
+        """What the lifecycle decided, for a scenario billed on its decisions."""
+        b = self.bill
+        if b.decisions is None:
+            return {}
+        return {
+            "decided_by": b.decided_by,
+            "decisions": dict(b.decisions),
+            "break_glass_committed_usd": round(b.break_glass_committed_usd or 0.0, 2),
+            "refused_launches": b.refused_launches,
         }
 
 
@@ -203,9 +216,12 @@ def run_whatif(
         plan,
     ]
     names = ["on_demand", "committed_quantile", "static_mix", "spotfolio"]
+    # The baselines keep their published reaction (an ASG tops up on
+    # on-demand); Spotfolio's lost spot goes through the lifecycle manager.
+    bills = [bill_plan, bill_plan, bill_plan, bill_reacted]
     scenarios = [
-        Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals, costs=costs))
-        for n, p in zip(names, plans, strict=True)
+        Scenario(n, p, bill(p, workloads, actual, snapshot, actuals, costs=costs))
+        for n, p, bill in zip(names, plans, bills, strict=True)
     ]
     clock["baselines_s"] = time.perf_counter() - t
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
@@ -298,7 +314,7 @@ def _sweep(
         sc = Scenario(
             f"committed_{round(share * 100)}pct",
             p,
-            bill_plan(p, workloads, actual, snapshot, actuals, costs=problem.costs),
+            bill_reacted(p, workloads, actual, snapshot, actuals, costs=problem.costs),
         )
         occ = None
         if prev_units is not None and units > prev_units:
