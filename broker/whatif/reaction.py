@@ -261,7 +261,54 @@ class _Replay:
         for xs in self.glass.values():
             yield from xs
 
+    def _terminate(self, iid: str, alloc_id: str, now_s: float) -> None:
+        """Carry out one termination ``tick`` named. On-demand instances are
+        alike: when the manager names one of the plan's own (``FleetView.retire``
+        takes any on-demand of the pool launched since the stretch began), the
+        reconciler would launch it again at once to meet the plan, so the
+        stretch's own break-glass instance goes instead."""
+        for xs in self.glass.values():
+            for x in xs:
+                if x.inst.instance_id == iid:
+                    self._close(x, now_s)
+                    xs.remove(x)
+                    return
+        for xs in self.slots.values():
+            for x in xs:
+                if x.inst.instance_id != iid:
+                    continue
+                twin = self._glass_twin(x.inst, alloc_id)
+                victim, home = (x, xs) if twin is None else twin
+                self._close(victim, now_s)
+                home.remove(victim)
+                return
+
+    def _glass_twin(self, inst: Instance, alloc_id: str) -> tuple[_Live, list[_Live]] | None:
+        order = sorted(self.glass, key=lambda n: n != alloc_id)  # the stretch's own first
+        for nid in order:
+            xs = self.glass[nid]
+            for x in xs:
+                if (x.inst.workload, x.inst.pool_key) == (inst.workload, inst.pool_key):
+                    return x, xs
+        return None
+
+    def _settle(self) -> None:
+        self.glass = {n: xs for n, xs in self.glass.items() if xs}
+        # A slot stays out of the plan while capacity that covers it runs.
+        self.taken_out = {n: s for n, s in self.taken_out.items() if n in self.glass}
+
+    def _reconcile_glass(self, t0_s: float) -> None:
+        """At the hour start the reconciler ends on-demand capacity no open
+        decision wants: break-glass instances whose stretch the manager no
+        longer keeps (``stretch_state`` is ``None``)."""
+        for nid in [n for n in self.glass if self.manager.stretch_state(n) is None]:
+            for x in self.glass[nid]:
+                self._close(x, t0_s)
+            del self.glass[nid]
+        self._settle()
+
     def _form(self, t0: datetime, h: int) -> None:
+        self._reconcile_glass(t0.timestamp())
         want = desired_now(self.plan, t0, self.workloads)
         out_count = Counter(self.taken_out.values())
         for slot in set(self.slots) | set(want):
@@ -353,18 +400,10 @@ class _Replay:
             self._apply(r, now)
 
     def _apply(self, r: SpotReturn, now: datetime) -> None:
-        ids = set(r.terminate_instance_ids)
-        if ids:
-            # The manager retires on-demand capacity of the stretch's pool
-            # (``FleetView.retire``): normally its break-glass instances.
-            for xs in [*self.glass.values(), *self.slots.values()]:
-                gone = [x for x in xs if x.inst.instance_id in ids]
-                for x in gone:
-                    self._close(x, now.timestamp())
-                    xs.remove(x)
-            self.glass = {n: xs for n, xs in self.glass.items() if xs}
-            # A slot stays out of the plan while capacity that covers it runs.
-            self.taken_out = {n: s for n, s in self.taken_out.items() if n in self.glass}
+        now_s = now.timestamp()
+        for iid in r.terminate_instance_ids:
+            self._terminate(iid, r.allocation_id, now_s)
+        self._settle()
         for li in r.launches:
             self._launch(
                 f"{r.allocation_id}:return", r.workload, li.pool_key, li.tier, li.count, now
