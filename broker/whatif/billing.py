@@ -240,13 +240,24 @@ def bill_reacted(
     actuals: MarketActuals,
     *,
     costs: CostTable,
+    lifecycle_costs: CostTable | None = None,
     config: LifecycleConfig | None = None,
 ) -> Bill:
     """Replay ``plan`` through the lifecycle manager (``config``: its
     settings, the defaults if ``None``) and price what its decisions bought
-    (see the module docstring); ``costs`` is ``snapshot``'s cost table."""
+    (see the module docstring); ``costs`` is ``snapshot``'s cost table,
+    ``lifecycle_costs`` the manager's if the caller holds it
+    (``reaction.lifecycle_cost_options``)."""
     costs.check(snapshot, workloads)
-    reaction = react(plan, workloads, snapshot, actuals, costs=costs, config=config)
+    reaction = react(
+        plan,
+        workloads,
+        snapshot,
+        actuals,
+        costs=costs,
+        lifecycle_costs=lifecycle_costs,
+        config=config,
+    )
     return bill_reaction(plan, reaction, workloads, actual_demand, snapshot, actuals, costs=costs)
 
 

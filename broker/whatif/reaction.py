@@ -88,6 +88,7 @@ __all__ = [
     "HeldShares",
     "Reaction",
     "lifecycle_config",
+    "lifecycle_cost_options",
     "react",
     "work_per_held_hour",
 ]
@@ -420,6 +421,18 @@ def lifecycle_config(plan: Plan, config: LifecycleConfig | None = None) -> Lifec
     return cfg
 
 
+def lifecycle_cost_options(
+    snapshot: MarketSnapshot, config: LifecycleConfig | None = None
+) -> CostOptions:
+    """The options the manager prices ``snapshot`` with (its stale-market
+    hazard multiplier, nothing else): a caller that holds that table hands
+    it to ``react`` as ``lifecycle_costs``."""
+    cfg = config or LifecycleConfig()
+    return CostOptions(
+        interruption_multiplier=cfg.stale_hazard_multiplier if snapshot.stale else 1.0
+    )
+
+
 def react(
     plan: Plan,
     workloads: WorkloadSet,
@@ -427,18 +440,20 @@ def react(
     actuals: HeldShares,
     *,
     costs: CostTable,
+    lifecycle_costs: CostTable | None = None,
     config: LifecycleConfig | None = None,
 ) -> Reaction:
     """Replay ``plan``'s hours against ``actuals`` through a lifecycle
     manager (see the module docstring). ``costs`` is ``snapshot``'s table (any
-    options): it measures work done; the manager ranks on its own options'
-    table, ``costs`` itself when the options agree."""
+    options): it measures the work done. The manager ranks on a table of its
+    own options (``lifecycle_cost_options``): ``lifecycle_costs`` if given,
+    else ``costs`` when the options agree, else one it computes."""
     cfg = lifecycle_config(plan, config)
     clock = ManualClock(plan.start)
     manager = LifecycleManager(workloads, clock, cfg)
-    mult = cfg.stale_hazard_multiplier if snapshot.stale else 1.0
-    same = costs.options == CostOptions(interruption_multiplier=mult)
-    manager.on_market(snapshot, costs if same else None)
+    if lifecycle_costs is None and costs.options == lifecycle_cost_options(snapshot, cfg):
+        lifecycle_costs = costs
+    manager.on_market(snapshot, lifecycle_costs)
     replay = _Replay(plan, workloads, snapshot, actuals, costs, manager, clock)
     for h in range(plan.hours):
         replay.run_hour(h)

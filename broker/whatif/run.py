@@ -4,7 +4,9 @@ Owns: ``run_whatif`` and its result types. Steps: take the market snapshot at
 the start; split serving demand into history (before the start) and actuals
 (the horizon); forecast the horizon from history (hour-of-week profile);
 plan every scenario on the forecast; bill every plan on the actual demand and
-the actual hourly spot market (``broker.whatif.billing``); optionally sweep fixed
+the actual hourly spot market (``broker.whatif.billing``: the baselines with
+an autoscaler's top-up, Spotfolio's plans through the lifecycle manager's
+decisions, ``broker.whatif.reaction``); optionally sweep fixed
 commitment levels ("raise committed capacity from 40 % to 60 % of peak?").
 
 Effective costs are computed here, once per ``CostOptions`` the run needs
@@ -34,6 +36,7 @@ from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, buil
 from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
+from broker.whatif.reaction import lifecycle_cost_options
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
@@ -213,16 +216,17 @@ def run_whatif(
             costs=tables.get(CostOptions(term_years=opts.term_years)),
         ),
         static_mix(snapshot, workloads, forecast, hours, costs=listed),
-        plan,
     ]
-    names = ["on_demand", "committed_quantile", "static_mix", "spotfolio"]
+    names = ["on_demand", "committed_quantile", "static_mix"]
     # The baselines keep their published reaction (an ASG tops up on
     # on-demand); Spotfolio's lost spot goes through the lifecycle manager.
-    bills = [bill_plan, bill_plan, bill_plan, bill_reacted]
     scenarios = [
-        Scenario(n, p, bill(p, workloads, actual, snapshot, actuals, costs=costs))
-        for n, p, bill in zip(names, plans, bills, strict=True)
+        Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals, costs=costs))
+        for n, p in zip(names, plans, strict=True)
     ]
+    ours = bill_reacted(plan, workloads, actual, snapshot, actuals, costs=costs,
+                        lifecycle_costs=tables.get(lifecycle_cost_options(snapshot)))  # fmt: skip
+    scenarios.append(Scenario("spotfolio", plan, ours))
     clock["baselines_s"] = time.perf_counter() - t
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
     if committed_levels:
