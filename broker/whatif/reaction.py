@@ -312,7 +312,7 @@ class _Replay:
         self._reconcile_glass(t0.timestamp())
         want = desired_now(self.plan, t0, self.workloads)
         out_count = Counter(self.taken_out.values())
-        for slot in set(self.slots) | set(want):
+        for slot in sorted(set(self.slots) | set(want)):  # ids in one order every run
             n = want.get(slot, 0)
             if n:
                 self.plan_instances[(h, *slot)] = n
