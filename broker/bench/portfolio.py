@@ -40,7 +40,8 @@ from broker.planning.optimizer.problem import (
 )
 from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
-from broker.whatif.billing import Bill, MarketActuals, bill_plan
+from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
+from broker.whatif.reaction import DECIDED_BY as REACTION_DECIDED_BY
 from broker.whatif.replay import DECIDED_BY as REPLAY_DECIDED_BY
 from broker.whatif.replay import replay
 from broker.whatif.run import HISTORY_DAYS, _actual_demand, _actuals
@@ -56,7 +57,7 @@ DECIDED_BY = {
     "on_demand": "broker.whatif.baselines:all_on_demand",
     "committed_quantile": "broker.whatif.baselines:committed_quantile",
     "static_mix": "broker.whatif.baselines:static_mix",
-    "spotfolio": REPLAY_DECIDED_BY,
+    "spotfolio": f"{REPLAY_DECIDED_BY} + {REACTION_DECIDED_BY}",
     "hindsight": "broker.planning.optimizer.solve:solve",
 }
 # The hindsight reference: the MILP polished until this gap is proven (or
@@ -110,7 +111,12 @@ def run(
         "static_mix": static_mix(snapshot, ws, forecast0, hours, costs=costs),
         "spotfolio": rolled.plan,
     }
+    # The baselines keep an autoscaler's top-up; Spotfolio's lost spot goes
+    # through the lifecycle manager, as in the daemon (``bill_reacted``).
     bills = {n: bill_plan(p, ws, actual, snapshot, actuals, costs=costs) for n, p in plans.items()}
+    bills["spotfolio"] = bill_reacted(
+        plans["spotfolio"], ws, actual, snapshot, actuals, costs=costs
+    )
     bills["hindsight"] = hindsight_bill
     best = hindsight_bill.total_usd
     bound = hindsight.meta_number("lower_bound_usd")

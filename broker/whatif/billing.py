@@ -1,9 +1,16 @@
 """Bill a plan against what actually happened, hour by hour.
 
-Owns: ``Bill`` and ``bill_plan``. A plan is made on a forecast; the bill uses
-the actual serving demand and the actual spot market (price and the share of
-each hour spot could be held). Every billed dollar is attributed to a tier and
-a workload. The rules, the same for every scenario so comparisons are fair:
+Owns: ``Bill``, ``MarketActuals``, ``bill_plan`` (a plan and the published
+reaction of the rules people use: an autoscaler tops serving up on on-demand)
+and ``bill_reacted`` (a plan and the daemon's own reaction: lost spot goes
+through the lifecycle manager, ``broker.whatif.reaction``). A plan is made on
+a forecast; the bill uses the actual serving demand and the actual spot
+market (price and the share of each hour spot could be held). Every billed
+dollar is attributed to a tier and a workload.
+
+``bill_plan``, the baselines' bill (on-demand, committed quantile, static
+mix: each is a rule with an Auto Scaling group behind it, which replaces lost
+spot and follows demand by launching on-demand):
 
 - committed instances are paid every hour, used or not;
 - on-demand allocations are paid as planned;
@@ -22,6 +29,27 @@ a workload. The rules, the same for every scenario so comparisons are fair:
 - training/batch work still missing at the deadline (or the horizon's end) is
   caught up on on-demand (dollars reported as ``catch_up_usd``).
 
+``bill_reacted``, Spotfolio's bill: the plan's hours replayed through the
+lifecycle manager (``broker.whatif.reaction.react``), and only what its
+decisions bought is priced:
+
+- committed and on-demand allocations as above;
+- the plan's spot allocations at the hour's actual price, for the share of
+  its whole instances the replay held (revoked ones hold nothing), with
+  their work scaled the same way (the plan's fractional counts are billed,
+  as the baselines' are; the replay rounds them as the daemon does to have
+  instances to revoke);
+- the lifecycle's launches for the instance-hours they ran: spot
+  replacements and returns at their pool's actual price, break-glass at the
+  pool's on-demand price (``break_glass_usd``: these dollars; the cap bounds
+  the manager's estimate of their extra over spot), each with its work
+  (``reaction.work_per_held_hour``);
+- serving demand the held capacity does not meet is unmet where the plan had
+  planned for it (lost spot the lifecycle did not make good: its decision);
+  demand above the plan's own work (the forecast's error, which no notice
+  announces) is topped up on on-demand as above, within the budget;
+- training/batch catch-up at the deadline as above.
+
 Must not: decide anything (it only prices decisions).
 """
 
@@ -34,12 +62,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from broker.lifecycle import LifecycleConfig
 from broker.planning.plan import Plan
+from broker.whatif.reaction import Reaction, react, work_per_held_hour
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
-__all__ = ["Bill", "MarketActuals", "bill_plan"]
+__all__ = ["Bill", "MarketActuals", "bill_plan", "bill_reacted", "bill_reaction"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -80,6 +110,13 @@ class Bill:
     spot_instance_hours: float = 0.0
     expected_revocations: float = 0.0
     budget_exceeded_hours: int = 0
+    # bill_reacted only: the lifecycle's decisions by kind, the code that made
+    # them, its break-glass ledger (extra dollars over spot, <= the cap) and
+    # the spot launches markets refused.
+    decisions: dict[str, int] | None = None
+    decided_by: str | None = None
+    break_glass_committed_usd: float | None = None
+    refused_launches: int = 0
 
     def add(self, tier: Tier, workload: str | None, usd: float) -> None:
         self.by_tier_usd[tier.value] += usd
@@ -187,6 +224,164 @@ def bill_plan(
             required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
             done = float(delivered[mine].sum())
             missing = max(required - done, 0.0)
+            if missing > 1e-6:
+                cost = missing * od_work_price[w.name]
+                bill.add(Tier.ON_DEMAND, w.name, cost)
+                bill.catch_up_usd += cost
+                bill.catch_up_unit_hours[w.name] = missing
+    return bill
+
+
+def bill_reacted(
+    plan: Plan,
+    workloads: WorkloadSet,
+    actual_demand: Mapping[str, FloatArray],
+    snapshot: MarketSnapshot,
+    actuals: MarketActuals,
+    *,
+    costs: CostTable,
+    lifecycle_costs: CostTable | None = None,
+    config: LifecycleConfig | None = None,
+) -> Bill:
+    """Replay ``plan`` through the lifecycle manager (``config``: its
+    settings, the defaults if ``None``) and price what its decisions bought
+    (see the module docstring); ``costs`` is ``snapshot``'s cost table,
+    ``lifecycle_costs`` the manager's if the caller holds it
+    (``reaction.lifecycle_cost_options``)."""
+    costs.check(snapshot, workloads)
+    reaction = react(
+        plan,
+        workloads,
+        snapshot,
+        actuals,
+        costs=costs,
+        lifecycle_costs=lifecycle_costs,
+        config=config,
+    )
+    return bill_reaction(plan, reaction, workloads, actual_demand, snapshot, actuals, costs=costs)
+
+
+def bill_reaction(
+    plan: Plan,
+    reaction: Reaction,
+    workloads: WorkloadSet,
+    actual_demand: Mapping[str, FloatArray],
+    snapshot: MarketSnapshot,
+    actuals: MarketActuals,
+    *,
+    costs: CostTable,
+) -> Bill:
+    """Price ``reaction`` (a replay of ``plan``, ``react``) over the plan's hours."""
+    bill = Bill(unmet_unit_hours={n: 0.0 for n in workloads.names()})
+    bill.decisions = dict(reaction.decisions)
+    bill.decided_by = reaction.decided_by
+    bill.break_glass_committed_usd = reaction.break_glass_committed_usd
+    bill.refused_launches = reaction.refused_launches
+    hours = plan.hours
+    pools = snapshot.by_key()
+    hazard = {k: p.hazard.rate_per_hour for k, p in pools.items()}
+    od_work_price = {
+        w.name: costs.cheapest_usd_per_work_hour(w.name, Tier.ON_DEMAND)
+        for w in workloads.workloads
+    }
+    committed_h = plan.committed_usd_per_hour()
+    bill.add(Tier.COMMITTED, None, committed_h * hours)
+
+    # The plan's own rows: spot for the share of its whole instances held.
+    a = plan.hourly_instances()
+    hour_idx = a["hour"].to_numpy(dtype=int)
+    inst = a["instances"].to_numpy(dtype=float)
+    tiers = a["tier"].to_numpy()
+    keys = a["pool_key"].to_numpy()
+    names = a["workload"].to_numpy()
+    work = a["work_per_hour"].to_numpy(dtype=float)
+    price = a["usd_per_instance_hour"].to_numpy(dtype=float)
+    held = np.ones(len(a))
+    paid = price.copy()
+    spot_rows = np.flatnonzero(tiers == Tier.SPOT.value)
+    expected = {k: _expected_share(p.available_share) for k, p in pools.items()}
+    share_ratio = np.ones(len(a))
+    spot = Tier.SPOT.value
+    for i in spot_rows:
+        k = (int(hour_idx[i]), str(names[i]), str(keys[i]), spot)
+        whole = reaction.plan_instances.get(k, 0)
+        # A fraction the daemon's rounding left at zero here: its share of the
+        # pool's hour, as the baselines' bill reads it.
+        held[i] = (
+            reaction.plan_held.get(k, 0.0) / whole if whole else actuals.held(keys[i], hour_idx[i])
+        )
+        paid[i] = actuals.price(keys[i], hour_idx[i], price[i])
+        share_ratio[i] = held[i] / expected.get(keys[i], 1.0)
+    usd = inst * paid * np.where(tiers == spot, held, 1.0)
+    delivered = work * share_ratio
+    hourly_cost = np.bincount(hour_idx, weights=usd, minlength=hours)[:hours] + committed_h
+    got: dict[str, FloatArray] = {}
+    for name in workloads.names():
+        mine = names == name
+        for tier in (Tier.ON_DEMAND, Tier.SPOT):
+            m = mine & (tiers == tier.value)
+            if m.any():
+                bill.add(tier, name, float(usd[m].sum()))
+        m = mine & (tiers == Tier.COMMITTED.value)
+        if m.any():
+            share = float((inst[m] * price[m]).sum())
+            bill.by_workload_usd[name] = bill.by_workload_usd.get(name, 0.0) + share
+        got[name] = np.bincount(hour_idx[mine], weights=delivered[mine], minlength=hours)[
+            :hours
+        ].astype(float)
+    bill.spot_instance_hours = float((inst[spot_rows] * held[spot_rows]).sum())
+    bill.expected_revocations = float(
+        sum(inst[i] * held[i] * hazard.get(keys[i], 0.0) for i in spot_rows)
+    )
+
+    # The lifecycle's launches, for the instance-hours they ran.
+    for (h, name, key, tier_name), ih in reaction.launched.items():
+        if h >= hours or ih <= 0 or name not in got:
+            continue
+        tier = Tier(tier_name)
+        snap = pools.get(key)
+        if tier is Tier.SPOT:
+            listed = None if snap is None else snap.spot_usd_per_hour
+            unit_usd = actuals.price(key, h, listed if listed is not None else 0.0)
+            bill.spot_instance_hours += ih
+            bill.expected_revocations += ih * hazard.get(key, 0.0)
+        else:
+            unit_usd = 0.0 if snap is None else (snap.price(tier) or snap.on_demand_usd_per_hour)
+        cost = ih * unit_usd
+        bill.add(tier, name, cost)
+        if tier is Tier.ON_DEMAND:
+            bill.break_glass_usd += cost
+        hourly_cost[h] += cost
+        got[name][h] += ih * work_per_held_hour(costs, name, key, tier)
+
+    budget_h = workloads.budget_usd_per_hour
+    bill.budget_exceeded_hours = int(
+        0 if budget_h is None else np.sum(hourly_cost > budget_h * (1 + 1e-9))
+    )
+    for w in workloads.workloads:
+        mine = names == w.name
+        if w.workload_class is WorkloadClass.SERVING:
+            demand = np.asarray(actual_demand[w.name][:hours], dtype=float)
+            planned = np.bincount(hour_idx[mine], weights=work[mine], minlength=hours)[:hours]
+            short = np.maximum(demand - got[w.name], 0.0)
+            # Above the plan's own work: the forecast's error, topped up; the
+            # rest is lost spot the lifecycle's decisions left unmet.
+            beyond = np.minimum(short, np.maximum(demand - planned, 0.0))
+            bill.unmet_unit_hours[w.name] += float((short - beyond).sum())
+            unit_price = od_work_price[w.name]
+            top_up = beyond * unit_price
+            if budget_h is not None:
+                room = np.maximum(budget_h - hourly_cost, 0.0)
+                allowed = np.minimum(top_up, room)
+                bill.unmet_unit_hours[w.name] += float(((top_up - allowed) / unit_price).sum())
+                top_up = allowed
+                hourly_cost = hourly_cost + allowed
+            bill.add(Tier.ON_DEMAND, w.name, float(top_up.sum()))
+            bill.forecast_error_usd += float(top_up.sum())
+        else:
+            deadline = w.deadline_hours or math.inf
+            required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
+            missing = max(required - float(got[w.name].sum()), 0.0)
             if missing > 1e-6:
                 cost = missing * od_work_price[w.name]
                 bill.add(Tier.ON_DEMAND, w.name, cost)

@@ -5,8 +5,10 @@ the start; split serving demand into history (before the start) and actuals
 (the horizon); forecast the horizon from history (hour-of-week profile);
 plan every baseline on the forecast; replay the daemon's planning loop for
 Spotfolio (``broker.whatif.replay``: every step plans on what was known
-then); bill every plan on the actual demand and
-the actual hourly spot market (``broker.whatif.billing``); optionally sweep fixed
+then); bill every plan on the actual demand and the actual hourly spot
+market (``broker.whatif.billing``: the baselines with an autoscaler's
+top-up, Spotfolio's plans through the lifecycle manager's decisions,
+``broker.whatif.reaction``); optionally sweep fixed
 commitment levels ("raise committed capacity from 40 % to 60 % of peak?").
 
 Effective costs are computed here, once per ``CostOptions`` the run needs
@@ -35,7 +37,8 @@ from broker.planning.demand import DemandSet
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
-from broker.whatif.billing import Bill, MarketActuals, bill_plan
+from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
+from broker.whatif.reaction import lifecycle_cost_options
 from broker.whatif.replay import replay
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
@@ -91,6 +94,19 @@ class Scenario:
             "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),
             # the optimizer's proof (None for baselines): objective vs its bound
             "plan_gap": _rounded(self.plan.meta.get("gap"), 6),
+            **self._reaction(),
+        }
+
+    def _reaction(self) -> dict[str, object]:
+        """What the lifecycle decided, for a scenario billed on its decisions."""
+        b = self.bill
+        if b.decisions is None:
+            return {}
+        return {
+            "decided_by": b.decided_by,
+            "decisions": dict(b.decisions),
+            "break_glass_committed_usd": round(b.break_glass_committed_usd or 0.0, 2),
+            "refused_launches": b.refused_launches,
         }
 
 
@@ -244,13 +260,17 @@ def run_whatif(
             costs=tables.get(CostOptions(term_years=opts.term_years)),
         ),
         static_mix(snapshot, workloads, forecast, hours, costs=listed),
-        rolled.plan,
     ]
-    names = ["on_demand", "committed_quantile", "static_mix", "spotfolio"]
+    names = ["on_demand", "committed_quantile", "static_mix"]
+    # The baselines keep their published reaction (an ASG tops up on
+    # on-demand); Spotfolio's lost spot goes through the lifecycle manager.
     scenarios = [
         Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals, costs=costs))
         for n, p in zip(names, plans, strict=True)
     ]
+    ours = bill_reacted(rolled.plan, workloads, actual, snapshot, actuals, costs=costs,
+                        lifecycle_costs=tables.get(lifecycle_cost_options(snapshot)))  # fmt: skip
+    scenarios.append(Scenario("spotfolio", rolled.plan, ours))
     clock["baselines_s"] = time.perf_counter() - t
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
     if committed_levels:
@@ -342,7 +362,7 @@ def _sweep(
         sc = Scenario(
             f"committed_{round(share * 100)}pct",
             p,
-            bill_plan(p, workloads, actual, snapshot, actuals, costs=problem.costs),
+            bill_reacted(p, workloads, actual, snapshot, actuals, costs=problem.costs),
         )
         occ = None
         if prev_units is not None and units > prev_units:

@@ -55,6 +55,7 @@ def handed(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[CostTable
         return wrapper
 
     monkeypatch.setattr(whatif_run, "bill_plan", spy("bill", whatif_run.bill_plan))
+    monkeypatch.setattr(whatif_run, "bill_reacted", spy("bill", whatif_run.bill_reacted))
     for base in ("all_on_demand", "committed_quantile", "static_mix"):
         monkeypatch.setattr(whatif_run, base, spy("baseline", getattr(whatif_run, base)))
     monkeypatch.setattr(whatif_run, "build_problem", spy("plan", whatif_run.build_problem))

@@ -1,0 +1,190 @@
+"""Lost spot in the what-if goes through the lifecycle manager
+(``broker.whatif.reaction``) and the bill prices what it bought
+(``broker.whatif.billing.bill_reacted``).
+
+A hand-made market: one serving workload on ``g1`` in two zones of one
+region, spot $0.20 in zone a and $0.30 in zone b, on-demand $1.00, no
+hazard. The plan holds four spot instances in zone a every hour and nothing
+else; demand is exactly their work.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from broker.planning.plan import ALLOCATION_COLUMNS, Plan
+from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted, bill_reaction
+from broker.whatif.reaction import DECIDED_BY, react
+from markets.model import (
+    Hazard,
+    HazardSource,
+    InstanceType,
+    MarketSnapshot,
+    Pool,
+    PoolSnapshot,
+    Provider,
+    Tier,
+)
+from policies.cost_table import CostTable
+from policies.workloads.spec import WorkloadSet, parse_workloads
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+A = "aws/us-east-1/us-east-1a/g1"
+B = "aws/us-east-1/us-east-1b/g1"
+HOURS = 24
+LOST = range(6, 12)  # the hours zone a cannot hold spot
+N = 4  # spot instances the plan holds in zone a
+SPOT_USD = {A: 0.2, B: 0.3}
+OD_USD = 1.0
+
+
+def _pool(zone: str, spot_usd: float) -> PoolSnapshot:
+    inst = InstanceType(provider=Provider.AWS, name="g1", family="g", units=1, gpus=1,
+                        vcpus=4, memory_gib=16.0)  # fmt: skip
+    return PoolSnapshot(
+        pool=Pool(provider=Provider.AWS, region="us-east-1", zone=zone, instance_type="g1"),
+        instance=inst,
+        on_demand_usd_per_hour=OD_USD,
+        spot_usd_per_hour=spot_usd,
+        committed_1y_usd_per_hour=None,
+        placement_score=None,
+        hazard=Hazard(rate_per_hour=0.0, source=HazardSource.ASSUMED),
+        available_share=None,
+        observed_at=T0,
+    )
+
+
+def _snapshot() -> MarketSnapshot:
+    pools = (_pool("us-east-1a", SPOT_USD[A]), _pool("us-east-1b", SPOT_USD[B]))
+    return MarketSnapshot(at=T0, pools=pools, source="test")
+
+
+def _workloads(cap_usd: float | None = None) -> WorkloadSet:
+    doc: dict[str, object] = {
+        "workloads": [
+            {"name": "api", "class": "serving", "instance_types": ["g1"], "max_spot_share": 1.0,
+             "max_zone_share": 1.0, "max_pool_share": 1.0,
+             "demand": {"base_units": N, "peak_units": N}},
+        ]
+    }  # fmt: skip
+    if cap_usd is not None:
+        doc["break_glass_cap_usd"] = cap_usd
+    return parse_workloads(doc)
+
+
+def _plan(costs: CostTable) -> Plan:
+    e = costs.entry("api", A)
+    assert e is not None and e.spot_factor is not None
+    work = N * e.work_per_instance_hour / e.spot_factor
+    rows = [(0, 0, HOURS, "api", Tier.SPOT.value, A, float(N), float(N), work, SPOT_USD[A])]
+    return Plan(
+        start=T0, hours=HOURS, period_hours=HOURS, commitments=(),
+        allocations=pd.DataFrame(rows, columns=ALLOCATION_COLUMNS), objective_usd=0.0,
+        status="hand-made", solver="none", solve_time_s=0.0, integral=True,
+    )  # fmt: skip
+
+
+def _actuals(held_b: float) -> MarketActuals:
+    held_a = np.ones(HOURS)
+    held_a[list(LOST)] = 0.0
+    return MarketActuals(
+        {k: np.full(HOURS, usd) for k, usd in SPOT_USD.items()},
+        {A: held_a, B: np.full(HOURS, held_b)},
+    )
+
+
+def _inputs(
+    cap_usd: float | None = None, held_b: float = 1.0
+) -> tuple[Plan, WorkloadSet, dict[str, np.ndarray], MarketSnapshot, MarketActuals, CostTable]:
+    ws = _workloads(cap_usd)
+    snap = _snapshot()
+    costs = CostTable.compute(snap, ws)
+    plan = _plan(costs)
+    demand = {"api": np.full(HOURS, float(plan.allocations["work_per_hour"].iloc[0]))}
+    return plan, ws, demand, snap, _actuals(held_b), costs
+
+
+def test_lost_spot_is_replaced_in_the_other_pool_and_billed_at_its_price() -> None:
+    plan, ws, demand, snap, actuals, costs = _inputs()
+    bill = bill_reacted(plan, ws, demand, snap, actuals, costs=costs)
+    lost_hours = len(LOST)
+    assert bill.decisions is not None
+    assert bill.decisions.get("replace") == N * lost_hours
+    assert bill.decided_by == DECIDED_BY == "broker.lifecycle.manager:LifecycleManager"
+    held_a = (HOURS - lost_hours) * N * SPOT_USD[A]
+    in_b = lost_hours * N * SPOT_USD[B]
+    assert bill.by_tier_usd["spot"] == pytest.approx(held_a + in_b)
+    assert bill.by_tier_usd["on_demand"] == pytest.approx(0.0)
+    assert bill.break_glass_usd == pytest.approx(0.0)
+    assert bill.unmet_unit_hours["api"] == pytest.approx(0.0, abs=1e-9)
+    # The autoscaler's rule (the baselines' bill) tops the same hours up on
+    # on-demand instead: it is not what the daemon does.
+    topped = bill_plan(plan, ws, demand, snap, actuals, costs=costs)
+    assert topped.by_tier_usd["on_demand"] == pytest.approx(lost_hours * N * OD_USD)
+    assert topped.total_usd != pytest.approx(bill.total_usd)
+
+
+def test_the_replay_holds_the_replacements_only_in_the_lost_hours() -> None:
+    plan, ws, _, snap, actuals, costs = _inputs()
+    r = react(plan, ws, snap, actuals, costs=costs)
+    held = r.held()
+    for h in range(HOURS):
+        in_a = held.get((h, "api", A, "spot"), 0.0)
+        in_b = held.get((h, "api", B, "spot"), 0.0)
+        assert (in_a, in_b) == ((0.0, N) if h in LOST else (N, 0.0)), h
+    assert all(r.plan_instances[(h, "api", A, "spot")] == N for h in range(HOURS))
+
+
+def test_a_replacement_pool_that_refuses_capacity_leaves_the_lifecycle_to_break_glass() -> None:
+    """Zone b holds no spot either: the launch is refused, the manager is
+    told, and the next notices break glass (serving: replace, else on-demand)."""
+    plan, ws, demand, snap, actuals, costs = _inputs(held_b=0.0)
+    bill = bill_reacted(plan, ws, demand, snap, actuals, costs=costs)
+    assert bill.decisions is not None
+    assert bill.decisions.get("break_glass", 0) > 0
+    assert bill.refused_launches > 0
+    # b never held: spot is zone a's hours only
+    assert bill.by_tier_usd["spot"] == pytest.approx((HOURS - len(LOST)) * N * SPOT_USD[A])
+    assert bill.break_glass_usd > 0
+    assert bill.by_tier_usd["on_demand"] >= bill.break_glass_usd
+
+
+def _all_lost(cap_usd: float | None) -> tuple[float, Plan, Bill, MarketActuals]:
+    """Both zones lose spot all day: (on-demand instance-hours the lifecycle
+    bought, the plan, its bill, the actuals)."""
+    plan, ws, demand, snap, actuals, costs = _inputs(cap_usd, held_b=0.0)
+    none = np.zeros(HOURS)
+    actuals = MarketActuals(actuals.spot_usd_per_hour, {A: none, B: none})
+    r = react(plan, ws, snap, actuals, costs=costs)
+    bill = bill_reaction(plan, r, ws, demand, snap, actuals, costs=costs)
+    od_hours = sum(v for k, v in r.launched.items() if k[3] == Tier.ON_DEMAND.value)
+    assert bill.break_glass_usd == pytest.approx(od_hours * OD_USD)
+    return od_hours, plan, bill, actuals
+
+
+@pytest.mark.parametrize("cap_usd", [0.0, 1.5, 4.0])
+def test_the_bill_never_charges_break_glass_beyond_the_cap(cap_usd: float) -> None:
+    """Break-glass extra dollars (on-demand over the lost spot price) stay
+    within the fleet's cap; what the cap does not pay for is unmet, not
+    topped up on on-demand."""
+    uncapped, *_ = _all_lost(None)
+    od_hours, plan, bill, _ = _all_lost(cap_usd)
+    assert od_hours < uncapped  # the cap binds
+    assert od_hours * (OD_USD - SPOT_USD[A]) <= cap_usd + 1e-6
+    assert bill.break_glass_committed_usd is not None
+    assert bill.break_glass_committed_usd <= cap_usd + 1e-6
+    uncovered = HOURS * N - od_hours  # instance-hours neither spot nor on-demand held
+    unmet = bill.unmet_unit_hours["api"]
+    assert unmet == pytest.approx(uncovered * _work_per_instance(plan))
+    tiers = bill.by_tier_usd
+    assert tiers["on_demand"] == pytest.approx(od_hours * OD_USD)
+    assert tiers["spot"] == pytest.approx(0.0)
+
+
+def _work_per_instance(plan: Plan) -> float:
+    row = plan.allocations.iloc[0]
+    return float(row["work_per_hour"] / row["instances"])
