@@ -37,7 +37,6 @@ __all__ = [
     "CostOptions",
     "CostTable",
     "cost_entries",
-    "held_share",
     "spot_factor",
 ]
 
@@ -48,7 +47,7 @@ class CostEntry:
 
     ``usd_per_work_hour`` maps a tier to dollars per productive reference
     unit-hour (``None``: the tier is not offered or not usable). ``spot_factor``
-    is ``T_total / T_prod`` divided by the pool's expected held share.
+    is ``T_total / T_prod`` (checkpoints, lost work and restarts per hour held).
     """
 
     workload: str
@@ -160,22 +159,21 @@ def cost_entries(
                 checkpoint_write_seconds=checkpoint_write_seconds,
             )
             if factor is not None and snap.available_share is not None:
-                # Capacity held only part of the time delivers only that part:
-                # a planned instance of a pool available 40 % of the time does
-                # 0.4 of an instance's work (and is paid for 0.4 of the hour).
-                factor = None if snap.available_share <= 0.05 else factor / snap.available_share
+                # A pool that almost never has spot is not offered. Otherwise
+                # the held share is not a price: a planned spot instance does
+                # a held instance's work while held and is paid only then;
+                # the hours it is lost are the lifecycle's to cover (replace,
+                # break-glass: ``broker.whatif.reaction`` bills them), and the
+                # pool's capacity comes from its placement score.
+                factor = None if snap.available_share <= 0.05 else factor
         committed = snap.price(Tier.COMMITTED, term_years=term_years)
         prices: dict[Tier, float | None] = {
             Tier.ON_DEMAND: snap.on_demand_usd_per_hour / work,
             Tier.COMMITTED: None if committed is None else committed / work,
-            # Spot is paid only while it is held: a planned spot instance
-            # costs the held share of its price and does the held share of
-            # its work (``spot_factor``), so per delivered work-hour the share
-            # cancels out (what ``broker.whatif.billing`` charges).
             Tier.SPOT: (
                 None
                 if factor is None or snap.spot_usd_per_hour is None
-                else snap.spot_usd_per_hour * factor * held_share(snap) / work
+                else snap.spot_usd_per_hour * factor / work
             ),
         }
         out.append(
@@ -323,10 +321,3 @@ def _cheapest(entries: Iterable[CostEntry], tier: Tier) -> CostEntry | None:
     return min(
         usable, key=lambda e: (_or_inf(e.usd_per_work_hour[tier]), e.preference_rank), default=None
     )
-
-
-def held_share(snap: PoolSnapshot) -> float:
-    """The share of a planned spot instance-hour expected to be held (and
-    paid): the pool's recent available share, 1 when unknown."""
-    share = snap.available_share
-    return 1.0 if share is None or share <= 0 else share

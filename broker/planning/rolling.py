@@ -230,6 +230,14 @@ class RollingResult:
     state: RollingState = field(default_factory=RollingState)  # the state at the end
 
 
+def _worst(gaps: list[float | None]) -> float | None:
+    """The largest gap any step's solve proved (``None`` if one proved none):
+    every step's plan is at least that close to its own optimum."""
+    return (
+        None if not gaps or any(g is None for g in gaps) else max(g for g in gaps if g is not None)
+    )
+
+
 def slice_problem(full: PlanningProblem, start_hour: int, hours: int,
                   state: RollingState) -> PlanningProblem:  # fmt: skip
     """The window ``[start_hour, start_hour + hours)`` of a problem whose
@@ -285,6 +293,7 @@ def rolling_horizon(
     times: list[float] = []
     first: Plan | None = None
     unmet: dict[str, float] = {}
+    gaps: list[float | None] = []
     while state.hour - start_hour < total_hours:
         problem = window(state.hour - start_hour, state)
         if not state.remaining_unit_hours and state.generation == 0:
@@ -294,6 +303,7 @@ def rolling_horizon(
         s = time.perf_counter()
         plan = solve_fn(problem)
         times.append(time.perf_counter() - s)
+        gaps.append(plan.meta_number("gap"))
         first = first or plan
         step = min(step_hours, total_hours - (state.hour - start_hour))
         taken = _first_rows(plan, step)
@@ -320,7 +330,7 @@ def rolling_horizon(
         ),
         allocations=table[ALLOCATION_COLUMNS], objective_usd=0.0, status="rolling",
         solver=first.solver, solve_time_s=sum(times), integral=first.integral,
-        unmet_unit_hours=unmet, meta={"solves": len(times)},
+        unmet_unit_hours=unmet, meta={"solves": len(times), "gap": _worst(gaps)},
     )  # fmt: skip
     objective = stitched.planned_cost_usd()
     stitched = dataclasses.replace(stitched, objective_usd=objective)

@@ -15,10 +15,9 @@ spot and follows demand by launching on-demand):
 - committed instances are paid every hour, used or not;
 - on-demand allocations are paid as planned;
 - spot allocations are paid only for the share of the hour spot was held, at
-  the hour's spot price, and deliver work only for that share. A plan's spot
-  work already counts the pool's *expected* held share (``policies.cost_table``
-  divides the spot factor by it), so the bill swaps the expected share for the
-  actual one (work x held / expected) rather than taking it off twice;
+  the hour's spot price, and deliver work only for that share (a plan's spot
+  work is what a held instance does: ``policies.cost_table`` does not scale
+  it by the pool's expected share);
 - serving demand above what was held is topped up on on-demand at the
   workload's cheapest on-demand price (an autoscaler's reaction; read from
   the snapshot's ``CostTable``, on-demand prices depend on none of its
@@ -125,11 +124,6 @@ class Bill:
             self.by_workload_usd[workload] = self.by_workload_usd.get(workload, 0.0) + usd
 
 
-def _expected_share(share: float | None) -> float:
-    """The held share a plan's spot work assumed (``policies.cost_table``)."""
-    return 1.0 if share is None or share <= 0 else share
-
-
 def bill_plan(
     plan: Plan,
     workloads: WorkloadSet,
@@ -186,13 +180,8 @@ def bill_plan(
     bill.expected_revocations = float(
         sum(inst[i] * held[i] * hazard.get(keys[i], 0.0) for i in spot_rows)
     )
-    # The plan's spot work assumed the snapshot's held share; what happened
-    # replaces it (see the module docstring).
-    expected = {p.pool.key: _expected_share(p.available_share) for p in snapshot.pools}
-    share_ratio = np.ones(len(a))
-    for i in spot_rows:
-        share_ratio[i] = held[i] / expected.get(keys[i], 1.0)
-    delivered = work * share_ratio
+    # A planned spot instance does its work while held (see the module docstring).
+    delivered = work * np.where(tiers == Tier.SPOT.value, held, 1.0)
     budget_h = workloads.budget_usd_per_hour
     hourly_cost = np.bincount(hour_idx, weights=usd, minlength=hours)[:hours] + committed_h
     bill.budget_exceeded_hours = int(
@@ -299,8 +288,6 @@ def bill_reaction(
     held = np.ones(len(a))
     paid = price.copy()
     spot_rows = np.flatnonzero(tiers == Tier.SPOT.value)
-    expected = {k: _expected_share(p.available_share) for k, p in pools.items()}
-    share_ratio = np.ones(len(a))
     spot = Tier.SPOT.value
     for i in spot_rows:
         k = (int(hour_idx[i]), str(names[i]), str(keys[i]), spot)
@@ -311,9 +298,8 @@ def bill_reaction(
             reaction.plan_held.get(k, 0.0) / whole if whole else actuals.held(keys[i], hour_idx[i])
         )
         paid[i] = actuals.price(keys[i], hour_idx[i], price[i])
-        share_ratio[i] = held[i] / expected.get(keys[i], 1.0)
     usd = inst * paid * np.where(tiers == spot, held, 1.0)
-    delivered = work * share_ratio
+    delivered = work * np.where(tiers == spot, held, 1.0)
     hourly_cost = np.bincount(hour_idx, weights=usd, minlength=hours)[:hours] + committed_h
     got: dict[str, FloatArray] = {}
     for name in workloads.names():

@@ -151,10 +151,7 @@ def work_per_held_hour(costs: CostTable, workload: str, pool_key: str, tier: Tie
     work = e.work_per_instance_hour
     if tier is not Tier.SPOT or e.spot_factor is None:
         return work
-    snap = costs.pools.get(pool_key)
-    share = None if snap is None else snap.available_share
-    overhead = e.spot_factor * (1.0 if share is None or share <= 0 else share)
-    return work / max(overhead, 1e-12)
+    return work / max(e.spot_factor, 1e-12)
 
 
 @dataclass

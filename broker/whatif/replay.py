@@ -6,9 +6,9 @@ Owns: ``replay``. At every step of ``step_hours`` the daemon's planning loop
 ahead on what was known then: the market snapshot of that hour and a
 serving forecast made from the demand history before it. It keeps the first
 step and carries forward what *actually* happened in it (``MarketActuals``):
-spot work delivered at the share of each hour spot was really held (the
-plan counted the snapshot's expected share: ``broker.whatif.billing`` swaps
-the same way), dollars at the hour's actual spot price. The what-if's
+spot work delivered at the share of each hour spot was really held (as
+``broker.whatif.billing`` credits it), dollars at the hour's actual spot
+price. The what-if's
 ``spotfolio`` scenario and the portfolio bench are this replay, billed on
 actuals.
 
@@ -70,21 +70,25 @@ def replay(
     """Replay the planning loop over ``[start, start + hours)`` (module
     docstring). ``committed``: the commitments held over the period (bought
     before it starts; ``None``: the first step buys them). A market without
-    history (a live one) gives its snapshot of ``start`` at every step.
+    history (a live one) gives its snapshot of ``start`` at every step, a
+    recorded one its last snapshot at the steps past its span.
     ``fallback_demand``: per serving workload, hourly demand over the period
     to plan on where no forecast can be made yet (no history before it).
     ``first``: the snapshot of ``start`` and its cost table, when the caller
     has them (priced with ``options``): the first step plans on them."""
     opts = options or PlanOptions(period_hours=1)
-    snaps: dict[int, MarketSnapshot] = {}
     first_snap, first_costs = first if first is not None else (market.snapshot(start), None)
-    recorded = isinstance(market, HistorySource)
+    # A recorded market knows nothing past its span: a step after it plans
+    # on the last snapshot it has (as a live market's start snapshot).
+    last_at = market.span()[1] if isinstance(market, HistorySource) else start
+    held: list[MarketSnapshot] = [first_snap]
     steps = -(-hours // step_hours)
 
     def window(t: int, state: RollingState) -> PlanningProblem:
         at = start + timedelta(hours=t)
-        snap = market.snapshot(at) if recorded and t > 0 else first_snap
-        snaps[t] = snap
+        if t > 0 and at <= last_at:
+            held[0] = market.snapshot(at)
+        snap = held[0]
         if progress is not None and (t // step_hours) % 20 == 0:
             progress(f"replaying the planning loop: step {t // step_hours + 1} of {steps}")
         fc = {
@@ -99,7 +103,7 @@ def replay(
 
     def happened(state: RollingState, plan: Plan, step: int) -> StepOutcome:
         t = state.hour
-        return _step_actuals(plan, step, snaps[t], actuals, t)
+        return _step_actuals(plan, step, actuals, t)
 
     return rolling_horizon(
         window,
@@ -123,14 +127,11 @@ def _finite_or(
     return np.where(np.isfinite(forecast), forecast, src[idx])
 
 
-def _step_actuals(
-    plan: Plan, step: int, snap: MarketSnapshot, actuals: MarketActuals, offset: int
-) -> StepOutcome:
+def _step_actuals(plan: Plan, step: int, actuals: MarketActuals, offset: int) -> StepOutcome:
     """Work and dollars of the plan's first ``step`` hours as they happened:
     spot at the held share and the actual price of each hour."""
     a = plan.hourly_instances()
     a = a[a["hour"] < step]
-    expected = {p.pool.key: (p.available_share if p.available_share else 1.0) for p in snap.pools}
     done: dict[str, float] = {}
     spent: dict[str, float] = {FLEET: plan.committed_usd_per_hour() * step}
     spot = (a["tier"] == Tier.SPOT.value).to_numpy()
@@ -148,7 +149,7 @@ def _step_actuals(
         w_done, paid = float(work), float(n) * float(usd)
         if spot[i]:
             held = actuals.held(str(key), offset + int(hour))
-            w_done *= held / expected.get(str(key), 1.0)
+            w_done *= held
             paid = float(n) * actuals.price(str(key), offset + int(hour), float(usd)) * held
         done[str(name)] = done.get(str(name), 0.0) + w_done
         spent[str(name)] = spent.get(str(name), 0.0) + paid

@@ -79,7 +79,7 @@ from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
 from markets.model import Tier
-from policies.cost_table import CostEntry, held_share
+from policies.cost_table import CostEntry
 from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["AllocVar", "BuiltModel", "build_model"]
@@ -101,9 +101,6 @@ class AllocVar:
     work_per_instance: float  # reference units per instance-hour (spot: effective)
     usd_per_instance_hour: float
     var: LpVariable
-    # The share of each planned instance-hour that is paid: spot is billed only
-    # while held (``policies.cost_table.held_share``); 1 for the other tiers.
-    paid_share: float = 1.0
 
 
 @dataclass
@@ -346,16 +343,15 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                         e.work_per_instance_hour / e.spot_factor,
                         sp,
                         v,
-                        held_share(problem.pool(e.pool_key).snap),
                     )
                 )
                 pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))
             built.allocs.extend(allocs)
             for a in allocs:
                 if a.tier is not Tier.COMMITTED:
-                    objective.append((a.var, L * a.usd_per_instance_hour * a.paid_share))
-                    fleet_cost[t].append((a.var, a.usd_per_instance_hour * a.paid_share))
-                w_cost[t].append((a.var, a.usd_per_instance_hour * a.paid_share))
+                    objective.append((a.var, L * a.usd_per_instance_hour))
+                    fleet_cost[t].append((a.var, a.usd_per_instance_hour))
+                w_cost[t].append((a.var, a.usd_per_instance_hour))
                 # churn on launches of on-demand and spot
                 if a.tier is not Tier.COMMITTED and opts.churn_usd_per_unit > 0:
                     key = (a.tier, a.group)

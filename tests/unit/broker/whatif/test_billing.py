@@ -56,30 +56,20 @@ def _batch_plan(share: float) -> tuple[Plan, WorkloadSet, MarketSnapshot]:
 
 
 @pytest.mark.parametrize("share", [0.5, 0.8, 1.0])
-def test_spot_held_as_expected_delivers_the_planned_work(share: float) -> None:
-    """The plan's spot work already counts the expected held share: held at
-    that share, nothing is missing (it used to be taken off twice)."""
+def test_spot_held_part_of_each_hour_works_and_is_paid_that_part(share: float) -> None:
+    """A plan's spot work is what a held instance does (the pool's expected
+    share does not scale it): held ``share`` of each hour, spot does and is
+    paid ``share`` of it, and the rest is caught up on on-demand."""
     plan, ws, snap = _batch_plan(share)
     a = plan.hourly_instances()
     spot = a[a["tier"] == "spot"]
     assert len(spot) > 0  # spot is 5x cheaper: the plan uses it
-    held = np.full(24, share)
+    spot_work = float(spot["work_per_hour"].sum())
     bill = bill_plan(plan, ws, {}, snap,
-                     MarketActuals({KEY: np.full(24, 0.2)}, {KEY: held}),
+                     MarketActuals({KEY: np.full(24, 0.2)}, {KEY: np.full(24, share)}),
                      costs=CostTable.compute(snap, ws))  # fmt: skip
-    assert bill.catch_up_usd == pytest.approx(0.0, abs=1e-6)
-    # paid only while held
+    missing = bill.catch_up_unit_hours.get("sweeps", 0.0)
+    assert missing == pytest.approx(spot_work * (1 - share), abs=1e-6)
     paid = float((spot["instances"] * 0.2).sum()) * share
     assert bill.by_tier_usd["spot"] == pytest.approx(paid)
-
-
-def test_spot_held_less_than_expected_is_caught_up_on_demand() -> None:
-    plan, ws, snap = _batch_plan(0.8)
-    a = plan.hourly_instances()
-    spot_work = float(a[a["tier"] == "spot"]["work_per_hour"].sum())
-    bill = bill_plan(plan, ws, {}, snap,
-                     MarketActuals({KEY: np.full(24, 0.2)}, {KEY: np.full(24, 0.4)}),
-                     costs=CostTable.compute(snap, ws))  # fmt: skip
-    # half the expected share held: half the spot work is missing, at $1/unit-hour
-    assert bill.catch_up_unit_hours["sweeps"] == pytest.approx(spot_work / 2)
-    assert bill.catch_up_usd == pytest.approx(spot_work / 2 * 1.0)
+    assert bill.catch_up_usd == pytest.approx(missing * 1.0)  # at $1/unit-hour on-demand
