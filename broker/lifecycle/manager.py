@@ -2,8 +2,10 @@
 
 Owns the manager's state (breakers, churn budget, rebalance record, resize
 times, decided notices, launches not yet seen in the fleet, break-glass
-stretches) and the order in which each workload class tries the choices of
-``broker.lifecycle.choices`` (see the package docstring for the rules).
+stretches, the deadline rule's per-job memory) and the order in which each
+workload class tries the choices of ``broker.lifecycle.choices`` (see the
+package docstring for the rules), and where the deadline rule
+(``broker.lifecycle.deadline``) decides instead of the slack test.
 
 Must not: call a provider, run a checkpoint hook, persist, or solve a plan.
 Pure and deterministic given the clock, the notices, fleets and snapshots.

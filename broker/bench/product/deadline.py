@@ -7,7 +7,8 @@ on-demand at ``k``, a one-job ``WorkloadSet``: training, ``unit_hours`` the
 setting's compute, ``deadline_hours`` the window's, restart the changeover,
 no break-glass cap) and ``DECIDED_BY``, the code that decides.
 
-Each tick, in the daemon's order:
+Each tick, in the order of the daemon's reconcile job
+(``broker.daemon.daemon``: progress, break-glass upkeep, reconcile):
 
 1. the plan job reports the job's progress (``report_progress``);
 2. a spot instance the trace revoked becomes a ``Notice`` for ``handle``;
