@@ -7,8 +7,11 @@ p75 of cost / on-demand cost, deadline misses, gap-closure ratio
 hours, overall and per quadrant (window spot availability above/below 50 %,
 job fraction above/below 0.75).
 
-Must not: decide (``policies.online.deadline``) or move the job
-(``broker.simulate.deadline``).
+Must not: decide (the baselines are ``policies.online.deadline``'s; the
+``spotfolio`` entry is the daemon's ``LifecycleManager``, driven by
+``broker.bench.product.deadline``; ``broker.bench.rules`` names them all) or
+move the job (``broker.simulate.deadline``). Every policy's JSON entry says
+who decided (``decided_by``, ``module:qualname``).
 
 Every policy sees the same windows, prices, tick and changeover. A trace is
 first coarsened to decision ticks of at most ``DECISION_TICK_S`` (its own gap
@@ -30,6 +33,7 @@ from typing import NotRequired, TypedDict
 import numpy as np
 
 from broker.bench import BenchData
+from broker.bench.rules import deadline_policy, decided_by
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.deadline import (
     DeadlineOutcome,
@@ -39,7 +43,6 @@ from broker.simulate.deadline import (
     simulate_deadline,
 )
 from broker.simulate.omniscient import omniscient_deadline
-from policies.online.registry import deadline_policy
 
 __all__ = [
     "DECISION_TICK_S",
@@ -75,6 +78,7 @@ class PolicyMetrics(TypedDict):
     deadline_misses: int
     spot_hours_vs_omniscient: float | None
     changeovers_per_window: float
+    decided_by: str  # module:qualname of the code that made the decisions
 
 
 class DeadlineBlock(TypedDict):
@@ -209,6 +213,7 @@ def _policy_metrics(results: Sequence[WindowResult], name: str) -> PolicyMetrics
         "changeovers_per_window": round(
             float(np.mean([r.outcomes[name].changeovers for r in results])), 2
         ),
+        "decided_by": decided_by(name),
     }
 
 
@@ -227,6 +232,7 @@ def _block(results: Sequence[WindowResult], policies: Sequence[str]) -> Deadline
         "changeovers_per_window": round(
             float(np.mean([r.omniscient.changeovers for r in results])), 2
         ),
+        "decided_by": decided_by("omniscient"),
     }
     gap: dict[str, float | None] = {}
     if "greedy" in pol:

@@ -33,12 +33,12 @@ from typing import TypedDict
 from broker.bench import BenchData, SettingRun
 from broker.bench import deadline as deadline_setting
 from broker.bench import fleet as fleet_setting
+from broker.bench.rules import deadline_policy
 from broker.jsondoc import at, count, number, obj
 from broker.simulate.deadline import DeadlineSetting, simulate_deadline
 from broker.simulate.omniscient import omniscient_deadline
 from markets.clock import Clock, SystemClock
 from markets.registry import open_market
-from policies.online.registry import deadline_policy
 
 __all__ = [
     "MACHINERY_HOOKS",

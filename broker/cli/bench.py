@@ -236,7 +236,7 @@ def simulate_command(
 
 
 def _deadline_policies(name: str) -> tuple[str, ...]:
-    from policies.online.registry import DEADLINE_POLICIES
+    from broker.bench.rules import DEADLINE_POLICIES
 
     name = DEADLINE_POLICIES.canonical(name)  # unknown -> InputError naming --policy
     refs = ("on_demand", "greedy") if name in ("uniform_progress", "spotfolio") else ("on_demand",)

@@ -40,7 +40,14 @@ __all__ = ["STRETCH_KINDS", "StretchJob"]
 
 log = logging.getLogger("spotfolio.daemon")
 # Decisions whose payload carries a break-glass stretch's state ("stretch").
-STRETCH_KINDS = ("break_glass", "break_glass_cancel", "return_to_spot", "extend", "end")
+STRETCH_KINDS = (
+    "break_glass",
+    "break_glass_cancel",
+    "open_on_demand",
+    "return_to_spot",
+    "extend",
+    "end",
+)
 
 
 class StretchJob:

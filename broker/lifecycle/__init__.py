@@ -6,7 +6,8 @@ settings ``LifecycleConfig`` (``values``), the one book of pools that refused
 capacity ``UnavailableOfferings`` (``fallback``). Inside: ``fallback`` (the one
 placement rule, "which pool instead?", which the daemon's reconcile and
 launcher ask too, through ``LifecycleManager.instead``), ``choices`` (where lost
-capacity may go), ``stretches`` (break-glass against the dollar cap), ``view``
+capacity may go), ``stretches`` (break-glass against the dollar cap),
+``deadline`` and ``tiers`` (the tier rule for a job with a deadline), ``view``
 (the fleet and the market indexed for speed); the rules' state machines are
 ``policies.breakglass``. For each revocation the manager chooses one of:
 
@@ -38,6 +39,16 @@ breaks glass first when the deadline needs it, otherwise shrinks (elastic),
 replaces, breaks glass; batch breaks glass only for a deadline, replaces only
 when the replacement costs at most ``batch_replace_max_premium`` more per
 unit of work than the lost pool, and otherwise waits (restart-tolerant).
+
+A rigid training gang with a deadline whose progress the daemon reports is
+decided by the deadline tier rule (``deadline``, its per-job memory in
+``tiers``): on a revocation, after shrink and replace, it breaks glass only
+when the rule says on-demand now and otherwise waits; in ``tick`` the rule
+returns its stretch to spot (its own pool while the market reports spot
+there), keeps it (extended within the cap) or ends it, and opens on-demand
+for the job while it waits (``ReturnKind.OPEN_ON_DEMAND``, a stretch against
+the cap like any other). ``observe_spot`` takes the market's availability
+reports of a pool from before (``tick`` takes them from its snapshot).
 
 The churn budget counts spot units (re)placed by notice decisions (and returns
 to spot): a storm spends it and the rest go on-demand within the cap or wait;

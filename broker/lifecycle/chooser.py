@@ -26,7 +26,7 @@ from broker.lifecycle.values import DecisionKind, LaunchIntent, LifecycleConfig
 from broker.lifecycle.view import Candidate, Candidates, FleetView, Pending
 from markets.fleet import Instance
 from markets.keys import PoolKey
-from markets.model import MarketSnapshot, Tier
+from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.breakglass import resize_block_reason
 from policies.cost_table import CostOptions, CostTable
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
@@ -69,6 +69,7 @@ class Chooser:
         self._snapshot: MarketSnapshot | None = None
         self._costs: CostTable | None = None
         self._cands: dict[str, Candidates] = {}
+        self._by_key: dict[str, PoolSnapshot] = {}
 
     def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         if snapshot is not self._snapshot:
@@ -80,6 +81,11 @@ class Chooser:
                 costs.check(snapshot, self.workloads, options)
             self._costs = costs
             self._snapshot, self._cands = snapshot, {}
+            self._by_key = snapshot.by_key()
+
+    def pool(self, pool_key: str) -> PoolSnapshot | None:
+        """A pool of the snapshot last handed to ``on_market`` (``None``: not in it)."""
+        return self._by_key.get(pool_key)
 
     @property
     def has_market(self) -> bool:
@@ -87,7 +93,7 @@ class Chooser:
 
     def units(self, pool_key: str) -> int:
         """Units per instance of a pool in the snapshot (1 if not in it)."""
-        p = None if self._snapshot is None else self._snapshot.by_key().get(pool_key)
+        p = self._by_key.get(pool_key)
         return 1 if p is None else p.instance.units
 
     @property
@@ -131,23 +137,31 @@ class Chooser:
     def break_glass(
         self, nid: str, w: Workload, inst: Instance, lost_work: float, view: FleetView, now_s: float
     ) -> Outcome | str:
+        return self.open_on_demand(nid, w, inst.pool_key, lost_work, view, now_s)
+
+    def open_on_demand(
+        self, nid: str, w: Workload, pool_key: str, lost_work: float, view: FleetView, now_s: float
+    ) -> Outcome | str:
+        """A break-glass stretch ``nid`` for ``lost_work`` of spot in
+        ``pool_key`` (lost, or that a waiting job would run on): on-demand
+        there or in the cheapest pool of its type, if the cap pays."""
         cands = self.candidates(w)
         od = pick_on_demand(
             cands,
             self.guards,
             now_s=now_s,
-            same_type=self.same_type(w, PoolKey.parse(inst.pool_key).instance_type),
-            prefer_pool=inst.pool_key,
+            same_type=self.same_type(w, PoolKey.parse(pool_key).instance_type),
+            prefer_pool=pool_key,
         )
         if od is None:
             return "no acceptable pool has on-demand capacity"
         n = od.instances_for(lost_work)
-        lost = cands.by_pool.get(inst.pool_key)
+        lost = cands.by_pool.get(pool_key)
         lost_spot = 0.0 if lost is None else (lost.spot_usd_per_hour or 0.0)
         g = self.guards
         calm_s = max(
-            g.pool_breakers.open_until_s(inst.pool_key),
-            g.zone_breakers.open_until_s(PoolKey.parse(inst.pool_key).zone_key),
+            g.pool_breakers.open_until_s(pool_key),
+            g.zone_breakers.open_until_s(PoolKey.parse(pool_key).zone_key),
         )
         hours = max(
             self.config.break_glass_min_hours,

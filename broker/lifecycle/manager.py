@@ -2,8 +2,10 @@
 
 Owns the manager's state (breakers, churn budget, rebalance record, resize
 times, decided notices, launches not yet seen in the fleet, break-glass
-stretches) and the order in which each workload class tries the choices of
-``broker.lifecycle.choices`` (see the package docstring for the rules).
+stretches, the deadline rule's per-job memory) and the order in which each
+workload class tries the choices of ``broker.lifecycle.choices`` (see the
+package docstring for the rules), and where the deadline rule
+(``broker.lifecycle.deadline``) decides instead of the slack test.
 
 Must not: call a provider, run a checkpoint hook, persist, or solve a plan.
 Pure and deterministic given the clock, the notices, fleets and snapshots.
@@ -19,7 +21,14 @@ from typing import Any
 from broker.lifecycle.choices import Guards, checkpoint_verdict
 from broker.lifecycle.chooser import Chooser, Outcome
 from broker.lifecycle.fallback import UnavailableOfferings, instead
-from broker.lifecycle.stretches import BreakGlassBook, stretch_from_record, stretch_record
+from broker.lifecycle.stretches import (
+    BreakGlassBook,
+    Step,
+    Stretch,
+    stretch_from_record,
+    stretch_record,
+)
+from broker.lifecycle.tiers import DeadlineJobs
 from broker.lifecycle.values import (
     CheckpointVerdict,
     Decision,
@@ -29,13 +38,14 @@ from broker.lifecycle.values import (
     ReturnKind,
     SpotReturn,
 )
-from broker.lifecycle.view import FleetView, Pending
+from broker.lifecycle.view import Candidate, FleetView, Pending
 from markets.clock import Clock, ensure_utc
 from markets.fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
 from policies.breakglass import ChurnBudget, CircuitBreakers, RebalancePrecision
 from policies.cost_table import CostTable
+from policies.online.deadline import Mode
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["LifecycleManager"]
@@ -70,6 +80,8 @@ class LifecycleManager:
         self._handled: dict[str, str] = {}  # instance id -> the notice that decided for it
         self._pending: list[Pending] = []
         self._view: FleetView | None = None
+        self._deadline = DeadlineJobs(cfg.deadline_tick_s)
+        self._opened = 0  # on-demand stretches the deadline rule opened for waiting jobs
 
     # --- inputs besides notices --------------------------------------------------
 
@@ -105,6 +117,15 @@ class LifecycleManager:
     def report_progress(self, workload: str, done_unit_hours: float) -> None:
         """Work done so far; without it a job is taken as on schedule (pro rata)."""
         self._choose.progress[workload] = max(0.0, done_unit_hours)
+
+    def observe_spot(self, pool_key: str, available: bool, at: datetime | None = None) -> None:
+        """The market reported whether spot can be held in ``pool_key`` (a
+        snapshot's ``spot_available``: the replay and default markets publish
+        it from their traces, the cloud markets whether spot is offered). The
+        deadline rule learns the pool's spells from these reports; ``tick``
+        makes one for each governed job's pool from its snapshot, so a caller
+        only adds the reports seen before (a daemon watching the market)."""
+        self._deadline.watch(pool_key, available, ensure_utc(at or self._clock.now()).timestamp())
 
     def record_resize(self, workload: str, at: datetime | None = None) -> None:
         """A resize made elsewhere (by the plan) starts the dwell too."""
@@ -347,6 +368,8 @@ class LifecycleManager:
         def shrink() -> Outcome | str:
             return self._choose.shrink(w, inst, view, now_s)
 
+        if self._governed(w):
+            return self._on_deadline_revocation(notice, inst, w, view, now_s, cp, lost_work)
         slack = self._choose.slack(w, tally.work_per_hour + lost_work, now_s, inst.pool_key)
         tight = slack is not None and slack[0] < slack[1]
         refusals: list[str] = []
@@ -383,6 +406,195 @@ class LifecycleManager:
             reason = f"{inst.units} units left unmet until the reconciler can act ({why})"
             out = Outcome(DecisionKind.CHECKPOINT_ONLY, reason)
         return self._decision(notice, out, w.name, inst, cp)
+
+    # --- the deadline rule (broker.lifecycle.deadline) ------------------------------
+
+    def _governed(self, w: Workload) -> bool:
+        """The deadline rule decides for ``w`` (``broker.lifecycle.tiers``)."""
+        return DeadlineJobs.applies(w) and w.name in self._choose.progress
+
+    def _spot_now(self, pool_key: str, now_s: float) -> bool:
+        """Spot can be held in ``pool_key`` now, as far as the daemon knows:
+        the snapshot offers it and no launch there was refused within the
+        unavailable-offerings TTL."""
+        p = self._choose.pool(pool_key)
+        return (
+            p is not None
+            and p.spot_usd_per_hour is not None
+            and p.spot_available
+            and not self._guards.unavailable.is_unavailable(pool_key, Tier.SPOT, now_s)
+        )
+
+    def _look(self, w: Workload, pool_key: str, work_per_hour: float, now_s: float) -> bool:
+        """Watch ``pool_key`` for ``w`` now; whether spot is there."""
+        available = self._spot_now(pool_key, now_s)
+        if work_per_hour <= 0 and w.max_units is not None:
+            work_per_hour = w.max_units * max(w.throughput.values(), default=1.0)
+        # The job's memory first: it starts from the spells watched before now.
+        self._deadline.observe(
+            w, pool_key, work_per_hour, available, now_s, self._choose.pool(pool_key)
+        )
+        self._deadline.watch(pool_key, available, now_s)
+        return available
+
+    def _tier(self, w: Workload, pool_key: str, mode: Mode, available: bool, now_s: float) -> Mode:
+        """The deadline rule's tier for ``w`` (``IDLE`` when it cannot tell:
+        the manager then does what it would without the rule: wait)."""
+        p = self._choose.pool(pool_key)
+        spot = None if p is None else p.spot_usd_per_hour
+        k = p.on_demand_usd_per_hour / spot if p is not None and spot else 3.0
+        choice = self._deadline.decide(
+            w,
+            mode=mode,
+            available=available,
+            elapsed_hours=(now_s - self._horizon_s) / 3600.0,
+            done_unit_hours=self._choose.progress.get(w.name, 0.0),
+            price_ratio=k,
+        )
+        return Mode.IDLE if choice is None else choice
+
+    @staticmethod
+    def _mode_of(view: FleetView, w: Workload) -> Mode:
+        t = view.tally(w.name)
+        if t.units - t.spot_units > 1e-9:
+            return Mode.ON_DEMAND
+        return Mode.SPOT if t.spot_units > 1e-9 else Mode.IDLE
+
+    def _on_deadline_revocation(
+        self,
+        notice: Notice,
+        inst: Instance,
+        w: Workload,
+        view: FleetView,
+        now_s: float,
+        cp: CheckpointVerdict,
+        lost_work: float,
+    ) -> Decision:
+        """A governed job lost spot: shrink (elastic training) or replace as
+        for any job; failing both, break glass only if the deadline rule
+        says on-demand now, else wait (checkpoint only)."""
+        nid = notice.notice_id
+        refusals: list[str] = []
+        if w.workload_class is WorkloadClass.TRAINING:
+            out = self._choose.shrink(w, inst, view, now_s)
+            if not isinstance(out, str):
+                return self._decision(notice, out, w.name, inst, cp)
+            refusals.append(f"no shrink: {out}")
+        cap = (
+            self._choose.batch_price_cap(w, inst)
+            if w.workload_class is WorkloadClass.BATCH
+            else None
+        )
+        out = self._choose.replace(nid, w, inst, lost_work, view, now_s, cap)
+        if not isinstance(out, str):
+            return self._decision(notice, out, w.name, inst, cp)
+        refusals.append(f"no replace: {out}")
+        work = view.tally(w.name).work_per_hour + lost_work
+        self._look(w, inst.pool_key, work, now_s)
+        mode = self._tier(w, inst.pool_key, self._mode_of(view, w), False, now_s)
+        if mode is Mode.ON_DEMAND:
+            out = self._choose.break_glass(nid, w, inst, lost_work, view, now_s)
+            if not isinstance(out, str):
+                reason = f"{out.reason} (the deadline rule: on-demand now; {'; '.join(refusals)})"
+                out = Outcome(out.kind, reason, out.launches, out.new_size, out.usd)
+                return self._decision(notice, out, w.name, inst, cp)
+            refusals.append(f"no break-glass: {out}")
+            why = "the deadline rule asks for on-demand, but " + "; ".join(refusals)
+        else:
+            why = "the deadline rule waits for spot (on schedule for its target); " + "; ".join(
+                refusals
+            )
+        return self._decision(notice, Outcome(DecisionKind.CHECKPOINT_ONLY, why), w.name, inst, cp)
+
+    def _deadline_step(
+        self, s: Stretch, w: Workload, view: FleetView, now_s: float
+    ) -> tuple[Step | None, tuple[Candidate, int] | None]:
+        """A governed job's stretch: the deadline rule says back to spot,
+        stay on on-demand (extended within the cap when due) or end."""
+        available = self._look(w, s.pool_key, s.work_per_hour, now_s)
+        mode = self._tier(w, s.pool_key, Mode.ON_DEMAND, available, now_s)
+        found: tuple[Candidate, int, bool] | str
+        own = self._choose.candidates(w).by_pool.get(s.pool_key)
+        if available and own is not None:
+            # The job's own pool while the market has spot there: the rule's
+            # watch of its spells stands in for the pool breaker and the
+            # 7-day share (a rarely-held pool is still worth its spells).
+            found = (own, own.instances_for(s.work_per_hour), False)
+        else:
+            found = self._choose.find_spot(
+                w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type
+            )
+        target = None if isinstance(found, str) else found[:2]
+        if mode is Mode.IDLE:
+            return self._book.close(
+                s, ReturnKind.END, "the deadline rule: wait for spot", now_s
+            ), None
+        if mode is Mode.SPOT and target is not None:
+            step = self._book.close(
+                s, ReturnKind.RETURN_TO_SPOT, "the deadline rule: back to spot", now_s
+            )
+            return step, target
+        why = (
+            "the deadline rule keeps on-demand"
+            if mode is Mode.ON_DEMAND
+            else f"the deadline rule would go back to spot, but {found}"
+        )
+        return self._book.keep(s, target, why, now_s), target
+
+    def _deadline_opens(self, view: FleetView, now_s: float, now_dt: datetime) -> list[SpotReturn]:
+        """Governed jobs holding nothing: watch their pool; where the rule
+        says on-demand (behind its target, or the safety net), open a
+        break-glass stretch for the job's rate within the cap."""
+        out: list[SpotReturn] = []
+        busy = {s.workload for s in self._book.stretches.values()}
+        for w in self._workloads.values():
+            if not self._governed(w):
+                continue
+            t = view.tally(w.name)
+            pool = self._job_pool(w, view)
+            if pool is None:
+                continue
+            available = self._look(w, pool, t.work_per_hour, now_s)
+            if w.name in busy or t.units > 1e-9:
+                continue
+            rate = self._deadline.rate_of(w.name)
+            if rate is None or rate <= 0:
+                continue
+            if self._tier(w, pool, Mode.IDLE, available, now_s) is not Mode.ON_DEMAND:
+                continue
+            nid = f"{w.name}:deadline:{self._opened}"
+            got = self._choose.open_on_demand(nid, w, pool, rate, view, now_s)
+            if isinstance(got, str):
+                continue  # the cap or capacity says no: the job waits (tried again next tick)
+            self._opened += 1
+            out.append(
+                SpotReturn(
+                    action_id=f"{nid}:{ReturnKind.OPEN_ON_DEMAND.value}:0",
+                    allocation_id=nid,
+                    kind=ReturnKind.OPEN_ON_DEMAND,
+                    workload=w.name,
+                    launches=got.launches,
+                    terminate_instance_ids=(),
+                    reason=f"the deadline rule: on-demand while waiting for spot; {got.reason}",
+                    decided_at=now_dt,
+                    break_glass_usd_committed=got.usd,
+                )
+            )
+        return out
+
+    def _job_pool(self, w: Workload, view: FleetView) -> str | None:
+        """The pool a governed job runs in: where its spot is now, else where
+        it last ran, else its best-ranked pool."""
+        t = view.tally(w.name)
+        for pool, units in t.spot_by_pool.items():
+            if units > 1e-9:
+                return pool
+        known = self._deadline.pool_of(w.name)
+        if known is not None:
+            return known
+        cands = self._choose.candidates(w)
+        ranked = cands.spot or cands.on_demand
+        return ranked[0].pool_key if ranked else None
 
     def _view_for(self, fleet: Sequence[Instance], now_s: float) -> FleetView:
         v = self._view
@@ -453,11 +665,14 @@ class LifecycleManager:
             w = self._workloads.get(s.workload)
             if w is None:
                 continue
-            found = self._choose.find_spot(
-                w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type
-            )
-            target = None if isinstance(found, str) else found[:2]
-            step = self._book.step(s, w, target, found if isinstance(found, str) else "", now_s)
+            if self._governed(w):
+                step, target = self._deadline_step(s, w, view, now_s)
+            else:
+                found = self._choose.find_spot(
+                    w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type
+                )
+                target = None if isinstance(found, str) else found[:2]
+                step = self._book.step(s, w, target, found if isinstance(found, str) else "", now_s)
             if step is None:
                 continue
             s.steps += 1
@@ -487,4 +702,6 @@ class LifecycleManager:
                     break_glass_usd_released=step.released_usd,
                 )
             )
+        if any(self._governed(w) for w in self._workloads.values()):
+            out.extend(self._deadline_opens(view, now_s, now_dt))
         return tuple(out)

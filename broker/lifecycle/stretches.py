@@ -166,10 +166,19 @@ class BreakGlassBook:
                 margin=cfg.return_margin,
             )
             if v.go:
-                return self._close(s, ReturnKind.RETURN_TO_SPOT, f"back to spot: {v.reason}", now_s)
+                return self.close(s, ReturnKind.RETURN_TO_SPOT, f"back to spot: {v.reason}", now_s)
             why_stay = v.reason
         else:
             why_stay = why_no_target
+        return self.keep(s, target, why_stay, now_s)
+
+    def keep(
+        self, s: Stretch, target: tuple[Candidate, int] | None, why_stay: str, now_s: float
+    ) -> Step | None:
+        """``s`` stays on on-demand (``why_stay``): nothing until it is due;
+        then extend it if the cap can pay, else back to spot early if
+        ``target`` (a spot pool for its work) is given, else end it."""
+        cfg = self.config
         if now_s < self.due_s(s):
             return None
         hours = cfg.break_glass_min_hours
@@ -183,14 +192,14 @@ class BreakGlassBook:
             f"another {hours:g} h (${usd:,.0f})"
         )
         if target is not None:
-            return self._close(
+            return self.close(
                 s, ReturnKind.RETURN_TO_SPOT, f"{short}: back to spot early ({why_stay})", now_s
             )
-        return self._close(
+        return self.close(
             s, ReturnKind.END, f"{short} and {why_stay}: on-demand ends, left unmet", now_s
         )
 
-    def _close(self, s: Stretch, kind: ReturnKind, reason: str, now_s: float) -> Step:
+    def close(self, s: Stretch, kind: ReturnKind, reason: str, now_s: float) -> Step:
         spent = s.extra_usd_per_hour * max(0.0, now_s - s.started_s) / 3600.0
         released = self.ledger.settle(s.alloc_id, spent)
         del self.stretches[s.alloc_id]

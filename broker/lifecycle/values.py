@@ -51,7 +51,10 @@ class DecisionKind(StrEnum):
 class ReturnKind(StrEnum):
     RETURN_TO_SPOT = "return_to_spot"  # launch spot, then terminate the on-demand
     EXTEND = "extend"  # keep on-demand; more dollars committed
-    END = "end"  # the cap is spent and spot is not acceptable: terminate on-demand
+    END = "end"  # the cap is spent, or the deadline rule waits: terminate on-demand
+    # The deadline rule (broker.lifecycle.deadline) puts a waiting job on
+    # on-demand: launch it, a new stretch (allocation_id) against the cap.
+    OPEN_ON_DEMAND = "open_on_demand"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,3 +235,8 @@ class LifecycleConfig(BaseModel):
     # deadline margins and the return-to-spot test (ARCHITECTURE.md, "Stale
     # market data"). The daemon sets it from its stale_hazard_multiplier.
     stale_hazard_multiplier: float = Field(default=2.0, ge=1.0)
+    # The deadline rule's decision grid (broker.lifecycle.deadline): its safety
+    # net counts whole ticks of this length, so a waiting job can still finish
+    # on on-demand if the next look comes a tick later. 10 min: the bench's
+    # decision tick; the daemon ticks more often, which only adds margin.
+    deadline_tick_s: float = Field(default=600.0, gt=0.0)

@@ -2,9 +2,10 @@
 
 Owns: the deadline setting's decision rules (benchmarks.md section 1, the "Can't
 Be Late" setting, NSDI 2024) as pure functions of what the job knows at a tick:
-``on_demand``, ``greedy``, ``uniform_progress`` (exactly as published) here,
-and ``spotfolio`` (ours) in ``policies.online.progress``; the
-registry ``policies.online.registry`` knows all four by name. Each rule is a
+``on_demand``, ``greedy``, ``uniform_progress`` (exactly as published): the
+baselines, which ``policies.online.registry`` knows by name. Spotfolio's own
+tier rule lives in the lifecycle manager (``broker.lifecycle.deadline``); the
+bench runs it through the manager (``broker.bench.product.deadline``). Each rule is a
 ``DeadlinePolicy``: ``start(job)`` gives its memory, ``decide(job, view,
 memory)`` returns the mode for the coming tick and the memory to carry.
 Everything a rule knows is in ``TickView`` (the past and the present); nothing

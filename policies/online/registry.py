@@ -4,9 +4,11 @@ Owns: the two registries (``markets.registry.Registry``: names in
 registration order, hyphenated aliases, an ``InputError`` naming ``--policy``
 and listing the valid names on a typo) and ``deadline_policy`` /
 ``fleet_policy``, which return a fresh rule by name. Rules are registered
-here, not in their modules, so no rule module needs another's registry (the
-Spotfolio deadline rule in ``policies.online.progress`` builds on
-``policies.online.deadline``; neither imports this one).
+here, not in their modules, so no rule module needs another's registry. The
+deadline rules here are the published baselines; Spotfolio's own deadline
+decisions are the lifecycle manager's (``broker.lifecycle.deadline``), which
+the bench registers beside these (``broker.bench.rules``): this layer cannot
+import the broker.
 
 Must not: define a rule, or simulate one.
 """
@@ -25,7 +27,6 @@ from policies.online.fleet import (
     SpotHedge,
     StaticMix,
 )
-from policies.online.progress import SpotfolioDeadline
 
 __all__ = ["DEADLINE_POLICIES", "FLEET_POLICIES", "deadline_policy", "fleet_policy"]
 
@@ -34,7 +35,6 @@ DEADLINE_POLICIES: Registry[Callable[[], DeadlinePolicy]] = Registry("deadline r
 DEADLINE_POLICIES.add("on_demand", OnDemand, aliases=("on-demand",))
 DEADLINE_POLICIES.add("greedy", Greedy)
 DEADLINE_POLICIES.add("uniform_progress", UniformProgress, aliases=("uniform-progress",))
-DEADLINE_POLICIES.add("spotfolio", SpotfolioDeadline)
 
 FLEET_POLICIES: Registry[Callable[[], FleetPolicy]] = Registry("fleet rule", "--policy")
 FLEET_POLICIES.add("on_demand", OnDemandFleet, aliases=("on-demand",))

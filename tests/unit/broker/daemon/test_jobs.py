@@ -223,3 +223,34 @@ def test_a_partly_refused_terminate_records_the_instances_it_did_end() -> None:
     with store.transaction() as tx:
         assert mine not in {r.instance_id for r in tx.fleet(OWNER)}  # ended, and recorded so
     assert {i.instance_id for i in cloud.alive()} == {foreign}  # least privilege
+
+
+def test_upkeep_launches_and_records_an_on_demand_open_for_a_waiting_deadline_job() -> None:
+    # A rigid gang far behind its deadline with no spot in its only pool: the
+    # lifecycle's deadline rule opens on-demand from tick (open_on_demand),
+    # which the daemon launches, records with its stretch, and restores.
+    ws = parse_workloads(
+        {"workloads": [{"name": "job", "class": "training", "instance_types": ["p3.2xlarge"],
+                        "throughput": {"p3.2xlarge": 1.0}, "min_units": 1, "max_units": 1,
+                        "min_on_non_revocable": False, "unit_hours": 10, "deadline_hours": 11}]}
+    )  # fmt: skip
+    market = TinyMarket([A], share={A: 0.0})
+    clock = ManualClock(T0)
+    store = Store("sqlite://")
+    cloud = SimCloud(market, clock, SimOptions())
+    manager = LifecycleManager(ws, clock)
+    manager.report_progress("job", 0.0)
+    executor = Executor(cloud, store, OWNER, clock, DaemonMetrics(), Backoff())
+    launcher = Launcher(executor, FleetBook(OWNER, ws, manager), manager, clock)
+    job = StretchJob(manager, store, executor, launcher, clock, DaemonMetrics(), owner=OWNER)
+
+    assert job.upkeep(clock.now(), (), market.snapshot(), 0) == 1
+
+    (alive,) = cloud.alive()
+    assert (alive.pool_key, alive.tier, alive.workload) == (A, Tier.ON_DEMAND, "job")
+    with store.transaction() as tx:
+        (rec,) = tx.decisions(OWNER, kinds=("open_on_demand",))
+    assert rec.payload["stretch"] is not None and rec.break_glass_usd > 0
+    fresh = LifecycleManager(ws, clock)
+    StretchJob(fresh, store, executor, launcher, clock, DaemonMetrics(), owner=OWNER).restore()
+    assert set(fresh.break_glass_stretches()) == {rec.payload["allocation_id"]}

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from broker.bench.deadline import POLICIES, evaluate, sample_windows, summarize
+from broker.bench.rules import deadline_policy
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.deadline import (
     DeadlineSetting,
@@ -27,7 +28,6 @@ from broker.simulate.deadline import (
 )
 from broker.simulate.omniscient import omniscient_deadline
 from policies.online.deadline import Mode
-from policies.online.registry import deadline_policy
 from tests.paths import SHARED_DATA
 
 DATA = SHARED_DATA

@@ -28,7 +28,6 @@ from policies.online.deadline import (
     last_net,
     last_safe_moment,
 )
-from policies.online.progress import SpotfolioDeadline
 from policies.online.registry import deadline_policy
 
 SETTING = DeadlineSetting(compute_hours=1.0, changeover_hours=0.2, price_ratio=3.0)
@@ -193,39 +192,6 @@ def test_greedy_keeps_spot_and_commits_only_off_spot() -> None:
     assert Greedy().decide(JOB, late, False) == (Mode.SPOT, False)
     late_idle = TickView(1.5, 0.3, Mode.IDLE, False)
     assert Greedy().decide(JOB, late_idle, False) == (Mode.ON_DEMAND, True)
-
-
-def test_spotfolio_is_causal_and_keeps_the_safety_net() -> None:
-    rule = SpotfolioDeadline()
-    mem = rule.start(JOB)
-    late_idle = TickView(1.5, 0.3, Mode.IDLE, True)
-    mode, mem2 = rule.decide(JOB, late_idle, mem)
-    assert mode == Mode.ON_DEMAND and mem2.committed
-    # the decision at a tick depends only on the view and the memory: the
-    # same inputs give the same answer whatever comes later
-    early = TickView(0.0, 0.0, Mode.IDLE, True)
-    assert rule.decide(JOB, early, rule.start(JOB)) == rule.decide(JOB, early, rule.start(JOB))
-
-
-def test_spotfolio_waits_for_spot_when_the_pool_is_usually_held() -> None:
-    rule = SpotfolioDeadline()
-    rich = JobSpec(
-        compute_hours=1.0,
-        deadline_hours=2.0,
-        changeover_hours=0.2,
-        tick_hours=0.1,
-        prior=PoolHistory(hours=168.0, held_share=0.95, up_spells_hours=(20.0,) * 8),
-    )
-    poor = JobSpec(
-        compute_hours=1.0,
-        deadline_hours=2.0,
-        changeover_hours=0.2,
-        tick_hours=0.1,
-        prior=PoolHistory(hours=168.0, held_share=0.2, up_spells_hours=(0.5,) * 60),
-    )
-    behind_up = TickView(0.6, 0.2, Mode.IDLE, False)  # cp 0.2 < ep(0.6) = 0.3
-    assert rule.decide(rich, behind_up, rule.start(rich))[0] == Mode.IDLE
-    assert rule.decide(poor, behind_up, rule.start(poor))[0] == Mode.ON_DEMAND
 
 
 def test_pool_history_counts_complete_spells_only() -> None:
