@@ -155,6 +155,7 @@ def sample_windows(
                     spot_price_ratio=tuple(m.spot_price_ratio for m in members),
                     start_tick=s,
                     notice_s=min(NOTICE_S.get(m.provider, setting.notice_s) for m in members),
+                    provider=members[0].provider if len({m.provider for m in members}) == 1 else None,
                 )
             )
     return out

@@ -18,7 +18,7 @@ refuses it, as a real one would.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from policies.online.deadline import PoolHistory
@@ -43,7 +43,10 @@ __all__ = [
 class FleetSpec:
     """The service's terms: ``replicas`` ready wanted, the zones in play (in
     the order of every per-zone tuple), and each zone's history before the
-    window (``None`` where nothing was watched)."""
+    window (``None`` where nothing was watched). ``past``: the same history
+    tick by tick (spot held or not, ``tick_hours`` apart, oldest first), for a
+    rule that reads it the way a market does (``prior`` summarises it);
+    ``provider``: the zones' cloud (``None``: not known)."""
 
     replicas: int
     zones: tuple[str, ...]
@@ -53,6 +56,8 @@ class FleetSpec:
     on_demand_usd_per_hour: float
     spot_usd_per_hour: tuple[float, ...]
     prior: tuple[PoolHistory | None, ...] = ()
+    past: tuple[tuple[bool, ...], ...] = field(default=(), repr=False, compare=False)
+    provider: str | None = None
 
 
 @dataclass(frozen=True)
