@@ -18,6 +18,7 @@ replica-hour and spot ``1 / k`` unless the trace names its price.
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -49,6 +50,7 @@ __all__ = [
     "FleetResult",
     "FleetSettingInfo",
     "FleetSummary",
+    "decided_by",
     "evaluate_window",
     "fleet_groups",
     "run",
@@ -64,8 +66,10 @@ POLICIES = tuple(FLEET_POLICIES)
 
 
 class FleetMetrics(TypedDict):
-    """One policy's figures over a set of fleet-days."""
+    """One policy's figures over a set of fleet-days, and the code that made
+    its decisions (``decided_by``, ``module:qualname``)."""
 
+    decided_by: str
     availability: float
     unserved_replica_hours: float
     cost_vs_on_demand: float
@@ -182,9 +186,22 @@ def _evaluate_job(job: tuple[FleetSetting, FleetWindow, tuple[str, ...]]) -> Fle
     return evaluate_window(*job)
 
 
+def decided_by(name: str) -> str:
+    """``module:qualname`` of the code that decides for the rule ``name``:
+    the rule class, or the ``DECIDED_BY`` its module names (the product's
+    adapter names the daemon's lifecycle manager); ``omniscient`` is the
+    hindsight ILP."""
+    if name == "omniscient":
+        return f"{omniscient_fleet.__module__}:{omniscient_fleet.__qualname__}"
+    factory = FLEET_POLICIES.get(name)
+    named = getattr(sys.modules.get(factory.__module__), "DECIDED_BY", None)
+    return named if isinstance(named, str) else f"{factory.__module__}:{factory.__qualname__}"
+
+
 def _metrics(results: Sequence[FleetResult], name: str) -> FleetMetrics:
     outs = [r.outcomes[name] for r in results]
     return {
+        "decided_by": decided_by(name),
         "availability": round(float(np.mean([o.availability for o in outs])), 5),
         "unserved_replica_hours": round(float(sum(o.unserved_replica_hours for o in outs)), 3),
         "cost_vs_on_demand": round(
@@ -207,6 +224,7 @@ def summarize(results: Sequence[FleetResult], policies: Sequence[str] = POLICIES
         return {"windows": 0, "policies": {}, "groups": {}}
     block: dict[str, FleetMetrics] = {name: _metrics(results, name) for name in policies}
     block["omniscient"] = {
+        "decided_by": decided_by("omniscient"),
         "availability": 1.0,
         "unserved_replica_hours": 0.0,
         "cost_vs_on_demand": round(

@@ -40,20 +40,34 @@ lifecycle manager's), or look ahead (it reads the engine's view only).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
 from broker.daemon.config import DaemonConfig
 from broker.daemon.lifecycle import Lifecycle
+from broker.daemon.reconcile import STICK_MARGIN
+from broker.daemon.store.notices import DecisionRecord
+from broker.daemon.store.tx import Json
 from broker.daemon.wiring import default_lifecycle
 from broker.lifecycle import LaunchIntent
 from broker.planning.optimizer.fast import fast_plan
 from broker.planning.optimizer.problem import build_problem
-from broker.planning.reconcile import desired_now
+from broker.planning.plan import Plan
+from broker.planning.reconcile import apply_deltas, desired_now, diff
 from markets.clock import ManualClock
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.fleet import (
+    OWNER_TAG,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Notice,
+    NoticeKind,
+    TerminateRequest,
+)
 from markets.hazard.posterior import Exposure, estimate_hazard
 from markets.hazard.prior import ASSUMED_PRIOR
 from markets.model import (
@@ -88,13 +102,17 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # the fake clock's window start
 SNAPSHOT_REFRESH_S = 3600.0
 TRAILING_SHARE_HOURS = 168.0  # the replay market's available_share window
 PLACEMENT_WINDOW_HOURS = 24.0  # and its placement score's
+REPLAN_S = 3600.0  # the daemon's replan interval (``Intervals.replan_s``)
+RECONCILE_PASSES = 3  # diffs per reconcile when pools refuse (``broker.daemon.reconcile``)
 
 
-def fleet_workloads(replicas: int) -> WorkloadSet:
+def fleet_workloads(replicas: int, **contract: float) -> WorkloadSet:
     """The serving workload of the fleet setting: ``replicas`` units all day
     on the one instance type, the serving class's defaults for the rest
     except spot, allowed for all of it (the SkyServe setting: on-demand only
-    where spot fails; the class default keeps 70 % on non-revocable tiers)."""
+    where spot fails; the class default keeps 70 % on non-revocable tiers).
+    ``contract``: other workload fields (``max_zone_share=1.0``...), for a
+    what-if on the contract."""
     return WorkloadSet.model_validate(
         {
             "workloads": [
@@ -104,6 +122,7 @@ def fleet_workloads(replicas: int) -> WorkloadSet:
                     "instance_types": [INSTANCE_TYPE],
                     "demand": {"base_units": replicas, "peak_units": replicas},
                     "max_spot_share": 1.0,
+                    **contract,
                 }
             ]
         }
@@ -145,22 +164,27 @@ class _Replica:
 
 @dataclass
 class FleetRun:
-    """One window's objects: the daemon's manager, its market and its book."""
+    """One window's objects: the daemon's manager, its book, its plan in
+    force, the market it sees and the fleet (the cloud's listing)."""
 
     spec: FleetSpec
     clock: ManualClock
     manager: Lifecycle
+    book: FleetBook
+    workloads: WorkloadSet
     zones: list[_Zone]
     instance_type: InstanceType
-    provider: str
-    book: dict[str, _Replica] = field(default_factory=dict)
+    replicas: dict[str, _Replica] = field(default_factory=dict)
     fleet: tuple[Instance, ...] = ()
     snapshot: MarketSnapshot | None = None
     snapshot_s: float = -1.0
     snapshot_avail: tuple[bool, ...] = ()
     avail: tuple[bool, ...] = ()
     last_tick_s: float = -1.0
-    started: bool = False
+    plan: Plan | None = None
+    plan_s: float = -1.0
+    generation: int = 0
+    decisions: list[DecisionRecord] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=itertools.count)
     notices: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -197,28 +221,31 @@ class ProductFleet:
             for held in row:
                 zone.observe(bool(held), spec.tick_hours)
             zones.append(zone)
-        return FleetRun(spec, clock, manager, zones, itype, provider)
+        book = FleetBook(OWNER, workloads, manager)
+        return FleetRun(spec, clock, manager, book, workloads, zones, itype)
 
-    def decide(self, spec: FleetSpec, view: FleetView, memory: FleetRun) -> tuple[FleetPlan, FleetRun]:
+    def decide(
+        self, spec: FleetSpec, view: FleetView, memory: FleetRun
+    ) -> tuple[FleetPlan, FleetRun]:
         run = memory
         now_s = view.elapsed_hours * 3600.0
         run.clock.set(EPOCH + timedelta(seconds=now_s))
         run.avail = tuple(z.available for z in view.zones)
-        if not view.at_notice and now_s > run.last_tick_s:
+        if view.at_notice:
+            self._notices(run, view, now_s)
+            return self._plan(run), run
+        if now_s > run.last_tick_s:
             for zone, ok in zip(run.zones, run.avail, strict=True):
                 zone.observe(ok, spec.tick_hours)
             run.last_tick_s = now_s
-        if not run.started:
-            run.started = True
-            self._place(run, now_s)
-        elif view.at_notice:
-            self._notices(run, view, now_s)
-        else:
-            self._revoked(run, now_s)
-            self._tick(run, now_s)
+        self._revoked(run, now_s)
+        self._tick(run, now_s)
+        if run.plan is None or now_s - run.plan_s >= REPLAN_S - 1e-6:
+            self._replan(run, now_s)
+        self._reconcile(run, now_s)
         return self._plan(run), run
 
-    # --- translation ------------------------------------------------------------
+    # --- the market ---------------------------------------------------------------
 
     def _market(self, run: FleetRun, now_s: float) -> MarketSnapshot:
         """The snapshot a market source would give now (module docstring)."""
@@ -232,10 +259,10 @@ class ProductFleet:
         spec = run.spec
         tick_h = spec.tick_hours
         at = EPOCH + timedelta(seconds=now_s)
+        share_n = max(1, round(TRAILING_SHARE_HOURS / tick_h))
+        day_n = max(1, round(PLACEMENT_WINDOW_HOURS / tick_h))
         pools = []
         for j, zone in enumerate(run.zones):
-            share_n = max(1, round(TRAILING_SHARE_HOURS / tick_h))
-            day_n = max(1, round(PLACEMENT_WINDOW_HOURS / tick_h))
             trail = zone.seen[-share_n:]
             share = sum(trail) / len(trail) if trail else None
             day = zone.seen[-day_n:]
@@ -262,17 +289,56 @@ class ProductFleet:
             )
         snap = MarketSnapshot(at=at, pools=tuple(pools), source="fleet-window")
         run.snapshot, run.snapshot_s, run.snapshot_avail = snap, now_s, run.avail
+        run.book.set_snapshot(snap)
+        run.manager.on_market(snap)
         return snap
 
-    def _place(self, run: FleetRun, now_s: float) -> None:
-        """The first fleet: the plan's hour, rounded as reconcile rounds it."""
+    # --- the plan and reconcile (broker.daemon.plan, broker.daemon.reconcile) -------
+
+    def _replan(self, run: FleetRun, now_s: float) -> None:
+        """The plan job: the fast path over the next hour, on the market now,
+        pools that just refused spot at zero capacity."""
         snap = self._market(run, now_s)
-        workloads = fleet_workloads(run.spec.replicas)
         demand = {WORKLOAD: np.full(1, float(run.spec.replicas))}
-        plan = fast_plan(build_problem(snap, workloads, demand, hours=1))
-        want = desired_now(plan, snap.at, workloads)
-        for (_w, pool, tier), n in sorted(want.items()):
-            self._launch(run, LaunchIntent(pool, Tier(tier), n), None, now_s, fallback=False)
+        at = EPOCH + timedelta(seconds=now_s)
+        problem = build_problem(
+            snap,
+            run.workloads,
+            demand,
+            hours=1,
+            spot_capacity_instances=run.book.unavailable_capacity(at, 1) or None,
+        )
+        run.plan = fast_plan(problem)
+        run.plan_s = now_s
+        run.generation += 1
+        run.decisions.clear()  # deltas count from the plan in force
+
+    def _reconcile(self, run: FleetRun, now_s: float) -> None:
+        """The reconcile job: the plan's hour plus the decisions since it,
+        refused pools substituted, running replicas kept in equivalent pools;
+        launches first (another diff when a pool refused), then terminations."""
+        assert run.plan is not None
+        at = EPOCH + timedelta(seconds=now_s)
+        requests: list[LaunchRequest | TerminateRequest] = []
+        for _ in range(RECONCILE_PASSES):
+            want = desired_now(run.plan, at, run.workloads)
+            want = apply_deltas(want, decision_deltas(run.decisions))
+            want = substitute(want, run.book, at)
+            want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN)
+            doomed = frozenset(i for i, r in run.replicas.items() if r.noticed)
+            requests = diff(want, run.fleet, run.generation, OWNER, doomed=doomed)
+            refused = False
+            for req in requests:
+                if isinstance(req, LaunchRequest):
+                    intent = LaunchIntent(req.pool_key, req.tier, req.count)
+                    refused |= not self._launch(run, intent, None, now_s, fallback=False)
+            if not refused:
+                break
+        for req in requests:
+            if isinstance(req, TerminateRequest):
+                self._terminate(run, req.instance_ids)
+
+    # --- notices and upkeep (broker.daemon.notices, broker.daemon.stretches) ---------
 
     def _notices(self, run: FleetRun, view: FleetView, now_s: float) -> None:
         notice_s = run.spec.notice_hours * 3600.0
@@ -280,21 +346,18 @@ class ProductFleet:
         for j, z in enumerate(view.zones):
             if not z.noticed:
                 continue
-            for r in [r for r in run.book.values() if r.zone == j and not r.noticed]:
+            for r in [r for r in run.replicas.values() if r.zone == j and not r.noticed]:
                 self._handle(run, r, at, at + timedelta(seconds=notice_s), now_s)
 
     def _revoked(self, run: FleetRun, now_s: float) -> None:
-        """Spot taken at this tick: out of the book (a loss without a notice
+        """Spot taken at this tick: out of the fleet (a loss without a notice
         is handed to the manager as it is seen)."""
         at = EPOCH + timedelta(seconds=now_s)
-        gone = [r for r in run.book.values() if r.zone >= 0 and not run.avail[r.zone]]
+        gone = [r for r in run.replicas.values() if r.zone >= 0 and not run.avail[r.zone]]
         for r in gone:
             if not r.noticed:
                 self._handle(run, r, at, at, now_s)
-        for r in gone:
-            del run.book[r.instance.instance_id]
-        if gone:
-            self._sync(run)
+        self._terminate(run, [r.instance.instance_id for r in gone])
 
     def _handle(
         self, run: FleetRun, r: _Replica, at: datetime, deadline: datetime, now_s: float
@@ -309,19 +372,41 @@ class ProductFleet:
             pool_key=r.instance.pool_key,
         )
         decision = run.manager.handle(notice, run.fleet, self._market(run, now_s))
+        inst = r.instance
+        kind = decision.kind.value
+        payload: Json = {
+            "kind": kind,
+            "launches": [_launch_json(x) for x in decision.launches],
+            "lost_slot": [inst.workload, inst.pool_key, inst.tier.value],
+            "lost_count": 1,
+            "taken_out": kind != "ignore",
+        }
+        run.decisions.append(
+            DecisionRecord(notice.notice_id, kind, WORKLOAD, decision.reason, 0.0, 0.0, payload, at)
+        )
         for intent in decision.launches:
             self._launch(run, intent, notice.notice_id, now_s)
 
     def _tick(self, run: FleetRun, now_s: float) -> None:
         at = EPOCH + timedelta(seconds=now_s)
         for ret in run.manager.tick(at, run.fleet, self._market(run, now_s)):
+            by_id = {i: r.instance for i, r in run.replicas.items()}
+            ended = [i for i in ret.terminate_instance_ids if i in by_id]
+            payload: Json = {
+                "kind": ret.kind.value,
+                "launches": [_launch_json(x) for x in ret.launches],
+                "ended_slots": [
+                    [by_id[i].workload, by_id[i].pool_key, by_id[i].tier.value] for i in ended
+                ],
+            }
+            run.decisions.append(
+                DecisionRecord(None, ret.kind.value, WORKLOAD, ret.reason, 0.0, 0.0, payload, at)
+            )
             for intent in ret.launches:
                 self._launch(run, intent, None, now_s)
-            ended = [i for i in ret.terminate_instance_ids if i in run.book]
-            for iid in ended:
-                del run.book[iid]
-            if ended:
-                self._sync(run)
+            self._terminate(run, ended)
+
+    # --- the cloud ------------------------------------------------------------------
 
     def _launch(
         self,
@@ -331,18 +416,17 @@ class ProductFleet:
         now_s: float,
         *,
         fallback: bool = True,
-    ) -> None:
-        """The daemon's launcher: a refused pool is reported, then the next
-        pool the placement rule gives (``LifecycleManager.instead``) is tried."""
+    ) -> bool:
+        """The daemon's launcher: a refused pool is reported, then (with
+        ``fallback``) the next pool the placement rule gives
+        (``LifecycleManager.instead``) is tried. False: nothing launched."""
         pool, tier, count = intent.pool_key, intent.tier, int(intent.count)
         tried: set[str] = set()
         zone_of = {z.pool_key: j for j, z in enumerate(run.zones)}
         at = EPOCH + timedelta(seconds=now_s)
         while True:
             j = zone_of.get(pool)
-            if j is None:
-                return  # not a pool of this window (cannot happen: the snapshot has no other)
-            if tier is not Tier.SPOT or run.avail[j]:
+            if j is not None and (tier is not Tier.SPOT or run.avail[j]):
                 for _ in range(count):
                     iid = f"i-{next(run.ids)}"
                     inst = Instance(
@@ -353,30 +437,43 @@ class ProductFleet:
                         state=InstanceState.RUNNING,
                         units=1,
                         launched_at=at,
+                        tags={OWNER_TAG: OWNER},
                     )
-                    run.book[iid] = _Replica(inst, j if tier is Tier.SPOT else -1)
+                    run.replicas[iid] = _Replica(inst, j if tier is Tier.SPOT else -1)
                 self._sync(run)
-                return
+                return True
             tried.add(pool)
             run.manager.record_launch_failure(pool, tier, notice_id=notice_id)
             if not fallback:
-                return
+                return False
             alt = run.manager.instead(WORKLOAD, pool, tier, count, tried, at)
             if alt is None:
-                return
+                return False
             pool, count = alt
+
+    def _terminate(self, run: FleetRun, ids: Sequence[str]) -> None:
+        gone = [i for i in ids if i in run.replicas]
+        for iid in gone:
+            del run.replicas[iid]
+        if gone:
+            self._sync(run)
 
     @staticmethod
     def _sync(run: FleetRun) -> None:
-        run.fleet = tuple(r.instance for r in run.book.values())
+        run.fleet = tuple(r.instance for r in run.replicas.values())
+        run.book.last_fleet = run.fleet
 
     @staticmethod
     def _plan(run: FleetRun) -> FleetPlan:
         spot = [0] * len(run.zones)
         od = 0
-        for r in run.book.values():
+        for r in run.replicas.values():
             if r.zone < 0:
                 od += 1
             else:
                 spot[r.zone] += 1
         return FleetPlan(tuple(spot), od)
+
+
+def _launch_json(x: LaunchIntent) -> Json:
+    return {"pool_key": x.pool_key, "tier": x.tier.value, "count": int(x.count)}
