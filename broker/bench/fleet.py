@@ -146,6 +146,8 @@ def sample_windows(
         n = int(WINDOW_HOURS * 3600) // tick
         if held.shape[1] < n:
             continue
+        providers = {m.provider for m in members}
+        provider = next(iter(providers)) if len(providers) == 1 else None
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         prior = int(PRIOR_HOURS * 3600) // tick
         for s in sorted(int(x) for x in rng.integers(0, held.shape[1] - n + 1, size=per_group)):
@@ -159,7 +161,7 @@ def sample_windows(
                     spot_price_ratio=tuple(m.spot_price_ratio for m in members),
                     start_tick=s,
                     notice_s=min(NOTICE_S.get(m.provider, setting.notice_s) for m in members),
-                    provider=members[0].provider if len({m.provider for m in members}) == 1 else None,
+                    provider=provider,
                 )
             )
     return out

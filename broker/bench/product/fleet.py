@@ -57,7 +57,7 @@ from broker.lifecycle import LaunchIntent
 from broker.planning.optimizer.fast import fast_plan
 from broker.planning.optimizer.problem import build_problem
 from broker.planning.plan import Plan
-from broker.planning.reconcile import apply_deltas, desired_now, diff
+from broker.planning.reconcile import Slot, apply_deltas, desired_now, diff
 from markets.clock import ManualClock
 from markets.fleet import (
     OWNER_TAG,
@@ -68,9 +68,10 @@ from markets.fleet import (
     NoticeKind,
     TerminateRequest,
 )
-from markets.hazard.posterior import Exposure, estimate_hazard
 from markets.hazard.prior import ASSUMED_PRIOR
 from markets.model import (
+    Hazard,
+    HazardSource,
     InstanceType,
     MarketSnapshot,
     Pool,
@@ -147,11 +148,10 @@ class _Zone:
     held_hours: float = 0.0
 
     def observe(self, held: bool, tick_h: float) -> None:
-        if self.seen:
-            if self.seen[-1]:
-                self.held_hours += tick_h
-                if not held:
-                    self.events += 1
+        if self.seen and self.seen[-1]:
+            self.held_hours += tick_h
+            if not held:
+                self.events += 1
         self.seen.append(held)
 
 
@@ -183,6 +183,7 @@ class FleetRun:
     last_tick_s: float = -1.0
     plan: Plan | None = None
     plan_s: float = -1.0
+    planned: dict[Slot, int] = field(default_factory=dict)  # the plan's hour, whole
     generation: int = 0
     decisions: list[DecisionRecord] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -269,11 +270,7 @@ class ProductFleet:
             instant = 1.0 if run.avail[j] else 0.0
             recent = sum(day) / len(day) if day else instant
             score = min(10, max(1, 1 + round(9.0 * (0.5 * recent + 0.5 * instant))))
-            est = estimate_hazard(
-                Exposure(zone.events, zone.held_hours),
-                prior=ASSUMED_PRIOR,
-                available_share=share,
-            )
+            hazard = _hazard(zone.events, zone.held_hours)
             pools.append(
                 PoolSnapshot(
                     pool=zone.pool,
@@ -281,7 +278,7 @@ class ProductFleet:
                     on_demand_usd_per_hour=spec.on_demand_usd_per_hour,
                     spot_usd_per_hour=spec.spot_usd_per_hour[j],
                     placement_score=score,
-                    hazard=est.to_hazard(),
+                    hazard=hazard,
                     available_share=share,
                     spot_available=run.avail[j],
                     observed_at=at,
@@ -310,6 +307,8 @@ class ProductFleet:
         )
         run.plan = fast_plan(problem)
         run.plan_s = now_s
+        # The plan covers one hour: its whole counts hold until the next plan.
+        run.planned = desired_now(run.plan, at, run.workloads)
         run.generation += 1
         run.decisions.clear()  # deltas count from the plan in force
 
@@ -321,8 +320,7 @@ class ProductFleet:
         at = EPOCH + timedelta(seconds=now_s)
         requests: list[LaunchRequest | TerminateRequest] = []
         for _ in range(RECONCILE_PASSES):
-            want = desired_now(run.plan, at, run.workloads)
-            want = apply_deltas(want, decision_deltas(run.decisions))
+            want = apply_deltas(run.planned, decision_deltas(run.decisions))
             want = substitute(want, run.book, at)
             want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN)
             doomed = frozenset(i for i, r in run.replicas.items() if r.noticed)
@@ -473,6 +471,21 @@ class ProductFleet:
             else:
                 spot[r.zone] += 1
         return FleetPlan(tuple(spot), od)
+
+
+def _hazard(events: int, held_hours: float) -> Hazard:
+    """The posterior mean of ``markets.hazard.posterior.estimate_hazard`` on
+    the assumed prior (what a snapshot's ``Hazard`` carries), without the
+    credible interval it also computes (gamma quantiles: most of this
+    adapter's time, and no decision reads them)."""
+    prior = ASSUMED_PRIOR
+    hours = prior.pseudo_hours + held_hours
+    return Hazard(
+        rate_per_hour=(prior.pseudo_events + events) / hours,
+        source=HazardSource.OBSERVED if held_hours > 0 else prior.source,
+        confidence=held_hours / hours,
+        observed_hours=held_hours,
+    )
 
 
 def _launch_json(x: LaunchIntent) -> Json:
