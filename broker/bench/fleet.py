@@ -5,8 +5,14 @@ together), drawing windows, running every rule and the hindsight ILP on each,
 and the metrics: availability (share of time ``>= N`` ready), unserved
 replica-hours, cost / on-demand, cost / omniscient, overall and per group.
 
-Must not: decide (``policies.online.fleet``) or simulate
+Must not: decide (``policies.online.fleet``; the ``spotfolio`` entry is the
+daemon's code, ``broker.bench.product.fleet``) or simulate
 (``broker.simulate.fleet``).
+
+Every policy entry names the code that made its decisions (``decided_by``,
+``module:qualname``): the rule's class, or the ``DECIDED_BY`` of the module
+that registers it (the product's adapter names the lifecycle manager), and
+the hindsight ILP for ``omniscient``.
 
 Every rule sees the same windows, sizes, prices, cold start and notice. A
 group's traces are cut to a common start and length and coarsened to ticks of

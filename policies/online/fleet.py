@@ -6,9 +6,14 @@ Owns: the view a rule gets (``FleetView``: per zone whether spot can be had,
 whether a revocation notice is out, the replicas held and warming), the plan
 it returns (``FleetPlan``: spot replicas wanted per zone, on-demand wanted),
 and the rules: ``on_demand``, ``static_mix`` (an AWS Auto Scaling group with a
-mixed-instances policy), ``even_spread``, ``spothedge`` (SpotHedge as published) and
-``spotfolio`` (``policies.online.fleet_spotfolio`` is not a module: ours is
-here too). Rules are pure: ``decide(view, memory) -> (plan, memory)``.
+mixed-instances policy), ``even_spread``, ``spothedge`` (SpotHedge as
+published). Rules are pure: ``decide(view, memory) -> (plan, memory)``.
+
+The bench's ``spotfolio`` entry is not here: it is the daemon's own decision
+code (its plan and ``broker.lifecycle.LifecycleManager``) behind this
+protocol, ``broker.bench.product.fleet``. ``SpotfolioFleet`` (all ``N`` in the
+zone expected to keep spot longest) was that entry before; the daemon never
+ran it, and it is kept, unregistered, as the reference its figures came from.
 
 Must not: launch, bill or measure (``broker.simulate.fleet``), or see the
 future. Asking for spot in a zone without spot is allowed: the simulated cloud
