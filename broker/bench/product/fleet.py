@@ -9,17 +9,24 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
 
 - the market: one pool per zone of the window, spot at the zone's price,
   on-demand at the setting's; ``spot_available``, the hazard (revocations
-  per hour held, ``markets.hazard.posterior`` on the assumed prior), the
+  per hour held: ``markets.hazard.posterior``'s mean on the assumed prior), the
   trailing week's held share and a placement score from the zone's history
   before the window and the ticks seen since, as the replay market reports
   them (``markets.replay.market``). A new snapshot when a zone's spot comes
   or goes, and at least every ``SNAPSHOT_REFRESH_S``;
-- the first placement: the daemon's plan, the fast path
-  (``broker.planning.optimizer.fast.fast_plan``) on a one-hour problem,
-  rounded as reconcile rounds it (``broker.planning.reconcile.desired_now``).
-  The fast path, not the MILP: a one-workload, one-hour problem is what it
-  solves exactly (fill the cheapest effective pools within the caps), in
-  milliseconds, and the daemon uses it for reactions too;
+- the plan: every ``REPLAN_S`` (the daemon's hourly replan) the fast path
+  (``broker.planning.optimizer.fast.fast_plan``) on a one-hour problem from
+  the snapshot in force, pools that just refused spot at zero capacity. The
+  fast path, not the MILP: a one-workload, one-hour problem is what it solves
+  exactly (the cheapest effective pools within the caps), in milliseconds,
+  where a MILP per window-hour would take the bench hours;
+- reconcile, at every tick start (``broker.daemon.reconcile``, with its
+  functions): the plan's hour rounded as reconcile rounds it
+  (``desired_now``), the decisions since the plan (``decision_deltas`` over
+  the records the daemon stores for them), refused pools substituted
+  (``substitute``), running replicas kept in equivalent pools (``stick``),
+  then ``diff``: launches first (another pass when a pool refused), then
+  terminations;
 - a revocation notice on a zone: one ``Notice`` per replica there, handed to
   ``LifecycleManager.handle``; the replicas of its ``LaunchIntent`` s are what
   the engine launches. A revocation the engine made without a notice (spot
@@ -33,8 +40,12 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
 The fleet is the daemon's book: ``Instance`` values, one per replica, a new
 tuple whenever it changes (the manager indexes a sequence once).
 
-Must not: decide anything (every choice above is the plan's or the
-lifecycle manager's), or look ahead (it reads the engine's view only).
+At a tick start, in the daemon's order: the revoked replicas leave the
+fleet, the lifecycle's upkeep, the plan when due, reconcile. The window's
+first tick is the daemon's start: no fleet, a plan, a reconcile.
+
+Must not: decide anything (every choice above is the plan's, reconcile's or
+the lifecycle manager's), or look ahead (it reads the engine's view only).
 """
 
 from __future__ import annotations
