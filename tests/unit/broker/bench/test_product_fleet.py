@@ -81,3 +81,27 @@ def test_the_fleet_bench_names_the_daemon_code_for_spotfolio() -> None:
     assert decided_by("spothedge") == "policies.online.fleet:SpotHedge"
     assert decided_by("omniscient") == "broker.simulate.omniscient:omniscient_fleet"
     assert "spotfolio" in POLICIES
+
+
+def test_both_zones_lost_break_glass_then_back_to_spot() -> None:
+    # both zones lose spot in ticks 6-8: the notices find no spot pool left
+    # (A's replacements went to B, noticed too), so the manager breaks glass;
+    # spot is back from tick 9, and by the end the fleet is all spot again
+    held = np.ones((2, 18), dtype=bool)
+    held[:, 6:9] = False
+    window = FleetWindow(
+        group="aws/replica/test",
+        zones=("us-west-2a", "us-west-2b"),
+        tick_s=300,
+        held=held,
+        past=PAST,
+        notice_s=120,
+        provider="aws",
+    )
+    rule = _Recording()
+    out = simulate_fleet(SETTING, window, rule)
+    outage = [p for t, at_notice, p in rule.plans if 6 * 300 <= t < 9 * 300 and not at_notice]
+    assert outage and all(p.spot == (0, 0) and p.on_demand >= SETTING.replicas for p in outage)
+    last = rule.plans[-1][2]
+    assert last.on_demand == 0 and sum(last.spot) >= SETTING.replicas
+    assert out.on_demand_hours > 0.0 and out.revocations > 0
