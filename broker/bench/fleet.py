@@ -5,8 +5,14 @@ together), drawing windows, running every rule and the hindsight ILP on each,
 and the metrics: availability (share of time ``>= N`` ready), unserved
 replica-hours, cost / on-demand, cost / omniscient, overall and per group.
 
-Must not: decide (``policies.online.fleet``) or simulate
+Must not: decide (``policies.online.fleet``; the ``spotfolio`` entry is the
+daemon's code, ``broker.bench.product.fleet``) or simulate
 (``broker.simulate.fleet``).
+
+Every policy entry names the code that made its decisions (``decided_by``,
+``module:qualname``): the rule's class, or the ``DECIDED_BY`` of the module
+that registers it (the product's adapter names the lifecycle manager), and
+the hindsight ILP for ``omniscient``.
 
 Every rule sees the same windows, sizes, prices, cold start and notice. A
 group's traces are cut to a common start and length and coarsened to ticks of
@@ -18,6 +24,7 @@ replica-hour and spot ``1 / k`` unless the trace names its price.
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -49,6 +56,7 @@ __all__ = [
     "FleetResult",
     "FleetSettingInfo",
     "FleetSummary",
+    "decided_by",
     "evaluate_window",
     "fleet_groups",
     "run",
@@ -64,8 +72,10 @@ POLICIES = tuple(FLEET_POLICIES)
 
 
 class FleetMetrics(TypedDict):
-    """One policy's figures over a set of fleet-days."""
+    """One policy's figures over a set of fleet-days, and the code that made
+    its decisions (``decided_by``, ``module:qualname``)."""
 
+    decided_by: str
     availability: float
     unserved_replica_hours: float
     cost_vs_on_demand: float
@@ -142,6 +152,8 @@ def sample_windows(
         n = int(WINDOW_HOURS * 3600) // tick
         if held.shape[1] < n:
             continue
+        providers = {m.provider for m in members}
+        provider = next(iter(providers)) if len(providers) == 1 else None
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         prior = int(PRIOR_HOURS * 3600) // tick
         for s in sorted(int(x) for x in rng.integers(0, held.shape[1] - n + 1, size=per_group)):
@@ -155,6 +167,7 @@ def sample_windows(
                     spot_price_ratio=tuple(m.spot_price_ratio for m in members),
                     start_tick=s,
                     notice_s=min(NOTICE_S.get(m.provider, setting.notice_s) for m in members),
+                    provider=provider,
                 )
             )
     return out
@@ -181,9 +194,22 @@ def _evaluate_job(job: tuple[FleetSetting, FleetWindow, tuple[str, ...]]) -> Fle
     return evaluate_window(*job)
 
 
+def decided_by(name: str) -> str:
+    """``module:qualname`` of the code that decides for the rule ``name``:
+    the rule class, or the ``DECIDED_BY`` its module names (the product's
+    adapter names the daemon's lifecycle manager); ``omniscient`` is the
+    hindsight ILP."""
+    if name == "omniscient":
+        return f"{omniscient_fleet.__module__}:{omniscient_fleet.__qualname__}"
+    factory = FLEET_POLICIES.get(name)
+    named = getattr(sys.modules.get(factory.__module__), "DECIDED_BY", None)
+    return named if isinstance(named, str) else f"{factory.__module__}:{factory.__qualname__}"
+
+
 def _metrics(results: Sequence[FleetResult], name: str) -> FleetMetrics:
     outs = [r.outcomes[name] for r in results]
     return {
+        "decided_by": decided_by(name),
         "availability": round(float(np.mean([o.availability for o in outs])), 5),
         "unserved_replica_hours": round(float(sum(o.unserved_replica_hours for o in outs)), 3),
         "cost_vs_on_demand": round(
@@ -206,6 +232,7 @@ def summarize(results: Sequence[FleetResult], policies: Sequence[str] = POLICIES
         return {"windows": 0, "policies": {}, "groups": {}}
     block: dict[str, FleetMetrics] = {name: _metrics(results, name) for name in policies}
     block["omniscient"] = {
+        "decided_by": decided_by("omniscient"),
         "availability": 1.0,
         "unserved_replica_hours": 0.0,
         "cost_vs_on_demand": round(

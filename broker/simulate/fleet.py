@@ -82,6 +82,7 @@ class FleetWindow:
     spot_price_ratio: tuple[float | None, ...] = ()
     start_tick: int = 0
     notice_s: int | None = None  # the zones' provider's notice (``NOTICE_S``)
+    provider: str | None = None  # the zones' cloud ("aws", "gcp"), if known
 
     @property
     def ticks(self) -> int:
@@ -116,6 +117,8 @@ def fleet_spec(setting: FleetSetting, window: FleetWindow) -> FleetSpec:
         on_demand_usd_per_hour=setting.on_demand_usd_per_hour,
         spot_usd_per_hour=spot_prices(setting, window),
         prior=tuple(PoolHistory.from_held(row.tolist(), tick_h) for row in window.past),
+        past=tuple(tuple(row.tolist()) for row in window.past),
+        provider=window.provider,
     )
 
 

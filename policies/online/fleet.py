@@ -6,9 +6,14 @@ Owns: the view a rule gets (``FleetView``: per zone whether spot can be had,
 whether a revocation notice is out, the replicas held and warming), the plan
 it returns (``FleetPlan``: spot replicas wanted per zone, on-demand wanted),
 and the rules: ``on_demand``, ``static_mix`` (an AWS Auto Scaling group with a
-mixed-instances policy), ``even_spread``, ``spothedge`` (SpotHedge as published) and
-``spotfolio`` (``policies.online.fleet_spotfolio`` is not a module: ours is
-here too). Rules are pure: ``decide(view, memory) -> (plan, memory)``.
+mixed-instances policy), ``even_spread``, ``spothedge`` (SpotHedge as
+published). Rules are pure: ``decide(view, memory) -> (plan, memory)``.
+
+The bench's ``spotfolio`` entry is not here: it is the daemon's own decision
+code (its plan and ``broker.lifecycle.LifecycleManager``) behind this
+protocol, ``broker.bench.product.fleet``. ``SpotfolioFleet`` (all ``N`` in the
+zone expected to keep spot longest) was that entry before; the daemon never
+ran it, and it is kept, unregistered, as the reference its figures came from.
 
 Must not: launch, bill or measure (``broker.simulate.fleet``), or see the
 future. Asking for spot in a zone without spot is allowed: the simulated cloud
@@ -18,7 +23,7 @@ refuses it, as a real one would.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from policies.online.deadline import PoolHistory
@@ -43,7 +48,10 @@ __all__ = [
 class FleetSpec:
     """The service's terms: ``replicas`` ready wanted, the zones in play (in
     the order of every per-zone tuple), and each zone's history before the
-    window (``None`` where nothing was watched)."""
+    window (``None`` where nothing was watched). ``past``: the same history
+    tick by tick (spot held or not, ``tick_hours`` apart, oldest first), for a
+    rule that reads it the way a market does (``prior`` summarises it);
+    ``provider``: the zones' cloud (``None``: not known)."""
 
     replicas: int
     zones: tuple[str, ...]
@@ -53,6 +61,8 @@ class FleetSpec:
     on_demand_usd_per_hour: float
     spot_usd_per_hour: tuple[float, ...]
     prior: tuple[PoolHistory | None, ...] = ()
+    past: tuple[tuple[bool, ...], ...] = field(default=(), repr=False, compare=False)
+    provider: str | None = None
 
 
 @dataclass(frozen=True)

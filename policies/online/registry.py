@@ -23,7 +23,6 @@ from policies.online.fleet import (
     EvenSpread,
     FleetPolicy,
     OnDemandFleet,
-    SpotfolioFleet,
     SpotHedge,
     StaticMix,
 )
@@ -41,7 +40,10 @@ FLEET_POLICIES.add("on_demand", OnDemandFleet, aliases=("on-demand",))
 FLEET_POLICIES.add("static_mix", StaticMix, aliases=("static-mix",))
 FLEET_POLICIES.add("even_spread", EvenSpread, aliases=("even-spread",))
 FLEET_POLICIES.add("spothedge", SpotHedge)
-FLEET_POLICIES.add("spotfolio", SpotfolioFleet)
+# The product's entry is the daemon's own decision code (the lifecycle manager
+# behind the fleet engine's rule protocol), which lives in broker: named as a
+# lazy target, imported on first use, so this layer imports nothing of broker.
+FLEET_POLICIES.add_lazy("spotfolio", "broker.bench.product.fleet:ProductFleet")
 
 
 def deadline_policy(name: str) -> DeadlinePolicy:

@@ -70,6 +70,9 @@ COMPOSITION_ROOTS = {
     "broker.daemon.wiring": "the daemon's production wiring",
     "broker.daemon.accelerated": "the simulated account (the daemon over markets.sim)",
     "broker.bench.runner": "the benchmark suite",
+    # the daemon's objects replayed on a market built from a trace (its hazard
+    # on markets.hazard's prior, as a market adapter reports it)
+    "broker.bench.product": "the benches' replay of the daemon's decision code",
 }
 ADAPTERS = (
     "markets.hazard",

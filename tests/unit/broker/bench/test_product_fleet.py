@@ -1,0 +1,107 @@
+"""The fleet bench's ``spotfolio`` entry: the daemon's plan and lifecycle
+manager behind the fleet engine's rule protocol.
+
+A hand-made hour: ticks of 300 s, cold start 180 s, AWS notice 120 s, N = 2,
+spot at $1/3 per hour. Both zones held spot all week before; zone A loses it
+in ticks 6-8, zone B never does. The plan spreads the replicas evenly over
+the zones (zone share 0.5; it holds more than N: the fast path sizes spot by
+its hazard factor and reconcile rounds each serving pool up); A's notice comes
+120 s before tick 6, and the manager replaces each of A's replicas in B (A's
+pool breaker is open; B is over its zone share, the best pool left), ready
+60 s after the loss. The window is an hour: no second plan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from broker.bench.fleet import POLICIES, decided_by
+from broker.bench.product.fleet import DECIDED_BY, FleetRun, ProductFleet
+from broker.simulate.fleet import FleetSetting, FleetWindow, simulate_fleet
+from policies.online.fleet import FleetPlan, FleetSpec, FleetView
+from policies.online.registry import fleet_policy
+
+SETTING = FleetSetting(replicas=2, cold_start_s=180, notice_s=120, price_ratio=3.0)
+TICKS = 12
+HELD = np.ones((2, TICKS), dtype=bool)
+HELD[0, 6:9] = False
+PAST = np.ones((2, 2016), dtype=bool)  # a week of 300 s ticks, spot all the time
+
+
+def _window() -> FleetWindow:
+    return FleetWindow(
+        group="aws/replica/test",
+        zones=("us-west-2a", "us-west-2b"),
+        tick_s=300,
+        held=HELD,
+        past=PAST,
+        notice_s=120,
+        provider="aws",
+    )
+
+
+class _Recording(ProductFleet):
+    """The adapter, remembering each plan it handed the engine."""
+
+    def __init__(self) -> None:
+        self.plans: list[tuple[float, bool, FleetPlan]] = []
+
+    def decide(
+        self, spec: FleetSpec, view: FleetView, memory: FleetRun
+    ) -> tuple[FleetPlan, FleetRun]:
+        plan, run = super().decide(spec, view, memory)
+        self.plans.append((view.elapsed_hours * 3600.0, view.at_notice, plan))
+        return plan, run
+
+
+def test_a_revocation_moves_the_replica_to_the_other_zone_through_handle() -> None:
+    rule = _Recording()
+    out = simulate_fleet(SETTING, _window(), rule)
+    first = rule.plans[0][2]
+    a, b = first.spot
+    assert a == b >= SETTING.replicas / 2 and first.on_demand == 0  # spread, all spot
+    notice = [(t, p) for t, at_notice, p in rule.plans if at_notice]
+    assert [t for t, _ in notice] == [6 * 300 - 120]
+    # at the notice A's replicas still serve and their replacements start in B
+    assert notice[0][1] == FleetPlan((a, a + b), 0)
+    after = [p for t, at_notice, p in rule.plans if t >= 6 * 300 and not at_notice]
+    assert after and all(p == FleetPlan((0, a + b), 0) for p in after)
+    assert out.revocations == a and out.launches == 2 * a + b
+    assert out.on_demand_hours == 0.0
+    # from the loss (1800 s) until the replacements are ready (1680 + 180 =
+    # 1860 s) only B's replicas serve: 60 s short of N unless they are N
+    short = 0.0 if b >= SETTING.replicas else 60.0
+    assert out.hours * 3600 - out.available_hours * 3600 == pytest.approx(short, abs=1e-6)
+
+
+def test_the_fleet_bench_names_the_daemon_code_for_spotfolio() -> None:
+    assert isinstance(fleet_policy("spotfolio"), ProductFleet)
+    assert decided_by("spotfolio") == DECIDED_BY == "broker.lifecycle.manager:LifecycleManager"
+    assert decided_by("spothedge") == "policies.online.fleet:SpotHedge"
+    assert decided_by("omniscient") == "broker.simulate.omniscient:omniscient_fleet"
+    assert "spotfolio" in POLICIES
+
+
+def test_both_zones_lost_break_glass_then_back_to_spot() -> None:
+    # both zones lose spot in ticks 6-8: the notices find no spot pool left
+    # (A's replacements went to B, noticed too), so the manager breaks glass;
+    # spot is back from tick 9, and by the end the fleet is all spot again
+    held = np.ones((2, 18), dtype=bool)
+    held[:, 6:9] = False
+    window = FleetWindow(
+        group="aws/replica/test",
+        zones=("us-west-2a", "us-west-2b"),
+        tick_s=300,
+        held=held,
+        past=PAST,
+        notice_s=120,
+        provider="aws",
+    )
+    rule = _Recording()
+    out = simulate_fleet(SETTING, window, rule)
+    outage = [p for t, at_notice, p in rule.plans if 6 * 300 <= t < 9 * 300 and not at_notice]
+    assert outage and all(p.spot == (0, 0) and p.on_demand >= SETTING.replicas for p in outage)
+    last = rule.plans[-1][2]
+    assert last.on_demand == 0 and sum(last.spot) >= SETTING.replicas
+    assert out.on_demand_hours > 0.0 and out.revocations > 0
