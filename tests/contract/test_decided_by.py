@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
+from broker.bench import fleet as fleet_bench
 from broker.bench import portfolio
+from broker.bench import rules as bench_rules
 from broker.daemon import plan as plan_module
 from broker.daemon.config import DaemonConfig
 from broker.daemon.plan import PlanState, Progress
@@ -84,3 +86,27 @@ def test_the_reaction_is_the_lifecycle_the_daemon_wires(tmp_path: Path) -> None:
     )
     lc = default_lifecycle(default_workloads(), SystemClock(), config)
     assert type(lc) is cls
+
+
+@pytest.mark.parametrize("setting", ["deadline", "fleet"])
+def test_the_trace_benches_spotfolio_is_the_lifecycle_the_daemon_wires(
+    setting: str, tmp_path: Path
+) -> None:
+    who = (
+        bench_rules.decided_by("spotfolio")
+        if setting == "deadline"
+        else (fleet_bench.decided_by("spotfolio"))
+    )
+    (cls,) = resolve(who)
+    config = DaemonConfig.model_validate(
+        {"owner": "me", "store_url": f"sqlite:///{tmp_path / 's.db'}", "metrics_port": 0}
+    )
+    assert type(default_lifecycle(default_workloads(), SystemClock(), config)) is cls
+    # and the baselines name their own published rules, not the daemon
+    baseline = "uniform_progress" if setting == "deadline" else "spothedge"
+    other = (
+        bench_rules.decided_by(baseline)
+        if setting == "deadline"
+        else (fleet_bench.decided_by(baseline))
+    )
+    assert other.startswith("policies.online.") and resolve(other)

@@ -94,6 +94,10 @@ def _check_schema(out: dict[str, Any]) -> None:
     fpol = out["fleet"]["policies"]
     for name in ("on_demand", "static_mix", "even_spread", "spothedge", "spotfolio", "omniscient"):
         assert set(fpol[name]) >= FLEET_KEYS, name
+    # the product's entries name the daemon's lifecycle manager (issue 13)
+    daemon = "broker.lifecycle.manager:LifecycleManager"
+    assert pol["spotfolio"]["decided_by"] == fpol["spotfolio"]["decided_by"] == daemon
+    assert pol["uniform_progress"]["decided_by"] != daemon != fpol["spothedge"]["decided_by"]
     if out["portfolio"]:
         _check_portfolio(out["portfolio"])
     m = out["machinery"]
