@@ -26,7 +26,10 @@ spot and follows demand by launching on-demand):
   *forecast error* dollars. A top-up that would break the fleet's hourly
   budget is left unmet instead;
 - training/batch work still missing at the deadline (or the horizon's end) is
-  caught up on on-demand (dollars reported as ``catch_up_usd``).
+  caught up on on-demand (dollars reported as ``catch_up_usd``); work done
+  beyond the period's share of a job due after the period is carried to the
+  next one at what it cost (``work_ahead_usd``, not charged to this period:
+  a short what-if compares each scenario on the same share of the job).
 
 ``bill_reacted``, Spotfolio's bill: the plan's hours replayed through the
 lifecycle manager (``broker.whatif.reaction.react``), and only what its
@@ -106,6 +109,12 @@ class Bill:
     forecast_error_usd: float = 0.0
     catch_up_usd: float = 0.0
     catch_up_unit_hours: dict[str, float] = field(default_factory=dict)
+    # Training/batch work done beyond this period's share of a job whose
+    # deadline lies past the period: carried into the next period at what it
+    # cost here, so not charged to this one (``total_usd`` is net of it).
+    work_ahead_usd: float = 0.0
+    work_ahead_unit_hours: dict[str, float] = field(default_factory=dict)
+    metered_by_workload_usd: dict[str, float] = field(default_factory=dict)
     spot_instance_hours: float = 0.0
     expected_revocations: float = 0.0
     budget_exceeded_hours: int = 0
@@ -122,6 +131,22 @@ class Bill:
         self.total_usd += usd
         if workload is not None:
             self.by_workload_usd[workload] = self.by_workload_usd.get(workload, 0.0) + usd
+            if tier is not Tier.COMMITTED:
+                m = self.metered_by_workload_usd
+                m[workload] = m.get(workload, 0.0) + usd
+
+    def carry_ahead(self, workload: str, done: float, required: float) -> None:
+        """Work ``done`` beyond this period's ``required`` share of a job:
+        its metered (on-demand and spot) dollars, pro rata, are carried to
+        the next period (commitments are paid every hour either way)."""
+        if required <= 0 or done <= required * (1.0 + 1e-9):
+            return
+        ahead = done - required
+        usd = self.metered_by_workload_usd.get(workload, 0.0) * ahead / done
+        self.work_ahead_unit_hours[workload] = ahead
+        self.work_ahead_usd += usd
+        self.total_usd -= usd
+        self.by_workload_usd[workload] = self.by_workload_usd.get(workload, 0.0) - usd
 
 
 def bill_plan(
@@ -213,6 +238,8 @@ def bill_plan(
             required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
             done = float(delivered[mine].sum())
             missing = max(required - done, 0.0)
+            if hours < deadline:
+                bill.carry_ahead(w.name, done, required)
             if missing > 1e-6:
                 cost = missing * od_work_price[w.name]
                 bill.add(Tier.ON_DEMAND, w.name, cost)
@@ -367,7 +394,10 @@ def bill_reaction(
         else:
             deadline = w.deadline_hours or math.inf
             required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
-            missing = max(required - float(got[w.name].sum()), 0.0)
+            done = float(got[w.name].sum())
+            missing = max(required - done, 0.0)
+            if hours < deadline:
+                bill.carry_ahead(w.name, done, required)
             if missing > 1e-6:
                 cost = missing * od_work_price[w.name]
                 bill.add(Tier.ON_DEMAND, w.name, cost)

@@ -89,6 +89,7 @@ class Scenario:
             "break_glass_usd": round(self.bill.break_glass_usd, 2),
             "forecast_error_usd": round(self.bill.forecast_error_usd, 2),
             "catch_up_usd": round(self.bill.catch_up_usd, 2),
+            "work_ahead_usd": round(self.bill.work_ahead_usd, 2),
             "budget_exceeded_hours": self.bill.budget_exceeded_hours,
             "committed_instances": self.plan.committed_instances(),
             "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),

@@ -87,12 +87,6 @@ __all__ = ["AllocVar", "BuiltModel", "build_model"]
 Terms = list[tuple[LpVariable, float]]  # (variable, coefficient) pairs of a linear expression
 
 
-# The tie-break that keeps a rolling window's jobs from doing early what can
-# wait (see ``build_model``): 0.1 % of the price, far below any real
-# price difference between tiers or pools.
-EARLY_WORK_PREMIUM = 1e-3
-
-
 @dataclass(frozen=True)
 class AllocVar:
     """One allocation variable: instances of ``pool_key`` (for on-demand and
@@ -353,18 +347,9 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                 )
                 pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))
             built.allocs.extend(allocs)
-            # A rolling window's job (one with a milestone) does its step's
-            # share now and the rest as late as the window allows, unless
-            # earlier is cheaper: a tie-break worth EARLY_WORK_PREMIUM of the
-            # price at the window's start, 0 at its end. Without it the
-            # solver is indifferent, runs the job at the size already
-            # running (churn pins it) and each step does a window's worth.
-            early = (
-                EARLY_WORK_PREMIUM * (n_t - t) / n_t if w.name in problem.milestones else 0.0
-            )
             for a in allocs:
                 if a.tier is not Tier.COMMITTED:
-                    objective.append((a.var, L * a.usd_per_instance_hour * (1.0 + early)))
+                    objective.append((a.var, L * a.usd_per_instance_hour))
                     fleet_cost[t].append((a.var, a.usd_per_instance_hour))
                 w_cost[t].append((a.var, a.usd_per_instance_hour))
                 # churn on launches of on-demand and spot

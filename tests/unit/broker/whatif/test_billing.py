@@ -10,7 +10,7 @@ import pytest
 from broker.planning.optimizer.problem import PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
-from broker.whatif.billing import MarketActuals, bill_plan
+from broker.whatif.billing import Bill, MarketActuals, bill_plan
 from markets.model import (
     Hazard,
     HazardSource,
@@ -19,6 +19,7 @@ from markets.model import (
     Pool,
     PoolSnapshot,
     Provider,
+    Tier,
 )
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadSet, parse_workloads
@@ -73,3 +74,19 @@ def test_spot_held_part_of_each_hour_works_and_is_paid_that_part(share: float) -
     paid = float((spot["instances"] * 0.2).sum()) * share
     assert bill.by_tier_usd["spot"] == pytest.approx(paid)
     assert bill.catch_up_usd == pytest.approx(missing * 1.0)  # at $1/unit-hour on-demand
+
+
+def test_work_ahead_of_the_period_share_is_carried_at_what_it_cost() -> None:
+    bill = Bill()
+    bill.add(Tier.SPOT, "job", 30.0)
+    bill.add(Tier.ON_DEMAND, "job", 10.0)
+    bill.add(Tier.COMMITTED, "job", 50.0)  # paid every hour either way: never carried
+    bill.carry_ahead("job", done=40.0, required=30.0)
+    assert bill.work_ahead_unit_hours == {"job": 10.0}
+    assert bill.work_ahead_usd == pytest.approx(40.0 * 10.0 / 40.0)
+    assert bill.total_usd == pytest.approx(90.0 - 10.0)
+    assert bill.by_workload_usd["job"] == pytest.approx(80.0)
+    behind = Bill()
+    behind.add(Tier.SPOT, "job", 30.0)
+    behind.carry_ahead("job", done=20.0, required=30.0)  # behind: the catch-up's business
+    assert behind.work_ahead_usd == 0.0 and behind.total_usd == 30.0
