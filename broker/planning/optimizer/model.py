@@ -359,9 +359,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             # price at the window's start, 0 at its end. Without it the
             # solver is indifferent, runs the job at the size already
             # running (churn pins it) and each step does a window's worth.
-            early = (
-                EARLY_WORK_PREMIUM * (n_t - t) / n_t if w.name in problem.milestones else 0.0
-            )
+            early = EARLY_WORK_PREMIUM * (n_t - t) / n_t if w.name in problem.milestones else 0.0
             for a in allocs:
                 if a.tier is not Tier.COMMITTED:
                     objective.append((a.var, L * a.usd_per_instance_hour * (1.0 + early)))
