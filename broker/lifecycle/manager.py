@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,7 +41,7 @@ from broker.lifecycle.values import (
 )
 from broker.lifecycle.view import Candidate, FleetView, Pending
 from markets.clock import Clock, ensure_utc
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
 from policies.breakglass import ChurnBudget, CircuitBreakers, RebalancePrecision
@@ -53,18 +52,6 @@ from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 __all__ = ["LifecycleManager"]
 
 _REVOCATIONS = (NoticeKind.INTERRUPTION, NoticeKind.PREEMPTED)
-
-
-@dataclass(frozen=True, slots=True)
-class _Retiring:
-    """A serving workload's return to spot whose on-demand waits for the spot
-    launched for it (make before break)."""
-
-    alloc_id: str
-    workload: str
-    count: int  # spot instances launched for the return
-    instance_ids: tuple[str, ...]  # the on-demand to terminate once they run
-    decided_s: float
 
 
 class LifecycleManager:
@@ -96,7 +83,6 @@ class LifecycleManager:
         self._view: FleetView | None = None
         self._deadline = DeadlineJobs(cfg.deadline_tick_s)
         self._opened = 0  # on-demand stretches the deadline rule opened for waiting jobs
-        self._retiring: list[_Retiring] = []  # returns whose on-demand outlives the decision
 
     # --- inputs besides notices --------------------------------------------------
 
@@ -656,48 +642,6 @@ class LifecycleManager:
 
     # --- break-glass upkeep --------------------------------------------------------
 
-    def _retire_replaced(
-        self, fleet: Sequence[Instance], now_s: float, now_dt: datetime
-    ) -> list[SpotReturn]:
-        """The on-demand of earlier serving returns to spot whose spot
-        replacements now run (or that waited ``pending_launch_ttl_s``: a
-        launch that never shows is not waited for), terminated."""
-        out: list[SpotReturn] = []
-        keep: list[_Retiring] = []
-        listed = {i.instance_id for i in fleet}
-        for r in self._retiring:
-            running = sum(
-                1
-                for i in fleet
-                if i.workload == r.workload
-                and i.tier is Tier.SPOT
-                and i.state is InstanceState.RUNNING
-                and i.launched_at.timestamp() >= r.decided_s
-            )
-            waited = now_s - r.decided_s
-            if waited <= 0 or (running < r.count and waited < self.config.pending_launch_ttl_s):
-                keep.append(r)
-                continue
-            why = (
-                f"its {running} spot replacement(s) run"
-                if running >= r.count
-                else f"its spot replacement did not run within {waited:.0f} s"
-            )
-            out.append(
-                SpotReturn(
-                    action_id=f"{r.alloc_id}:retire",
-                    allocation_id=r.alloc_id,
-                    kind=ReturnKind.RETURN_TO_SPOT,
-                    workload=r.workload,
-                    launches=(),
-                    terminate_instance_ids=tuple(i for i in r.instance_ids if i in listed),
-                    reason=f"back to spot: on-demand retired, {why}",
-                    decided_at=now_dt,
-                )
-            )
-        self._retiring = keep
-        return out
-
     def upkeep_due_at(self) -> datetime | None:
         """When ``tick`` must next run so that no stretch outlives its
         committed dollars: ``return_lead_s`` before the earliest expiry
@@ -711,15 +655,13 @@ class LifecycleManager:
     ) -> tuple[SpotReturn, ...]:
         """Return calm break-glass capacity to spot, extend or end stretches
         within the cap (see ``broker.lifecycle.stretches``). Call it every few
-        seconds to a minute: more often than ``return_lead_s``. A serving
-        workload's return launches spot and keeps its on-demand; a later tick
-        terminates it once the spot replacement runs (make before break)."""
+        seconds to a minute: more often than ``return_lead_s``."""
         now_dt = ensure_utc(now) if now is not None else self._clock.now()
         now_s = now_dt.timestamp()
         self._rebalance.expire(now_s)
         self.on_market(snapshot)
         view = self._view_for(fleet, now_s)
-        out: list[SpotReturn] = self._retire_replaced(fleet, now_s, now_dt)
+        out: list[SpotReturn] = []
         for s in sorted(self._book.stretches.values(), key=lambda x: x.started_s):
             w = self._workloads.get(s.workload)
             if w is None:
@@ -750,11 +692,6 @@ class LifecycleManager:
                 n = min(n, math.ceil(n * len(ids) / max(s.count, 1)))
                 self._choose.launch(f"{s.alloc_id}:return", w, c, Tier.SPOT, n, view, now_s)
                 launches = (LaunchIntent(c.pool_key, Tier.SPOT, n),)
-                if w.workload_class is WorkloadClass.SERVING and ids:
-                    # Make before break: a replica serves until its spot
-                    # replacement runs (a job cannot run on both at once).
-                    self._retiring.append(_Retiring(s.alloc_id, s.workload, n, ids, now_s))
-                    ids = ()
             out.append(
                 SpotReturn(
                     action_id=f"{s.alloc_id}:{step.kind.value}:{s.steps}",

@@ -941,42 +941,6 @@ def test_the_cost_table_is_computed_once_per_snapshot_not_per_notice(
     assert computed[1].options.interruption_multiplier == m.config.stale_hazard_multiplier
 
 
-def test_a_serving_return_to_spot_retires_its_on_demand_once_the_spot_runs() -> None:
-    # Make before break: the on-demand replica serves until its spot
-    # replacement is running, then goes (a later tick's decision).
-    m, clock = manager(workloads(chat={"max_spot_share": 1.0}))
-    for z in ZONES:
-        m.record_launch_failure(key(z, "g5.12xlarge"))
-    lost = inst("chat", key("us-east-1a", "g5.12xlarge"), 4)
-    other = inst("chat", key("us-east-1b", "g5.12xlarge"), 4)
-    d = m.handle(revoke(lost, clock.now()), (lost, other), market())
-    assert d.kind is DecisionKind.BREAK_GLASS
-    clock.advance(20)
-    od = inst("chat", d.launches[0].pool_key, 4, Tier.ON_DEMAND, at=clock.now(), iid="i-od")
-    fleet: tuple[Instance, ...] = (other, od)
-    ret = None
-    for _ in range(120):
-        clock.advance(60)
-        got = [r for r in m.tick(None, fleet, market()) if r.kind is ReturnKind.RETURN_TO_SPOT]
-        if got:
-            (ret,) = got
-            break
-    assert ret is not None, "never returned to spot"
-    ((pool, tier, count),) = [(x.pool_key, x.tier, x.count) for x in ret.launches]
-    assert tier is Tier.SPOT and count == 1
-    assert ret.terminate_instance_ids == ()  # the on-demand stays for now
-    clock.advance(60)
-    assert m.tick(None, fleet, market()) == ()  # the spot is not listed yet: still waiting
-    spot = inst("chat", pool, 4, at=clock.now(), iid="i-spot")
-    clock.advance(60)
-    (retire,) = m.tick(None, (*fleet, spot), market())
-    assert retire.kind is ReturnKind.RETURN_TO_SPOT and retire.launches == ()
-    assert retire.terminate_instance_ids == ("i-od",)
-    assert retire.break_glass_usd_delta == 0.0
-    clock.advance(60)
-    assert m.tick(None, (other, spot), market()) == ()  # retired once
-
-
 def test_a_return_whose_on_demand_is_gone_launches_no_spot_on_top_of_the_plan() -> None:
     # A re-plan ended the stretch's on-demand (its count is the plan's again):
     # the return has nothing to replace.
