@@ -13,6 +13,7 @@ Pure and deterministic given the clock, the notices, fleets and snapshots.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
@@ -683,8 +684,12 @@ class LifecycleManager:
                 for iid in ids:
                     self._handled[iid] = f"{s.alloc_id}:retired"
                 view.drop_pending(s.alloc_id, s.pool_key)
-            if step.kind is ReturnKind.RETURN_TO_SPOT and target is not None:
+            if step.kind is ReturnKind.RETURN_TO_SPOT and target is not None and ids:
                 c, n = target
+                # Replace only the on-demand still there: a re-plan may have
+                # ended some of it (its count is the plan's again), and spot
+                # for what is gone would run on top of the plan.
+                n = min(n, math.ceil(n * len(ids) / max(s.count, 1)))
                 self._choose.launch(f"{s.alloc_id}:return", w, c, Tier.SPOT, n, view, now_s)
                 launches = (LaunchIntent(c.pool_key, Tier.SPOT, n),)
             out.append(

@@ -939,3 +939,25 @@ def test_the_cost_table_is_computed_once_per_snapshot_not_per_notice(
     m.tick(None, fleet, stale)
     assert len(computed) == 2
     assert computed[1].options.interruption_multiplier == m.config.stale_hazard_multiplier
+
+
+def test_a_return_whose_on_demand_is_gone_launches_no_spot_on_top_of_the_plan() -> None:
+    # A re-plan ended the stretch's on-demand (its count is the plan's again):
+    # the return has nothing to replace.
+    m, clock = manager(workloads(chat={"max_spot_share": 1.0}))
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    lost = inst("chat", key("us-east-1a", "g5.12xlarge"), 4)
+    other = inst("chat", key("us-east-1b", "g5.12xlarge"), 4)
+    d = m.handle(revoke(lost, clock.now()), (lost, other), market())
+    assert d.kind is DecisionKind.BREAK_GLASS
+    returns = []
+    for _ in range(120):
+        clock.advance(60)
+        returns += [r for r in m.tick(None, (other,), market()) if r.kind is not ReturnKind.EXTEND]
+        if returns:
+            break
+    (ret,) = returns
+    assert ret.kind is ReturnKind.RETURN_TO_SPOT
+    assert ret.launches == () and ret.terminate_instance_ids == ()
+    assert m.break_glass_stretches() == {}
