@@ -10,9 +10,7 @@ since buying them is a horizon decision, not a reaction.
 
 Spot water-filling: for a spot target S, a pool may take at most
 ``min(capacity left, max_pool_share * S)`` and its zone at most
-``max_zone_share * S``; what spot cannot take goes to on-demand. Caps are
-then enforced as shares of the spot held, except for a serving workload whose
-spot spans too few zones for that: there they stay shares of S. The MILP's
+``max_zone_share * S``; what spot cannot take goes to on-demand. The MILP's
 cost is a lower bound for this plan's objective on the same problem (the bench
 reports the gap).
 
@@ -88,44 +86,24 @@ def _fill_spot(
         zone_used[zone] = zone_used.get(zone, 0.0) + n * e.units_per_instance
         remaining -= n * work_per_inst
         out.append((e, n))
-    # A serving workload's zone cap bounds its spot per zone: with spot in too
-    # few zones (one, say) the zone keeps its allowed share of the spot target
-    # and the rest goes to on-demand, instead of all spot being dropped.
-    out = _enforce_shares(
-        w, out, target_work if w.workload_class is WorkloadClass.SERVING else None, in_units
-    )
+    out = _enforce_shares(w, out)
     for e, n in out:
         pools.left[e.pool_key][t] -= n
     return out
 
 
 def _enforce_shares(
-    w: Workload,
-    alloc: list[tuple[CostEntry, float]],
-    target_work: float | None = None,
-    in_units: bool = False,
+    w: Workload, alloc: list[tuple[CostEntry, float]]
 ) -> list[tuple[CostEntry, float]]:
     """Cut pools and zones back to their share of the spot actually held
     (the target may not have been reached, which shrinks the allowed shares);
-    repeat until every cap holds, or give up spot entirely. With
-    ``target_work``, when the held spot spans too few zones for the zone cap to
-    hold as a share of it, the shares are of that target instead (in the held
-    spot's units per work): the zone keeps its allowed share of the target."""
+    repeat until every cap holds, or give up spot entirely."""
     amounts = [n for _e, n in alloc]
     for _ in range(200):
         units = [n * e.units_per_instance for (e, _n), n in zip(alloc, amounts, strict=True)]
         total = sum(units)
         if total <= 1e-9:
             return []
-        zones = {e.key.zone for (e, _n), n in zip(alloc, amounts, strict=True) if n > 1e-9}
-        if target_work is not None and len(zones) * w.max_zone_share < 1.0 - 1e-9:
-            work = sum(
-                n * (e.units_per_instance if in_units else e.work_per_instance_hour / e.spot_factor)
-                for (e, _n), n in zip(alloc, amounts, strict=True)
-                if e.spot_factor is not None
-            )
-            if work > 1e-12:
-                total = max(total, target_work * total / work)
         worst = 0.0
         by_zone: dict[str, list[int]] = {}
         for i, (e, _n) in enumerate(alloc):

@@ -357,23 +357,3 @@ def test_a_workload_no_pool_offers_is_unmet_and_said_so_by_both_planners() -> No
         assert plan.unmet_unit_hours["api"] == pytest.approx(0.0)
     text = solve(problem).explanations["sweeps"].binding
     assert text == ["sweeps: no pool of the market offers its instance types (p9.huge)"]
-
-
-def test_fast_path_keeps_serving_spot_in_the_only_zone_that_has_it() -> None:
-    from broker.planning.optimizer.fast import fast_plan
-
-    ws = parse_workloads(
-        {"workloads": [_serving(max_spot_share=0.8, max_zone_share=0.5, max_pool_share=0.5)]},
-        demand_supplied=True,
-    )
-    # spot in zone a only; zone b is on-demand only
-    snap = _market(_pool("us-east-1a", committed=None),
-                   _pool("us-east-1b", committed=None, spot=None))  # fmt: skip
-    problem = build_problem(snap, ws, {"api": np.full(4, 10.0)}, hours=4)
-    a = fast_plan(problem).allocations
-    for _, rows in a.groupby("hour_start"):
-        spot = rows[rows.tier == "spot"].work_per_hour.sum()
-        od = rows[rows.tier == "on_demand"].work_per_hour.sum()
-        # the zone keeps its allowed half of the 8-unit spot target; the rest is on-demand
-        assert spot == pytest.approx(4.0)
-        assert od == pytest.approx(6.0)
