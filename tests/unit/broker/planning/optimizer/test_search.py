@@ -89,11 +89,11 @@ def test_an_exact_milp_reports_its_bound_too() -> None:
 
 
 def test_the_time_limit_caps_the_proof_and_keeps_the_best_plan() -> None:
-    # 10 x 6 x 24, seed 1: CBC needs ~20 s to prove 0.5 % here (its bound
-    # stalls); with 6 s it must stop, keep its plan and report what it proved.
-    limit = 6.0
+    # 10 x 6 x 48, seed 1: CBC needs ~30 s to prove optimality (gap 1e-6)
+    # here; with 8 s it must stop, keep its plan and report what it proved.
+    limit = 8.0
     problem = synthetic_problem(
-        10, 6, 24, seed=1, options=PlanOptions(polish_s=30.0, time_limit_s=limit)
+        10, 6, 48, seed=1, options=PlanOptions(polish_s=60.0, time_limit_s=limit, gap=1e-6)
     )
     plan = solve(problem)
     bound, gap = _reported(plan)
