@@ -9,11 +9,9 @@ re-exported here for the callers that know them by this module.
 Rounding the plan: a plan may hold fractional instance counts (the LP
 relaxation, read as average instances over the period).
 
-- serving: each (pool, tier) count is rounded *up* (``ceil`` after a
-  tolerance of 0.05 instance, ``SERVING_ROUND_TOLERANCE``): serving demand
-  must be met every hour, so a fraction of an instance needs a whole one, but
-  a plan's float noise or a demand a few percent of an instance above a whole
-  count (4.02) does not buy a whole extra instance.
+- serving: each (pool, tier) count is rounded *up* (``ceil`` after a 1e-6
+  tolerance): serving demand must be met every hour, so a fraction of an
+  instance needs a whole one.
 - training and batch: per (workload, tier) the total is rounded to the
   nearest whole instance and shared out by largest remainder (ties to the
   pool listed first). Rounding each pool on its own could add or drop up to
@@ -48,7 +46,6 @@ from markets.model import Tier
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
 __all__ = [
-    "SERVING_ROUND_TOLERANCE",
     "Slot",
     "apply_deltas",
     "desired_now",
@@ -61,8 +58,6 @@ __all__ = [
 
 Slot = tuple[str, str, str]  # (workload, pool_key, tier)
 _EPS = 1e-6
-# A serving count this close above a whole number is rounded down to it.
-SERVING_ROUND_TOLERANCE = 0.05
 _LIVE = (InstanceState.PENDING, InstanceState.RUNNING)
 
 
@@ -96,7 +91,7 @@ def desired_now(plan: Plan, at: datetime, workloads: WorkloadSet) -> dict[Slot, 
         rows["workload"], rows["pool_key"], rows["tier"], rows["instances"], strict=True
     ):
         if classes.get(str(w)) is WorkloadClass.SERVING:
-            k = math.ceil(float(n) - SERVING_ROUND_TOLERANCE)
+            k = math.ceil(float(n) - _EPS)
             if k > 0:
                 out[(str(w), str(pool), str(tier))] = k
         else:
