@@ -60,16 +60,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from broker.lifecycle import LifecycleConfig
 from broker.planning.plan import Plan
 from broker.whatif.reaction import Reaction, react, work_per_held_hour
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
-from policies.workloads.spec import WorkloadClass, WorkloadSet
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["Bill", "MarketActuals", "bill_plan", "bill_reacted", "bill_reaction"]
 
@@ -174,13 +176,7 @@ def bill_plan(
     bill.add(Tier.COMMITTED, None, committed_h * hours)
 
     a = plan.hourly_instances()
-    hour_idx = a["hour"].to_numpy(dtype=int)
-    inst = a["instances"].to_numpy(dtype=float)
-    tiers = a["tier"].to_numpy()
-    keys = a["pool_key"].to_numpy()
-    names = a["workload"].to_numpy()
-    work = a["work_per_hour"].to_numpy(dtype=float)
-    price = a["usd_per_instance_hour"].to_numpy(dtype=float)
+    hour_idx, inst, tiers, keys, names, work, price = _columns(a)
 
     held = np.ones(len(a))
     paid = price.copy()
@@ -223,28 +219,14 @@ def bill_plan(
             from_spot = np.minimum(short, planned - got)  # capacity spot failed to hold
             unit_price = od_work_price[w.name]
             top_up = short * unit_price
-            if budget_h is not None:
-                room = np.maximum(budget_h - hourly_cost, 0.0)
-                allowed = np.minimum(top_up, room)
-                bill.unmet_unit_hours[w.name] += float(((top_up - allowed) / unit_price).sum())
-                top_up = allowed
-                hourly_cost = hourly_cost + allowed
+            top_up, hourly_cost = _within_budget(bill, w.name, top_up, unit_price,
+                                                 budget_h, hourly_cost)  # fmt: skip
             bill.add(Tier.ON_DEMAND, w.name, float(top_up.sum()))
             spot_part = np.where(short > 0, from_spot / np.maximum(short, 1e-12), 0.0)
             bill.break_glass_usd += float((top_up * spot_part).sum())
             bill.forecast_error_usd += float((top_up * (1 - spot_part)).sum())
         else:
-            deadline = w.deadline_hours or math.inf
-            required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
-            done = float(delivered[mine].sum())
-            missing = max(required - done, 0.0)
-            if hours < deadline:
-                bill.carry_ahead(w.name, done, required)
-            if missing > 1e-6:
-                cost = missing * od_work_price[w.name]
-                bill.add(Tier.ON_DEMAND, w.name, cost)
-                bill.catch_up_usd += cost
-                bill.catch_up_unit_hours[w.name] = missing
+            _settle_job(bill, w, float(delivered[mine].sum()), hours, od_work_price[w.name])
     return bill
 
 
@@ -305,13 +287,7 @@ def bill_reaction(
 
     # The plan's own rows: spot for the share of its whole instances held.
     a = plan.hourly_instances()
-    hour_idx = a["hour"].to_numpy(dtype=int)
-    inst = a["instances"].to_numpy(dtype=float)
-    tiers = a["tier"].to_numpy()
-    keys = a["pool_key"].to_numpy()
-    names = a["workload"].to_numpy()
-    work = a["work_per_hour"].to_numpy(dtype=float)
-    price = a["usd_per_instance_hour"].to_numpy(dtype=float)
+    hour_idx, inst, tiers, keys, names, work, price = _columns(a)
     held = np.ones(len(a))
     paid = price.copy()
     spot_rows = np.flatnonzero(tiers == Tier.SPOT.value)
@@ -383,24 +359,64 @@ def bill_reaction(
             bill.unmet_unit_hours[w.name] += float((short - beyond).sum())
             unit_price = od_work_price[w.name]
             top_up = beyond * unit_price
-            if budget_h is not None:
-                room = np.maximum(budget_h - hourly_cost, 0.0)
-                allowed = np.minimum(top_up, room)
-                bill.unmet_unit_hours[w.name] += float(((top_up - allowed) / unit_price).sum())
-                top_up = allowed
-                hourly_cost = hourly_cost + allowed
+            top_up, hourly_cost = _within_budget(bill, w.name, top_up, unit_price,
+                                                 budget_h, hourly_cost)  # fmt: skip
             bill.add(Tier.ON_DEMAND, w.name, float(top_up.sum()))
             bill.forecast_error_usd += float(top_up.sum())
         else:
-            deadline = w.deadline_hours or math.inf
-            required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
-            done = float(got[w.name].sum())
-            missing = max(required - done, 0.0)
-            if hours < deadline:
-                bill.carry_ahead(w.name, done, required)
-            if missing > 1e-6:
-                cost = missing * od_work_price[w.name]
-                bill.add(Tier.ON_DEMAND, w.name, cost)
-                bill.catch_up_usd += cost
-                bill.catch_up_unit_hours[w.name] = missing
+            _settle_job(bill, w, float(got[w.name].sum()), hours, od_work_price[w.name])
     return bill
+
+
+def _columns(
+    a: pd.DataFrame,
+) -> tuple[npt.NDArray[np.int_], FloatArray, npt.NDArray[np.object_], npt.NDArray[np.object_],
+           npt.NDArray[np.object_], FloatArray, FloatArray]:  # fmt: skip
+    """A plan's hourly rows as arrays: hour, instances, tier, pool key,
+    workload, work per hour, price per instance-hour."""
+    return (
+        a["hour"].to_numpy(dtype=int),
+        a["instances"].to_numpy(dtype=float),
+        a["tier"].to_numpy(),
+        a["pool_key"].to_numpy(),
+        a["workload"].to_numpy(),
+        a["work_per_hour"].to_numpy(dtype=float),
+        a["usd_per_instance_hour"].to_numpy(dtype=float),
+    )
+
+
+# numpy types sums of float64 arrays as floating[Any] (a numpy stub, not ours)
+Floats = npt.NDArray[np.floating[Any]]
+
+
+def _within_budget(
+    bill: Bill,
+    name: str,
+    top_up: Floats,
+    unit_price: float,
+    budget_h: float | None,
+    hourly_cost: Floats,
+) -> tuple[FloatArray, FloatArray]:
+    """The hourly top-up the fleet's hourly budget allows (the rest is
+    counted unmet), and the hourly cost with it."""
+    if budget_h is None:
+        return np.asarray(top_up, dtype=np.float64), np.asarray(hourly_cost, dtype=np.float64)
+    room = np.maximum(budget_h - hourly_cost, 0.0)
+    allowed = np.asarray(np.minimum(top_up, room), dtype=np.float64)
+    bill.unmet_unit_hours[name] += float(((top_up - allowed) / unit_price).sum())
+    return allowed, np.asarray(hourly_cost + allowed, dtype=np.float64)
+
+
+def _settle_job(bill: Bill, w: Workload, done: float, hours: int, unit_price: float) -> None:
+    """A training/batch job at the period's end: work ahead of its share
+    carried, work behind caught up on on-demand (module docstring)."""
+    deadline = w.deadline_hours or math.inf
+    required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
+    missing = max(required - done, 0.0)
+    if hours < deadline:
+        bill.carry_ahead(w.name, done, required)
+    if missing > 1e-6:
+        cost = missing * unit_price
+        bill.add(Tier.ON_DEMAND, w.name, cost)
+        bill.catch_up_usd += cost
+        bill.catch_up_unit_hours[w.name] = missing
