@@ -261,3 +261,5 @@ def _run(config: DaemonConfig, *, dry_run: bool, once: bool) -> None:
         click.echo(f"generation {daemon.state.generation}; pending actions {pending}")
         return
     run_scheduled(daemon, metrics_port=config.metrics_port or None)
+    if daemon.fatal is not None:  # a job stopped the daemon: exit 1 (2 for bad input)
+        raise daemon.fatal
