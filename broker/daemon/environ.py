@@ -12,9 +12,11 @@ section (``SPOTFOLIO_INTERVALS__RECONCILE_S``, ``SPOTFOLIO_SIM__SEED``,
 a scalar key takes the text as it is (pydantic reads ``60`` as a number,
 ``true`` as a boolean); a section, list or mapping key given whole
 (``SPOTFOLIO_PROVIDERS='[aws, gcp]'``, ``SPOTFOLIO_COMMITTED='{aws/us-east-1/
-g5.xlarge: 4}'``), and a free-form value that starts with ``{`` or ``[``, is
-read as YAML. An empty variable counts as unset. A relative path (and a
-relative ``sqlite:///`` URL) is relative to the working directory, not to the
+g5.xlarge: 4}'``), and a key inside a free-form mapping (``provider_options``,
+``market_options``, ``lifecycle``), is read as YAML, as the file would
+give it (``SPOTFOLIO_LIFECYCLE__RETURN_LEAD_S=600`` is the number 600). An
+empty variable counts as unset. A relative path (and a relative
+``sqlite:///`` URL) is relative to the working directory, not to the
 config file. A variable naming a section with an unknown sub-key
 (``SPOTFOLIO_INTERVALS__RECONCLE_S``) is an error; other ``SPOTFOLIO_*``
 names that match no key (``SPOTFOLIO_CONFIG_YAML``, set by the Terraform
@@ -112,7 +114,7 @@ class EnvOverlay:
 
 
 def _value(name: str, raw: str, annotation: object) -> object:
-    if _structured(annotation) or (annotation is object and raw.lstrip().startswith(("{", "["))):
+    if _structured(annotation) or annotation is object:
         return read_yaml(raw, name)
     if _is_path(annotation) and not Path(raw).is_absolute():
         return str(Path.cwd() / raw)

@@ -107,7 +107,7 @@ def test_structured_values_and_free_form_sub_keys_are_read_as_yaml(tmp_path: Pat
         "queue_url": "https://sqs.example/123/q",
         "launch": {"us-east-1": {"launch_template_name": "gpu"}},
     }
-    assert cfg.lifecycle == {"return_min_dwell_s": "900"}
+    assert cfg.lifecycle == {"return_min_dwell_s": 900}  # a number, as in the file
     assert cfg.account == "012345678901" and cfg.sim.reorder is True
 
 
@@ -150,6 +150,9 @@ def test_other_spotfolio_variables_and_empty_ones_are_left_alone(tmp_path: Path)
         pytest.param("SPOTFOLIO_OWNER__X", "y", "no sub-keys", id="scalar-sub-key"),
         # a cross-field check caused by the variable (upkeep_s < return_lead_s)
         pytest.param("SPOTFOLIO_INTERVALS__UPKEEP_S", "600", "return_lead_s", id="cross-field"),
+        pytest.param(
+            "SPOTFOLIO_PROVIDER_OPTIONS__LAUNCH", "{us-east-1: [", "valid YAML", id="free-form-yaml"
+        ),
     ],
 )
 def test_a_bad_variable_is_an_input_error_naming_it(
@@ -186,3 +189,15 @@ def test_the_simulated_account_without_a_file_reads_the_environment(
     monkeypatch.setenv("SPOTFOLIO_OWNER", "env-owner")
     cfg = _config(None, provider="sim")
     assert cfg.sim.seed == 7 and cfg.owner == "env-owner" and cfg.provider == "sim"
+
+
+def test_a_free_form_number_from_a_variable_still_meets_the_cross_field_check(
+    tmp_path: Path,
+) -> None:
+    """``lifecycle.return_lead_s`` read as the number it is, so the check
+    that ``intervals.upkeep_s`` is shorter runs (a string would skip it)."""
+    with pytest.raises(InputError) as e:
+        load_daemon_config(
+            config_file(tmp_path), environ={"SPOTFOLIO_LIFECYCLE__RETURN_LEAD_S": "10"}
+        )
+    assert e.value.field == "intervals.upkeep_s" and "return_lead_s (10)" in str(e.value)
