@@ -85,9 +85,12 @@ from dataclasses import asdict, dataclass
 __all__ = [
     "IMDS_URL",
     "WINDOW_S",
+    "Handled",
     "HookResult",
     "Imds",
+    "ImdsError",
     "Notice",
+    "Options",
     "main",
     "run_hook",
     "watch",
@@ -183,11 +186,12 @@ class Imds:
             except urllib.error.HTTPError as e:
                 if e.code == 404:
                     return None
-                if e.code == 401 and attempt == 1:
-                    self._token = ""  # expired or unknown: take a new one, once
-                    continue
+                if e.code == 401:
+                    self._token = ""  # expired or unknown: take a new one
+                    if attempt == 1:
+                        continue
                 raise ImdsError(f"GET {path}: HTTP {e.code}") from e
-        raise ImdsError(f"GET {path}: HTTP 401 with a fresh token")
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def instance_action(self) -> Notice | None:
         body = self.get(ACTION_PATH)

@@ -44,6 +44,7 @@ class FakeImds:
         self.action: dict[str, str] | None = None
         self.rebalance: dict[str, str] | None = None
         self.failures = 0
+        self.accept_tokens = True  # False: every GET is 401, even with a new token
         self.interrupted_at: float | None = None
         self.deadline_unix: float | None = None
         self.requests: list[Request] = []
@@ -93,7 +94,7 @@ class FakeImds:
         self._timer.daemon = True
 
     def _answer(self, path: str, token: str) -> tuple[int, str]:
-        if token not in self.tokens:
+        if token not in self.tokens or not self.accept_tokens:
             return 401, ""
         if self.failures > 0:
             self.failures -= 1

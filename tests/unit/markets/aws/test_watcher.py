@@ -112,6 +112,14 @@ def test_an_expired_token_is_replaced_and_watching_goes_on(imds: FakeImds, tmp_p
     assert {r.header for r in imds.requests if r.method == "PUT"} == {"60"}
 
 
+def test_a_token_refused_twice_is_an_imds_error_not_a_loop(imds: FakeImds) -> None:
+    imds.accept_tokens = False
+    client = watcher.Imds(imds.url)
+    with pytest.raises(watcher.ImdsError, match="HTTP 401"):
+        client.get(ACTION)
+    assert [r.method for r in imds.requests] == ["PUT", "GET", "PUT", "GET"]
+
+
 def test_a_rebalance_recommendation_is_reported_once_and_watching_goes_on(
     imds: FakeImds, tmp_path: Path
 ) -> None:
