@@ -3,8 +3,10 @@
 Owns: the top-level click group, one sub-group per concern (each in its own
 module of this package), and the error contract: a bad option, file or field
 prints one line naming it and what was expected, and exits 2; an explainable
-failure (infeasible plan, spot never finishes) exits 3; anything else is a bug
-and keeps its traceback.
+failure (infeasible plan, spot never finishes) exits 3; a cloud, credential or
+runtime failure (any other ``SpotfolioError``) exits 1 with one line; anything
+else is a bug and keeps its traceback (exit 1). The README's "Exit codes"
+table says the same.
 
 Sub-modules import heavy libraries (pandas, pulp, SDKs) inside their commands
 so that ``spotfolio --help`` and ``spotfolio whatif`` start fast.

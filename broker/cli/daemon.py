@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -102,20 +103,16 @@ def _logging(fmt: str, level: str) -> None:
 
 
 def _config(path: str | None, **overrides: object) -> DaemonConfig:
+    """The config file (or none), the ``SPOTFOLIO_*`` environment over it and
+    the command line's options over both (``broker.daemon.environ``)."""
     from broker.daemon.config import DaemonConfig, load_daemon_config
+    from broker.daemon.environ import validate_with_environment
 
     if path is not None:
-        return load_daemon_config(path, **overrides)
-    if overrides.get("owner") is None:
-        overrides["owner"] = "spotfolio-sim"
-    from pydantic import ValidationError  # pydantic and PyYAML: when the command runs
-
-    from markets.validation import input_error_from
-
-    try:
-        return DaemonConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as e:
-        raise input_error_from("options", e) from e
+        return load_daemon_config(path, environ=os.environ, **overrides)
+    return validate_with_environment(
+        DaemonConfig, {"owner": "spotfolio-sim"}, "options", os.environ, overrides
+    )
 
 
 def _announce(request: Request) -> None:
@@ -264,3 +261,5 @@ def _run(config: DaemonConfig, *, dry_run: bool, once: bool) -> None:
         click.echo(f"generation {daemon.state.generation}; pending actions {pending}")
         return
     run_scheduled(daemon, metrics_port=config.metrics_port or None)
+    if daemon.fatal is not None:  # a job stopped the daemon: exit 1 (2 for bad input)
+        raise daemon.fatal

@@ -36,17 +36,19 @@ Must not: open markets, stores or providers (the composition roots do).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AwareDatetime, Field, ValidationError, field_validator, model_validator
+from pydantic import AwareDatetime, Field, field_validator, model_validator
 
+from broker.daemon.environ import validate_with_environment
 from broker.daemon.hooks import CheckpointHook
 from broker.lifecycle import LifecycleConfig
 from broker.lifecycle.values import REMOVED_TTL_MESSAGE
 from markets.errors import InputError
 from markets.registry import PROVIDERS
-from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
+from markets.validation import FieldError, StrictModel, read_yaml
 from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
 
 __all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
@@ -199,8 +201,12 @@ class DaemonConfig(StrictModel):
                 )
 
 
-def load_daemon_config(path: str | Path, **overrides: object) -> DaemonConfig:
-    """Read, validate and resolve paths relative to the file."""
+def load_daemon_config(
+    path: str | Path, *, environ: Mapping[str, str] | None = None, **overrides: object
+) -> DaemonConfig:
+    """Read, validate and resolve paths relative to the file; with
+    ``environ``, its ``SPOTFOLIO_*`` keys override the file's and
+    ``overrides`` both (``broker.daemon.environ``)."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -209,11 +215,7 @@ def load_daemon_config(path: str | Path, **overrides: object) -> DaemonConfig:
     data = read_yaml(text, source)
     if not isinstance(data, dict):
         raise InputError(source, None, "a mapping of daemon settings", got=type(data).__name__)
-    data = {**data, **{k: v for k, v in overrides.items() if v is not None}}
-    try:
-        cfg = DaemonConfig.model_validate(data)
-    except ValidationError as e:
-        raise input_error_from(source, e) from e
+    cfg = validate_with_environment(DaemonConfig, data, source, environ, overrides)
     base = Path(path).resolve().parent
     updates: dict[str, object] = {}
     for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand)):

@@ -118,6 +118,8 @@ class Daemon:
         self.lock = threading.RLock()
         self.active = False
         self.stopped = threading.Event()
+        # The error that stopped the jobs, if one did: the command exits non-zero.
+        self.fatal: FatalError | None = None
         # What outlives a job call: handed to the jobs, taken back from them.
         self.snapshot: MarketSnapshot | None = None
         self.state = PlanState()
@@ -222,6 +224,7 @@ class Daemon:
             except FatalError as e:
                 log.critical(kv("fatal", job=name, error_type=type(e).__name__, error=e))
                 self.metrics.job_errors.labels(name).inc()
+                self.fatal = e
                 self.active = False
                 self.stopped.set()
             except Exception as e:  # the job boundary: log, count, carry on

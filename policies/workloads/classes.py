@@ -14,7 +14,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from markets.validation import FieldError, StrictModel
 
@@ -39,9 +41,21 @@ class WorkloadClass(StrEnum):
 
     @classmethod
     def _missing_(cls, value: object) -> WorkloadClass | None:
-        if isinstance(value, str) and value.strip().lower() == "research":
-            return cls.BATCH
+        if isinstance(value, str) and value.strip().lower() in _CLASS_ALIASES:
+            return cls(_CLASS_ALIASES[value.strip().lower()])
         return None
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # The published schema (broker.schemas) accepts the aliases too.
+        out = handler(schema)
+        out["enum"] = [*out["enum"], *_CLASS_ALIASES]
+        return out
+
+
+_CLASS_ALIASES = {"research": "batch"}  # another name -> the class's value
 
 
 class ClassPolicy(StrictModel):
