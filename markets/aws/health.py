@@ -52,12 +52,25 @@ from markets.aws.envelope import (
 from markets.clock import ensure_utc
 from markets.fleet import Notice, NoticeKind
 
-__all__ = ["HEALTH_DETAIL_TYPE", "HEALTH_SOURCE", "SCHEDULED_CHANGE", "parse_health"]
+__all__ = [
+    "HEALTH_DETAIL_TYPE",
+    "HEALTH_EVENT_PATTERN",
+    "HEALTH_SOURCE",
+    "SCHEDULED_CHANGE",
+    "parse_health",
+]
 
 HEALTH_SOURCE = "aws.health"
 HEALTH_DETAIL_TYPE = "AWS Health Event"
 SCHEDULED_CHANGE = "scheduledChange"
 HEALTH_SERVICE = "EC2"
+# The EventBridge rule that routes these events to the notice queue
+# (terraform/modules/aws/events.tf, local.health_event_pattern).
+HEALTH_EVENT_PATTERN: dict[str, object] = {
+    "source": [HEALTH_SOURCE],
+    "detail-type": [HEALTH_DETAIL_TYPE],
+    "detail": {"service": [HEALTH_SERVICE], "eventTypeCategory": [SCHEDULED_CHANGE]},
+}
 _ACTIVE = frozenset({"upcoming", "open"})
 # One event lists at most this many entities we turn into notices: the body
 # cap bounds it anyway; this keeps one message from becoming a storm.
