@@ -126,6 +126,10 @@ def text(value: object, what: str, limit: int = _MAX_TEXT_CHARS) -> str:
         raise MalformedMessage(f"{what}: expected a non-empty string, got {type(value).__name__}")
     if len(value) > limit:
         raise MalformedMessage(f"{what}: {len(value):,} characters (at most {limit:,})")
+    try:
+        value.encode()  # JSON's \ud800 escapes make lone surrogates no store can write
+    except UnicodeEncodeError as e:
+        raise MalformedMessage(f"{what}: not valid Unicode") from e
     return value.strip()
 
 
