@@ -38,6 +38,12 @@ launches are dropped (the reason recorded, the lifecycle told to
 launches decided earlier in the same drain: ``DrainTotals``) or the
 break-glass dollars over their cap.
 
+What the provider dropped before handing notices over (unreadable, spoofed,
+foreign messages: ``DropCounts``) is carried into
+``spotfolio_notices_dropped_total{reason}`` after each receive. Every field of
+the job's log lines passes ``markets.escape.log_safe``: ids and reasons come
+from queue messages.
+
 Must not: talk to the provider except to receive and acknowledge notices
 (launches and terminations go through the launcher and the executor), or
 acknowledge a notice before its handling is durable.
