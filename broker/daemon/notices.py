@@ -191,11 +191,11 @@ class NoticeJob:
         notice is handed over as soon as it is received."""
         batch = list(self._provider.poll_notices(BATCH))
         first = time.perf_counter()
-        more = len(batch) == BATCH
+        more = len(batch) >= BATCH  # >=: one AWS Health message can hold several
         while more and len(batch) < GATHER and time.perf_counter() - first < GATHER_S:
             got = self._provider.poll_notices(BATCH)
             batch += got
-            more = len(got) == BATCH
+            more = len(got) >= BATCH
         self._count_dropped()
         return Batch(tuple(batch), first, more)
 

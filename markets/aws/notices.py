@@ -101,6 +101,7 @@ __all__ = [
     "DETAIL_TYPES",
     "EVENT_SOURCE",
     "INTERRUPTION_WARNING_S",
+    "POLL_MESSAGES_PER_NOTICE",
     "MalformedMessage",
     "NoticeOrigin",
     "NoticeStats",
@@ -129,6 +130,9 @@ INTERRUPTION_WARNING_S = 120
 MAX_WAIT_TIME_S = 20
 MAX_MESSAGES_PER_RECEIVE = 10
 MAX_VISIBILITY_TIMEOUT_S = 43_200
+# Messages one poll may receive per notice asked for: ten receives of ten for
+# a poll of ten (each ~10-50 ms), enough to read past a batch of poison.
+POLL_MESSAGES_PER_NOTICE = 10
 # AWS suggests checking for interruption notices every 5 s: a 5 s long poll
 # returns at once when a message arrives and costs one request per 5 s idle.
 DEFAULT_WAIT_TIME_S = 5
@@ -283,17 +287,21 @@ class SqsNotices:
         return reply.get("Messages", [])
 
     def poll(self, max_notices: int = MAX_MESSAGES_PER_RECEIVE) -> Sequence[Notice]:
-        """Up to ``max_notices`` notices: one long poll, then (to take more
-        than 10) short receives while the queue answers full batches. At
-        most ``max_notices`` messages are received per poll, whatever they
-        hold, so messages that keep coming back cannot spin the poller."""
+        """Up to ``max_notices`` notices: one long poll, then short receives
+        while the queue answers full batches. Messages that are not notices
+        (poison, spoofs) do not count against ``max_notices``, so a flood of
+        them cannot hold a warning back for many polls; at most
+        ``POLL_MESSAGES_PER_NOTICE * max_notices`` messages are received per
+        poll, whatever they hold, so messages that keep coming back (a
+        visibility timeout of 0) cannot spin the poller."""
         if max_notices < 1:
             raise ValueError(f"max_notices must be >= 1, got {max_notices}")
         notices: list[Notice] = []
         received = 0
+        most = POLL_MESSAGES_PER_NOTICE * max_notices
         wait_s = self.wait_time_s
-        while received < max_notices:
-            want = min(MAX_MESSAGES_PER_RECEIVE, max_notices - received)
+        while len(notices) < max_notices and received < most:
+            want = min(MAX_MESSAGES_PER_RECEIVE, max_notices - len(notices), most - received)
             batch = self._receive(want, wait_s)
             received += len(batch)
             wait_s = 0  # the queue had messages: take the rest without waiting

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from markets.aws.envelope import MAX_BODY_CHARS, MalformedMessage, RejectedNotice
-from markets.aws.notices import SqsNotices, parse_message
+from markets.aws.notices import POLL_MESSAGES_PER_NOTICE, SqsNotices, parse_message
 from markets.fleet import NoticeKind
 from tests.unit.markets.aws.test_notices import CREDS, INTERRUPTION, ORIGIN, REGION, T0, event
 
@@ -167,3 +167,28 @@ def test_a_batch_of_ten_with_nine_poisons_still_yields_its_warning(
     got = notices.poll(10)
     assert [n.instance_id for n in got] == ["i-0bbbbbbbbbbbbbbb2"]
     assert notices.stats.malformed == 9
+
+
+def test_a_flood_of_poison_ahead_of_a_warning_does_not_hold_it_back_a_poll(
+    queue: tuple[SQSClient, str],
+) -> None:
+    sqs, url = queue
+    for start in range(0, 30, 10):
+        entries = [{"Id": str(i), "MessageBody": HUGE_INT} for i in range(start, start + 10)]
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    sqs.send_message(QueueUrl=url, MessageBody=warning("i-0ccccccccccccccc3"))
+    notices = SqsNotices(sqs, url, origin=ORIGIN, wait_time_s=0, visibility_timeout_s=30)
+    got = notices.poll(10)
+    assert [n.instance_id for n in got] == ["i-0ccccccccccccccc3"]
+    assert notices.stats.malformed == 30 and notices.stats.received == 31
+
+
+def test_messages_that_keep_coming_back_cannot_spin_a_poll(
+    queue: tuple[SQSClient, str],
+) -> None:
+    sqs, url = queue
+    sqs.send_message(QueueUrl=url, MessageBody=HUGE_INT)
+    # Visibility 0: the poison is back at once, every receive.
+    notices = SqsNotices(sqs, url, origin=ORIGIN, wait_time_s=0, visibility_timeout_s=0)
+    assert notices.poll(2) == []
+    assert notices.stats.received <= POLL_MESSAGES_PER_NOTICE * 2
