@@ -135,6 +135,7 @@ class NoticeKind(StrEnum):
     REBALANCE = "rebalance"  # AWS rebalance recommendation (earlier, often false)
     PREEMPTED = "preempted"  # GCP preemption (30 s)
     STATE_CHANGE = "state_change"
+    SCHEDULED = "scheduled"  # AWS Health scheduled change (retirement, maintenance)
 
 
 class Notice(_Frozen):

@@ -25,6 +25,11 @@ Metrics (Prometheus adds ``_total`` to counters, ``_bucket``/``_sum``/
 - ``spotfolio_break_glass_cap_usd``: the configured cap (absent without one).
 - ``spotfolio_actions_total{kind,outcome}``: launches/terminations by outcome
   (done, replayed, failed, capacity, throttled, dry_run, budget).
+- ``spotfolio_notices_dropped_total{reason}``: queue messages not handed over
+  as notices: ``malformed`` (unreadable, left for the redrive policy),
+  ``rejected`` (not from our account, region or instance; left too),
+  ``foreign`` (not a notice; deleted), ``not_ours`` (about an instance
+  without our tag; deleted). Redeliveries count again.
 - ``spotfolio_job_errors_total{job}``: unexpected errors caught at a job boundary.
 - ``spotfolio_plan_generation``: generation of the plan in force.
 - ``spotfolio_lease_held``: 1 while this daemon holds the account's lease.
@@ -78,6 +83,12 @@ class DaemonMetrics:
         )
         self.actions = Counter(
             "spotfolio_actions", "Provider actions by outcome", ["kind", "outcome"], registry=r
+        )
+        self.notices_dropped = Counter(
+            "spotfolio_notices_dropped",
+            "Queue messages not handed over as notices, by reason",
+            ["reason"],
+            registry=r,
         )
         self.job_errors = Counter(
             "spotfolio_job_errors", "Errors caught at a job boundary", ["job"], registry=r

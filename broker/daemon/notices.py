@@ -38,6 +38,12 @@ launches are dropped (the reason recorded, the lifecycle told to
 launches decided earlier in the same drain: ``DrainTotals``) or the
 break-glass dollars over their cap.
 
+What the provider dropped before handing notices over (unreadable, spoofed,
+foreign messages: ``DropCounts``) is carried into
+``spotfolio_notices_dropped_total{reason}`` after each receive. Every field of
+the job's log lines passes ``markets.escape.log_safe``: ids and reasons come
+from queue messages.
+
 Must not: talk to the provider except to receive and acknowledge notices
 (launches and terminations go through the launcher and the executor), or
 acknowledge a notice before its handling is durable.
@@ -48,9 +54,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Protocol, runtime_checkable
 
 from broker.daemon.book import FleetBook
 from broker.daemon.checkpoints import HookCalls
@@ -62,6 +69,7 @@ from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.store.tx import Json
 from broker.daemon.stretches import StretchJob
 from markets.clock import Clock
+from markets.escape import log_safe
 from markets.fleet import (
     Instance,
     InstanceState,
@@ -75,7 +83,7 @@ from markets.model import MarketSnapshot, Tier
 from markets.protocols import Provider
 from policies.workloads.spec import WorkloadSet
 
-__all__ = ["BATCH", "GATHER", "GATHER_S", "Batch", "DrainTotals", "NoticeJob"]
+__all__ = ["BATCH", "GATHER", "GATHER_S", "Batch", "DrainTotals", "DropCounts", "NoticeJob"]
 
 log = logging.getLogger("spotfolio.daemon")
 BATCH = 10  # SQS ReceiveMessage returns at most 10 messages
@@ -84,8 +92,26 @@ BATCH = 10  # SQS ReceiveMessage returns at most 10 messages
 GATHER = 50
 GATHER_S = 0.1
 _REVOKING = (NoticeKind.INTERRUPTION, NoticeKind.PREEMPTED)
+# The instance goes at the notice's deadline: held as doomed until then, so a
+# reconcile does not undo its replacement. A scheduled change (AWS Health
+# retirement or maintenance) is no market revocation: not counted as one.
+_DOOMING = (*_REVOKING, NoticeKind.SCHEDULED)
 _DEFAULT_WINDOW_S = 120.0  # AWS spot interruption notice
 _KEEP_LATENCIES = 100_000  # bounded: a daemon runs for months
+
+
+@runtime_checkable
+class DropCounts(Protocol):
+    """A provider that counts the queue messages it did not hand over as
+    notices (``markets.aws.provider.AwsProvider``): reason -> count so far."""
+
+    def dropped_notices(self) -> Mapping[str, int]: ...
+
+
+def _kv(event: str, **fields: object) -> str:
+    """``kv`` with every field escaped: notice and instance ids and reasons
+    come from queue messages, and must not start a log line of their own."""
+    return kv(event, **{k: log_safe(v) for k, v in fields.items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +183,7 @@ class NoticeJob:
         self.latencies_s: deque[float] = deque(maxlen=_KEEP_LATENCIES)
         self.durable_at: deque[tuple[str, float]] = deque(maxlen=_KEEP_LATENCIES)
         self.window_missed = 0  # decisions made after the notice's deadline
+        self._dropped: dict[str, int] = {}  # the provider's dropped counts, as last carried
 
     def receive(self) -> Batch:
         """One batch: while receives come back full (a storm), up to
@@ -164,12 +191,24 @@ class NoticeJob:
         notice is handed over as soon as it is received."""
         batch = list(self._provider.poll_notices(BATCH))
         first = time.perf_counter()
-        more = len(batch) == BATCH
+        more = len(batch) >= BATCH  # >=: one AWS Health message can hold several
         while more and len(batch) < GATHER and time.perf_counter() - first < GATHER_S:
             got = self._provider.poll_notices(BATCH)
             batch += got
-            more = len(got) == BATCH
+            more = len(got) >= BATCH
+        self._count_dropped()
         return Batch(tuple(batch), first, more)
+
+    def _count_dropped(self) -> None:
+        """Carry the provider's dropped-message counts (if it keeps any) into
+        ``spotfolio_notices_dropped_total``, by the increase since last time."""
+        if not isinstance(self._provider, DropCounts):
+            return
+        for reason, count in self._provider.dropped_notices().items():
+            seen = self._dropped.get(reason, 0)
+            if count > seen:
+                self._metrics.notices_dropped.labels(reason).inc(count - seen)
+                self._dropped[reason] = count
 
     def handle(
         self,
@@ -191,7 +230,7 @@ class NoticeJob:
             for n in notices:
                 dec = self._lifecycle.handle(n, self._book.last_fleet, snapshot())
                 log.info(
-                    kv(
+                    _kv(
                         "dry_run_decision",
                         notice=n.notice_id,
                         kind=dec.kind.value,
@@ -237,7 +276,7 @@ class NoticeJob:
         items: list[_Item] = []
         for n in todo:  # step 2
             inst = fleet.get(n.instance_id)
-            if n.kind in _REVOKING and inst is not None:
+            if n.kind in _DOOMING and inst is not None:
                 self._book.doom(
                     n.instance_id, n.deadline or n.at + timedelta(seconds=_DEFAULT_WINDOW_S)
                 )
@@ -419,7 +458,7 @@ class NoticeJob:
             "launches": launches,
             "lost_slot": None if inst is None else [inst.workload, inst.pool_key, inst.tier.value],
             "lost_count": 1,
-            "taken_out": n.kind in _REVOKING and kind != "ignore",
+            "taken_out": n.kind in _DOOMING and kind != "ignore",
             "launch_before_terminate": dec.launch_before_terminate,
             "refused": refused,
         }
@@ -446,7 +485,7 @@ class NoticeJob:
         if n.deadline is not None and self._clock.now() > n.deadline:
             self.window_missed += 1
         log.info(
-            kv(
+            _kv(
                 "decision",
                 notice=n.notice_id,
                 notice_kind=n.kind.value,

@@ -44,14 +44,16 @@ from markets.aws.launch import (
     run_instances_params,
     units_from_catalog,
 )
-from markets.aws.notices import SqsApi, SqsNotices
+from markets.aws.notices import NoticeOrigin, SqsApi, SqsNotices
 from markets.aws.settings import (
     AwsProviderSettings,
     Ec2ProviderApi,
     build_provider_clients,
+    queue_account,
     settings_from_options,
 )
 from markets.errors import InputError, TransientError
+from markets.escape import log_safe
 from markets.fleet import (
     OWNER_TAG,
     ActionResult,
@@ -129,7 +131,9 @@ class AwsProvider:
         clients = build_provider_clients(
             settings, session=session, profile=profile, endpoint_url=endpoint_url
         )
-        return cls.from_clients(settings, ec2_clients=clients.ec2, sqs_client=clients.sqs)
+        return cls.from_clients(
+            settings, ec2_clients=clients.ec2, sqs_client=clients.sqs, account_id=clients.account_id
+        )
 
     @classmethod
     def from_clients(
@@ -138,15 +142,24 @@ class AwsProvider:
         *,
         ec2_clients: Mapping[str, Ec2ProviderApi],
         sqs_client: SqsApi | None = None,
+        account_id: str | None = None,
     ) -> AwsProvider:
-        """A provider for ``settings`` over given clients."""
+        """A provider for ``settings`` over given clients. Notices must come
+        from ``account_id``, else ``settings.account_id``, else the account
+        in the queue URL, and from the launch regions."""
         notices = None
         if settings.queue_url:
             if sqs_client is None:
                 raise InputError("provider options", "queue_url", "an SQS client for the queue")
+            account = account_id or settings.account_id or queue_account(settings.queue_url)
+            if account is None:
+                raise InputError(
+                    "provider options", "account_id", "the 12-digit AWS account notices come from"
+                )
             notices = SqsNotices(
                 sqs_client,
                 settings.queue_url,
+                origin=NoticeOrigin(account, frozenset(settings.regions)),
                 wait_time_s=settings.notice_wait_s,
                 visibility_timeout_s=settings.notice_visibility_timeout_s,
             )
@@ -349,7 +362,7 @@ class AwsProvider:
                     self._remember(instance_id, f"aws/{region}/{zone}/{item['InstanceType']}")
             except TransientError as e:
                 # The notices matter more than their pool keys: pass them on.
-                log.warning("notice enrichment skipped (DescribeInstances failed): %s", e)
+                log.warning("notice enrichment skipped (DescribeInstances failed): %s", log_safe(e))
         out: list[Notice] = []
         for notice in notices:
             if notice.instance_id in foreign:
@@ -357,11 +370,28 @@ class AwsProvider:
                 try:
                     self.ack_notice(notice)
                 except TransientError as e:
-                    log.warning("could not ack a foreign notice (it will return): %s", e)
+                    log.warning(
+                        "could not ack a foreign notice (it will return): notice=%s %s",
+                        log_safe(notice.notice_id),
+                        log_safe(e),
+                    )
                 continue
             pool_key = self._pools.get(notice.instance_id)
             out.append(notice.model_copy(update={"pool_key": pool_key}) if pool_key else notice)
         return out
+
+    def dropped_notices(self) -> Mapping[str, int]:
+        """Queue messages not handed over as notices so far, by reason:
+        ``malformed``, ``rejected`` (not from our account, region or
+        instance), ``foreign`` (not a notice), ``not_ours`` (about an
+        instance without our tag)."""
+        stats = self.notices.stats if self.notices is not None else None
+        return {
+            "malformed": stats.malformed if stats else 0,
+            "rejected": stats.rejected if stats else 0,
+            "foreign": stats.foreign if stats else 0,
+            "not_ours": self.foreign_notices,
+        }
 
     def ack_notice(self, notice: Notice) -> None:
         if self.notices is None:

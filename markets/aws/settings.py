@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from markets.aws.errors import LAUNCH_CAPACITY_CODES
+from markets.aws.errors import LAUNCH_CAPACITY_CODES, aws_call
 from markets.aws.launch import RegionLaunch
 from markets.aws.notices import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
@@ -56,6 +56,7 @@ __all__ = [
     "ProviderClients",
     "build_provider_clients",
     "fail_fast_on_capacity",
+    "queue_account",
     "queue_region",
     "settings_from_options",
 ]
@@ -64,6 +65,7 @@ __all__ = [
 _QUEUE_URL = re.compile(
     r"^https://sqs\.([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?/\d{12}/"
 )
+_QUEUE_ACCOUNT = re.compile(r"/(\d{12})/[^/]+/?$")
 # EC2 tag values: up to 256 characters (EC2 User Guide, "Tag restrictions").
 _MAX_TAG_VALUE = 256
 
@@ -102,6 +104,9 @@ class AwsProviderSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     owner: str = Field(min_length=1, max_length=_MAX_TAG_VALUE)
+    # The account notices must come from (markets.aws.envelope.check_origin);
+    # unset: STS GetCallerIdentity at start (it needs no IAM permission).
+    account_id: str | None = Field(default=None, pattern=r"^\d{12}$")
     launch: dict[str, RegionLaunch] = Field(min_length=1)
     queue_url: str | None = None
     queue_region: str | None = Field(default=None, pattern=REGION_PATTERN.pattern)
@@ -151,6 +156,13 @@ def settings_from_options(options: Mapping[str, object]) -> AwsProviderSettings:
         ) from e
 
 
+def queue_account(queue_url: str) -> str | None:
+    """The account in a queue URL (``<endpoint>/<account>/<name>``, also
+    for a local endpoint), else ``None``."""
+    m = _QUEUE_ACCOUNT.search(queue_url)
+    return m.group(1) if m else None
+
+
 def queue_region(queue_url: str, fallback: str) -> str:
     """The region in an SQS queue URL, else ``fallback`` (a local endpoint)."""
     m = _QUEUE_URL.match(queue_url)
@@ -182,6 +194,7 @@ def fail_fast_on_capacity(client: BaseClient) -> None:
 class ProviderClients:
     ec2: Mapping[str, Ec2ProviderApi]
     sqs: SqsApi | None
+    account_id: str | None = None  # the credentials' account, when notices are read
 
 
 def build_provider_clients(
@@ -204,7 +217,12 @@ def build_provider_clients(
         fail_fast_on_capacity(client)
         ec2[region] = client
     sqs: SqsApi | None = None
+    account_id = settings.account_id
     if settings.queue_url:
         region = settings.queue_region or queue_region(settings.queue_url, settings.regions[0])
         sqs = sess.client("sqs", region_name=region, config=cfg, endpoint_url=endpoint_url)
-    return ProviderClients(ec2=ec2, sqs=sqs)
+        if account_id is None:
+            sts = sess.client("sts", region_name=region, config=cfg, endpoint_url=endpoint_url)
+            with aws_call("sts:GetCallerIdentity"):
+                account_id = str(sts.get_caller_identity()["Account"])
+    return ProviderClients(ec2=ec2, sqs=sqs, account_id=account_id)

@@ -27,6 +27,7 @@ from markets.clock import ManualClock
 from markets.fleet import NoticeKind
 from markets.model import Tier
 from policies.workloads.spec import parse_workloads
+from tests.fakes.eventbridge import FULL_EVENT
 from tests.fakes.tiny_market import T0, TinyMarket
 
 REGION = "us-east-1"
@@ -62,7 +63,9 @@ def queue(moto_server: str) -> Iterator[tuple[Any, Any, str]]:
         ],
     }
     events.put_rule(Name=rule, EventPattern=json.dumps(pattern), State="ENABLED")
-    events.put_targets(Rule=rule, Targets=[{"Id": "notices", "Arn": arn}])
+    # FULL_EVENT: moto's default delivery drops the event's account (see there).
+    target = {"Id": "notices", "Arn": arn, "InputTransformer": FULL_EVENT}
+    events.put_targets(Rule=rule, Targets=[target])
     yield events, sqs, url
     events.remove_targets(Rule=rule, Ids=["notices"])
     events.delete_rule(Name=rule)
@@ -128,10 +131,11 @@ def test_interruption_on_eventbridge_is_replaced_in_another_pool_within_the_wind
     left = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0, VisibilityTimeout=0)
     assert "Messages" not in left
     # the same notice again (EventBridge delivers at least once): no new decision
+    victim_arn = f"arn:aws:ec2:{REGION}:123456789012:instance/{victim.instance_id}"
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps({
         "version": "0", "id": event_id, "detail-type": INTERRUPTION, "source": "aws.ec2",
         "account": "123456789012", "time": T0.isoformat().replace("+00:00", "Z"),
-        "region": REGION, "resources": [], "detail": {"instance-id": victim.instance_id,
+        "region": REGION, "resources": [victim_arn], "detail": {"instance-id": victim.instance_id,
                                                      "instance-action": "terminate"},
     }))  # fmt: skip
     before = sum(1 for _ in after)

@@ -15,6 +15,7 @@ import re
 import pytest
 
 from broker.daemon.config import DaemonConfig
+from markets.aws.health import HEALTH_EVENT_PATTERN
 from markets.aws.launch import RegionLaunch
 from markets.aws.notices import DEFAULT_VISIBILITY_TIMEOUT_S, DETAIL_TYPES, EVENT_SOURCE
 from markets.aws.sdk import (
@@ -115,9 +116,31 @@ def test_event_rules_are_the_notices_the_daemon_reads() -> None:
     events = (MODULE / "events.tf").read_text()
     (types,) = blocks(events, r"notice_detail_types\s*=")
     assert set(strings(types)) == set(DETAIL_TYPES)
-    assert f'source        = ["{EVENT_SOURCE}"]' in events
+    assert f'source = ["{EVENT_SOURCE}"]' in events
     queue = (MODULE / "queue.tf").read_text()
     assert f"visibility_timeout_seconds = {DEFAULT_VISIBILITY_TIMEOUT_S}" in queue
+
+
+def test_health_rule_sends_the_scheduled_changes_the_daemon_reads_to_the_queue() -> None:
+    events = (MODULE / "events.tf").read_text()
+    (pattern,) = blocks(events, r"health_event_pattern\s*=")
+    (detail,) = blocks(pattern, r"detail\s*=")
+    want = HEALTH_EVENT_PATTERN
+    assert strings(attr(pattern, "source")) == want["source"]
+    assert strings(attr(pattern, '"detail-type"')) == want["detail-type"]
+    assert isinstance(want["detail"], dict)
+    assert {k: strings(attr(detail, k)) for k in want["detail"]} == want["detail"]
+    # One of the notice rules (for_each over notice_patterns), so it shares
+    # the target (the notice queue) and the queue's and key's SourceArn grants.
+    assert "{ scheduled_change = local.health_event_pattern }" in events
+    (rule,) = blocks(events, r'resource "aws_cloudwatch_event_rule" "notices"')
+    assert attr(rule, "for_each").strip() == "local.notice_patterns"
+    (target,) = blocks(events, r'resource "aws_cloudwatch_event_target" "notices"')
+    assert attr(target, "for_each").strip() == "aws_cloudwatch_event_rule.notices"
+    assert attr(target, "arn").strip() == "aws_sqs_queue.notices.arn"
+    every_rule = "[for r in aws_cloudwatch_event_rule.notices : r.arn]"
+    for grant in ("queue.tf", "main.tf"):
+        assert every_rule in (MODULE / grant).read_text()
 
 
 def test_rendered_configuration_uses_fields_the_daemon_knows() -> None:

@@ -1,6 +1,12 @@
-# EventBridge rules: the three EC2 events markets.aws.notices reads
-# (DETAIL_TYPES, source EVENT_SOURCE), each rule delivering to the notice
-# queue. One rule per event so each can be seen (and muted) on its own.
+# EventBridge rules: the events markets.aws.notices reads, each rule
+# delivering to the notice queue. One rule per event so each can be seen (and
+# muted) on its own:
+#
+# - the three EC2 events (DETAIL_TYPES, source EVENT_SOURCE);
+# - AWS Health scheduled changes for EC2 (markets.aws.health: retirement,
+#   scheduled stop, maintenance reboots), read as notices whose deadline is
+#   the change's start time. AWS Health sends them to the default bus of the
+#   affected region, about two weeks ahead for maintenance.
 #
 # EventBridge rules see the events of their own region only: instances the
 # daemon launches in another region send their notices to that region's
@@ -12,18 +18,31 @@ locals {
     rebalance    = "EC2 Instance Rebalance Recommendation"
     state_change = "EC2 Instance State-change Notification"
   }
+  # markets.aws.health.HEALTH_EVENT_PATTERN
+  health_event_pattern = {
+    source        = ["aws.health"]
+    "detail-type" = ["AWS Health Event"]
+    detail = {
+      service           = ["EC2"]
+      eventTypeCategory = ["scheduledChange"]
+    }
+  }
+  notice_patterns = merge(
+    { for k, t in local.notice_detail_types : k => { source = ["aws.ec2"], "detail-type" = [t] } },
+    { scheduled_change = local.health_event_pattern },
+  )
+  notice_descriptions = merge(local.notice_detail_types, {
+    scheduled_change = "AWS Health EC2 scheduled change"
+  })
 }
 
 resource "aws_cloudwatch_event_rule" "notices" {
-  for_each = local.notice_detail_types
+  for_each = local.notice_patterns
 
-  name        = "${var.name}-${replace(each.key, "_", "-")}"
-  description = "Spotfolio ${var.name}: ${each.value} -> notice queue"
-  event_pattern = jsonencode({
-    source        = ["aws.ec2"]
-    "detail-type" = [each.value]
-  })
-  tags = local.tags
+  name          = "${var.name}-${replace(each.key, "_", "-")}"
+  description   = "Spotfolio ${var.name}: ${local.notice_descriptions[each.key]} -> notice queue"
+  event_pattern = jsonencode(each.value)
+  tags          = local.tags
 }
 
 resource "aws_cloudwatch_event_target" "notices" {
@@ -35,7 +54,8 @@ resource "aws_cloudwatch_event_target" "notices" {
 
   retry_policy {
     # An interruption warning is useless after its 120 s, but state changes
-    # are still worth delivering: an hour, then the dead-letter queue.
+    # and scheduled changes are still worth delivering: an hour, then the
+    # dead-letter queue.
     maximum_event_age_in_seconds = 3600
     maximum_retry_attempts       = 185
   }

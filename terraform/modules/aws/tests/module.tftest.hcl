@@ -111,8 +111,17 @@ run "sqlite_on_efs" {
     error_message = "unset launch settings are left out, not written as null"
   }
   assert {
-    condition     = length(aws_cloudwatch_event_rule.notices) == 3 && length(aws_cloudwatch_event_target.notices) == 3
-    error_message = "three EventBridge rules, each with the queue as target"
+    condition     = length(aws_cloudwatch_event_rule.notices) == 4 && length(aws_cloudwatch_event_target.notices) == 4
+    error_message = "four EventBridge rules (three EC2 events, AWS Health scheduled changes), each with the queue as target"
+  }
+  assert {
+    condition = (
+      jsondecode(aws_cloudwatch_event_rule.notices["scheduled_change"].event_pattern).source == ["aws.health"]
+      && jsondecode(aws_cloudwatch_event_rule.notices["scheduled_change"].event_pattern).detail.service == ["EC2"]
+      && jsondecode(aws_cloudwatch_event_rule.notices["scheduled_change"].event_pattern).detail.eventTypeCategory == ["scheduledChange"]
+      && aws_cloudwatch_event_target.notices["scheduled_change"].arn == aws_sqs_queue.notices.arn
+    )
+    error_message = "AWS Health EC2 scheduled changes are routed to the notice queue"
   }
   assert {
     condition     = aws_ecs_service.daemon.desired_count == 1 && aws_ecs_service.daemon.deployment_maximum_percent == 100

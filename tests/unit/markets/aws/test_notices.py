@@ -23,13 +23,15 @@ from botocore.stub import Stubber
 from markets.aws.notices import (
     DETAIL_TYPES,
     MalformedMessage,
+    NoticeOrigin,
     SqsNotices,
-    parse_event,
+    parse_message,
 )
 from markets.aws.provider import AwsProvider, open_aws_provider
 from markets.errors import InputError, ThrottledError
-from markets.fleet import OWNER_TAG, InstanceState, LaunchRequest, NoticeKind
+from markets.fleet import OWNER_TAG, InstanceState, LaunchRequest, Notice, NoticeKind
 from markets.model import Tier
+from tests.fakes.eventbridge import FULL_EVENT
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -61,6 +63,18 @@ def event(detail_type: str, detail: dict[str, str], **over: object) -> dict[str,
         "detail": detail,
     }
     return base | over
+
+
+ACCOUNT = "123456789012"  # moto's default account, and the events' here
+ORIGIN = NoticeOrigin(ACCOUNT, frozenset({REGION}))
+
+
+def parse_event(body: str, receipt: str | None = None) -> Notice | None:
+    """The one notice of an EC2 event body (``None``: not ours), checked
+    against ``ORIGIN``."""
+    notices = parse_message(body, receipt, ORIGIN)
+    assert len(notices) <= 1
+    return notices[0] if notices else None
 
 
 INTERRUPTION = "EC2 Spot Instance Interruption Warning"
@@ -197,7 +211,9 @@ def wiring(moto_server: str) -> Iterator[Wiring]:
     rule = f"spotfolio-ec2-{suffix}"
     pattern = {"source": ["aws.ec2"], "detail-type": sorted(DETAIL_TYPES)}
     events.put_rule(Name=rule, EventPattern=json.dumps(pattern), State="ENABLED")
-    events.put_targets(Rule=rule, Targets=[{"Id": "notices", "Arn": arn}])
+    # FULL_EVENT: moto's default delivery drops the event's account (see there).
+    target = {"Id": "notices", "Arn": arn, "InputTransformer": FULL_EVENT}
+    events.put_targets(Rule=rule, Targets=[target])
     yield Wiring(events, sqs, url)
     events.remove_targets(Rule=rule, Ids=["notices"])
     events.delete_rule(Name=rule)
@@ -231,7 +247,13 @@ def send(w: Wiring, *bodies: str) -> None:
 
 
 def reader(w: Wiring, visibility_timeout_s: int = 30) -> SqsNotices:
-    return SqsNotices(w.sqs, w.queue_url, wait_time_s=0, visibility_timeout_s=visibility_timeout_s)
+    return SqsNotices(
+        w.sqs,
+        w.queue_url,
+        origin=ORIGIN,
+        wait_time_s=0,
+        visibility_timeout_s=visibility_timeout_s,
+    )
 
 
 def test_interruption_put_on_eventbridge_reaches_the_poller_and_ack_deletes_it(
@@ -314,7 +336,8 @@ def stubbed() -> tuple[SqsNotices, Stubber]:
     client = boto3.client("sqs", region_name=REGION, **CREDS)
     stub = Stubber(client)
     stub.activate()
-    return SqsNotices(client, "https://sqs.us-east-1.amazonaws.com/123456789012/q"), stub
+    url = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
+    return SqsNotices(client, url, origin=ORIGIN), stub
 
 
 def test_ack_with_an_expired_receipt_is_logged_not_raised() -> None:
@@ -347,9 +370,9 @@ def test_throttled_receive_raises_throttled() -> None:
 def test_bad_poller_settings_are_refused() -> None:
     client = boto3.client("sqs", region_name=REGION, **CREDS)
     with pytest.raises(ValueError, match="wait_time_s"):
-        SqsNotices(client, "https://q", wait_time_s=21)
+        SqsNotices(client, "https://q", origin=ORIGIN, wait_time_s=21)
     with pytest.raises(ValueError, match="visibility_timeout_s"):
-        SqsNotices(client, "https://q", visibility_timeout_s=-1)
+        SqsNotices(client, "https://q", origin=ORIGIN, visibility_timeout_s=-1)
 
 
 # -- through the provider: pool keys, and notices about others' instances ------

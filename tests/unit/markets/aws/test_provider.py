@@ -561,6 +561,9 @@ def test_provider_manifest_matches_the_calls_a_full_round_makes(
         "source": "aws.ec2",
         "detail-type": "EC2 Instance Rebalance Recommendation",
         "time": "2026-03-02T12:00:00Z",
+        "account": "123456789012",  # moto's (the daemon's, by STS)
+        "region": REGION,
+        "resources": [f"arn:aws:ec2:{REGION}:123456789012:instance/{ids[0]}"],
         "detail": {"instance-id": ids[0]},
     }
     body = json.dumps(event)
