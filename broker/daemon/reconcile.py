@@ -9,9 +9,12 @@ out). The arithmetic is ``broker.planning.reconcile``'s and
 
 Level-triggered: every run compares the desired counts with the fleet as
 listed now; nothing depends on what the previous run did. Launches go first
-(serving capacity before savings). A pool that refuses capacity is marked
-unavailable and the diff is taken again, so the next acceptable pool gets its
-count before anything is terminated (``_PASSES`` at most).
+(serving capacity before savings), and a ready serving replica the plan no
+longer wants stays until the one replacing it is ready (make before break:
+``diff``'s ``warm_s``, each serving workload's ``restart_minutes``). A pool
+that refuses capacity is marked unavailable and the diff is taken again, so
+the next acceptable pool gets its count before anything is terminated
+(``_PASSES`` at most).
 
 A plan that resizes an elastic training job (its units in the plan's
 current hour differ from the last reconcile's) is told to the lifecycle
@@ -32,7 +35,14 @@ from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.plan import PlanState
 from broker.daemon.store.store import Store
-from broker.planning.reconcile import Slot, apply_deltas, desired_now, diff, live_ours
+from broker.planning.reconcile import (
+    Slot,
+    apply_deltas,
+    desired_now,
+    diff,
+    live_ours,
+    warm_up_seconds,
+)
 from markets.fleet import Instance, LaunchRequest, TerminateRequest
 from markets.protocols import Provider
 from policies.workloads.spec import WorkloadClass, WorkloadSet
@@ -75,6 +85,7 @@ class ReconcileJob:
             if w.elastic and w.workload_class is WorkloadClass.TRAINING
         )
         self._plan_units: dict[str, int] = {}  # elastic training job -> units last planned
+        self._warm_s = warm_up_seconds(workloads)  # make before break (serving)
         self._owner = owner
         self._grace_s = listing_grace_s
         self._dry_run = dry_run
@@ -124,7 +135,13 @@ class ReconcileJob:
         for _ in range(_PASSES):
             doomed = self._book.doomed_ids(now)
             requests = diff(
-                self.desired(state, now), fleet, state.generation, self._owner, doomed=doomed
+                self.desired(state, now),
+                fleet,
+                state.generation,
+                self._owner,
+                doomed=doomed,
+                now=now,
+                warm_s=self._warm_s,
             )
             requests = self._book.within_budget(requests, fleet, now)
             alive = [i.instance_id for i in live_ours(fleet, self._owner)]

@@ -174,7 +174,7 @@ class StretchJob:
             )
             self._launcher.launch(req, context={"source": "tick", "action_id": ret.action_id})
         ids = tuple(sorted(i for i in ret.terminate_instance_ids if i in by_id))
-        if ids:
+        if ids and not ret.after_ready:  # else reconcile ends them once the spot is ready
             self._executor.run(
                 TerminateRequest(
                     idempotency_key=terminate_key(self._owner, ids),

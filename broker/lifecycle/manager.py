@@ -26,6 +26,7 @@ from broker.lifecycle.stretches import (
     BreakGlassBook,
     Step,
     Stretch,
+    overlap_s,
     stretch_from_record,
     stretch_record,
 )
@@ -705,6 +706,7 @@ class LifecycleManager:
                     break_glass_usd_committed=step.committed_usd,
                     break_glass_usd_spent=step.spent_usd,
                     break_glass_usd_released=step.released_usd,
+                    after_ready=bool(launches) and overlap_s(w) > 0,
                 )
             )
         if any(self._governed(w) for w in self._workloads.values()):

@@ -7,7 +7,9 @@ left of the cap (``policies.breakglass.BreakGlassLedger``); and, on each tick,
 one step per stretch:
 
 - back to spot when a spot pool passes the filters and the hysteresis says go
-  (minimum dwell; savings x expected spot lifetime > switching cost);
+  (minimum dwell; savings x expected spot lifetime > switching cost); a
+  serving return keeps its on-demand until the spot is ready (``overlap_s``,
+  charged to the cap at the on-demand price);
 - otherwise, ``return_lead_s`` before its committed dollars run out, extend it
   by ``break_glass_min_hours`` if the cap can pay, else go back to spot early,
   else end it (the capacity is left unmet: the cap is a hard limit).
@@ -31,7 +33,14 @@ from broker.lifecycle.view import Candidate
 from policies.breakglass import BreakGlassLedger, return_to_spot_verdict
 from policies.workloads.spec import Workload, WorkloadClass
 
-__all__ = ["BreakGlassBook", "Step", "Stretch", "stretch_from_record", "stretch_record"]
+__all__ = [
+    "BreakGlassBook",
+    "Step",
+    "Stretch",
+    "overlap_s",
+    "stretch_from_record",
+    "stretch_record",
+]
 
 
 @dataclass(slots=True)
@@ -51,6 +60,12 @@ class Stretch:
 
 
 _FIELDS = tuple(f.name for f in fields(Stretch))
+
+
+def overlap_s(w: Workload) -> float:
+    """Seconds a return of ``w`` keeps its on-demand beside the spot it
+    returns to: a serving replica's warm-up (make before break), else none."""
+    return w.restart_minutes * 60.0 if w.workload_class is WorkloadClass.SERVING else 0.0
 
 
 def stretch_record(s: Stretch) -> dict[str, object]:
@@ -166,14 +181,26 @@ class BreakGlassBook:
                 margin=cfg.return_margin,
             )
             if v.go:
-                return self.close(s, ReturnKind.RETURN_TO_SPOT, f"back to spot: {v.reason}", now_s)
+                return self.close(
+                    s,
+                    ReturnKind.RETURN_TO_SPOT,
+                    f"back to spot: {v.reason}",
+                    now_s,
+                    overlap_s=overlap_s(w),
+                )
             why_stay = v.reason
         else:
             why_stay = why_no_target
-        return self.keep(s, target, why_stay, now_s)
+        return self.keep(s, target, why_stay, now_s, overlap_s=overlap_s(w))
 
     def keep(
-        self, s: Stretch, target: tuple[Candidate, int] | None, why_stay: str, now_s: float
+        self,
+        s: Stretch,
+        target: tuple[Candidate, int] | None,
+        why_stay: str,
+        now_s: float,
+        *,
+        overlap_s: float = 0.0,
     ) -> Step | None:
         """``s`` stays on on-demand (``why_stay``): nothing until it is due;
         then extend it if the cap can pay, else back to spot early if
@@ -193,14 +220,24 @@ class BreakGlassBook:
         )
         if target is not None:
             return self.close(
-                s, ReturnKind.RETURN_TO_SPOT, f"{short}: back to spot early ({why_stay})", now_s
+                s,
+                ReturnKind.RETURN_TO_SPOT,
+                f"{short}: back to spot early ({why_stay})",
+                now_s,
+                overlap_s=overlap_s,
             )
         return self.close(
             s, ReturnKind.END, f"{short} and {why_stay}: on-demand ends, left unmet", now_s
         )
 
-    def close(self, s: Stretch, kind: ReturnKind, reason: str, now_s: float) -> Step:
+    def close(
+        self, s: Stretch, kind: ReturnKind, reason: str, now_s: float, *, overlap_s: float = 0.0
+    ) -> Step:
+        """Settle ``s``: its extra dollars until now, plus ``overlap_s`` of its
+        whole on-demand price (a serving return keeps the on-demand until the
+        spot it returns to is ready: ``overlap_s``)."""
         spent = s.extra_usd_per_hour * max(0.0, now_s - s.started_s) / 3600.0
+        spent += s.count * s.on_demand_usd_per_hour * overlap_s / 3600.0
         released = self.ledger.settle(s.alloc_id, spent)
         del self.stretches[s.alloc_id]
         return Step(kind, reason, spent_usd=spent, released_usd=released)

@@ -138,7 +138,10 @@ class Decision:
 class SpotReturn:
     """What ``tick`` decided for one break-glass stretch (``allocation_id`` is
     the notice id that opened it). ``launches`` come first, then
-    ``terminate_instance_ids`` (the on-demand instances, ours by tag)."""
+    ``terminate_instance_ids`` (the on-demand instances, ours by tag): at
+    once, or with ``after_ready`` once the launches are ready (make before
+    break: the executor records them as ended and leaves their termination to
+    reconcile, whose ``diff`` keeps them while their replacements warm up)."""
 
     action_id: str
     allocation_id: str
@@ -151,6 +154,7 @@ class SpotReturn:
     break_glass_usd_committed: float = 0.0
     break_glass_usd_spent: float = 0.0
     break_glass_usd_released: float = 0.0
+    after_ready: bool = False
 
     @property
     def break_glass_usd_delta(self) -> float:

@@ -25,6 +25,10 @@ the same key, so the provider answers with the instances it already launched
 (``replayed``) instead of launching again. A terminate key hashes the owner
 and the sorted instance ids.
 
+Make before break: for serving workloads (``warm_up_seconds``) a ready
+instance the plan no longer wants stays until the instances replacing it are
+ready (``diff``).
+
 Safety: only instances whose ``OWNER_TAG`` equals ``owner`` are counted or
 terminated; instances about to be revoked (``doomed``) count as gone and are
 never terminated (their workload may be checkpointing in the notice window).
@@ -54,6 +58,7 @@ __all__ = [
     "live_ours",
     "plan_hour",
     "terminate_key",
+    "warm_up_seconds",
 ]
 
 Slot = tuple[str, str, str]  # (workload, pool_key, tier)
@@ -123,15 +128,24 @@ def diff(
     owner: str,
     *,
     doomed: frozenset[str] = frozenset(),
+    now: datetime | None = None,
+    warm_s: Mapping[str, float] | None = None,
 ) -> list[LaunchRequest | TerminateRequest]:
     """Requests that take ``fleet`` to ``desired``: launches first, then one
-    termination per slot with too many instances (newest instances first)."""
+    termination per slot with too many instances (newest instances first).
+
+    Make before break (``warm_s``: seconds an instance of the workload takes
+    to be ready, given with ``now``): a surplus instance that is ready stays
+    while instances of its workload are still warming up (launched less than
+    ``warm_s`` ago, or launched by these requests), one kept per warming
+    instance, so that moving a serving fleet never leaves it short for a cold
+    start; the next diff, once they are ready, terminates it."""
     have: dict[Slot, list[Instance]] = defaultdict(list)
     for inst in live_ours(fleet, owner):
         if inst.instance_id not in doomed:
             have[(inst.workload, inst.pool_key, inst.tier.value)].append(inst)
-    launches: list[LaunchRequest | TerminateRequest] = []
-    terminations: list[LaunchRequest | TerminateRequest] = []
+    launches: list[LaunchRequest] = []
+    surplus: dict[Slot, list[Instance]] = {}
     for slot in sorted(set(desired) | set(have)):
         want, got = desired.get(slot, 0), have.get(slot, [])
         workload, pool, tier = slot
@@ -149,13 +163,67 @@ def diff(
             )
         elif want < len(got):
             newest = sorted(got, key=lambda i: (i.launched_at, i.instance_id), reverse=True)
-            ids = tuple(sorted(i.instance_id for i in newest[: len(got) - want]))
-            terminations.append(
-                TerminateRequest(
-                    idempotency_key=terminate_key(owner, ids),
-                    instance_ids=ids,
-                    owner=owner,
-                    reason=f"plan generation {generation} wants {want} in {pool} ({tier})",
-                )
+            surplus[slot] = newest[: len(got) - want]
+    if now is not None and warm_s:
+        surplus = _make_before_break(surplus, have, launches, now, warm_s)
+    terminations: list[LaunchRequest | TerminateRequest] = []
+    for slot, gone in surplus.items():
+        if not gone:
+            continue
+        workload, pool, tier = slot
+        ids = tuple(sorted(i.instance_id for i in gone))
+        want = desired.get(slot, 0)
+        terminations.append(
+            TerminateRequest(
+                idempotency_key=terminate_key(owner, ids),
+                instance_ids=ids,
+                owner=owner,
+                reason=f"plan generation {generation} wants {want} in {pool} ({tier})",
             )
-    return launches + terminations
+        )
+    return [*launches, *terminations]
+
+
+def _make_before_break(
+    surplus: Mapping[Slot, list[Instance]],
+    have: Mapping[Slot, list[Instance]],
+    launches: Sequence[LaunchRequest],
+    now: datetime,
+    warm_s: Mapping[str, float],
+) -> dict[Slot, list[Instance]]:
+    """``surplus`` less the ready instances kept while their workload warms
+    up (``diff``'s docstring). Not-ready surplus goes first: it serves nobody."""
+    out = {slot: list(gone) for slot, gone in surplus.items()}
+    for workload, warm in warm_s.items():
+        if warm <= 0:
+            continue
+        leaving = {i.instance_id for slot, gone in surplus.items() for i in gone}
+        warming = sum(
+            1
+            for (w, _p, _t), insts in have.items()
+            if w == workload
+            for i in insts
+            if i.instance_id not in leaving and (now - i.launched_at).total_seconds() < warm
+        )
+        warming += sum(r.count for r in launches if r.workload == workload)
+        for slot in sorted(out):
+            if slot[0] != workload or warming <= 0:
+                continue
+            kept = []
+            for inst in sorted(out[slot], key=lambda i: (now - i.launched_at).total_seconds()):
+                ready = (now - inst.launched_at).total_seconds() >= warm
+                if ready and warming > 0:
+                    kept.append(inst)
+                    warming -= 1
+            out[slot] = [i for i in out[slot] if i not in kept]
+    return out
+
+
+def warm_up_seconds(workloads: WorkloadSet) -> dict[str, float]:
+    """Per serving workload, the seconds a new replica takes to be ready (its
+    ``restart_minutes``): what ``diff`` waits for before it breaks."""
+    return {
+        w.name: w.restart_minutes * 60.0
+        for w in workloads.workloads
+        if w.workload_class is WorkloadClass.SERVING
+    }

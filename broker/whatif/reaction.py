@@ -45,7 +45,9 @@ The replay, hour by hour (``t_h`` = the plan's start + h hours):
    ``TICK_S`` while a stretch is open (returns to spot are opportunistic;
    the market does not change within an hour here, but the breakers and the
    dwell do). With no stretch open ``tick`` has nothing to decide, so it is
-   not called between hour starts.
+   not called between hour starts. A serving return (``after_ready``) keeps
+   its on-demand until the spot it returns to is ready (make before break,
+   as the daemon's reconcile does).
 5. **Progress.** At each hour start the work training and batch jobs have
    done so far is reported (``report_progress``), as the daemon's plan job does.
 
@@ -72,6 +74,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from broker.lifecycle import Decision, LifecycleConfig, LifecycleManager, SpotReturn
+from broker.lifecycle.stretches import overlap_s
 from broker.planning.plan import Plan
 from broker.planning.reconcile import Slot, desired_now
 from markets.clock import ManualClock
@@ -399,8 +402,12 @@ class _Replay:
 
     def _apply(self, r: SpotReturn, now: datetime) -> None:
         now_s = now.timestamp()
+        end_s = now_s
+        w = next((x for x in self.workloads.workloads if x.name == r.workload), None)
+        if r.after_ready and w is not None:
+            end_s += overlap_s(w)  # make before break: held until the spot is ready
         for iid in r.terminate_instance_ids:
-            self._terminate(iid, r.allocation_id, now_s)
+            self._terminate(iid, r.allocation_id, end_s)
         self._settle()
         for li in r.launches:
             self._launch(

@@ -26,7 +26,8 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
   the records the daemon stores for them), refused pools substituted
   (``substitute``), running replicas kept in equivalent pools (``stick``),
   then ``diff``: launches first (another pass when a pool refused), then
-  terminations;
+  terminations, a ready replica kept while the one replacing it warms up
+  (make before break, ``warm_up_seconds``);
 - a revocation notice on a zone: one ``Notice`` per replica there, handed to
   ``LifecycleManager.handle``; the replicas of its ``LaunchIntent`` s are what
   the engine launches. A revocation the engine made without a notice (spot
@@ -35,7 +36,9 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
   daemon's launcher path (``broker.daemon.launch``): ``record_launch_failure``,
   then ``LifecycleManager.instead`` for the next pool, until none is left;
 - every tick start: ``LifecycleManager.tick`` (break-glass upkeep: returns to
-  spot, extensions), its launches launched and its terminations terminated.
+  spot, extensions), its launches launched and its terminations terminated
+  (a serving return's, ``after_ready``, left to reconcile as the daemon's
+  ``broker.daemon.stretches`` leaves them).
 
 The fleet is the daemon's book: ``Instance`` values, one per replica, a new
 tuple whenever it changes (the manager indexes a sequence once).
@@ -68,7 +71,13 @@ from broker.lifecycle import LaunchIntent
 from broker.planning.optimizer.fast import fast_plan
 from broker.planning.optimizer.problem import build_problem
 from broker.planning.plan import Plan
-from broker.planning.reconcile import Slot, apply_deltas, desired_now, diff
+from broker.planning.reconcile import (
+    Slot,
+    apply_deltas,
+    desired_now,
+    diff,
+    warm_up_seconds,
+)
 from markets.clock import ManualClock
 from markets.fleet import (
     OWNER_TAG,
@@ -121,10 +130,13 @@ RECONCILE_PASSES = 3  # diffs per reconcile when pools refuse (``broker.daemon.r
 def fleet_workloads(replicas: int, **contract: float) -> WorkloadSet:
     """The serving workload of the fleet setting: ``replicas`` units all day
     on the one instance type, the serving class's defaults for the rest
-    except spot, allowed for all of it (the SkyServe setting: on-demand only
-    where spot fails; the class default keeps 70 % on non-revocable tiers).
-    ``contract``: other workload fields (``max_zone_share=1.0``...), for a
-    what-if on the contract."""
+    (its 3-minute replica warm-up, ``restart_minutes``) except spot, allowed
+    for all of it and in any one zone or pool (the SkyServe setting:
+    on-demand only where spot fails, no diversification cap; the class
+    default keeps 70 % on non-revocable tiers and at most half of its spot in
+    one zone, which leaves half on on-demand whenever one zone alone has
+    spot). ``contract``: other workload fields (``max_zone_share=0.5``...),
+    for a what-if on the contract."""
     return WorkloadSet.model_validate(
         {
             "workloads": [
@@ -134,6 +146,8 @@ def fleet_workloads(replicas: int, **contract: float) -> WorkloadSet:
                     "instance_types": [INSTANCE_TYPE],
                     "demand": {"base_units": replicas, "peak_units": replicas},
                     "max_spot_share": 1.0,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
                     **contract,
                 }
             ]
@@ -207,10 +221,13 @@ class ProductFleet:
 
     name = "spotfolio"
 
+    def __init__(self, **contract: float) -> None:
+        self.contract = contract  # workload fields over ``fleet_workloads``'s
+
     def start(self, spec: FleetSpec) -> FleetRun:
         provider = spec.provider or "aws"
         clock = ManualClock(EPOCH)
-        workloads = fleet_workloads(spec.replicas)
+        workloads = fleet_workloads(spec.replicas, **self.contract)
         manager = default_lifecycle(workloads, clock, DaemonConfig(owner=OWNER))
         itype = InstanceType(
             provider=Provider(provider),
@@ -335,7 +352,15 @@ class ProductFleet:
             want = substitute(want, run.book, at)
             want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN)
             doomed = frozenset(i for i, r in run.replicas.items() if r.noticed)
-            requests = diff(want, run.fleet, run.generation, OWNER, doomed=doomed)
+            requests = diff(
+                want,
+                run.fleet,
+                run.generation,
+                OWNER,
+                doomed=doomed,
+                now=at,
+                warm_s=warm_up_seconds(run.workloads),
+            )
             refused = False
             for req in requests:
                 if isinstance(req, LaunchRequest):
@@ -413,7 +438,8 @@ class ProductFleet:
             )
             for intent in ret.launches:
                 self._launch(run, intent, None, now_s)
-            self._terminate(run, ended)
+            if not ret.after_ready:  # else reconcile ends them once the spot is ready
+                self._terminate(run, ended)
 
     # --- the cloud ------------------------------------------------------------------
 

@@ -3,8 +3,8 @@ manager behind the fleet engine's rule protocol.
 
 A hand-made hour: ticks of 300 s, cold start 180 s, AWS notice 120 s, N = 2,
 spot at $1/3 per hour. Both zones held spot all week before; zone A loses it
-in ticks 6-8, zone B never does. The plan spreads the replicas evenly over
-the zones (zone share 0.5; it holds more than N: the fast path sizes spot by
+in ticks 6-8, zone B never does. Under a spread contract (zone share 0.5)
+the plan spreads the replicas evenly over the zones (it holds more than N: the fast path sizes spot by
 its hazard factor and reconcile rounds each serving pool up); A's notice comes
 120 s before tick 6, and the manager replaces each of A's replicas in B (A's
 pool breaker is open; B is over its zone share, the best pool left), ready
@@ -44,7 +44,8 @@ def _window() -> FleetWindow:
 class _Recording(ProductFleet):
     """The adapter, remembering each plan it handed the engine."""
 
-    def __init__(self) -> None:
+    def __init__(self, **contract: float) -> None:
+        super().__init__(**contract)
         self.plans: list[tuple[float, bool, FleetPlan]] = []
 
     def decide(
@@ -56,7 +57,7 @@ class _Recording(ProductFleet):
 
 
 def test_a_revocation_moves_the_replica_to_the_other_zone_through_handle() -> None:
-    rule = _Recording()
+    rule = _Recording(max_zone_share=0.5, max_pool_share=0.5)  # a spread contract
     out = simulate_fleet(SETTING, _window(), rule)
     first = rule.plans[0][2]
     a, b = first.spot
@@ -105,3 +106,40 @@ def test_both_zones_lost_break_glass_then_back_to_spot() -> None:
     last = rule.plans[-1][2]
     assert last.on_demand == 0 and sum(last.spot) >= SETTING.replicas
     assert out.on_demand_hours > 0.0 and out.revocations > 0
+
+
+def test_the_bench_contract_puts_spot_where_it_is_cheapest_in_one_zone() -> None:
+    # the SkyServe setting: no zone cap, so no on-demand while one zone has spot
+    rule = _Recording()
+    simulate_fleet(SETTING, _window(), rule)
+    first = rule.plans[0][2]
+    assert first.on_demand == 0 and sorted(first.spot)[0] == 0
+    assert sum(first.spot) >= SETTING.replicas
+
+
+def test_going_back_to_spot_keeps_on_demand_until_the_spot_is_ready() -> None:
+    # both zones out in ticks 6-8: break-glass on-demand; spot is back from
+    # tick 9 and the return launches it while the on-demand still serves
+    # (make before break), so the only shortfall is the loss itself: from
+    # the revocation (1800 s) to the on-demand launched at the notice being
+    # ready (1680 + 180 = 1860 s), N replicas short
+    held = np.ones((2, 24), dtype=bool)
+    held[:, 6:9] = False
+    window = FleetWindow(
+        group="aws/replica/test",
+        zones=("us-west-2a", "us-west-2b"),
+        tick_s=300,
+        held=held,
+        past=PAST,
+        notice_s=120,
+        provider="aws",
+    )
+    rule = _Recording()
+    out = simulate_fleet(SETTING, window, rule)
+    back = [p for t, at_notice, p in rule.plans if t >= 9 * 300 and not at_notice]
+    # on-demand and spot side by side at some tick after the outage, and all
+    # spot by the end
+    assert any(p.on_demand > 0 and sum(p.spot) > 0 for p in back)
+    assert back[-1].on_demand == 0 and sum(back[-1].spot) >= SETTING.replicas
+    short_s = out.hours * 3600 - out.available_hours * 3600
+    assert short_s == pytest.approx(60.0, abs=1e-6)

@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 
 from broker.planning.plan import ALLOCATION_COLUMNS, Plan
-from broker.planning.reconcile import apply_deltas, desired_now, diff, launch_key, plan_hour
+from broker.planning.reconcile import (
+    apply_deltas,
+    desired_now,
+    diff,
+    launch_key,
+    plan_hour,
+    warm_up_seconds,
+)
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.model import Tier
 from policies.workloads.spec import default_workloads
@@ -142,3 +149,37 @@ def test_apply_deltas(
     deltas: dict[tuple[str, str, str], int], expected: dict[tuple[str, str, str], int]
 ) -> None:
     assert apply_deltas({("w", P1, "spot"): 2}, deltas) == expected
+
+
+def test_a_ready_serving_replica_stays_until_its_replacement_is_ready() -> None:
+    # the plan moves chat-api from on-demand in P1 to spot in P2: the two
+    # ready on-demand replicas stay while the spot warms up (3 min), one per
+    # warming replica; once the spot is ready the next diff ends them
+    warm = warm_up_seconds(WS)
+    assert warm == {"chat-api": 180.0}  # the serving class's replica warm-up
+    od = [_inst("od-1", P1, Tier.ON_DEMAND), _inst("od-2", P1, Tier.ON_DEMAND)]
+    want = {("chat-api", P2, "spot"): 2}
+    now = T0 + timedelta(hours=1)
+    first = diff(want, od, 2, "me", now=now, warm_s=warm)
+    assert [type(r) for r in first] == [LaunchRequest]  # launch only, nobody ends
+    spot = [_inst("s-1", P2, minutes=59), _inst("s-2", P2, minutes=59)]  # launched 1 min ago
+    warming = diff(want, od + spot, 2, "me", now=now, warm_s=warm)
+    assert warming == []
+    one_ready = [_inst("s-1", P2, minutes=57), _inst("s-2", P2, minutes=59)]
+    (half,) = diff(want, od + one_ready, 2, "me", now=now, warm_s=warm)
+    assert isinstance(half, TerminateRequest) and len(half.instance_ids) == 1
+    ready = [_inst("s-1", P2, minutes=56), _inst("s-2", P2, minutes=56)]
+    (end,) = diff(want, od + ready, 2, "me", now=now, warm_s=warm)
+    assert isinstance(end, TerminateRequest) and set(end.instance_ids) == {"od-1", "od-2"}
+    # without warm-ups (or for a job) the move breaks at once
+    assert any(isinstance(r, TerminateRequest) for r in diff(want, od + spot, 2, "me"))
+
+
+def test_make_before_break_ends_surplus_that_is_not_ready_first() -> None:
+    # a scale-down while one replica warms up: the warming one goes (it
+    # serves nobody) and the ready ones the plan keeps stay
+    warm = warm_up_seconds(WS)
+    now = T0 + timedelta(hours=1)
+    fleet = [_inst("a", P1, minutes=50), _inst("b", P1, minutes=50), _inst("c", P1, minutes=59)]
+    (req,) = diff({("chat-api", P1, "spot"): 2}, fleet, 2, "me", now=now, warm_s=warm)
+    assert isinstance(req, TerminateRequest) and req.instance_ids == ("c",)
