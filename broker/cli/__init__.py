@@ -4,7 +4,9 @@ Owns: the top-level click group, one sub-group per concern (each in its own
 module of this package), and the error contract: a bad option, file or field
 prints one line naming it and what was expected, and exits 2; an explainable
 failure (infeasible plan, spot never finishes) exits 3; anything else is a bug
-and keeps its traceback.
+and keeps its traceback. Every line printed here passes through
+``markets.redaction.redact`` (a store URL's password never reaches a terminal
+or a log collector).
 
 Sub-modules import heavy libraries (pandas, pulp, SDKs) inside their commands
 so that ``spotfolio --help`` and ``spotfolio whatif`` start fast.
@@ -19,6 +21,7 @@ import click
 from broker.cli import bench, cost, daemon, market
 from broker.cli.whatif import plan_command, whatif_command
 from markets.errors import ExplainableError, InputError, SpotfolioError
+from markets.redaction import redact
 
 __all__ = ["EXIT_EXPLAIN", "EXIT_INPUT", "cli", "main"]
 
@@ -59,19 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     except click.UsageError as e:
         # click names the option and what it expects; keep it to one line.
         msg = " ".join(e.format_message().split())
-        click.echo(f"spotfolio: error: {msg}", err=True)
+        click.echo(redact(f"spotfolio: error: {msg}"), err=True)
         code = EXIT_INPUT
     except click.ClickException as e:
-        click.echo(f"spotfolio: error: {' '.join(e.format_message().split())}", err=True)
+        click.echo(redact(f"spotfolio: error: {' '.join(e.format_message().split())}"), err=True)
         code = EXIT_INPUT
     except InputError as e:
-        click.echo(f"spotfolio: error: {e}", err=True)
+        click.echo(redact(f"spotfolio: error: {e}"), err=True)
         code = EXIT_INPUT
     except ExplainableError as e:
-        click.echo(f"spotfolio: cannot decide: {e}", err=True)
+        click.echo(redact(f"spotfolio: cannot decide: {e}"), err=True)
         code = EXIT_EXPLAIN
     except SpotfolioError as e:
-        click.echo(f"spotfolio: {type(e).__name__}: {e}", err=True)
+        click.echo(redact(f"spotfolio: {type(e).__name__}: {e}"), err=True)
         code = 1
     if argv is None:
         sys.exit(code)

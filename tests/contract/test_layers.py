@@ -44,6 +44,8 @@ MARKETS_CORE = frozenset(
         "validation",
         "catalog",
         "cache",
+        "redaction",
+        "secretref",
     )
 ) | {"markets"}
 CORE = "markets core"

@@ -178,7 +178,7 @@ def _hook(url: str) -> CheckpointHook:
 def test_webhook_success_posts_the_notice_as_json(server: str) -> None:
     r = _run(_hook(f"{server}/ckpt"))
     assert r.ok and r.kind == "webhook" and r.http_status == 200
-    assert r.detail == 'HTTP 200: {"saved": true}'
+    assert r.detail == "HTTP 200" and r.attempts == 1  # the status only, never the body
     (got,) = _Hooks.received
     assert got["path"] == "/ckpt" and got["token"] == "t0k"
     assert got["body"] == {
@@ -190,10 +190,11 @@ def test_webhook_success_posts_the_notice_as_json(server: str) -> None:
     }
 
 
-def test_webhook_error_status_is_a_recorded_failure(server: str) -> None:
+def test_webhook_error_status_is_a_recorded_failure_after_one_retry(server: str) -> None:
     r = _run(_hook(f"{server}/broken"))
     assert not r.ok and r.http_status == 500
-    assert r.detail == "HTTP 500: checkpoint failed"
+    assert r.detail == "HTTP 500"  # "checkpoint failed", the body, is not kept
+    assert r.attempts == 2 and [x["path"] for x in _Hooks.received] == ["/broken"] * 2
 
 
 def test_webhook_that_does_not_answer_in_budget_times_out(server: str) -> None:
@@ -243,19 +244,26 @@ def test_a_socket_timeout_that_beats_the_join_is_still_a_timeout(
     the socket's fires first the hook is out of budget all the same (seen as
     a flaky 'request failed: timed out' under load)."""
     import urllib.error
-    import urllib.request
 
-    def timing_out(*_a: object, **_k: object) -> None:
-        raise urllib.error.URLError(TimeoutError("timed out"))
+    from broker.daemon import hooks
 
-    monkeypatch.setattr(urllib.request, "urlopen", timing_out)
+    class Opener:
+        def __init__(self, error: BaseException) -> None:
+            self.error, self.calls = error, 0
+
+        def open(self, *_a: object, **_k: object) -> None:
+            self.calls += 1
+            raise self.error
+
+    timing_out = Opener(urllib.error.URLError(TimeoutError("timed out")))
+    monkeypatch.setattr(hooks, "_OPENER", timing_out)
     r = _run(_hook(f"{server}/slow"), budget_s=5.0)
     assert r.timed_out and not r.ok and "budget" in r.detail
+    assert timing_out.calls == 1  # a timeout had its budget: no second try
 
-    # Other failures stay failures, not timeouts.
-    def refused(*_a: object, **_k: object) -> None:
-        raise urllib.error.URLError(ConnectionRefusedError("refused"))
-
-    monkeypatch.setattr(urllib.request, "urlopen", refused)
+    # Other failures stay failures, not timeouts (and are tried once more).
+    refused = Opener(urllib.error.URLError(ConnectionRefusedError("refused")))
+    monkeypatch.setattr(hooks, "_OPENER", refused)
     r = _run(_hook(f"{server}/slow"), budget_s=5.0)
     assert not r.timed_out and not r.ok and "refused" in r.detail
+    assert refused.calls == 2 and r.attempts == 2
