@@ -103,11 +103,11 @@ class EnvSecrets:
     def resolve(self, ref: SecretRef) -> str:
         if ref.env is None:
             raise SecretUnavailableError(
-                f"{ref.describe()}: no resolver for {ref.kind} references is configured"
+                f"{ref.describe()} (no resolver for {ref.kind} references is configured)"
             )
         value = self._environ.get(ref.env)
         if value is None:
-            raise SecretUnavailableError(f"{ref.describe()}: the variable is not set")
+            raise SecretUnavailableError(f"{ref.describe()} (the variable is not set)")
         return value
 
 

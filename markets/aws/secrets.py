@@ -98,12 +98,12 @@ class AwsSecrets:
             value = reply.get("SecretString")
             if value is None and "SecretBinary" in reply:
                 raise SecretUnavailableError(
-                    f"{ref.describe()}: a binary secret (a SecretString is needed)"
+                    f"{ref.describe()} (a binary secret; a SecretString is needed)"
                 )
         else:
             return self._env.resolve(ref)
         if not isinstance(value, str):
-            raise SecretUnavailableError(f"{ref.describe()}: the reply holds no value")
+            raise SecretUnavailableError(f"{ref.describe()} (the reply holds no value)")
         return value
 
     @staticmethod
@@ -112,10 +112,10 @@ class AwsSecrets:
             return fn()
         except ClientError as e:
             code = e.response.get("Error", {}).get("Code", "ClientError")
-            raise SecretUnavailableError(f"{ref.describe()}: {code}") from e
+            raise SecretUnavailableError(f"{ref.describe()} ({code})") from e
         except BotoCoreError as e:
             # The class names the fault (EndpointConnectionError, NoCredentialsError, ...).
-            raise SecretUnavailableError(f"{ref.describe()}: {type(e).__name__}") from e
+            raise SecretUnavailableError(f"{ref.describe()} ({type(e).__name__})") from e
 
 
 class _Call(Protocol):

@@ -1,0 +1,60 @@
+"""No secret in what the command line prints or logs (issue 15.6): a store
+URL's password in a bad config's exit-2 line, a secret header in a log
+record of any project logger."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from pathlib import Path
+
+import pytest
+
+from broker.cli import EXIT_INPUT, main
+from broker.cli.daemon import PROJECT_LOGGERS, _logging
+
+PASSWORD = "hunter2-Zq9"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param({}, id="unreachable-store"),
+        pytest.param({"metrics_port": "STORE"}, id="the-url-as-a-bad-field-value"),
+    ],
+)
+def test_a_store_url_password_never_reaches_the_exit_2_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: dict[str, str]
+) -> None:
+    url = f"postgresql+psycopg://spot:{PASSWORD}@127.0.0.1:{_closed_port()}/state"
+    settings = {"owner": "me", "store_url": url, "metrics_port": 0}
+    settings.update({k: url if v == "STORE" else v for k, v in extra.items()})
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text(json.dumps(settings))  # JSON is YAML
+    assert main(["daemon", "--config", str(cfg), "--once"]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("spotfolio: error: ")
+    assert PASSWORD not in err
+    assert "spot:***@127.0.0.1" in err  # the user and host still say which store
+
+
+@pytest.mark.parametrize("fmt", ["kv", "json"])
+@pytest.mark.parametrize("logger", [*PROJECT_LOGGERS, "markets.aws.notices"])
+def test_the_daemons_log_handler_redacts_every_project_logger(
+    capsys: pytest.CaptureFixture[str], fmt: str, logger: str
+) -> None:
+    _logging(fmt, "info")
+    logging.getLogger(logger).warning(
+        "hook_call url=https://u:%s@drain/x header=Authorization: Bearer %s", PASSWORD, PASSWORD
+    )
+    err = capsys.readouterr().err
+    assert "hook_call" in err and PASSWORD not in err
+    assert "u:***@drain" in err
