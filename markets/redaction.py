@@ -23,9 +23,10 @@ What counts as a secret (the rule, in order):
    a Python repr). The key stays, the value becomes ``***``.
 
 A bare ``key`` is not secret-looking (``pool_key=``, ``idempotency_key=``
-name ids, not credentials), and a value that is the word ``expected`` is
-kept: ``headers.X-Token: expected a string`` is an error message's field
-path, not a header.
+name ids, not credentials), nor is ``secretsmanager`` (a reference's kind,
+``{secretsmanager: name}``: its value names a secret, it is not one), and
+a value that is the word ``expected`` is kept: ``headers.X-Token: expected
+a string`` is an error message's field path, not a header.
 
 Over-redaction is the safe side (``tokens_used=3`` loses its 3). A
 password with an unencoded ``/`` is not a valid URL authority and is not
@@ -51,7 +52,7 @@ _URL_PASSWORD = re.compile(
 )
 
 _SECRET_WORD = (
-    r"authorization|passw(?:or)?d|pwd|secret|token|api[-_.]?key|access[-_.]?key"
+    r"authorization|passw(?:or)?d|pwd|secret(?!s?[-_.]?manager)|token|api[-_.]?key|access[-_.]?key"
     r"|private[-_.]?key|signing[-_.]?key|cookie|credential|session[-_.]?id"
 )
 _NAME = rf"[A-Za-z0-9_.\-]*(?:{_SECRET_WORD})[A-Za-z0-9_.\-]*"

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Protocol, Self
+from typing import Annotated, Protocol, Self
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from markets.errors import FatalError
 from markets.validation import StrictModel
@@ -80,8 +80,30 @@ class SecretRef(StrictModel):
         return f"{self.kind}:{self.name}"
 
 
+_FORMS = "{env: NAME}, {ssm: /parameter} or {secretsmanager: name}"
+
+
+def _secret(value: object) -> str | SecretRef:
+    """A literal or a reference, with one message for either mistake (a
+    plain union would report its first branch: "expected a valid string")."""
+    if isinstance(value, str | SecretRef):
+        return value
+    if isinstance(value, dict):
+        try:
+            return SecretRef.model_validate(value)
+        except ValidationError as e:
+            first = e.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            why = "unknown key" if first["type"] == "extra_forbidden" else str(first["msg"])
+            why = why.removeprefix("Value error, ")
+            raise ValueError(
+                f"a reference {_FORMS} ({why}{f': {where}' if where else ''})"
+            ) from None
+    raise ValueError(f"a string, or a reference {_FORMS}")
+
+
 # A secret field: the value itself (kept for local setups and tests) or a reference.
-Secret = str | SecretRef
+Secret = Annotated[str | SecretRef, BeforeValidator(_secret)]
 
 
 class SecretResolver(Protocol):

@@ -58,3 +58,32 @@ def test_the_daemons_log_handler_redacts_every_project_logger(
     err = capsys.readouterr().err
     assert "hook_call" in err and PASSWORD not in err
     assert "u:***@drain" in err
+
+
+@pytest.mark.parametrize(
+    ("hook", "field", "why"),
+    [
+        pytest.param({"headers": {"X-Token": {"vault": "a"}}}, "headers.X-Token", "unknown key",
+                     id="unknown-kind"),
+        pytest.param({"signing_key": {"env": "A", "ssm": "/b"}}, "signing_key", "exactly one",
+                     id="two-kinds"),
+        pytest.param({"headers": {"Authorization": 918273645}}, "headers.Authorization",
+                     "a string, or a reference", id="not-a-string"),
+        pytest.param({"signing_key": 918273645}, "signing_key", "a string, or a reference",
+                     id="key-not-a-string"),
+    ],
+)  # fmt: skip
+def test_a_bad_secret_field_names_the_field_and_never_echoes_the_value(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    hook: dict[str, object],
+    field: str,
+    why: str,
+) -> None:
+    cfg = tmp_path / "daemon.yaml"
+    settings = {"owner": "me", "checkpoint_hooks": {"api": {"url": "http://x/", **hook}}}
+    cfg.write_text(json.dumps(settings))
+    assert main(["daemon", "--config", str(cfg), "--once"]) == EXIT_INPUT
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"spotfolio: error: {cfg}: checkpoint_hooks.api.{field}: expected ")
+    assert why in line and "918273645" not in line

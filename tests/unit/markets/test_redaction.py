@@ -55,6 +55,7 @@ def test_secrets_are_masked_and_their_names_kept(text: str, want: str) -> None:
             id="a-field-path-in-an-error",
         ),
         pytest.param("http://host:8080/path@x", id="port-then-path"),
+        pytest.param("a reference {secretsmanager: prod/drain}", id="a-reference-names-a-secret"),
         pytest.param("launch 2 x aws/us-east-1/g5.xlarge spot for chat-api", id="prose"),
     ],
 )

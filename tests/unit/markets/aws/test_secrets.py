@@ -155,3 +155,25 @@ def test_a_webhook_with_its_token_in_ssm_and_its_key_in_secrets_manager(
     assert headers[SIGNATURE_HEADER] == "sha256=" + hmac.new(key, raw, hashlib.sha256).hexdigest()
     # Neither value is in what the daemon keeps.
     assert tag not in json.dumps(r.as_record())
+
+
+def test_the_daemon_loads_boto3_secrets_only_when_a_hook_names_an_aws_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from broker.daemon.config import DaemonConfig
+    from broker.daemon.wiring import hook_secrets
+    from markets.secretref import EnvSecrets
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+
+    def config(headers: dict[str, object]) -> DaemonConfig:
+        hooks = {"api": {"url": "http://127.0.0.1:9/x", "headers": headers}}
+        return DaemonConfig.model_validate({"owner": "me", "checkpoint_hooks": hooks})
+
+    assert isinstance(hook_secrets(config({"X-Token": {"env": "T"}})), EnvSecrets)
+    assert isinstance(hook_secrets(config({"X-Token": "literal"})), EnvSecrets)
+    assert isinstance(hook_secrets(config({"X-Token": {"ssm": "/t"}})), AwsSecrets)
+    # A config with references survives the CLI's dump-and-validate round trip.
+    cfg = config({"X-Token": {"secretsmanager": "s/t"}})
+    again = DaemonConfig.model_validate(cfg.model_dump())
+    assert again.checkpoint_hooks == cfg.checkpoint_hooks
