@@ -56,8 +56,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import http.client
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -123,6 +125,7 @@ SIGNATURE_HEADER = "X-Spotfolio-Signature"
 _MIN_RETRY_BUDGET_S = 0.5
 _RETRY_PAUSE_S = 0.2
 _RETRY_STATUSES = frozenset({408, 429})
+_HTTP_URL = re.compile(r"^https?://", re.IGNORECASE)
 
 
 class CheckpointHook(BaseModel):
@@ -131,7 +134,10 @@ class CheckpointHook(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     command: tuple[str, ...] | None = Field(default=None, min_length=1)
-    url: str | None = Field(default=None, pattern=r"^https?://")
+    # A URL that embeds its credential (a chat service's incoming webhook)
+    # can itself be a reference; a literal is checked here, a resolved one
+    # at call time.
+    url: Secret | None = None
     headers: dict[str, Secret] = Field(default_factory=dict)
     env: dict[str, Secret] = Field(default_factory=dict)
     # The HMAC-SHA256 key of the webhook's X-Spotfolio-Signature header.
@@ -141,13 +147,15 @@ class CheckpointHook(BaseModel):
     def _one(self) -> Self:
         if (self.command is None) == (self.url is None):
             raise ValueError("exactly one of 'command' or 'url'")
+        if isinstance(self.url, str) and not _HTTP_URL.match(self.url):
+            raise ValueError("a 'url' that starts with http:// or https://")
         if self.command is not None and (self.headers or self.signing_key is not None):
             raise ValueError("'headers' and 'signing_key' only with 'url' (a webhook)")
         return self
 
     def references(self) -> tuple[SecretRef, ...]:
         """The secret references among its headers, env and signing key."""
-        values = [*self.headers.values(), *self.env.values(), self.signing_key]
+        values = [self.url, *self.headers.values(), *self.env.values(), self.signing_key]
         return tuple(v for v in values if isinstance(v, SecretRef))
 
 
@@ -369,7 +377,13 @@ def _attempt(request: urllib.request.Request, timeout_s: float) -> _Reply:
     except urllib.error.HTTPError as e:
         e.close()  # the body is not read: only the status is kept
         return _Reply(status=e.code)
-    except (urllib.error.URLError, OSError, ValueError) as e:
+    except (ValueError, http.client.InvalidURL) as e:
+        # A malformed URL (InvalidURL quotes it): the URL may be a resolved
+        # secret, so only the kind of fault is kept.
+        return _Reply(error=f"{type(e).__name__} (a malformed URL)")
+    except http.client.HTTPException as e:  # BadStatusLine, IncompleteRead, ...
+        return _Reply(error=f"{type(e).__name__} (a malformed HTTP reply)")
+    except (urllib.error.URLError, OSError) as e:
         # URLError wraps the socket's error in ``reason`` (a str or an
         # OSError); an SSLError names its own.
         reason: object = e.reason if isinstance(e, urllib.error.URLError | ssl.SSLError) else e
@@ -389,7 +403,7 @@ class _Exchange:
 
 def _run_webhook(
     hook: CheckpointHook,
-    url: str,
+    url: Secret,
     payload: Payload,
     budget_s: float,
     secrets: SecretResolver,
@@ -403,15 +417,24 @@ def _run_webhook(
     def call() -> None:
         # Secrets are read here, inside the budget the join below enforces.
         try:
+            target = resolve_secret(url, secrets)
             headers = {k: resolve_secret(v, secrets) for k, v in hook.headers.items()}
             key = None if hook.signing_key is None else resolve_secret(hook.signing_key, secrets)
         except SecretUnavailableError as e:
             box.secret_error = str(e)
             return
+        if not _HTTP_URL.match(target):
+            box.secret_error = f"{url.describe() if isinstance(url, SecretRef) else 'url'} "
+            box.secret_error += "(resolves to no http:// or https:// URL)"
+            return
         headers["Content-Type"] = "application/json"
         if key is not None:
             headers[SIGNATURE_HEADER] = sign(body, key)
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            request = urllib.request.Request(target, data=body, headers=headers, method="POST")
+        except ValueError as e:  # unparsable: as in _attempt, the URL is not quoted
+            box.reply = _Reply(error=f"{type(e).__name__} (a malformed URL)")
+            return
         for _ in range(2):
             left = budget_s - (clock.monotonic() - t0)
             box.attempts += 1

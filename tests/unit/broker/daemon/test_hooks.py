@@ -515,3 +515,50 @@ def test_a_webhook_secret_that_cannot_be_read_sends_nothing(
     r = _run(hook)  # the default resolver reads env references only
     assert not r.ok and r.attempts == 0 and a.handler.seen == []
     assert "ssm:/spotfolio/token" in r.detail and "no resolver" in r.detail
+
+
+def test_a_webhook_url_can_be_a_reference_and_never_shows_in_the_result(
+    two_hosts: tuple[_Server, _Server],
+) -> None:
+    from markets.secretref import EnvSecrets
+
+    a, _ = two_hosts
+    hook = CheckpointHook.model_validate({"url": {"env": "HOOK_URL"}})
+    good = f"{a.url}/services/T0/B0/s3cretpath"
+    for target, ok in (
+        (good, True),
+        ("ftp://x/s3cretpath", False),
+        (f"{a.url}:x/s3cretpath", False),
+    ):
+        r = run_checkpoint_hook(
+            hook, notice_id="e", workload="w", instance_id="i", deadline=None, budget_s=5.0,
+            secrets=EnvSecrets({"HOOK_URL": target}),
+        )  # fmt: skip
+        assert r.ok is ok, r.detail
+        assert "s3cretpath" not in json.dumps(r.as_record())
+    assert [p for p, _, _ in a.handler.seen] == ["/services/T0/B0/s3cretpath"]
+
+
+def test_a_reply_that_is_not_http_is_a_failure_not_a_crashed_thread() -> None:
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def garbage() -> None:
+        for _ in range(2):  # the call and its one retry
+            conn, _ = srv.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+
+    t = threading.Thread(target=garbage)
+    t.start()
+    try:
+        r = _run(CheckpointHook(url=f"http://127.0.0.1:{srv.getsockname()[1]}/x"), budget_s=5.0)
+    finally:
+        t.join(5.0)
+        srv.close()
+    assert not r.ok and not r.timed_out and r.attempts == 2
+    assert "malformed HTTP reply" in r.detail
