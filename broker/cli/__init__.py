@@ -15,6 +15,8 @@ so that ``spotfolio --help`` and ``spotfolio whatif`` start fast.
 from __future__ import annotations
 
 import sys
+import traceback
+from types import TracebackType
 
 import click
 
@@ -23,7 +25,7 @@ from broker.cli.whatif import plan_command, whatif_command
 from markets.errors import ExplainableError, InputError, SpotfolioError
 from markets.redaction import redact
 
-__all__ = ["EXIT_EXPLAIN", "EXIT_INPUT", "cli", "main"]
+__all__ = ["EXIT_EXPLAIN", "EXIT_INPUT", "cli", "main", "redacted_excepthook"]
 
 EXIT_INPUT = 2
 EXIT_EXPLAIN = 3
@@ -46,8 +48,17 @@ cli.add_command(bench.simulate_command)
 cli.add_command(bench.bench_command)
 
 
+def redacted_excepthook(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> None:
+    """A bug keeps its traceback, redacted like every other line we print."""
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (and exits with it when run as a script)."""
+    if argv is None:  # the process is ours: its last words go through the rule too
+        sys.excepthook = redacted_excepthook
     try:
         rv = cli.main(args=argv, prog_name="spotfolio", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0

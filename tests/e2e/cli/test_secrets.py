@@ -87,3 +87,26 @@ def test_a_bad_secret_field_names_the_field_and_never_echoes_the_value(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"spotfolio: error: {cfg}: checkpoint_hooks.api.{field}: expected ")
     assert why in line and "918273645" not in line
+
+
+def test_a_bugs_traceback_is_printed_redacted_by_the_cli_process() -> None:
+    """``spotfolio`` as a process installs the redacting excepthook: an
+    unexpected exception keeps its traceback, without the password."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from broker import cli\n"
+        "def boom() -> None:\n"
+        f"    raise RuntimeError('lost postgresql://spot:{PASSWORD}@db/x')\n"
+        "cli.cli.add_command(cli.click.Command('boom', callback=boom))\n"
+        "sys.argv = ['spotfolio', 'boom']\n"
+        "cli.main()\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 1
+    assert "Traceback" in run.stderr and "RuntimeError" in run.stderr
+    assert PASSWORD not in run.stderr and "spot:***@db" in run.stderr
