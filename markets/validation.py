@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
 from markets.errors import InputError
+from markets.redaction import secret_named
 
 __all__ = ["FieldError", "StrictModel", "input_error_from", "loc_path", "read_yaml"]
 
@@ -96,6 +97,8 @@ def input_error_from(source: str, exc: ValidationError, prefix: str = "") -> Inp
         expected = _expected(first)
     if isinstance(got, dict | list):
         got = None  # a whole mapping is noise on one line
+    if any(isinstance(p, str) and secret_named(p) for p in loc):
+        got = None  # the value of a field named like a secret is never echoed
     path = loc_path(loc)
     if prefix:
         path = f"{prefix}{'' if not path or path.startswith('[') else '.'}{path}"

@@ -125,17 +125,18 @@ def gcp_fake() -> Iterator[object]:
         yield fake
 
 
-# -- the "spotfolio" logger as each test found it ------------------------------
+# -- the project's loggers as each test found them ----------------------------
 
 
 @pytest.fixture(autouse=True)
 def _spotfolio_logger() -> Iterator[None]:
-    """The CLI configures the "spotfolio" logger (its own handler, no
-    propagation): put it back after each test, so a later test's ``caplog``
-    still sees the records."""
+    """The CLI configures the project's loggers ("spotfolio", "markets",
+    "policies", "broker": its own handler, no propagation): put them back
+    after each test, so a later test's ``caplog`` still sees the records."""
     import logging
 
-    log = logging.getLogger("spotfolio")
-    saved = (log.handlers[:], log.propagate, log.level)
+    logs = [logging.getLogger(n) for n in ("spotfolio", "markets", "policies", "broker")]
+    saved = [(log.handlers[:], log.propagate, log.level) for log in logs]
     yield
-    log.handlers[:], log.propagate, log.level = saved[0], saved[1], saved[2]
+    for log, (handlers, propagate, level) in zip(logs, saved, strict=True):
+        log.handlers[:], log.propagate, log.level = handlers, propagate, level

@@ -6,7 +6,9 @@ prints one line naming it and what was expected, and exits 2; an explainable
 failure (infeasible plan, spot never finishes) exits 3; a cloud, credential or
 runtime failure (any other ``SpotfolioError``) exits 1 with one line; anything
 else is a bug and keeps its traceback (exit 1). The README's "Exit codes"
-table says the same.
+table says the same. Every line printed here passes through
+``markets.redaction.redact`` (a store URL's password never reaches a terminal
+or a log collector).
 
 Sub-modules import heavy libraries (pandas, pulp, SDKs) inside their commands
 so that ``spotfolio --help`` and ``spotfolio whatif`` start fast.
@@ -15,14 +17,17 @@ so that ``spotfolio --help`` and ``spotfolio whatif`` start fast.
 from __future__ import annotations
 
 import sys
+import traceback
+from types import TracebackType
 
 import click
 
 from broker.cli import bench, cost, daemon, market
 from broker.cli.whatif import plan_command, whatif_command
 from markets.errors import ExplainableError, InputError, SpotfolioError
+from markets.redaction import redact
 
-__all__ = ["EXIT_EXPLAIN", "EXIT_INPUT", "cli", "main"]
+__all__ = ["EXIT_EXPLAIN", "EXIT_INPUT", "cli", "main", "redacted_excepthook"]
 
 EXIT_INPUT = 2
 EXIT_EXPLAIN = 3
@@ -45,8 +50,17 @@ cli.add_command(bench.simulate_command)
 cli.add_command(bench.bench_command)
 
 
+def redacted_excepthook(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> None:
+    """A bug keeps its traceback, redacted like every other line we print."""
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (and exits with it when run as a script)."""
+    if argv is None:  # the process is ours: its last words go through the rule too
+        sys.excepthook = redacted_excepthook
     try:
         rv = cli.main(args=argv, prog_name="spotfolio", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
@@ -61,19 +75,19 @@ def main(argv: list[str] | None = None) -> int:
     except click.UsageError as e:
         # click names the option and what it expects; keep it to one line.
         msg = " ".join(e.format_message().split())
-        click.echo(f"spotfolio: error: {msg}", err=True)
+        click.echo(redact(f"spotfolio: error: {msg}"), err=True)
         code = EXIT_INPUT
     except click.ClickException as e:
-        click.echo(f"spotfolio: error: {' '.join(e.format_message().split())}", err=True)
+        click.echo(redact(f"spotfolio: error: {' '.join(e.format_message().split())}"), err=True)
         code = EXIT_INPUT
     except InputError as e:
-        click.echo(f"spotfolio: error: {e}", err=True)
+        click.echo(redact(f"spotfolio: error: {e}"), err=True)
         code = EXIT_INPUT
     except ExplainableError as e:
-        click.echo(f"spotfolio: cannot decide: {e}", err=True)
+        click.echo(redact(f"spotfolio: cannot decide: {e}"), err=True)
         code = EXIT_EXPLAIN
     except SpotfolioError as e:
-        click.echo(f"spotfolio: {type(e).__name__}: {e}", err=True)
+        click.echo(redact(f"spotfolio: {type(e).__name__}: {e}"), err=True)
         code = 1
     if argv is None:
         sys.exit(code)

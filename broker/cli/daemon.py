@@ -52,6 +52,7 @@ from broker.cli._adapter_options import market_options
 from broker.cli._output import console, emit_json
 from markets.errors import InputError
 from markets.protocols import HistorySource
+from markets.redaction import RedactingFilter
 from markets.registry import PROVIDERS
 
 if TYPE_CHECKING:  # types only: the daemon's stack loads when the command runs
@@ -89,6 +90,12 @@ def _split_kv(text: str) -> list[str]:
     return [*parts, cur] if cur else parts
 
 
+# The project's logger roots: "spotfolio.*" (the daemon's jobs) and the
+# packages' own __name__ loggers (markets.aws.notices, ...). All go to one
+# handler, so every record passes the redaction filter.
+PROJECT_LOGGERS = ("spotfolio", "markets", "policies", "broker")
+
+
 def _logging(fmt: str, level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
@@ -96,10 +103,13 @@ def _logging(fmt: str, level: str) -> None:
         if fmt == "json"
         else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     )
-    log = logging.getLogger("spotfolio")
-    log.handlers[:] = [handler]
-    log.setLevel(level.upper())
-    log.propagate = False
+    # Before any formatter: URL passwords and secret-named values never reach stderr.
+    handler.addFilter(RedactingFilter())
+    for name in PROJECT_LOGGERS:
+        log = logging.getLogger(name)
+        log.handlers[:] = [handler]
+        log.setLevel(level.upper())
+        log.propagate = False
 
 
 def _config(path: str | None, **overrides: object) -> DaemonConfig:

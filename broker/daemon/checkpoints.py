@@ -7,6 +7,8 @@ with what the lifecycle left of the notice window as its budget
 path never waits for a checkpoint. The results are written to the store
 (``hook_results``) by ``drain``, on the daemon's own thread at its next
 poll, reconcile or stop, so the store is never written from two threads.
+What is stored and logged is the result's redacted detail and status
+(``broker.daemon.hooks``: never a reply's body, never a resolved secret).
 
 Must not: decide anything (the lifecycle does), block on a hook except in
 ``shutdown``, or write the store from a hook thread.
@@ -25,6 +27,7 @@ from broker.daemon.store.store import Store
 from broker.lifecycle import Decision
 from markets.clock import Clock
 from markets.fleet import Notice
+from markets.redaction import redact
 
 __all__ = ["HookCalls"]
 
@@ -49,6 +52,8 @@ class HookCalls:
         self._clock = clock
         self._owner = owner
         self._dry_run = dry_run
+        # None: one is made at the first call, resolving ``env`` references
+        # only; the daemon's wiring passes one with the cloud's resolver.
         self._runner = runner
         # (notice id, workload, result) put by hook threads, taken by the daemon's.
         self._done: queue.SimpleQueue[tuple[str, str, HookResult]] = queue.SimpleQueue()
@@ -87,7 +92,9 @@ class HookCalls:
             try:
                 res = f.result()
             except Exception as e:  # a hook thread's boundary: run_checkpoint_hook should not raise
-                res = HookResult("error", False, False, 0.0, budget_s, at, f"hook crashed: {e}")
+                res = HookResult(
+                    "error", False, False, 0.0, budget_s, at, redact(f"hook crashed: {e}")
+                )
             self._done.put((nid, workload, res))
 
         fut.add_done_callback(done)

@@ -28,7 +28,9 @@ Example (every field but ``owner`` has a default)::
     stale_hazard_multiplier: 2.0 # hazards x this while the market snapshot is stale
     checkpoint_hooks:            # called at notice time, within the window
       llm-finetune: {command: ["/opt/train/ckpt-now", "--fast"]}
-      chat-api: {url: "http://127.0.0.1:9000/drain"}
+      chat-api: {url: "http://127.0.0.1:9000/drain",      # secrets by reference:
+                 headers: {X-Token: {env: DRAIN_TOKEN}},   # {env|ssm|secretsmanager: ...}
+                 signing_key: {ssm: /spotfolio/hook-key}}  # broker.daemon.hooks
     lifecycle: {return_min_dwell_s: 1800}   # broker.lifecycle.LifecycleConfig
 
 Must not: open markets, stores or providers (the composition roots do).

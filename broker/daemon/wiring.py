@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.executor import Request
+from broker.daemon.hooks import HookRunner
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
@@ -33,6 +34,7 @@ from broker.lifecycle import LifecycleConfig, LifecycleManager
 from markets.clock import Clock, SystemClock
 from markets.protocols import PriceSource, Provider
 from markets.registry import open_market, open_provider
+from markets.secretref import EnvSecrets, SecretResolver
 from markets.sim.cloud import SimOptions
 from markets.validation import input_error_from
 from policies.workloads.spec import WorkloadSet
@@ -42,6 +44,7 @@ __all__ = [
     "LifecycleFactory",
     "build_daemon",
     "default_lifecycle",
+    "hook_secrets",
     "open_account",
     "open_config_market",
     "sim_options",
@@ -133,6 +136,20 @@ def open_account(config: DaemonConfig) -> Account:
     return Account(market, cloud, cloud.clock)
 
 
+def hook_secrets(config: DaemonConfig) -> SecretResolver:
+    """How the checkpoint hooks' secret references resolve: from the daemon's
+    environment, and from SSM / Secrets Manager (the default AWS credential
+    chain and region) when a hook names one."""
+    kinds = {r.kind for h in config.checkpoint_hooks.values() for r in h.references()}
+    if not kinds & {"ssm", "secretsmanager"}:
+        return EnvSecrets()
+    # boto3 loads only for a config that names an AWS secret (a simulated
+    # account starts without it).
+    from markets.aws.secrets import AwsSecrets
+
+    return AwsSecrets.from_env()
+
+
 def build_daemon(
     config: DaemonConfig,
     *,
@@ -155,5 +172,6 @@ def build_daemon(
         metrics=DaemonMetrics(),
         dry_run=dry_run,
         announce=announce,
+        hook_runner=HookRunner(secrets=hook_secrets(config)),
     )
     return daemon, store

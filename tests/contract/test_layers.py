@@ -45,6 +45,8 @@ MARKETS_CORE = frozenset(
         "catalog",
         "cache",
         "escape",
+        "redaction",
+        "secretref",
     )
 ) | {"markets"}
 CORE = "markets core"

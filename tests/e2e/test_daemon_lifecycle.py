@@ -4,6 +4,8 @@ at notice time, and stale market data widening risk margins."""
 
 from __future__ import annotations
 
+import json
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -317,6 +319,52 @@ def test_a_hook_that_fails_is_recorded_and_a_workload_without_one_calls_nothing(
     d.stop()  # waits for the hook and stores its result
     (rec,) = _hook_results(w).values()
     assert rec["ok"] is False and rec["exit_code"] == 3 and "disk full" in rec["detail"]
+
+
+def test_a_webhooks_redirect_body_and_secret_header_stay_out_of_store_and_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 15.5: a webhook redirected towards the metadata address; its
+    answer and its token (an env reference) are in neither the store nor the log."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    token, answer = "tok-Zq9-from-env", "metadata-answer-Zq9"
+
+    class Redirects(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254/latest/meta-data/")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer.encode())
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Redirects)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    monkeypatch.setenv("SPOTFOLIO_TEST_DRAIN_TOKEN", token)
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/drain"
+    hook = {"url": url, "headers": {"X-Token": {"env": "SPOTFOLIO_TEST_DRAIN_TOKEN"}}}
+    try:
+        with caplog.at_level(logging.DEBUG):
+            w, d = _hook_world(tmp_path, {"api": hook})
+            victim = _api_spot(w)
+            w.cloud.revoke(victim.instance_id, w.clock.now() + timedelta(seconds=120))
+            d.poll_notices()
+            d.stop()  # waits for the hook and stores its result
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5.0)
+    (rec,) = _hook_results(w).values()
+    assert rec["ok"] is False and rec["http_status"] == 302 and rec["attempts"] == 1
+    assert "not followed" in rec["detail"]
+    stored = json.dumps(rec) + caplog.text
+    assert answer not in stored and token not in stored and "169.254" not in stored
 
 
 def _hook_results(w: World) -> dict[str, dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The GCP Terraform module (terraform/modules/gcp) read as text, against the
 code it deploys: the custom roles hold exactly ``markets.gcp.sdk``'s
-``GCP_IAM_PERMISSIONS``; deletion is conditioned on the name prefix
+``GCP_IAM_PERMISSIONS``; deletion, setLabels and setMetadata are conditioned
+on the name prefix
 ``markets.gcp.labels.owner_prefix`` gives (IAM cannot test labels); the
 runtime's service account is the module's own; variables are typed, described,
 validated and carry no secret; the rendered configuration's keys are fields the
@@ -43,25 +44,52 @@ def _resource(kind: str, name: str) -> str:
     return body
 
 
+# What acts on one VM: granted only on our own VMs (the name condition).
+OWN_VM = {
+    "compute.instances.delete",
+    "compute.instances.setLabels",
+    "compute.instances.setMetadata",
+}
+
+
 def test_custom_roles_hold_exactly_the_permissions_the_code_needs() -> None:
     daemon = set(strings(attr(_locals(), "daemon_permissions")))
-    delete = set(strings(attr(_locals(), "delete_permissions")))
-    assert daemon | delete == GCP_IAM_PERMISSIONS, (
-        f"missing: {sorted(GCP_IAM_PERMISSIONS - daemon - delete)}, "
-        f"not needed: {sorted((daemon | delete) - GCP_IAM_PERMISSIONS)}"
+    own = set(strings(attr(_locals(), "own_vm_permissions")))
+    assert daemon | own == GCP_IAM_PERMISSIONS, (
+        f"missing: {sorted(GCP_IAM_PERMISSIONS - daemon - own)}, "
+        f"not needed: {sorted((daemon | own) - GCP_IAM_PERMISSIONS)}"
     )
-    assert delete == {"compute.instances.delete"} and not daemon & delete
-    for role, local in (("daemon", "daemon_permissions"), ("delete", "delete_permissions")):
+    assert own == OWN_VM and not daemon & own
+    for role, local in (("daemon", "daemon_permissions"), ("own_vms", "own_vm_permissions")):
         body = _resource("google_project_iam_custom_role", role)
         assert attr(body, "permissions") == f"local.{local}"
     # No predefined compute role (roles/compute.*) is granted anywhere.
     assert not re.search(r'"roles/compute\.', _text())
 
 
-def test_deletion_is_conditioned_on_the_codes_name_prefix() -> None:
-    (condition,) = top_level(_resource("google_project_iam_member", "delete"), "condition")
-    assert attr(condition, "expression") == "local.delete_condition"
-    expr = attr(_locals(), "delete_condition")
+def test_no_permission_that_rewrites_a_vm_is_granted_without_the_condition() -> None:
+    """Issue 15.8: setMetadata (startup script, ssh keys) and setLabels (the
+    owner label) project-wide would let the daemon rewrite any VM."""
+    daemon = set(strings(attr(_locals(), "daemon_permissions")))
+    assert not daemon & OWN_VM
+    # Every binding of the own-VM role is conditioned on the name prefix.
+    text = _text()
+    bindings = [
+        b for b in blocks(text, r'resource "google_project_iam_member" "\w+"')
+        if "google_project_iam_custom_role.own_vms" in b
+    ]  # fmt: skip
+    assert len(bindings) == 1
+    (condition,) = top_level(bindings[0], "condition")
+    assert attr(condition, "expression") == "local.own_vm_condition"
+    # The renamed resources keep their state (no re-creation of the role).
+    for kind in ("google_project_iam_custom_role", "google_project_iam_member"):
+        assert re.search(rf"from\s*=\s*{kind}\.delete\s+to\s*=\s*{kind}\.own_vms", text)
+
+
+def test_own_vm_permissions_are_conditioned_on_the_codes_name_prefix() -> None:
+    (condition,) = top_level(_resource("google_project_iam_member", "own_vms"), "condition")
+    assert attr(condition, "expression") == "local.own_vm_condition"
+    expr = attr(_locals(), "own_vm_condition")
     assert "instances/${local.owner_prefix}" in expr and "var.zones" in expr
     # local.owner_prefix is markets.gcp.labels.owner_prefix written in HCL:
     # "sf-" + the first 8 hex of sha256("owner" 0x1f owner) + "-".

@@ -11,6 +11,7 @@ installed (tests/terraform/test_aws.py runs terraform and checkov).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +186,22 @@ def test_every_variable_is_typed_and_described(rel: str) -> None:
         assert description.startswith("<<") or len(description.strip('"')) > 10, (
             f"{rel}: variable {name} has no description"
         )
+
+
+@pytest.mark.parametrize(
+    "outputs",
+    sorted(TF_ROOT.glob("*/*/outputs.tf")),
+    ids=lambda p: p.parent.name + "/" + p.parent.parent.name,
+)
+def test_an_output_rendering_the_daemon_config_is_sensitive(outputs: Path) -> None:
+    """Issue 15.6: daemon_settings can carry a literal hook header or signing
+    key, so an output of the rendered configuration is marked sensitive."""
+    text = outputs.read_text()
+    for name, body in zip(
+        re.findall(r'^output "(\w+)"', text, re.M),
+        blocks(text, r'(?m)^output "\w+"'),
+        strict=True,
+    ):
+        if "daemon_config_yaml" in attr(body, "value"):
+            assert attr(body, "sensitive") == "true", f"{outputs}: output {name}"
+            assert "no secret" not in attr(body, "description"), f"{outputs}: output {name}"

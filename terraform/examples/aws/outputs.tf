@@ -29,6 +29,7 @@ output "task_role_arn" {
 }
 
 output "daemon_config_yaml" {
-  description = "The configuration the daemon runs with."
+  description = "The configuration the daemon runs with (sensitive: it may hold a hook secret)."
   value       = module.spotfolio.daemon_config_yaml
+  sensitive   = true
 }

@@ -14,6 +14,6 @@ output "instance_name" {
 }
 
 output "delete_condition" {
-  description = "IAM condition limiting the daemon's deletions to its own VMs."
+  description = "IAM condition limiting the daemon's deletions, label and metadata changes to its own VMs."
   value       = module.spotfolio.delete_condition
 }

@@ -74,8 +74,11 @@ output "workloads_parameter_name" {
 }
 
 output "daemon_config_yaml" {
-  description = "The configuration the daemon runs with, as rendered into SSM (holds no secret)."
+  # daemon_settings can carry a literal hook header or signing key; shown by
+  # `terraform output -raw daemon_config_yaml`, not in plans or logs.
+  description = "The configuration the daemon runs with, as rendered into SSM (sensitive: daemon_settings may hold a literal secret; use {env|ssm|secretsmanager} references)."
   value       = local.daemon_config_yaml
+  sensitive   = true
 }
 
 output "state_backend" {

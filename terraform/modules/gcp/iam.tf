@@ -7,11 +7,16 @@
 # apply to every permission of the role: list permissions are checked on the
 # project, so a name condition would deny them.
 #
-# Deletion: IAM conditions cannot test labels (only resource name, type,
-# service and Resource Manager tags), so the delete role is conditioned on
-# the instance name: our zones and our owner's name prefix
-# (local.owner_prefix). The code's own check (markets.gcp.provider reads the
-# spotfolio-owner label before each delete) does the rest.
+# Our own VMs: deletion and the two permissions that rewrite a VM
+# (setMetadata: its startup script and ssh keys; setLabels: the owner label
+# the code trusts) are in one role bound with a condition on the instance
+# name. IAM conditions cannot test labels (only resource name, type, service
+# and Resource Manager tags), so the condition is our zones and our owner's
+# name prefix (local.owner_prefix). Creating a VM checks setMetadata and
+# setLabels on the new instance, whose name carries the prefix, so launches
+# pass and no other VM of the project can be rewritten. The code's own check
+# (markets.gcp.provider reads the spotfolio-owner label before each delete)
+# does the rest.
 
 resource "google_service_account" "daemon" {
   project      = var.project
@@ -23,7 +28,7 @@ resource "google_service_account" "daemon" {
 locals {
   daemon_member = "serviceAccount:${google_service_account.daemon.email}"
 
-  # markets.gcp.sdk.GCP_IAM_PERMISSIONS, minus the delete (below).
+  # markets.gcp.sdk.GCP_IAM_PERMISSIONS, minus what acts on one VM (below).
   daemon_permissions = [
     "compute.acceleratorTypes.list",
     "compute.disks.create",
@@ -32,18 +37,20 @@ locals {
     "compute.instances.create",
     "compute.instances.get",
     "compute.instances.list",
-    "compute.instances.setLabels",
-    "compute.instances.setMetadata",
     "compute.machineTypes.list",
     "compute.subnetworks.use",
     "compute.zoneOperations.get",
     "compute.zoneOperations.list",
     "compute.zones.list",
   ]
-  delete_permissions = ["compute.instances.delete"]
+  own_vm_permissions = [
+    "compute.instances.delete",
+    "compute.instances.setLabels",
+    "compute.instances.setMetadata",
+  ]
 
   # projects/P/zones/Z/instances/sf-xxxxxxxx-... in one of our zones.
-  delete_condition = join(" || ", [for z in sort(var.zones) :
+  own_vm_condition = join(" || ", [for z in sort(var.zones) :
     "resource.name.startsWith(\"projects/${var.project}/zones/${z}/instances/${local.owner_prefix}\")"
   ])
 }
@@ -52,16 +59,23 @@ resource "google_project_iam_custom_role" "daemon" {
   project     = var.project
   role_id     = "${replace(var.name, "-", "_")}_daemon"
   title       = "Spotfolio ${var.name} daemon"
-  description = "Market reads, VM launches and the zone operations of preemptions (markets.gcp.sdk.GCP_IAM_PERMISSIONS without delete)."
+  description = "Market reads, VM launches and the zone operations of preemptions (markets.gcp.sdk.GCP_IAM_PERMISSIONS without delete, setLabels, setMetadata)."
   permissions = local.daemon_permissions
 }
 
-resource "google_project_iam_custom_role" "delete" {
+# The role_id keeps its name from when the role held delete only: a new id
+# would replace the role (and GCP keeps a deleted role's id for weeks).
+resource "google_project_iam_custom_role" "own_vms" {
   project     = var.project
   role_id     = "${replace(var.name, "-", "_")}_daemon_delete"
-  title       = "Spotfolio ${var.name} daemon: delete own VMs"
-  description = "compute.instances.delete, bound with a condition on the owner's VM name prefix."
-  permissions = local.delete_permissions
+  title       = "Spotfolio ${var.name} daemon: its own VMs"
+  description = "compute.instances.delete, setLabels and setMetadata, bound with a condition on the owner's VM name prefix."
+  permissions = local.own_vm_permissions
+}
+
+moved {
+  from = google_project_iam_custom_role.delete
+  to   = google_project_iam_custom_role.own_vms
 }
 
 resource "google_project_iam_member" "daemon" {
@@ -70,16 +84,21 @@ resource "google_project_iam_member" "daemon" {
   member  = local.daemon_member
 }
 
-resource "google_project_iam_member" "delete" {
+resource "google_project_iam_member" "own_vms" {
   project = var.project
-  role    = google_project_iam_custom_role.delete.id
+  role    = google_project_iam_custom_role.own_vms.id
   member  = local.daemon_member
 
   condition {
     title       = "spotfolio-${var.name}-own-vms"
     description = "Only VMs named with owner ${var.owner}'s prefix ${local.owner_prefix} in the daemon's zones."
-    expression  = local.delete_condition
+    expression  = local.own_vm_condition
   }
+}
+
+moved {
+  from = google_project_iam_member.delete
+  to   = google_project_iam_member.own_vms
 }
 
 # -- what the runtime needs (not calls of the code) ---------------------------------

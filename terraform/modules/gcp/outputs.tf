@@ -4,18 +4,18 @@ output "service_account_email" {
 }
 
 output "daemon_role_id" {
-  description = "Custom role of the daemon's calls (all but delete)."
+  description = "Custom role of the daemon's calls (all but those on one VM: delete, setLabels, setMetadata)."
   value       = google_project_iam_custom_role.daemon.id
 }
 
 output "delete_role_id" {
-  description = "Custom role holding compute.instances.delete, bound with the name-prefix condition."
-  value       = google_project_iam_custom_role.delete.id
+  description = "Custom role holding compute.instances.delete, setLabels and setMetadata, bound with the name-prefix condition."
+  value       = google_project_iam_custom_role.own_vms.id
 }
 
 output "delete_condition" {
-  description = "The IAM condition of the delete binding, for review."
-  value       = local.delete_condition
+  description = "The IAM condition of the own-VM binding (delete, setLabels, setMetadata), for review."
+  value       = local.own_vm_condition
 }
 
 output "owner_name_prefix" {
@@ -39,8 +39,11 @@ output "config_secret_id" {
 }
 
 output "daemon_config_yaml" {
-  description = "The configuration as rendered (no secrets in it)."
+  # daemon_settings can carry a literal hook header or signing key; shown by
+  # `terraform output -raw daemon_config_yaml`, not in plans or logs.
+  description = "The configuration as rendered (sensitive: daemon_settings may hold a literal secret; use {env|ssm|secretsmanager} references)."
   value       = local.daemon_config_yaml
+  sensitive   = true
 }
 
 output "state_backend" {

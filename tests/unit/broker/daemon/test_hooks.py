@@ -17,7 +17,15 @@ from typing import ClassVar
 import pytest
 from pydantic import ValidationError
 
-from broker.daemon.hooks import CheckpointHook, HookResult, HookRunner, run_checkpoint_hook
+from broker.daemon.hooks import (
+    HOOK_ENV_ALLOWLIST,
+    SIGNATURE_HEADER,
+    CheckpointHook,
+    HookResult,
+    HookRunner,
+    run_checkpoint_hook,
+    sign,
+)
 
 DEADLINE = datetime(2026, 3, 1, 0, 2, tzinfo=UTC)
 
@@ -178,7 +186,7 @@ def _hook(url: str) -> CheckpointHook:
 def test_webhook_success_posts_the_notice_as_json(server: str) -> None:
     r = _run(_hook(f"{server}/ckpt"))
     assert r.ok and r.kind == "webhook" and r.http_status == 200
-    assert r.detail == 'HTTP 200: {"saved": true}'
+    assert r.detail == "HTTP 200" and r.attempts == 1  # the status only, never the body
     (got,) = _Hooks.received
     assert got["path"] == "/ckpt" and got["token"] == "t0k"
     assert got["body"] == {
@@ -190,10 +198,11 @@ def test_webhook_success_posts_the_notice_as_json(server: str) -> None:
     }
 
 
-def test_webhook_error_status_is_a_recorded_failure(server: str) -> None:
+def test_webhook_error_status_is_a_recorded_failure_after_one_retry(server: str) -> None:
     r = _run(_hook(f"{server}/broken"))
     assert not r.ok and r.http_status == 500
-    assert r.detail == "HTTP 500: checkpoint failed"
+    assert r.detail == "HTTP 500"  # "checkpoint failed", the body, is not kept
+    assert r.attempts == 2 and [x["path"] for x in _Hooks.received] == ["/broken"] * 2
 
 
 def test_webhook_that_does_not_answer_in_budget_times_out(server: str) -> None:
@@ -243,19 +252,313 @@ def test_a_socket_timeout_that_beats_the_join_is_still_a_timeout(
     the socket's fires first the hook is out of budget all the same (seen as
     a flaky 'request failed: timed out' under load)."""
     import urllib.error
-    import urllib.request
 
-    def timing_out(*_a: object, **_k: object) -> None:
-        raise urllib.error.URLError(TimeoutError("timed out"))
+    from broker.daemon import hooks
 
-    monkeypatch.setattr(urllib.request, "urlopen", timing_out)
+    class Opener:
+        def __init__(self, error: BaseException) -> None:
+            self.error, self.calls = error, 0
+
+        def open(self, *_a: object, **_k: object) -> None:
+            self.calls += 1
+            raise self.error
+
+    timing_out = Opener(urllib.error.URLError(TimeoutError("timed out")))
+    monkeypatch.setattr(hooks, "_OPENER", timing_out)
     r = _run(_hook(f"{server}/slow"), budget_s=5.0)
     assert r.timed_out and not r.ok and "budget" in r.detail
+    assert timing_out.calls == 1  # a timeout had its budget: no second try
 
-    # Other failures stay failures, not timeouts.
-    def refused(*_a: object, **_k: object) -> None:
-        raise urllib.error.URLError(ConnectionRefusedError("refused"))
-
-    monkeypatch.setattr(urllib.request, "urlopen", refused)
+    # Other failures stay failures, not timeouts (and are tried once more).
+    refused = Opener(urllib.error.URLError(ConnectionRefusedError("refused")))
+    monkeypatch.setattr(hooks, "_OPENER", refused)
     r = _run(_hook(f"{server}/slow"), budget_s=5.0)
     assert not r.timed_out and not r.ok and "refused" in r.detail
+    assert refused.calls == 2 and r.attempts == 2
+
+
+# --- the environment a command gets -----------------------------------------------
+
+DAEMON_SECRETS = {
+    "PGPASSWORD": "pg-s3cret",
+    "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "aws-s3cret",
+    "AWS_SESSION_TOKEN": "aws-session",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/abc",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/secrets/sa.json",
+    "HTTPS_PROXY": "http://user:proxy-s3cret@proxy:3128",
+}
+
+
+def test_a_command_gets_the_allowlist_its_own_env_and_the_notice_never_the_daemons(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for k, v in DAEMON_SECRETS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("DRAIN_KEY", "from-a-reference")
+    out = tmp_path / "env.json"
+    code = f"import json, os; json.dump(dict(os.environ), open({str(out)!r}, 'w'))"
+    hook = CheckpointHook.model_validate(
+        {
+            "command": [sys.executable, "-c", code],
+            "env": {"JOB_DIR": "/data/job", "DRAIN_KEY": {"env": "DRAIN_KEY"}},
+        }
+    )
+    r = _run(hook)
+    assert r.ok, r.detail
+    env = json.loads(out.read_text())
+    notice = {k for k in env if k.startswith("SPOTFOLIO_")}
+    assert notice == {
+        "SPOTFOLIO_NOTICE_ID",
+        "SPOTFOLIO_WORKLOAD",
+        "SPOTFOLIO_INSTANCE_ID",
+        "SPOTFOLIO_DEADLINE",
+        "SPOTFOLIO_BUDGET_S",
+    }
+    # Python itself may add LC_CTYPE when it coerces the C locale; nothing else.
+    assert set(env) - notice <= set(HOOK_ENV_ALLOWLIST) | {"JOB_DIR", "DRAIN_KEY"}
+    assert env["PATH"] == os.environ["PATH"] and env["LANG"] == "C.UTF-8"
+    assert env["JOB_DIR"] == "/data/job" and env["DRAIN_KEY"] == "from-a-reference"
+    assert not set(DAEMON_SECRETS) & set(env)
+    assert not [v for v in env.values() if "s3cret" in v or "aws-session" in v]
+
+
+def test_a_hook_whose_secret_is_unset_is_not_called_and_says_which(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    hook = CheckpointHook.model_validate(
+        {
+            "command": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+            "env": {"K": {"env": "SPOTFOLIO_TEST_UNSET_VAR"}},
+        }
+    )
+    r = _run(hook)
+    assert not r.ok and not marker.exists() and r.attempts == 0
+    assert "env:SPOTFOLIO_TEST_UNSET_VAR" in r.detail and "not set" in r.detail
+
+
+def test_a_commands_stderr_is_redacted_before_it_is_kept() -> None:
+    r = _run(_py("import sys; sys.stderr.write('upload failed: token=abc123 url=s3://k:pw@h/x')"))
+    assert r.ok
+    assert "abc123" not in r.detail and ":pw@" not in r.detail
+    assert "token=***" in r.detail and "s3://k:***@h/x" in r.detail
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param({"command": ["true"], "headers": {"X": "y"}}, id="headers-on-a-command"),
+        pytest.param({"command": ["true"], "signing_key": "k"}, id="key-on-a-command"),
+        pytest.param({"url": "http://x/", "headers": {"X": {"vault": "a"}}}, id="unknown-ref"),
+        pytest.param({"url": "http://x/", "headers": {"X": {"env": "A", "ssm": "/b"}}}, id="two"),
+        pytest.param({"url": "http://x/", "signing_key": {"env": "1BAD"}}, id="bad-env-name"),
+    ],
+)
+def test_secret_fields_take_a_literal_or_exactly_one_known_reference(
+    spec: dict[str, object],
+) -> None:
+    with pytest.raises(ValidationError):
+        CheckpointHook.model_validate(spec)
+
+
+# --- webhooks: redirects, signature, retry -------------------------------------------
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """One server's view: every request's path, headers and raw body; what
+    it answers is set per path by the test."""
+
+    seen: list[tuple[str, dict[str, str], bytes]]
+    answers: dict[str, list[tuple[int, dict[str, str]]]]
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.seen.append((self.path, dict(self.headers.items()), raw))
+        queue = self.answers.get(self.path) or [(200, {})]
+        status, headers = queue.pop(0) if len(queue) > 1 else queue[0]
+        body = b"token=leaked-by-the-receiver"  # what must never be kept
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Server:
+    def __init__(self, host: str) -> None:
+        handler = type("H", (_Recorder,), {"seen": [], "answers": {}})
+        self.handler: type[_Recorder] = handler
+        self.httpd = ThreadingHTTPServer((host, 0), handler)
+        self.url = f"http://{host}:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5.0)
+
+
+@pytest.fixture
+def two_hosts() -> Iterator[tuple[_Server, _Server]]:
+    """Two servers on two loopback addresses (two hosts to a client)."""
+    a = _Server("127.0.0.1")
+    try:
+        b = _Server("127.0.0.2")
+    except OSError as e:  # pragma: no cover - Linux routes all of 127/8 to lo
+        a.close()
+        pytest.fail(f"cannot bind 127.0.0.2 for the second host: {e}")
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_to_another_host_is_not_followed_and_gets_no_header(
+    two_hosts: tuple[_Server, _Server], status: int
+) -> None:
+    a, b = two_hosts
+    a.handler.answers["/drain"] = [(status, {"Location": f"{b.url}/steal"})]
+    hook = CheckpointHook(url=f"{a.url}/drain", headers={"X-Token": "t0k"})
+    r = _run(hook)
+    assert not r.ok and r.http_status == status and r.attempts == 1
+    assert "not followed" in r.detail and "leaked" not in r.detail
+    assert [p for p, _, _ in a.handler.seen] == ["/drain"]
+    assert b.handler.seen == []  # the other host saw nothing, header or not
+
+
+def test_the_signature_header_verifies_over_the_exact_body(
+    two_hosts: tuple[_Server, _Server],
+) -> None:
+    import hashlib
+    import hmac
+
+    from markets.secretref import EnvSecrets
+
+    a, _ = two_hosts
+    key = "hook-signing-key-0123"
+    hook = CheckpointHook.model_validate(
+        {"url": f"{a.url}/ckpt", "signing_key": {"env": "HOOK_KEY"},
+         "headers": {"X-Token": {"env": "HOOK_TOKEN"}}}
+    )  # fmt: skip
+    r = run_checkpoint_hook(
+        hook, notice_id="evt-9", workload="w", instance_id="i-9", deadline=DEADLINE,
+        budget_s=5.0, secrets=EnvSecrets({"HOOK_KEY": key, "HOOK_TOKEN": "tok-from-env"}),
+    )  # fmt: skip
+    assert r.ok, r.detail
+    ((_, headers, raw),) = a.handler.seen
+    assert headers["X-Token"] == "tok-from-env"
+    # What a receiver does: recompute over the raw body, compare in constant time.
+    want = "sha256=" + hmac.new(key.encode(), raw, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers[SIGNATURE_HEADER], want)
+    assert headers[SIGNATURE_HEADER] == sign(raw, key)
+    assert json.loads(raw)["notice_id"] == "evt-9"
+    # A tampered body or another key does not verify.
+    assert sign(raw.replace(b"evt-9", b"evt-0"), key) != headers[SIGNATURE_HEADER]
+    assert sign(raw, key + "x") != headers[SIGNATURE_HEADER]
+
+
+def test_a_webhook_without_a_signing_key_sends_no_signature(
+    two_hosts: tuple[_Server, _Server],
+) -> None:
+    a, _ = two_hosts
+    assert _run(CheckpointHook(url=f"{a.url}/ckpt")).ok
+    ((_, headers, _),) = a.handler.seen
+    assert SIGNATURE_HEADER not in headers
+
+
+def test_a_failed_call_is_retried_once_inside_the_window(
+    two_hosts: tuple[_Server, _Server],
+) -> None:
+    a, _ = two_hosts
+    a.handler.answers["/flaky"] = [(503, {}), (200, {})]
+    r = _run(CheckpointHook(url=f"{a.url}/flaky"), budget_s=5.0)
+    assert r.ok and r.attempts == 2 and r.http_status == 200
+    assert len(a.handler.seen) == 2
+    assert r.elapsed_s < r.budget_s
+    # The same body both times: a receiver dedups by notice_id.
+    assert a.handler.seen[0][2] == a.handler.seen[1][2]
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_a_client_error_is_not_retried(two_hosts: tuple[_Server, _Server], status: int) -> None:
+    a, _ = two_hosts
+    a.handler.answers["/x"] = [(status, {})]
+    r = _run(CheckpointHook(url=f"{a.url}/x"))
+    assert not r.ok and r.attempts == 1 and len(a.handler.seen) == 1
+
+
+def test_no_retry_when_the_window_has_no_room_for_one(two_hosts: tuple[_Server, _Server]) -> None:
+    a, _ = two_hosts
+    a.handler.answers["/x"] = [(503, {})]
+    r = _run(CheckpointHook(url=f"{a.url}/x"), budget_s=0.4)  # below the retry's minimum
+    assert not r.ok and r.attempts == 1 and len(a.handler.seen) == 1
+
+
+def test_a_webhook_secret_that_cannot_be_read_sends_nothing(
+    two_hosts: tuple[_Server, _Server],
+) -> None:
+    a, _ = two_hosts
+    hook = CheckpointHook.model_validate(
+        {"url": f"{a.url}/x", "headers": {"Authorization": {"ssm": "/spotfolio/token"}}}
+    )
+    r = _run(hook)  # the default resolver reads env references only
+    assert not r.ok and r.attempts == 0 and a.handler.seen == []
+    assert "ssm:/spotfolio/token" in r.detail and "no resolver" in r.detail
+
+
+def test_a_webhook_url_can_be_a_reference_and_never_shows_in_the_result(
+    two_hosts: tuple[_Server, _Server],
+) -> None:
+    from markets.secretref import EnvSecrets
+
+    a, _ = two_hosts
+    hook = CheckpointHook.model_validate({"url": {"env": "HOOK_URL"}})
+    good = f"{a.url}/services/T0/B0/s3cretpath"
+    for target, ok in (
+        (good, True),
+        ("ftp://x/s3cretpath", False),
+        (f"{a.url}:x/s3cretpath", False),
+    ):
+        r = run_checkpoint_hook(
+            hook, notice_id="e", workload="w", instance_id="i", deadline=None, budget_s=5.0,
+            secrets=EnvSecrets({"HOOK_URL": target}),
+        )  # fmt: skip
+        assert r.ok is ok, r.detail
+        assert "s3cretpath" not in json.dumps(r.as_record())
+    assert [p for p, _, _ in a.handler.seen] == ["/services/T0/B0/s3cretpath"]
+
+
+def test_a_reply_that_is_not_http_is_a_failure_not_a_crashed_thread() -> None:
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def garbage() -> None:
+        for _ in range(2):  # the call and its one retry
+            conn, _ = srv.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+
+    t = threading.Thread(target=garbage)
+    t.start()
+    try:
+        r = _run(CheckpointHook(url=f"http://127.0.0.1:{srv.getsockname()[1]}/x"), budget_s=5.0)
+    finally:
+        t.join(5.0)
+        srv.close()
+    assert not r.ok and not r.timed_out and r.attempts == 2
+    assert "malformed HTTP reply" in r.detail
