@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from broker.cli import bench, cost, daemon, market
+from broker.cli import bench, cost, daemon, db, market
 from broker.cli.whatif import plan_command, whatif_command
 from markets.errors import ExplainableError, InputError, SpotfolioError
 
@@ -41,6 +41,7 @@ cli.add_command(market.group)
 cli.add_command(daemon.daemon_command)
 cli.add_command(bench.simulate_command)
 cli.add_command(bench.bench_command)
+cli.add_command(db.group)
 
 
 def main(argv: list[str] | None = None) -> int:
