@@ -130,12 +130,15 @@ def gcp_fake() -> Iterator[object]:
 
 @pytest.fixture(autouse=True)
 def _spotfolio_logger() -> Iterator[None]:
-    """The CLI configures the "spotfolio" logger (its own handler, no
+    """The CLI configures the project's loggers (their own handler, no
     propagation): put it back after each test, so a later test's ``caplog``
     still sees the records."""
     import logging
 
-    log = logging.getLogger("spotfolio")
-    saved = (log.handlers[:], log.propagate, log.level)
+    # ``spotfolio daemon`` configures every project logger (the daemon's and
+    # the packages' module loggers).
+    logs = [logging.getLogger(n) for n in ("spotfolio", "markets", "policies", "broker")]
+    saved = [(log.handlers[:], log.propagate, log.level) for log in logs]
     yield
-    log.handlers[:], log.propagate, log.level = saved[0], saved[1], saved[2]
+    for log, (handlers, propagate, level) in zip(logs, saved, strict=True):
+        log.handlers[:], log.propagate, log.level = handlers, propagate, level
