@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import sys
 from datetime import UTC, datetime
@@ -74,12 +75,17 @@ PROJECT_LOGGERS = ("spotfolio", "markets", "policies", "broker")
 # A string field that is a plain decimal ("0.25", "-3.10") is a number the
 # call site formatted (``usd=f"{x:.2f}"``): written as a JSON number.
 _DECIMAL = re.compile(r"-?\d+\.\d+")
-_RESERVED = frozenset({"ts", "level", "logger", "event", "message", "args", "exc_type", "exc"})
+_RESERVED = frozenset(
+    {"ts", "level", "logger", "event", "message", "args", "exc_type", "exc", "stack"}
+)
 
 
 def _typed(value: object) -> object:
     """A field's value as JSON keeps it: numbers, booleans and null stay as
-    they are, times as ISO-8601, decimal strings as numbers, the rest as str."""
+    they are (NaN and infinities, which JSON lacks, as strings), times as
+    ISO-8601, decimal strings as numbers, the rest as str."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, datetime):

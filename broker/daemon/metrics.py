@@ -58,10 +58,14 @@ import platform
 from collections.abc import Mapping
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from markets.clock import Clock
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 __all__ = ["LATENCY_BUCKETS_S", "OTHER_POOL", "POOL_LABEL_CAP", "DaemonMetrics", "PoolLabels"]
 
@@ -184,7 +188,7 @@ class DaemonMetrics:
         )  # fmt: skip
         self.pool_revocations = Counter(
             "spotfolio_pool_revocations",
-            "Revocation notices by pool (capped label set)",
+            "Revocations of the fleet's instances by pool (capped label set)",
             ["pool"],
             registry=r,
         )
@@ -210,6 +214,7 @@ class DaemonMetrics:
         self._last_refresh: datetime | None = None
         self._last_tick: datetime | None = None
         self._last_rates: dict[str, float] = {}
+        self._servers: list[WSGIServer] = []
 
     # --- what the daemon reports ---------------------------------------------------
     def watch_market_age(self, clock: Clock) -> None:
@@ -270,5 +275,13 @@ class DaemonMetrics:
         """Expose ``/metrics`` on ``addr:port`` over HTTP (a daemon thread of
         prometheus_client); returns the port (``port`` 0: a free one)."""
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        self._servers.append(server)
         bound: int = server.server_port
         return bound
+
+    def stop_serving(self) -> None:
+        """Close every endpoint ``serve`` opened (tests; the daemon's dies with it)."""
+        while self._servers:
+            server = self._servers.pop()
+            server.shutdown()
+            server.server_close()

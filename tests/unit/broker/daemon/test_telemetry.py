@@ -46,8 +46,9 @@ def test_json_log_lines_parse_with_utc_timestamps_and_typed_fields(
 ) -> None:
     _logging("json", "info")
     logging.getLogger("spotfolio.daemon").info(
-        kv("decision", launches=3, latency_s=0.25, ok=True, usd="12.50", reason="a b", key="0001")
-    )
+        kv("decision", launches=3, latency_s=0.25, ok=True, usd="12.50", reason="a b", key="0001",
+           level="x", p99=float("nan"))
+    )  # fmt: skip
     (line,) = _lines(capsys.readouterr().err)
     ts = datetime.fromisoformat(line["ts"])
     assert line["ts"].endswith("Z") and ts.utcoffset() == timedelta(0)
@@ -57,6 +58,7 @@ def test_json_log_lines_parse_with_utc_timestamps_and_typed_fields(
     assert line["launches"] == 3 and line["latency_s"] == 0.25 and line["ok"] is True
     assert line["usd"] == 12.5  # formatted by the call site, still a number
     assert line["reason"] == "a b" and line["key"] == "0001"  # an id stays a string
+    assert line["level_"] == "x" and line["p99"] == "nan"  # no clash, no bare NaN
 
 
 def test_every_project_logger_writes_json_including_markets_and_policies(
@@ -146,7 +148,11 @@ def test_the_endpoint_binds_0000_and_is_scraped_through_loopback_from_another_pr
     m.revoked("aws/us-east-1/us-east-1a/p3.2xlarge", unit_hours=0.5, usd=1.5)
     port = m.serve(0, "0.0.0.0")
     assert _listening_on(port) == {"0.0.0.0"}
-    text = _scrape(port)
+    try:
+        text = _scrape(port)
+    finally:
+        m.stop_serving()
+    assert _listening_on(port) == set()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     (info,) = families["spotfolio_build_info"].samples
     assert info.value == 1 and info.labels["python"] == ".".join(map(str, sys.version_info[:3]))
@@ -157,9 +163,13 @@ def test_the_endpoint_binds_0000_and_is_scraped_through_loopback_from_another_pr
 
 
 def test_the_default_endpoint_binds_loopback_only() -> None:
-    port = DaemonMetrics().serve(0, DaemonConfig(owner="me").metrics_addr)
-    assert _listening_on(port) == {"127.0.0.1"}
-    assert "spotfolio_build_info" in _scrape(port)
+    m = DaemonMetrics()
+    port = m.serve(0, DaemonConfig(owner="me").metrics_addr)
+    try:
+        assert _listening_on(port) == {"127.0.0.1"}
+        assert "spotfolio_build_info" in _scrape(port)
+    finally:
+        m.stop_serving()
 
 
 def test_metrics_addr_must_be_an_ip_address() -> None:
@@ -181,7 +191,10 @@ def test_promtool_accepts_every_metric_the_daemon_exports(tmp_path: Path) -> Non
     w.clock.advance(5)
     d.poll_notices()
     port = d.metrics.serve(0, "127.0.0.1")
-    text = _scrape(port)
+    try:
+        text = _scrape(port)
+    finally:
+        d.metrics.stop_serving()
     done = subprocess.run(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
