@@ -22,7 +22,7 @@ from types import TracebackType
 
 import click
 
-from broker.cli import bench, cost, daemon, market
+from broker.cli import bench, cost, daemon, db, market
 from broker.cli.whatif import plan_command, whatif_command
 from markets.errors import ExplainableError, InputError, SpotfolioError
 from markets.redaction import redact
@@ -48,6 +48,7 @@ cli.add_command(market.group)
 cli.add_command(daemon.daemon_command)
 cli.add_command(bench.simulate_command)
 cli.add_command(bench.bench_command)
+cli.add_command(db.group)
 
 
 def redacted_excepthook(

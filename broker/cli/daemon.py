@@ -8,7 +8,7 @@ prometheus-client, APScheduler, PuLP) is imported when the command runs, not
 when ``spotfolio`` starts: every ``spotfolio`` invocation imports this module.
 
 - ``spotfolio daemon --config FILE [--provider aws|gcp|sim] [--dry-run] [--once]``
-  runs the daemon (APScheduler jobs, metrics on ``metrics_port``) until
+  runs the daemon (APScheduler jobs, metrics on ``metrics_addr:metrics_port``) until
   SIGTERM; ``--once`` runs one start-up pass (lease, recovery, plan,
   reconcile, notices) and exits; ``--dry-run`` prints the actions instead of
   calling any mutating API. With ``provider: sim`` the simulated cloud's
@@ -42,14 +42,19 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import re
 import sys
+from datetime import UTC, datetime
+from enum import Enum
 from typing import TYPE_CHECKING
 
 import click
 
 from broker.cli._adapter_options import market_options
 from broker.cli._output import console, emit_json
+from broker.daemon.logline import LogLine
 from markets.errors import InputError
 from markets.protocols import HistorySource
 from markets.redaction import RedactingFilter
@@ -66,28 +71,61 @@ __all__ = ["daemon_command"]
 SIM_INTERVALS = {"refresh_market_s": 3600.0, "replan_s": 3600.0, "reconcile_s": 900.0}
 
 
-class _JsonFormatter(logging.Formatter):
+# The project's loggers: the daemon's ("spotfolio.*") and each package's
+# module loggers (``logging.getLogger(__name__)``: "markets.aws.provider"...).
+PROJECT_LOGGERS = ("spotfolio", "markets", "policies", "broker")
+# A string field that is a plain decimal ("0.25", "-3.10") is a number the
+# call site formatted (``usd=f"{x:.2f}"``): written as a JSON number.
+_DECIMAL = re.compile(r"-?\d+\.\d+")
+_RESERVED = frozenset(
+    {"ts", "level", "logger", "event", "message", "args", "exc_type", "exc", "stack"}
+)
+
+
+def _typed(value: object) -> object:
+    """A field's value as JSON keeps it: numbers, booleans and null stay as
+    they are (NaN and infinities, which JSON lacks, as strings), times as
+    ISO-8601, decimal strings as numbers, the rest as str."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return _typed(value.value)
+    s = str(value)
+    return float(s) if _DECIMAL.fullmatch(s) else s
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: ``ts`` (ISO-8601 UTC, milliseconds),
+    ``level``, ``logger``, then ``event`` and its typed fields (a ``LogLine``
+    from ``kv``) or ``message`` and ``args`` (a %-style call), and ``exc_type``
+    and ``exc`` (the traceback) when an exception is logged."""
+
     def format(self, record: logging.LogRecord) -> str:
-        event, _, rest = record.getMessage().partition(" ")
-        out: dict[str, str] = {"level": record.levelname.lower(), "event": event}
-        for part in _split_kv(rest):
-            k, _, v = part.partition("=")
-            out[k] = v.strip('"')
-        return json.dumps(out)
-
-
-def _split_kv(text: str) -> list[str]:
-    parts, cur, quoted = [], "", False
-    for ch in text:
-        if ch == '"':
-            quoted = not quoted
-        if ch == " " and not quoted:
-            if cur:
-                parts.append(cur)
-            cur = ""
-            continue
-        cur += ch
-    return [*parts, cur] if cur else parts
+        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        out: dict[str, object] = {
+            "ts": ts.replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        msg = record.msg
+        if isinstance(msg, LogLine) and not record.args:
+            out["event"] = msg.event
+            for k, v in msg.fields.items():
+                out[f"{k}_" if k in _RESERVED else k] = _typed(v)
+        else:
+            out["message"] = record.getMessage()
+            if isinstance(record.args, tuple) and record.args:
+                out["args"] = [_typed(a) for a in record.args]
+        if record.exc_info and record.exc_info[0] is not None:
+            out["exc_type"] = record.exc_info[0].__name__
+            out["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(out, default=str)
 
 
 # The project's logger roots: "spotfolio.*" (the daemon's jobs) and the
@@ -99,7 +137,7 @@ PROJECT_LOGGERS = ("spotfolio", "markets", "policies", "broker")
 def _logging(fmt: str, level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        _JsonFormatter()
+        JsonLogFormatter()
         if fmt == "json"
         else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     )
@@ -270,6 +308,8 @@ def _run(config: DaemonConfig, *, dry_run: bool, once: bool) -> None:
             pending = tx.count_actions(config.owner, "pending")
         click.echo(f"generation {daemon.state.generation}; pending actions {pending}")
         return
-    run_scheduled(daemon, metrics_port=config.metrics_port or None)
+    run_scheduled(
+        daemon, metrics_port=config.metrics_port or None, metrics_addr=config.metrics_addr
+    )
     if daemon.fatal is not None:  # a job stopped the daemon: exit 1 (2 for bad input)
         raise daemon.fatal

@@ -149,6 +149,18 @@ class FleetBook:
         total = sum(units.values())
         return rates, (units[Tier.SPOT.value] / total if total else 0.0)
 
+    def pool_rates(self) -> dict[tuple[str, str], tuple[float, int]]:
+        """``(pool, tier) -> ($/h, units)`` of the last fleet view (the metrics' per-pool
+        series and spend)."""
+        out: dict[tuple[str, str], tuple[float, int]] = {}
+        for i in live_ours(self.last_fleet, self.owner):
+            usd, units = out.get((i.pool_key, i.tier.value), (0.0, 0))
+            out[(i.pool_key, i.tier.value)] = (
+                usd + self.price(i.pool_key, i.tier),
+                units + i.units,
+            )
+        return out
+
     # --- choices the daemon makes itself ------------------------------------------------
     def next_pool(
         self,

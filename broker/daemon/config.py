@@ -23,6 +23,7 @@ Example (every field but ``owner`` has a default)::
     intervals: {refresh_market_s: 900, replan_s: 3600, reconcile_s: 60, poll_notices_s: 5,
                 upkeep_s: 30}     # upkeep_s < lifecycle.return_lead_s
     metrics_port: 9108           # 0: no endpoint
+    metrics_addr: 127.0.0.1      # 0.0.0.0: reachable by a scraper elsewhere
     providers: [aws]             # clouds we launch in (default: the provider's own)
     horizon_start: 2026-03-01T00:00:00Z   # deadlines count from here (default: first plan)
     stale_hazard_multiplier: 2.0 # hazards x this while the market snapshot is stale
@@ -38,6 +39,7 @@ Must not: open markets, stores or providers (the composition roots do).
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -135,6 +137,9 @@ class DaemonConfig(StrictModel):
     # record of it counts as present.
     listing_grace_s: float = Field(default=120.0, ge=0)
     metrics_port: int = Field(default=9108, ge=0, le=65535)
+    # Address the metrics endpoint binds: loopback unless a scraper elsewhere
+    # must reach it (the container image and Terraform modules set 0.0.0.0).
+    metrics_addr: str = "127.0.0.1"
     # broker.lifecycle.LifecycleConfig's fields, validated by the daemon's wiring.
     lifecycle: dict[str, object] = Field(default_factory=dict)
     sim: SimSettings = Field(default_factory=SimSettings)
@@ -155,6 +160,14 @@ class DaemonConfig(StrictModel):
     # Per workload: a command (argv) or a webhook called when a notice revokes
     # one of its instances, with the time left in the window as its budget.
     checkpoint_hooks: dict[str, CheckpointHook] = Field(default_factory=dict)
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _ip_address(cls, addr: str) -> str:
+        try:
+            return str(ipaddress.ip_address(addr))
+        except ValueError:
+            raise ValueError("an IP address to bind (127.0.0.1, 0.0.0.0, ::)") from None
 
     @field_validator("provider")
     @classmethod

@@ -110,6 +110,7 @@ class Daemon:
         self.owner = owner = config.owner
         self.dry_run = dry_run
         self.metrics = metrics = metrics or DaemonMetrics()
+        metrics.watch_market_age(clock)
         if workloads is None:
             workloads = config.workload_set()
         config.check_workloads(workloads)
@@ -247,7 +248,10 @@ class Daemon:
     # --- market and plan -------------------------------------------------------
     def refresh_market(self, force: bool = False) -> None:
         """Job: a new market snapshot once the last is ``refresh_market_s`` old."""
-        self.snapshot = self.planner.refresh_market(self.snapshot, force=force)
+        last = self.snapshot
+        self.snapshot = snap = self.planner.refresh_market(last, force=force)
+        if snap is not last and not snap.stale:  # a new, complete snapshot
+            self.metrics.market_refreshed(self.clock.now())
 
     def current_snapshot(self) -> MarketSnapshot:
         """The snapshot in force (fetched now if there is none yet)."""
@@ -339,6 +343,7 @@ class Daemon:
         for tier, usd in rates.items():
             self.metrics.cost_rate.labels(tier).set(usd)
         self.metrics.spot_share.set(spot_share)
+        self.metrics.observe_fleet(now, self.book.pool_rates())
         self.metrics.break_glass_committed_usd.set(self.lifecycle.break_glass_committed_usd)
         if self.workloads.break_glass_cap_usd is not None:
             self.metrics.break_glass_cap_usd.set(self.workloads.break_glass_cap_usd)

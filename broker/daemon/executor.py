@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from broker.daemon.config import Backoff
+from broker.daemon.logline import LogLine
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import ActionRecord, Store
 from markets.clock import Clock
@@ -62,12 +63,9 @@ log = logging.getLogger("spotfolio.daemon")
 
 
 def kv(event: str, **fields: object) -> str:
-    """One structured log line: ``event key=value ...`` (values with spaces quoted)."""
-    parts = [event]
-    for k, v in fields.items():
-        s = str(v)
-        parts.append(f'{k}="{s}"' if (" " in s or not s) else f"{k}={s}")
-    return " ".join(parts)
+    """One structured log line: ``event key=value ...`` (values with spaces
+    quoted), keeping its typed fields for the JSON log (``LogLine``)."""
+    return LogLine(event, fields)
 
 
 class Executor:

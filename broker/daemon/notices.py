@@ -65,6 +65,7 @@ from broker.daemon.executor import Executor, kv
 from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.preemption import revocation_tax
 from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.store.tx import Json
 from broker.daemon.stretches import StretchJob
@@ -299,6 +300,8 @@ class NoticeJob:
                     n.notice_id, it.payload.get("workload"), it.open_before
                 )
             ok = any(launched.get(k) for k in it.keys)
+            if ok and n.kind in _REVOKING:
+                self._metrics.replacement_launched(n.at, self._clock.now())
             if it.payload.get("launch_before_terminate") and ok and it.inst is not None:
                 ids_ = (it.inst.instance_id,)
                 self._executor.run(
@@ -440,6 +443,14 @@ class NoticeJob:
         add = sum(x["count"] * book.price(x["pool_key"], Tier(x["tier"])) for x in launches)
         revoked = inst is not None and n.kind in _REVOKING
         freed = book.price(inst.pool_key, inst.tier) if inst is not None and revoked else 0.0
+        tax = None
+        if inst is not None and revoked:  # the preemption tax (broker.daemon.preemption)
+            tax = revocation_tax(
+                self._workloads, inst, at=n.at, checkpoint=dec.checkpoint, snapshot=snapshot,
+                price_usd_per_hour=freed,
+            )  # fmt: skip
+            if tax is not None:
+                self._metrics.revoked(inst.pool_key, unit_hours=tax.unit_hours, usd=tax.usd)
         if launches and not book.budget_allows(
             totals.add_usd_per_hour + add, totals.freed_usd_per_hour + freed
         ):
@@ -461,6 +472,7 @@ class NoticeJob:
             "taken_out": n.kind in _DOOMING and kind != "ignore",
             "launch_before_terminate": dec.launch_before_terminate,
             "refused": refused,
+            "preemption_tax": None if tax is None else tax.as_record(),
         }
         if kind == "break_glass":
             payload["stretch"] = self._lifecycle.stretch_state(n.notice_id)

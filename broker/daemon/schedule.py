@@ -24,12 +24,15 @@ __all__ = ["run_scheduled"]
 log = logging.getLogger("spotfolio.daemon")
 
 
-def run_scheduled(daemon: Daemon, *, metrics_port: int | None = None) -> None:
+def run_scheduled(
+    daemon: Daemon, *, metrics_port: int | None = None, metrics_addr: str = "127.0.0.1"
+) -> None:
     """Run the daemon's jobs on APScheduler until stopped (SIGTERM/SIGINT or a
     fatal error); releases the lease on the way out."""
     iv = daemon.config.intervals
     if metrics_port:
-        daemon.metrics.serve(metrics_port)
+        port = daemon.metrics.serve(metrics_port, metrics_addr)
+        log.info(kv("metrics_serving", addr=metrics_addr, port=port))
     daemon.start()
     sched = BackgroundScheduler(
         timezone="UTC",

@@ -55,8 +55,9 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from broker.daemon.store.actions import ActionRecord, ActionsTx
 from broker.daemon.store.fleet import FleetRow, FleetTx
+from broker.daemon.store.migrations import upgrade
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
-from broker.daemon.store.schema import lease_t, meta
+from broker.daemon.store.schema import lease_t
 from markets.errors import InputError
 
 __all__ = ["ActionRecord", "DecisionRecord", "FleetRow", "Store", "Tx", "sqlite_url"]
@@ -120,8 +121,12 @@ class Store:
         self.url = url
         try:
             self.engine: Engine = self._engine(url)
-            if create:
-                meta.create_all(self.engine)
+            if create:  # create, or migrate to the head revision (or refuse a newer one)
+                try:
+                    upgrade(self.engine)
+                except BaseException:
+                    self.engine.dispose()  # no pooled connection outlives the refusal
+                    raise
         except Exception as e:  # a driver or URL problem is a config error
             if isinstance(e, InputError):
                 raise

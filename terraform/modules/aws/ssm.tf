@@ -45,6 +45,7 @@ locals {
       provider         = "aws"
       provider_options = local.provider_options
       metrics_port     = var.metrics_port
+      metrics_addr     = var.metrics_addr
     },
     var.workloads_yaml == null ? {} : { workloads = local.workload_path },
   )

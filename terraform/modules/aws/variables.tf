@@ -144,6 +144,17 @@ variable "metrics_port" {
   }
 }
 
+variable "metrics_addr" {
+  description = "Address the daemon's metrics endpoint binds inside the container: 0.0.0.0 so the scraper allowed by the ingress rule reaches it (the daemon's own default is 127.0.0.1)."
+  type        = string
+  default     = "0.0.0.0"
+
+  validation {
+    condition     = can(regex("^([0-9]{1,3}[.]){3}[0-9]{1,3}$|^[0-9a-fA-F:]+$", var.metrics_addr))
+    error_message = "metrics_addr: an IPv4 or IPv6 address (0.0.0.0, 127.0.0.1, ::)."
+  }
+}
+
 variable "metrics_ingress_cidrs" {
   description = "CIDR blocks allowed to scrape the metrics port (e.g. the Prometheus subnet). Empty: no ingress at all."
   type        = list(string)
@@ -262,9 +273,9 @@ variable "daemon_settings" {
   validation {
     condition = length(setintersection(keys(var.daemon_settings), [
       "owner", "account", "store_url", "market", "market_options", "provider",
-      "provider_options", "metrics_port", "workloads",
+      "provider_options", "metrics_port", "metrics_addr", "workloads",
     ])) == 0
-    error_message = "daemon_settings: owner, account, store_url, market, market_options, provider, provider_options, metrics_port and workloads are set by the module (use its variables)."
+    error_message = "daemon_settings: owner, account, store_url, market, market_options, provider, provider_options, metrics_port, metrics_addr and workloads are set by the module (use its variables)."
   }
 }
 

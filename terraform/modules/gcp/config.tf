@@ -40,6 +40,7 @@ locals {
       provider         = "gcp"
       provider_options = local.provider_options
       metrics_port     = var.metrics_port
+      metrics_addr     = var.metrics_addr
     },
   )
   daemon_config_yaml = yamlencode(merge(var.daemon_settings, local.managed_config))

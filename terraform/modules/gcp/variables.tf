@@ -105,8 +105,8 @@ variable "daemon_settings" {
   default     = {}
 
   validation {
-    condition     = length(setintersection(keys(var.daemon_settings), ["owner", "account", "store_url", "market", "market_options", "provider", "provider_options", "metrics_port"])) == 0
-    error_message = "daemon_settings: owner, account, store_url, market, market_options, provider, provider_options and metrics_port are set by the module."
+    condition     = length(setintersection(keys(var.daemon_settings), ["owner", "account", "store_url", "market", "market_options", "provider", "provider_options", "metrics_port", "metrics_addr"])) == 0
+    error_message = "daemon_settings: owner, account, store_url, market, market_options, provider, provider_options, metrics_port and metrics_addr are set by the module."
   }
 }
 
@@ -183,6 +183,17 @@ variable "metrics_port" {
   validation {
     condition     = var.metrics_port == 0 || (var.metrics_port >= 1024 && var.metrics_port <= 65535 && floor(var.metrics_port) == var.metrics_port)
     error_message = "metrics_port: 0 or an unprivileged port 1024-65535."
+  }
+}
+
+variable "metrics_addr" {
+  description = "Address the daemon's metrics endpoint binds inside the container: 0.0.0.0 so the scraper allowed by the ingress rule reaches it (the daemon's own default is 127.0.0.1)."
+  type        = string
+  default     = "0.0.0.0"
+
+  validation {
+    condition     = can(regex("^([0-9]{1,3}[.]){3}[0-9]{1,3}$|^[0-9a-fA-F:]+$", var.metrics_addr))
+    error_message = "metrics_addr: an IPv4 or IPv6 address (0.0.0.0, 127.0.0.1, ::)."
   }
 }
 

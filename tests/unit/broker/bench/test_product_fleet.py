@@ -4,8 +4,9 @@ manager behind the fleet engine's rule protocol.
 A hand-made hour: ticks of 300 s, cold start 180 s, AWS notice 120 s, N = 2,
 spot at $1/3 per hour. Both zones held spot all week before; zone A loses it
 in ticks 6-8, zone B never does. Under a spread contract (zone share 0.5)
-the plan spreads the replicas evenly over the zones (it holds more than N: the fast path sizes spot by
-its hazard factor and reconcile rounds each serving pool up); A's notice comes
+the plan spreads the replicas evenly over the zones (it holds more than N:
+the fast path sizes spot by its hazard factor and reconcile rounds each
+serving pool up); A's notice comes
 120 s before tick 6, and the manager replaces each of A's replicas in B (A's
 pool breaker is open; B is over its zone share, the best pool left), ready
 60 s after the loss. The window is an hour: no second plan.

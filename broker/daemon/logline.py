@@ -1,0 +1,33 @@
+"""One structured log line: an event name and its typed fields.
+
+Owns: ``LogLine``, a ``str`` (``event key=value ...``, what the plain-text
+log shows, values with spaces quoted) that also keeps its ``event`` and its
+fields as the objects they were, so the JSON log (``spotfolio daemon
+--log-format json``) writes numbers as numbers. ``broker.daemon.executor.kv``
+builds one.
+
+Must not: format JSON, pick handlers or levels (the command line does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["LogLine"]
+
+
+class LogLine(str):
+    """``event key=value ...``, with ``event`` and ``fields`` kept apart."""
+
+    event: str
+    fields: Mapping[str, object]
+
+    def __new__(cls, event: str, fields: Mapping[str, object]) -> LogLine:
+        parts = [event]
+        for k, v in fields.items():
+            s = str(v)
+            parts.append(f'{k}="{s}"' if (" " in s or not s) else f"{k}={s}")
+        line = super().__new__(cls, " ".join(parts))
+        line.event = event
+        line.fields = dict(fields)
+        return line

@@ -1,0 +1,279 @@
+"""The store's migrations: a database made by main 83a16c0 (no schema version)
+is recognised as revision 0001 and upgraded without losing rows, on a SQLite
+file and on PostgreSQL; a demo revision 0002 (a test-only folder) adds a
+column; a store newer than the code is refused with exit 2."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import Connection, Engine
+
+from broker.cli import main
+from broker.daemon.store.migrations import (
+    BASELINE,
+    SchemaTooNewError,
+    alembic_config,
+    current_revision,
+    head_revision,
+    upgrade,
+)
+from broker.daemon.store.schema import meta
+from broker.daemon.store.store import Store
+from markets.errors import InputError
+
+HERE = Path(__file__).resolve().parent
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+_db_names = itertools.count()
+
+DEMO_0002 = '''"""Demo: fleet.zone_hint (test only)."""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("fleet", sa.Column("zone_hint", sa.String(32), nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("fleet", "zone_hint")
+'''
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'state.db'}"
+        return
+    base = request.getfixturevalue("postgres_server")
+    import psycopg
+
+    name = f"m{next(_db_names)}_{abs(hash(request.node.name)) % 10**8}"
+    dsn = base.replace("postgresql+psycopg", "postgresql") + "/postgres"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"{base}/{name}"
+
+
+@pytest.fixture
+def engine(store_url: str) -> Iterator[Engine]:
+    eng = create_engine(store_url)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    folder = tmp_path / "demo_versions"
+    folder.mkdir()
+    (folder / "r0002_demo.py").write_text(DEMO_0002)
+    return folder
+
+
+def _made_by_83a16c0(engine: Engine) -> None:
+    """The tables as main 83a16c0's ``meta.create_all`` made them, with rows."""
+    sql = (HERE / "schema_83a16c0" / f"{engine.dialect.name}.sql").read_text()
+    ddl = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
+    statements = [s for s in ddl.split(";") if s.strip()]
+    with engine.begin() as conn:
+        for stmt in statements:
+            conn.exec_driver_sql(stmt)
+        for i in range(3):
+            conn.execute(
+                text(
+                    "INSERT INTO fleet (instance_id, owner, workload, pool_key, tier, units, "
+                    "state, launched_at, action_key, updated_at) VALUES (:i, 'o', 'w', "
+                    "'aws/us-east-1/g5.xlarge', 'spot', :u, 'running', :t, NULL, :t)"
+                ),
+                {"i": f"i-{i}", "u": i + 1, "t": T0.replace(tzinfo=None)},
+            )
+        conn.execute(
+            text("INSERT INTO lease VALUES ('account/a', 'host:1', :t, :t)"),
+            {"t": T0.replace(tzinfo=None)},
+        )
+
+
+def _revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return current_revision(conn)
+
+
+def _shape(conn: Connection) -> dict[str, object]:
+    """Tables, columns (type, nullable), indexes and unique constraints."""
+    insp = inspect(conn)
+    out: dict[str, object] = {}
+    for t in sorted(n for n in insp.get_table_names() if n != "alembic_version"):
+        cols = [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(t)]
+        ixs = sorted((i["name"], tuple(i["column_names"])) for i in insp.get_indexes(t))
+        uqs = sorted(tuple(u["column_names"]) for u in insp.get_unique_constraints(t))
+        out[t] = (sorted(cols), ixs, uqs, insp.get_pk_constraint(t)["constrained_columns"])
+    return out
+
+
+def test_a_store_made_by_83a16c0_becomes_0001_then_demo_0002_keeps_its_rows(
+    engine: Engine, demo: Path
+) -> None:
+    _made_by_83a16c0(engine)
+    assert _revision(engine) is None
+    change = upgrade(engine, version_locations=[demo])
+    assert (change.before, change.after) == ("unversioned", "0002")
+    assert _revision(engine) == "0002"
+    with engine.connect() as conn:
+        cols = {c["name"] for c in inspect(conn).get_columns("fleet")}
+        rows = conn.execute(text("SELECT instance_id, units, zone_hint FROM fleet")).all()
+    assert "zone_hint" in cols
+    assert sorted(rows) == [("i-0", 1, None), ("i-1", 2, None), ("i-2", 3, None)]
+    # Again: already at head, nothing to do.
+    assert not upgrade(engine, version_locations=[demo]).changed
+
+
+def test_todays_store_opens_an_unversioned_database_as_0001_and_reads_it(store_url: str) -> None:
+    eng = create_engine(store_url)
+    _made_by_83a16c0(eng)
+    eng.dispose()
+    store = Store(store_url)
+    try:
+        with store.transaction() as tx:
+            assert tx.lease_holder("account/a", T0.replace(year=2025)) == "host:1"
+            assert {r.instance_id for r in tx.fleet("o")} == {"i-0", "i-1", "i-2"}
+        assert _revision(store.engine) == BASELINE == head_revision()
+    finally:
+        store.close()
+
+
+def test_revision_0001_is_exactly_the_83a16c0_schema(store_url: str, tmp_path: Path) -> None:
+    old = create_engine(store_url)
+    _made_by_83a16c0(old)
+    migrated_url = (
+        f"sqlite:///{tmp_path / 'migrated.db'}"
+        if store_url.startswith("sqlite")
+        else store_url + "_0001"
+    )
+    if not store_url.startswith("sqlite"):
+        with old.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            c.exec_driver_sql(f'CREATE DATABASE "{migrated_url.rsplit("/", 1)[1]}"')
+    new = create_engine(migrated_url)
+    try:
+        with new.begin() as conn:
+            cfg = alembic_config([])
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, BASELINE)
+        with old.connect() as a, new.connect() as b:
+            assert _shape(b) == _shape(a)
+    finally:
+        old.dispose()
+        new.dispose()
+
+
+def test_the_revisions_from_nothing_give_exactly_the_schema_module(engine: Engine) -> None:
+    """If this fails, schema.py changed without a revision: write one in
+    broker/daemon/store/migrations/versions (the diff below says what)."""
+    with engine.begin() as conn:
+        cfg = alembic_config([])
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), meta)
+    assert diff == []
+
+
+def test_a_new_store_is_created_at_head_matching_the_schema_module(store_url: str) -> None:
+    store = Store(store_url)
+    try:
+        assert _revision(store.engine) == head_revision()
+        with store.engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(ctx, meta) == []
+    finally:
+        store.close()
+
+
+def test_a_store_newer_than_the_code_is_refused_and_left_unchanged(
+    store_url: str, engine: Engine, demo: Path
+) -> None:
+    upgrade(engine, version_locations=[demo])
+    with pytest.raises(SchemaTooNewError) as err:
+        Store(store_url)
+    assert str(err.value).count("\n") == 0
+    assert "0002" in str(err.value) and "0001" in str(err.value)
+    assert _revision(engine) == "0002"
+
+
+def test_a_database_holding_other_tables_is_refused(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    with pytest.raises(InputError, match="invoices"):
+        upgrade(engine)
+    assert _revision(engine) is None
+
+
+# -- the command line ----------------------------------------------------------
+
+
+def _config(tmp_path: Path, store: str) -> Path:
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text(f"owner: team-a\nstore_url: {store}\nplanner: fast\nmetrics_port: 0\n")
+    return cfg
+
+
+def test_db_upgrade_recognises_an_unversioned_store_then_says_it_is_at_head(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eng = create_engine(f"sqlite:///{tmp_path / 'state.db'}")
+    _made_by_83a16c0(eng)
+    cfg = _config(tmp_path, "sqlite:///state.db")  # relative to the config file
+    assert main(["db", "current", "--config", str(cfg)]) == 0
+    assert "unversioned (head 0001)" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--config", str(cfg)]) == 0
+    assert capsys.readouterr().out.strip().endswith(": unversioned -> 0001")
+    assert _revision(eng) == "0001"
+    assert main(["db", "upgrade", "--store-url", f"sqlite:///{tmp_path / 'state.db'}"]) == 0
+    assert "0001 -> 0001 (already at head)" in capsys.readouterr().out
+    eng.dispose()
+
+
+def test_db_upgrade_hides_the_password_and_names_an_unreachable_store(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Port 1 on loopback: nothing listens, the connection is refused at once.
+    url = "postgresql+psycopg://spot:s3cret@127.0.0.1:1/state"
+    assert main(["db", "upgrade", "--store-url", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "store_url" in err and "127.0.0.1:1" in err
+    assert "s3cret" not in err
+
+
+def test_db_upgrade_needs_exactly_one_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["db", "upgrade"]) == 2
+    cfg = _config(tmp_path, "sqlite:///state.db")
+    assert main(["db", "upgrade", "--config", str(cfg), "--store-url", "sqlite://"]) == 2
+    assert capsys.readouterr().err.count("--config/--store-url") == 2
+
+
+def test_the_daemon_exits_2_naming_both_revisions_on_a_newer_store(
+    tmp_path: Path, demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eng = create_engine(f"sqlite:///{tmp_path / 'state.db'}")
+    upgrade(eng, version_locations=[demo])
+    cfg = _config(tmp_path, "sqlite:///state.db")
+    assert main(["daemon", "--config", str(cfg), "--once"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert "schema revision 0002 is newer" in err and "newest is 0001" in err
+    assert main(["db", "upgrade", "--config", str(cfg)]) == 2
+    assert _revision(eng) == "0002"
+    eng.dispose()

@@ -1,0 +1,351 @@
+"""Telemetry: the JSON log (timestamps, typed fields, tracebacks, every
+project logger), the metrics endpoint on a configured address scraped from
+another process, and the metrics the daemon keeps (build info, market
+staleness, spend by tier, capped pool labels, notice to replacement, the
+preemption tax)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.cli.daemon import PROJECT_LOGGERS, _logging
+from broker.daemon.config import DaemonConfig
+from broker.daemon.executor import kv
+from broker.daemon.metrics import OTHER_POOL, DaemonMetrics
+from broker.daemon.preemption import preemption_tax
+from broker.lifecycle.values import CheckpointVerdict
+from markets.errors import InputError
+from markets.fleet import Instance, InstanceState
+from markets.model import Tier
+from policies.workloads.spec import parse_workloads
+from tests.unit.broker.daemon.test_daemon import World
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+# -- the JSON log ----------------------------------------------------------------
+
+
+def _lines(err: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in err.splitlines() if line.strip()]
+
+
+def test_json_log_lines_parse_with_utc_timestamps_and_typed_fields(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _logging("json", "info")
+    logging.getLogger("spotfolio.daemon").info(
+        kv("decision", launches=3, latency_s=0.25, ok=True, usd="12.50", reason="a b", key="0001",
+           level="x", p99=float("nan"))
+    )  # fmt: skip
+    (line,) = _lines(capsys.readouterr().err)
+    ts = datetime.fromisoformat(line["ts"])
+    assert line["ts"].endswith("Z") and ts.utcoffset() == timedelta(0)
+    assert abs((datetime.now(UTC) - ts).total_seconds()) < 60
+    assert line["level"] == "info" and line["logger"] == "spotfolio.daemon"
+    assert line["event"] == "decision"
+    assert line["launches"] == 3 and line["latency_s"] == 0.25 and line["ok"] is True
+    assert line["usd"] == 12.5  # formatted by the call site, still a number
+    assert line["reason"] == "a b" and line["key"] == "0001"  # an id stays a string
+    assert line["level_"] == "x" and line["p99"] == "nan"  # no clash, no bare NaN
+
+
+def test_every_project_logger_writes_json_including_markets_and_policies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _logging("json", "info")
+    logging.getLogger("markets.aws.provider").info("launch replayed: key=%s n=%d", "k1", 2)
+    logging.getLogger("policies.checkpoint").warning("plain message")
+    logging.getLogger("broker.planning").info("from the broker package")
+    lines = _lines(capsys.readouterr().err)
+    assert [x["logger"] for x in lines] == [
+        "markets.aws.provider",
+        "policies.checkpoint",
+        "broker.planning",
+    ]
+    assert lines[0]["message"] == "launch replayed: key=k1 n=2"
+    assert lines[0]["args"] == ["k1", 2]
+    assert all("ts" in x for x in lines)
+    assert set(PROJECT_LOGGERS) == {"spotfolio", "markets", "policies", "broker"}
+
+
+def test_a_logged_exception_keeps_its_type_and_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _logging("json", "info")
+
+    def broken_job() -> None:
+        raise ValueError("bad price row")
+
+    try:
+        broken_job()
+    except ValueError as e:
+        logging.getLogger("spotfolio.daemon").exception(kv("job_error", job="replan", error=e))
+    (line,) = _lines(capsys.readouterr().err)
+    assert line["event"] == "job_error" and line["error"] == "bad price row"
+    assert line["exc_type"] == "ValueError"
+    assert "Traceback" in line["exc"] and "broken_job" in line["exc"]
+
+
+def test_kv_log_keeps_its_text_form() -> None:
+    line = kv("lease_acquired", lease="account/a", holder="h 1", n=2)
+    assert line == 'lease_acquired lease=account/a holder="h 1" n=2'
+
+
+# -- the endpoint -----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _listening_on(port: int) -> set[str]:
+    """Local IPv4 addresses with a socket listening on ``port`` (/proc/net/tcp)."""
+    out = set()
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = row.split()[1], row.split()[3]
+        addr_hex, port_hex = local.split(":")
+        if int(port_hex, 16) == port and state == "0A":  # TCP_LISTEN
+            out.add(socket.inet_ntoa(bytes.fromhex(addr_hex)[::-1]))
+    return out
+
+
+SCRAPE = """
+import sys, urllib.request
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10) as r:
+    sys.stdout.write(r.read().decode())
+"""
+
+
+def _scrape(port: int) -> str:
+    """GET /metrics through loopback from another process (a subprocess)."""
+    done = subprocess.run(
+        [sys.executable, "-c", SCRAPE, str(port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_the_endpoint_binds_0000_and_is_scraped_through_loopback_from_another_process() -> None:
+    m = DaemonMetrics()
+    m.revoked("aws/us-east-1/us-east-1a/p3.2xlarge", unit_hours=0.5, usd=1.5)
+    port = m.serve(0, "0.0.0.0")
+    assert _listening_on(port) == {"0.0.0.0"}
+    try:
+        text = _scrape(port)
+    finally:
+        m.stop_serving()
+    assert _listening_on(port) == set()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    (info,) = families["spotfolio_build_info"].samples
+    assert info.value == 1 and info.labels["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert info.labels["version"]
+    tax = {s.name: s.value for s in families["spotfolio_preemption_tax_usd"].samples}
+    assert tax["spotfolio_preemption_tax_usd_sum"] == 1.5
+    assert tax["spotfolio_preemption_tax_usd_count"] == 1
+
+
+def test_the_default_endpoint_binds_loopback_only() -> None:
+    m = DaemonMetrics()
+    port = m.serve(0, DaemonConfig(owner="me").metrics_addr)
+    try:
+        assert _listening_on(port) == {"127.0.0.1"}
+        assert "spotfolio_build_info" in _scrape(port)
+    finally:
+        m.stop_serving()
+
+
+def test_metrics_addr_must_be_an_ip_address() -> None:
+    with pytest.raises(InputError, match="metrics_addr"):
+        from broker.cli.daemon import _config
+
+        _config(None, metrics_addr="localhost; rm")
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian: prometheus) absent")
+def test_promtool_accepts_every_metric_the_daemon_exports(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    w.clock.advance(3600)
+    d.reconcile()
+    spot = [i for i in w.cloud.alive() if i.tier is Tier.SPOT]
+    w.cloud.revoke(spot[0].instance_id, w.clock.now() + timedelta(seconds=120))
+    w.clock.advance(5)
+    d.poll_notices()
+    port = d.metrics.serve(0, "127.0.0.1")
+    try:
+        text = _scrape(port)
+    finally:
+        d.metrics.stop_serving()
+    done = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = {f.name for f in text_string_to_metric_families(text)}
+    for name in (
+        "spotfolio_build_info",
+        "spotfolio_market_staleness_seconds",
+        "spotfolio_spend_usd",
+        "spotfolio_pool_cost_rate_usd_per_hour",
+        "spotfolio_notice_to_replacement_seconds",
+        "spotfolio_preemption_tax_gpu_seconds",
+    ):
+        assert name in names
+
+
+# -- what the daemon measures -------------------------------------------------------
+
+
+def test_spend_accrues_the_previous_ticks_rates_over_the_time_between_ticks() -> None:
+    m = DaemonMetrics()
+    pool = "aws/us-east-1/us-east-1a/p3.2xlarge"
+    m.observe_fleet(T0, {(pool, "spot"): (2.0, 1), (pool, "on_demand"): (3.0, 1)})
+    m.observe_fleet(T0 + timedelta(minutes=30), {(pool, "spot"): (4.0, 2)})
+    assert m.value("spotfolio_spend_usd_total", {"tier": "spot"}) == pytest.approx(1.0)
+    assert m.value("spotfolio_spend_usd_total", {"tier": "on_demand"}) == pytest.approx(1.5)
+    m.observe_fleet(T0 + timedelta(minutes=90), {})
+    assert m.value("spotfolio_spend_usd_total", {"tier": "spot"}) == pytest.approx(5.0)
+    assert m.value("spotfolio_spend_usd_total", {"tier": "on_demand"}) == pytest.approx(1.5)
+    # A clock that steps back adds nothing.
+    m.observe_fleet(T0, {(pool, "spot"): (100.0, 1)})
+    assert m.value("spotfolio_spend_usd_total", {"tier": "spot"}) == pytest.approx(5.0)
+
+
+def test_pool_labels_stop_at_the_cap_and_the_rest_add_up_under_other() -> None:
+    m = DaemonMetrics()
+    m.pool_label.cap = 2
+    rates = {(f"aws/r/z/t{i}", "spot"): (1.0 + i, 1) for i in range(5)}
+    m.observe_fleet(T0, rates)
+    samples = {
+        s.labels["pool"]: s.value
+        for f in m.registry.collect()
+        if f.name == "spotfolio_pool_cost_rate_usd_per_hour"
+        for s in f.samples
+    }
+    assert samples == {"aws/r/z/t0": 1.0, "aws/r/z/t1": 2.0, OTHER_POOL: 3.0 + 4.0 + 5.0}
+    assert m.value("spotfolio_pool_units", {"pool": OTHER_POOL}) == 3
+    m.revoked("aws/r/z/t4", unit_hours=1.0, usd=1.0)
+    m.revoked("aws/r/z/t0", unit_hours=1.0, usd=1.0)
+    assert m.value("spotfolio_pool_revocations_total", {"pool": OTHER_POOL}) == 1
+    assert m.value("spotfolio_pool_revocations_total", {"pool": "aws/r/z/t0"}) == 1
+
+
+def test_market_staleness_counts_from_the_last_successful_refresh(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    assert d.metrics.value("spotfolio_market_staleness_seconds") == 0
+    w.clock.advance(600)
+    assert d.metrics.value("spotfolio_market_staleness_seconds") == 600
+    w.clock.advance(3600)
+    d.refresh_market()
+    assert d.metrics.value("spotfolio_market_staleness_seconds") == 0
+    assert d.metrics.value("spotfolio_market_last_refresh_timestamp_seconds") == (
+        w.clock.now().timestamp()
+    )
+
+
+def test_a_revocation_records_its_replacement_time_and_its_preemption_tax(
+    tmp_path: Path,
+) -> None:
+    w = World(tmp_path)
+    d = w.daemon()
+    d.start()
+    spot = [i for i in w.cloud.alive() if i.tier is Tier.SPOT]
+    assert spot, "the plan puts some work on spot"
+    inst = spot[0]
+    w.cloud.revoke(inst.instance_id, w.clock.now() + timedelta(seconds=120))
+    w.clock.advance(7)
+    assert d.poll_notices() >= 1
+    with w.store.transaction() as tx:
+        (dec,) = [x for x in tx.decisions("me") if x.notice_id]
+    assert dec.kind == "replace" and dec.payload["launches"], dec.reason
+    assert d.metrics.value("spotfolio_notice_to_replacement_seconds_count") == 1
+    assert d.metrics.value("spotfolio_notice_to_replacement_seconds_sum") == 7
+    workload = w.workloads.by_name(inst.workload)
+    tax = dec.payload["preemption_tax"]
+    # the notice checkpoint fits the 120 s window (or the replica is stateless):
+    # only the restart is lost
+    assert tax["lost_hours"] == 0
+    assert tax["unit_hours"] == pytest.approx(inst.units * workload.restart_hours, abs=1e-6)
+    price = d.book.price(inst.pool_key, inst.tier)
+    assert tax["usd"] == pytest.approx(price * workload.restart_hours, abs=1e-6)
+    assert d.metrics.value("spotfolio_preemption_tax_gpu_seconds_sum") == pytest.approx(
+        tax["unit_hours"] * 3600, abs=1e-3
+    )
+    assert d.metrics.value("spotfolio_preemption_tax_usd_count") == 1
+
+
+# -- the preemption tax, by hand ------------------------------------------------------
+
+
+def _train(**kw: Any) -> Any:
+    w = {"name": "llm", "class": "training", "instance_types": ["p4d.24xlarge"], "min_units": 8,
+         "unit_hours": 1000, "restart_minutes": 12, **kw}  # fmt: skip
+    return parse_workloads({"workloads": [w]}).workloads[0]
+
+
+def _inst(ran_h: float, units: int = 8) -> Instance:
+    return Instance(
+        instance_id="i-1", pool_key="aws/us-east-1/us-east-1a/p4d.24xlarge", tier=Tier.SPOT,
+        workload="llm", state=InstanceState.RUNNING, units=units,
+        launched_at=T0 - timedelta(hours=ran_h),
+    )  # fmt: skip
+
+
+MISSED = CheckpointVerdict(False, 120.0, 300.0, 100.0, "does not fit")
+FITS = CheckpointVerdict(True, 120.0, 60.0, 50.0, "fits")
+
+
+@pytest.mark.parametrize(
+    ("workload", "ran_h", "verdict", "lost_h"),
+    [
+        pytest.param({"checkpoint_interval_minutes": 60}, 2.5, MISSED, 0.5, id="hourly-missed"),
+        pytest.param({"checkpoint_interval_minutes": 60}, 2.5, FITS, 0.0, id="notice-saves"),
+        pytest.param({"checkpoint_interval_minutes": 45}, 1.0, MISSED, 0.25, id="45-min"),
+        pytest.param({"checkpoint_write_seconds": 0}, 2.5, MISSED, 2.5, id="never-checkpoints"),
+    ],
+)
+def test_preemption_tax_is_work_since_the_last_checkpoint_plus_restart(
+    workload: dict[str, Any], ran_h: float, verdict: CheckpointVerdict, lost_h: float
+) -> None:
+    w = _train(**workload)
+    tax = preemption_tax(
+        w, _inst(ran_h), at=T0, checkpoint=verdict, hazard_per_hour=0.0, price_usd_per_hour=32.0
+    )
+    assert tax.lost_hours == pytest.approx(lost_h)
+    assert tax.restart_hours == pytest.approx(0.2)
+    assert tax.unit_hours == pytest.approx(8 * (lost_h + 0.2))
+    assert tax.usd == pytest.approx(32.0 * (lost_h + 0.2))
+
+
+def test_daly_interval_prices_the_loss_when_none_is_configured() -> None:
+    # 180 s writes, one interruption per 10 h: the interval is Daly's optimum
+    # (policies.checkpoint), the loss the time past its last multiple.
+    from policies.checkpoint import daly_interval
+
+    w = _train(checkpoint_write_seconds=180)
+    tau = daly_interval(180 / 3600, 10.0)
+    tax = preemption_tax(
+        w, _inst(3 * tau + 0.1), at=T0, checkpoint=MISSED, hazard_per_hour=0.1,
+        price_usd_per_hour=1.0,
+    )  # fmt: skip
+    assert tax.lost_hours == pytest.approx(0.1)
