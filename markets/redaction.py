@@ -101,14 +101,24 @@ class RedactingFilter(logging.Filter):
 
     Put it on a handler: every record the handler emits, from any logger that
     reaches it, is redacted before formatting. The message is rendered
-    (``getMessage``) first, so secrets in ``%``-arguments are caught too.
+    (``getMessage``) first, so secrets in ``%``-arguments are caught too;
+    a record with nothing to redact keeps its arguments (the JSON log types
+    them).
     """
 
     _formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact(record.getMessage())
-        record.args = None
+        structured = getattr(record.msg, "redacted", None)
+        if callable(structured) and not record.args:
+            # A structured line (``broker.daemon.logline.LogLine``) redacts its
+            # own fields and keeps them typed for the JSON log.
+            record.msg = structured(redact)
+        else:
+            rendered = record.getMessage()
+            cleaned = redact(rendered)
+            if cleaned != rendered:  # a secret: keep only the redacted text
+                record.msg, record.args = cleaned, None
         if record.exc_info and not record.exc_text:
             record.exc_text = self._formatter.formatException(record.exc_info)
         if record.exc_text:

@@ -122,7 +122,8 @@ class JsonLogFormatter(logging.Formatter):
                 out["args"] = [_typed(a) for a in record.args]
         if record.exc_info and record.exc_info[0] is not None:
             out["exc_type"] = record.exc_info[0].__name__
-            out["exc"] = self.formatException(record.exc_info)
+            # the redaction filter's text when it ran (exc_text), else our own
+            out["exc"] = record.exc_text or self.formatException(record.exc_info)
         if record.stack_info:
             out["stack"] = self.formatStack(record.stack_info)
         return json.dumps(out, default=str)

@@ -11,7 +11,7 @@ Must not: format JSON, pick handlers or levels (the command line does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 __all__ = ["LogLine"]
 
@@ -31,3 +31,16 @@ class LogLine(str):
         line.event = event
         line.fields = dict(fields)
         return line
+
+    def redacted(self, rule: Callable[[str], str]) -> LogLine:
+        """This line with ``rule`` (``markets.redaction.redact``) applied to
+        each text field as ``key=value``, so a secret-named key is caught as
+        in a plain line; numbers and other values stay as they are."""
+        out: dict[str, object] = {}
+        for k, v in self.fields.items():
+            if isinstance(v, str):
+                pair = f"{k}={v}"
+                cleaned = rule(pair)
+                v = cleaned.split("=", 1)[1] if cleaned.startswith(f"{k}=") else cleaned
+            out[k] = v
+        return LogLine(rule(self.event), out)

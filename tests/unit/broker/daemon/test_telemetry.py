@@ -61,6 +61,21 @@ def test_json_log_lines_parse_with_utc_timestamps_and_typed_fields(
     assert line["level_"] == "x" and line["p99"] == "nan"  # no clash, no bare NaN
 
 
+def test_a_structured_line_is_redacted_and_keeps_its_types(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _logging("json", "info")
+    logging.getLogger("spotfolio.daemon").info(
+        kv("store_error", url="postgresql://u:hunter2@db/x", token="abc123", launches=2)
+    )
+    logging.getLogger("markets.aws.provider").info("connect %s", "postgresql://u:pw9@db/x")
+    err = capsys.readouterr().err
+    assert "hunter2" not in err and "abc123" not in err and "pw9" not in err
+    structured, plain = _lines(err)
+    assert structured["event"] == "store_error" and structured["launches"] == 2
+    assert structured["url"].startswith("postgresql://u:") and "args" not in plain
+
+
 def test_every_project_logger_writes_json_including_markets_and_policies(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
