@@ -33,6 +33,7 @@ __all__ = [
     "MAX_HOURS",
     "MAX_UNITS",
     "MAX_USD",
+    "MAX_USD_PER_HOUR",
     "WEEK_S",
     "Bounded",
     "NumberError",
@@ -49,6 +50,9 @@ MAX_UNITS = 1e6
 # Dollars (budgets, caps, penalties, prices per hour): a trillion is beyond
 # any account and far from float64's precision limit for cents.
 MAX_USD = 1e12
+# A price per unit-hour (or per instance-hour): a million dollars is beyond
+# any offer, and keeps products of prices, hours and units far from overflow.
+MAX_USD_PER_HOUR = 1e6
 # Counts (seeds, attempts, instances): fit in a signed 32-bit integer, so
 # numpy and the solver never overflow.
 MAX_COUNT = 2**31 - 1

@@ -27,6 +27,7 @@ __all__ = [
     "FieldError",
     "StrictModel",
     "input_error_from",
+    "json_loads",
     "loc_path",
     "read_json",
     "read_yaml",
@@ -215,15 +216,14 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"a finite number, not {name}")
 
 
-def read_json(text: str, source: str) -> object:
-    """Parse JSON text: at most ``MAX_DEPTH`` deep, integers of at most
-    ``MAX_DIGITS`` digits, no ``NaN``/``Infinity``; any failure names the file."""
+def json_loads(text: str, source: str) -> object:
+    """``json.loads`` with ``read_json``'s bounds: a syntax error stays a
+    ``json.JSONDecodeError`` (a caller may try JSON lines next); depth, digits
+    and ``NaN``/``Infinity`` are an ``InputError`` naming ``source``."""
     try:
         data = json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
-    except json.JSONDecodeError as e:
-        raise InputError(
-            source, f"line {e.lineno}, column {e.colno}", f"valid JSON ({e.msg})"
-        ) from e
+    except json.JSONDecodeError:
+        raise
     except RecursionError as e:
         raise InputError(source, None, f"JSON nesting at most {MAX_DEPTH} deep") from e
     except (ValueError, OverflowError) as e:
@@ -231,3 +231,13 @@ def read_json(text: str, source: str) -> object:
     if not _depth_within(data, MAX_DEPTH):
         raise InputError(source, None, f"JSON nesting at most {MAX_DEPTH} deep")
     return data
+
+
+def read_json(text: str, source: str) -> object:
+    """Parse JSON text: at most ``MAX_DEPTH`` deep, integers of at most
+    ``MAX_DIGITS`` digits, no ``NaN``/``Infinity``; any failure names the file."""
+    try:
+        return json_loads(text, source)
+    except json.JSONDecodeError as e:
+        where = f"line {e.lineno}, column {e.colno}"
+        raise InputError(source, where, f"valid JSON ({e.msg})") from e

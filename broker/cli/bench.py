@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json
 from broker.jsondoc import obj
 from markets.errors import InputError
+from markets.numbers import MAX_COUNT
 
 # The benchmark's stack (the settings, the replay market, the loaders) is
 # imported when a command runs, not when ``spotfolio`` starts (``broker.cli``).
@@ -172,15 +174,21 @@ _DATA = click.option(
 )
 _WINDOWS = click.option(
     "--windows",
-    type=click.IntRange(min=1),
+    type=ranged(ge=1, le=100_000, integer=True),
     default=None,
     help=f"Windows per trace and job fraction (deadline) and per zone group (fleet) "
     f"[default: {DEFAULT_WINDOWS}; smaller for CI].",
 )
-_SEED = click.option("--seed", type=int, default=0, show_default=True, help="Window draws.")
+_SEED = click.option(
+    "--seed",
+    type=ranged(ge=0, le=MAX_COUNT, integer=True),
+    default=0,
+    show_default=True,
+    help="Window draws.",
+)
 _WORKERS = click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=ranged(ge=1, le=256, integer=True),
     default=1,
     show_default=True,
     help="Processes for the deadline and fleet windows (same results).",

@@ -48,8 +48,10 @@ from typing import TYPE_CHECKING
 import click
 
 from broker.cli._adapter_options import market_options
+from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json
 from markets.errors import InputError
+from markets.numbers import MAX_COUNT
 from markets.protocols import HistorySource
 from markets.registry import PROVIDERS
 
@@ -149,7 +151,7 @@ def _announce(request: Request) -> None:
 )
 @click.option(
     "--hours",
-    type=click.IntRange(1, 24 * 365),
+    type=ranged(ge=1, le=24 * 365, integer=True),
     default=None,
     help="With --provider sim: simulate this many hours in accelerated time.",
 )
@@ -159,7 +161,12 @@ def _announce(request: Request) -> None:
               "market_options), e.g. regions=us-west-2.")  # fmt: skip
 @click.option("--start", default=None, metavar="ISO",
               help="With --provider sim: simulated time starts here (sim.start).")  # fmt: skip
-@click.option("--seed", type=int, default=None, help="Seed of the simulated cloud.")
+@click.option(
+    "--seed",
+    type=ranged(ge=0, le=MAX_COUNT, integer=True),
+    default=None,
+    help="Seed of the simulated cloud.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the simulation's result as JSON.")
 @click.option("--log-format", type=click.Choice(["kv", "json"]), default="kv", show_default=True)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),

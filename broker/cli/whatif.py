@@ -52,12 +52,14 @@ from typing import TYPE_CHECKING
 import click
 
 from broker.cli._adapter_options import market_options as market_options_of
+from broker.cli._numbers import ranged
 from broker.cli._options import OptionDecorator, bundled
 from broker.cli._output import console, emit_json, err_console
 from broker.cli._plot import plot_whatif
 from broker.jsondoc import at, number, obj
 from markets.clock import ensure_utc
 from markets.errors import InputError
+from markets.numbers import MAX_COUNT
 from markets.protocols import PriceSource
 from markets.registry import open_market
 
@@ -133,21 +135,21 @@ _COMMON_OPTIONS: list[OptionDecorator] = [
                  help="Workloads YAML (default: the built-in example)."),
     click.option("--demand", type=click.Path(path_type=Path, dir_okay=False),
                  help="Hourly serving demand, CSV or YAML."),
-    click.option("--days", type=click.IntRange(1, 366), default=30, show_default=True),
+    click.option("--days", type=ranged(ge=1, le=366, integer=True), default=30, show_default=True),
     click.option("--start", default=None, help="ISO time to start (default: the market's)."),
-    click.option("--interruption-multiplier", type=click.FloatRange(0, 100), default=1.0,
+    click.option("--interruption-multiplier", type=ranged(ge=0, le=100), default=1.0,
                  show_default=True, help="Scale every pool's interruption hazard."),
-    click.option("--checkpoint-minutes", type=click.FloatRange(0, 600), default=None,
+    click.option("--checkpoint-minutes", type=ranged(ge=0, le=600), default=None,
                  help="Checkpoint write time for every job (overrides the workloads)."),
-    click.option("--period-hours", type=click.IntRange(0, 168), default=None,
+    click.option("--period-hours", type=ranged(ge=0, le=168, integer=True), default=None,
                  help="Planning period in hours; 0 = adaptive (merge hours no input "
                       "separates; the default beyond a week, else 1 h)."),
     click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc",
                  show_default=True),
-    click.option("--gap", type=click.FloatRange(0.0001, 0.5), default=None,
+    click.option("--gap", type=ranged(ge=0.0001, le=0.5), default=None,
                  help="Solve until each plan is proven within this fraction of the optimum "
                       "(e.g. 0.005); default: the quick solve, its gap reported."),
-    click.option("--time-limit", "time_limit_s", type=click.FloatRange(1, 3600), default=60.0,
+    click.option("--time-limit", "time_limit_s", type=ranged(ge=1, le=3600), default=60.0,
                  show_default=True, help="With --gap: seconds each proof may take."),
     click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
 ]  # fmt: skip
@@ -193,10 +195,10 @@ def _start(text: str | None) -> datetime | None:
     default=None,
     help="Committed shares of peak to compare, e.g. 0.4,0.6.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=ranged(ge=0, le=MAX_COUNT, integer=True), default=0, show_default=True)
 @click.option(
     "--replan-hours",
-    type=click.IntRange(1, 168),
+    type=ranged(ge=1, le=168, integer=True),
     default=6,
     show_default=True,
     help="Spotfolio's scenario replays the daemon's planning loop: re-plan this often.",
