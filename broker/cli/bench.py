@@ -17,6 +17,7 @@ report.md]`` runs every setting plus the machinery measurements (see
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -317,6 +318,14 @@ def bench_command(
     from broker.bench.report import write_report
     from broker.bench.runner import run_bench
 
+    if out is not None:  # before the run: a bad --out fails now, not after the benches
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError("--out", None, f"a file in a directory we can create ({e.strerror})",
+                             got=str(out)) from e  # fmt: skip
+        if not os.access(out.parent, os.W_OK | os.X_OK):
+            raise InputError("--out", None, "a file in a writable directory", got=str(out))
     n = windows or DEFAULT_WINDOWS
     say = None if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]"))
     result = run_bench(
