@@ -39,7 +39,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from broker.daemon.hooks import CheckpointHook
 from broker.lifecycle import LifecycleConfig
@@ -112,11 +119,19 @@ class SimSettings(StrictModel):
 
 # Instances of one reservation group: far beyond any account's quota.
 MAX_INSTANCES = 100_000
-# A number handed to a market adapter (a region count, a price scale).
-MarketNumber = (
-    Annotated[int, Bounded(ge=-MAX_COUNT, le=MAX_COUNT)]
-    | Annotated[float, Bounded(ge=-MAX_USD, le=MAX_USD)]
-)
+# A number handed to a market adapter (a region count, a price scale) is
+# finite and bounded like every other number of the file.
+_MARKET_NUMBER = Bounded(ge=-MAX_USD, le=MAX_USD)
+
+
+def _market_value(value: str | bool | int | float) -> str | bool | int | float:
+    if isinstance(value, bool | str):
+        return value
+    _MARKET_NUMBER.check(value)
+    return value
+
+
+MarketValue = Annotated[str | bool | int | float, AfterValidator(_market_value)]
 
 
 class DaemonConfig(StrictModel):
@@ -127,7 +142,7 @@ class DaemonConfig(StrictModel):
     demand: Path | None = None
     demand_seed: Annotated[int, Bounded(ge=0, le=MAX_COUNT)] = 0
     market: str = "default"
-    market_options: dict[str, str | bool | MarketNumber] = Field(default_factory=dict)
+    market_options: dict[str, MarketValue] = Field(default_factory=dict)
     provider: str = "sim"  # a name of markets.registry.PROVIDERS (checked below)
     # The provider's own settings (aws: launch templates per region, queue_url...),
     # validated by the provider's own settings model.
