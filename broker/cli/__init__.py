@@ -12,7 +12,9 @@ so that ``spotfolio --help`` and ``spotfolio whatif`` start fast.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import click
 
@@ -43,8 +45,23 @@ cli.add_command(bench.simulate_command)
 cli.add_command(bench.bench_command)
 
 
+def _terminate_as_exit() -> None:
+    """SIGTERM unwinds like Ctrl-C instead of ending the process on the spot,
+    so a solve kills its CBC child and a half-written output is removed
+    (``broker.planning.optimizer.children``, ``broker.atomic``). The daemon
+    sets its own handler when it starts its scheduler."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_term)
+
+
+def _exit_on_term(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (and exits with it when run as a script)."""
+    if argv is None:
+        _terminate_as_exit()
     try:
         rv = cli.main(args=argv, prog_name="spotfolio", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
