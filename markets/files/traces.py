@@ -349,7 +349,10 @@ def _int_array(path: Path, values: list[object], name: str, *, hi: int) -> NDArr
     try:
         arr = np.asarray(values, dtype=np.int64)
     except OverflowError as e:
-        raise InputError(str(path), name, f"integers in 0..{hi}", got=str(e)) from e
+        big = next(i for i, v in enumerate(values) if not -(2**63) <= int(str(v)) < 2**63)
+        raise InputError(
+            str(path), f"{name}[{big}]", f"an integer in 0..{hi}", got=values[big]
+        ) from e
     out = np.flatnonzero((arr < 0) | (arr > hi))
     if len(out):
         i = int(out[0])
