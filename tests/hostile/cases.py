@@ -355,8 +355,8 @@ def _trace_cases() -> Iterator[Case]:
         subdir=_TRACE_DIR,
         skip=lambda p: p[0] == "prices" and p[-1] not in (0, 7),
     )
-    # a tick that is not 0 or 1 (1 node), a price above the cap
-    for label, value in (("2", 2), ("0.5", 0.5), ("-1", -1)):
+    # a tick that is not 0 or 1 (1 node)
+    for label, value in (("2", 2), ("0.5", 0.5)):
         data = set_path(_TRACE_BASE, ("data", 3), value)
 
         def make(tmp: Path, data: object = data) -> Any:
