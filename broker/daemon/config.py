@@ -117,6 +117,8 @@ class SimSettings(StrictModel):
     api_latency_s: Annotated[float, Bounded(ge=0, le=10, unit="seconds")] = 0.0
 
 
+# A daemon config is a few KB; 1 MiB is beyond any hand-written one.
+MAX_CONFIG_BYTES = 1024 * 1024
 # Instances of one reservation group: far beyond any account's quota.
 MAX_INSTANCES = 100_000
 # A number handed to a market adapter (a region count, a price scale) is
@@ -232,6 +234,8 @@ def load_daemon_config(path: str | Path, **overrides: object) -> DaemonConfig:
     """Read, validate and resolve paths relative to the file."""
     source = str(path)
     try:
+        if Path(path).stat().st_size > MAX_CONFIG_BYTES:
+            raise InputError(source, None, f"a config file of at most {MAX_CONFIG_BYTES:,} bytes")
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError("--config", None, f"a readable UTF-8 YAML file ({e})", got=source) from e

@@ -105,6 +105,10 @@ def _fill_defaults(data: dict[str, object], defaults: ClassDefaults) -> dict[str
 
 
 MAX_THROUGHPUT = 1000.0
+MAX_WORKLOADS = 1000
+MAX_INSTANCE_TYPES = 500  # the catalogs list a few hundred GPU types in all
+# A workloads file is a few KB; 16 MiB is beyond any hand-written fleet.
+MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_PRIORITY = 1_000_000
 
 
@@ -121,7 +125,9 @@ class Workload(StrictModel):
 
     name: str = Field(min_length=1, max_length=63)
     workload_class: WorkloadClass = Field(alias="class")
-    instance_types: list[str] = Field(min_length=1, description="in order of preference")
+    instance_types: list[str] = Field(
+        min_length=1, max_length=MAX_INSTANCE_TYPES, description="in order of preference"
+    )
     # Stated factors only; see throughput_of for the rest.
     # A factor is reference work per unit-hour; 1,000x a reference GPU is
     # beyond any real type, and 1e308 overflows the solver's coefficients.
@@ -293,7 +299,9 @@ class WorkloadSet(StrictModel):
     budget_usd: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
     # Most extra dollars break-glass may spend moving spot to on-demand (horizon).
     break_glass_cap_usd: Annotated[float, Bounded(ge=0.0, le=MAX_USD)] | None = None
-    workloads: list[Workload] = Field(min_length=1)
+    # Each workload adds its own variables and rows to the plan: a thousand
+    # is beyond any fleet and keeps the solver's model in memory.
+    workloads: list[Workload] = Field(min_length=1, max_length=MAX_WORKLOADS)
 
     @model_validator(mode="before")
     @classmethod
@@ -370,6 +378,8 @@ def load_workloads(path: str | Path, *, demand_supplied: bool = False) -> Worklo
     """
     source = str(path)
     try:
+        if Path(path).stat().st_size > MAX_FILE_BYTES:
+            raise InputError(source, None, f"a workloads file of at most {MAX_FILE_BYTES:,} bytes")
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(source, None, f"a readable UTF-8 YAML file ({e})") from e
