@@ -159,7 +159,8 @@ class Workload(StrictModel):
     unit_hours: Annotated[float, Bounded(gt=0.0, le=MAX_UNITS * MAX_HOURS, unit="hours")] | None = (
         None
     )
-    deadline_hours: Annotated[float, Bounded(gt=0.0, le=MAX_HOURS, unit="hours")] | None = None
+    # A deadline only bounds the work, it sizes no array: a century of hours.
+    deadline_hours: Annotated[float, Bounded(gt=0.0, le=1e6, unit="hours")] | None = None
     min_dwell_minutes: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS * 60, unit="minutes")] = 0.0
 
     @model_validator(mode="before")
