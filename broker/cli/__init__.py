@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"spotfolio: error: {' '.join(e.format_message().split())}", err=True)
         code = EXIT_INPUT
     except InputError as e:
-        click.echo(f"spotfolio: error: {e}", err=True)
+        # one line, whatever a parser or a file put in the message
+        click.echo(f"spotfolio: error: {' '.join(str(e).split())}", err=True)
         code = EXIT_INPUT
     except ExplainableError as e:
         click.echo(f"spotfolio: cannot decide: {e}", err=True)
