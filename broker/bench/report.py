@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from broker.atomic import atomic_output
 from broker.jsondoc import at, number, obj
 
 __all__ = ["markdown", "write_report"]
@@ -192,11 +193,17 @@ def write_report(result: Mapping[str, object], path: str | Path) -> list[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     written = []
     charts: dict[str, str] = {}
+    # Each file whole or not at all (a kill mid-write leaves the old one).
     for setting, draw in (("deadline", _deadline_chart), ("fleet", _fleet_chart)):
         png = path.with_name(f"{path.stem}_{setting}.png")
-        if draw(result, png):
+        with atomic_output(png) as tmp:
+            drawn = draw(result, tmp)
+        if drawn:
             charts[setting] = png.name
             written.append(png)
-    path.write_text(markdown(result, charts))
+        else:
+            png.unlink(missing_ok=True)
+    with atomic_output(path) as tmp:
+        tmp.write_text(markdown(result, charts))
     written.insert(0, path)
     return written

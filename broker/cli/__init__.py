@@ -16,7 +16,9 @@ so that ``spotfolio --help`` and ``spotfolio whatif`` start fast.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import traceback
 from types import TracebackType
 
@@ -58,10 +60,24 @@ def redacted_excepthook(
     sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
 
 
+def _terminate_as_exit() -> None:
+    """SIGTERM unwinds like Ctrl-C instead of ending the process on the spot,
+    so a solve kills its CBC child and a half-written output is removed
+    (``broker.planning.optimizer.children``, ``broker.atomic``). The daemon
+    sets its own handler when it starts its scheduler."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_term)
+
+
+def _exit_on_term(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (and exits with it when run as a script)."""
     if argv is None:  # the process is ours: its last words go through the rule too
         sys.excepthook = redacted_excepthook
+        _terminate_as_exit()
     try:
         rv = cli.main(args=argv, prog_name="spotfolio", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
@@ -82,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(redact(f"spotfolio: error: {' '.join(e.format_message().split())}"), err=True)
         code = EXIT_INPUT
     except InputError as e:
-        click.echo(redact(f"spotfolio: error: {e}"), err=True)
+        # one line, whatever a parser or a file put in the message
+        click.echo(redact(f"spotfolio: error: {' '.join(str(e).split())}"), err=True)
         code = EXIT_INPUT
     except ExplainableError as e:
         click.echo(redact(f"spotfolio: cannot decide: {e}"), err=True)

@@ -17,6 +17,7 @@ report.md]`` runs every setting plus the machinery measurements (see
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -24,9 +25,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json
 from broker.jsondoc import obj
 from markets.errors import InputError
+from markets.numbers import MAX_COUNT
 
 # The benchmark's stack (the settings, the replay market, the loaders) is
 # imported when a command runs, not when ``spotfolio`` starts (``broker.cli``).
@@ -172,15 +175,21 @@ _DATA = click.option(
 )
 _WINDOWS = click.option(
     "--windows",
-    type=click.IntRange(min=1),
+    type=ranged(ge=1, le=100_000, integer=True),
     default=None,
     help=f"Windows per trace and job fraction (deadline) and per zone group (fleet) "
     f"[default: {DEFAULT_WINDOWS}; smaller for CI].",
 )
-_SEED = click.option("--seed", type=int, default=0, show_default=True, help="Window draws.")
+_SEED = click.option(
+    "--seed",
+    type=ranged(ge=0, le=MAX_COUNT, integer=True),
+    default=0,
+    show_default=True,
+    help="Window draws.",
+)
 _WORKERS = click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=ranged(ge=1, le=256, integer=True),
     default=1,
     show_default=True,
     help="Processes for the deadline and fleet windows (same results).",
@@ -309,6 +318,14 @@ def bench_command(
     from broker.bench.report import write_report
     from broker.bench.runner import run_bench
 
+    if out is not None:  # before the run: a bad --out fails now, not after the benches
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError("--out", None, f"a file in a directory we can create ({e.strerror})",
+                             got=str(out)) from e  # fmt: skip
+        if not os.access(out.parent, os.W_OK | os.X_OK):
+            raise InputError("--out", None, "a file in a writable directory", got=str(out))
     n = windows or DEFAULT_WINDOWS
     say = None if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]"))
     result = run_bench(

@@ -40,12 +40,14 @@ when ``spotfolio`` starts: every ``spotfolio`` invocation imports this module.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import re
 import sys
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -53,9 +55,11 @@ from typing import TYPE_CHECKING
 import click
 
 from broker.cli._adapter_options import market_options
+from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json
 from broker.daemon.logline import LogLine
 from markets.errors import InputError
+from markets.numbers import MAX_COUNT
 from markets.protocols import HistorySource
 from markets.redaction import RedactingFilter
 from markets.registry import PROVIDERS
@@ -151,6 +155,37 @@ def _logging(fmt: str, level: str) -> None:
         log.propagate = False
 
 
+# An error the market or provider registries raise names the command-line
+# option; a value that came from the config file is that file's field.
+_CONFIG_FIELD = {
+    "--market": "market",
+    "--market-option": "market_options",
+    "--provider": "provider",
+    "providers": "providers",
+    "checkpoint_hooks": "",  # its field names the hook already
+    "config": "",
+}
+
+
+@contextlib.contextmanager
+def _in_config(path: str | None, given: Collection[str]) -> Iterator[None]:
+    """Re-raise an ``InputError`` about a setting the config file gave
+    (not one of the ``given`` options) as an error naming the file and field."""
+    try:
+        yield
+    except InputError as e:
+        field = _CONFIG_FIELD.get(e.source)
+        if path is None or field is None or e.source in given:
+            raise
+        where = ".".join(p for p in (field, e.field) if p) or None
+        raise InputError(path, where, e.expected, got=e.got) from e
+
+
+def _given(**options: object) -> set[str]:
+    """The options the command line set (``market`` -> ``--market``)."""
+    return {f"--{k.replace('_', '-')}" for k, v in options.items() if v not in (None, ())}
+
+
 def _config(path: str | None, **overrides: object) -> DaemonConfig:
     """The config file (or none), the ``SPOTFOLIO_*`` environment over it and
     the command line's options over both (``broker.daemon.environ``)."""
@@ -195,7 +230,7 @@ def _announce(request: Request) -> None:
 )
 @click.option(
     "--hours",
-    type=click.IntRange(1, 24 * 365),
+    type=ranged(ge=1, le=24 * 365, integer=True),
     default=None,
     help="With --provider sim: simulate this many hours in accelerated time.",
 )
@@ -205,7 +240,12 @@ def _announce(request: Request) -> None:
               "market_options), e.g. regions=us-west-2.")  # fmt: skip
 @click.option("--start", default=None, metavar="ISO",
               help="With --provider sim: simulated time starts here (sim.start).")  # fmt: skip
-@click.option("--seed", type=int, default=None, help="Seed of the simulated cloud.")
+@click.option(
+    "--seed",
+    type=ranged(ge=0, le=MAX_COUNT, integer=True),
+    default=None,
+    help="Seed of the simulated cloud.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the simulation's result as JSON.")
 @click.option("--log-format", type=click.Choice(["kv", "json"]), default="kv", show_default=True)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
@@ -232,7 +272,9 @@ def daemon_command(
     if config_path is None:
         raise InputError("--config", None, "a daemon config file (or --provider sim --hours H)")
     config = _with_sim(_config(config_path, provider=provider, market=market), market_option, start)
-    _run(config, dry_run=dry_run, once=once)
+    given = _given(provider=provider, market=market, market_option=market_option)
+    with _in_config(config_path, given):
+        _run(config, dry_run=dry_run, once=once)
 
 
 def _with_sim(
@@ -251,7 +293,15 @@ def _with_sim(
     try:
         return type(config).model_validate(data)
     except ValidationError as e:
-        raise input_error_from("options", e) from e
+        err = input_error_from("options", e)
+        option = next((o for f, o in _OVERLAY if (err.field or "").startswith(f)), None)
+        if option is None:
+            raise err from e
+        raise InputError(option, None, err.expected, got=err.got) from e
+
+
+# The fields _with_sim lays over a config, and the option each came from.
+_OVERLAY = (("sim.start", "--start"), ("sim.seed", "--seed"), ("market_options", "--market-option"))
 
 
 def _simulate(
@@ -271,13 +321,14 @@ def _simulate(
             store_url="sqlite://", planner="fast", metrics_port=0, intervals=SIM_INTERVALS
         )
     config = _with_sim(_config(config_path, **overrides), pairs, start, seed)
-    market_source = open_config_market(config)
-    if not isinstance(market_source, HistorySource):  # the live markets have no history
-        raise InputError(
-            "--market", None, "a market with an hourly history (default or recorded data)",
-            got=config.market,
-        )  # fmt: skip
-    report = simulate_daemon(config, market_source, hours=hours, start=config.sim.start)
+    with _in_config(config_path, _given(market=market, market_option=pairs)):
+        market_source = open_config_market(config)
+        if not isinstance(market_source, HistorySource):  # the live markets have no history
+            raise InputError(
+                "--market", None, "a market with an hourly history (default or recorded data)",
+                got=config.market,
+            )  # fmt: skip
+        report = simulate_daemon(config, market_source, hours=hours, start=config.sim.start)
     out = report.to_dict()
     if as_json:
         emit_json(out)

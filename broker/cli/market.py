@@ -56,9 +56,11 @@ from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 import click
 
+from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json, err_console
 from markets.clock import SystemClock
 from markets.errors import InputError
+from markets.numbers import MAX_COUNT
 from markets.protocols import HistorySource, PriceSource
 from markets.registry import open_market
 
@@ -199,7 +201,9 @@ def _names(values: tuple[str, ...]) -> list[str]:
 @click.argument("provider", type=click.Choice(["aws"]))
 @click.option("--regions", multiple=True, required=True, help="Regions (repeat or comma-separate).")
 @click.option("--instance-types", multiple=True, required=True, help="Instance types.")
-@click.option("--days", type=float, default=7.0, show_default=True, help="History to fetch.")
+@click.option(
+    "--days", type=ranged(gt=0, le=366), default=7.0, show_default=True, help="History to fetch."
+)
 @click.option(
     "--out",
     "out",
@@ -429,7 +433,7 @@ def _sort_key(sort: str) -> Callable[[_PoolJson], tuple[bool, float, str]]:
 )
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=ranged(ge=1, le=MAX_COUNT, integer=True),
     default=None,
     help=f"Pools to list (default {TABLE_ROWS} in the table, all with --json).",
 )

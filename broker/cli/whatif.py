@@ -52,12 +52,14 @@ from typing import TYPE_CHECKING
 import click
 
 from broker.cli._adapter_options import market_options as market_options_of
+from broker.cli._numbers import ranged
 from broker.cli._options import OptionDecorator, bundled
 from broker.cli._output import console, emit_json, err_console
-from broker.cli._plot import plot_whatif
+from broker.cli._plot import check_plot_path, plot_whatif
 from broker.jsondoc import at, number, obj
 from markets.clock import ensure_utc
 from markets.errors import InputError
+from markets.numbers import MAX_COUNT
 from markets.protocols import PriceSource
 from markets.registry import open_market
 
@@ -118,7 +120,8 @@ def _inputs(c: CommonOptions) -> tuple[PriceSource, WorkloadSet, DemandSet | Non
     )
     src = open_market(c.market, **market_options_of(c.market_options))
     if not isinstance(src, PriceSource):
-        raise TypeError(f"--market {c.market}: not a market: {type(src).__name__}")
+        raise InputError("--market", None, "a market (default, aws, gcp, a file or a directory)",
+                         got=c.market)  # fmt: skip
     dem = load_demand(c.demand, ws) if c.demand else None
     return src, ws, dem
 
@@ -133,21 +136,21 @@ _COMMON_OPTIONS: list[OptionDecorator] = [
                  help="Workloads YAML (default: the built-in example)."),
     click.option("--demand", type=click.Path(path_type=Path, dir_okay=False),
                  help="Hourly serving demand, CSV or YAML."),
-    click.option("--days", type=click.IntRange(1, 366), default=30, show_default=True),
+    click.option("--days", type=ranged(ge=1, le=366, integer=True), default=30, show_default=True),
     click.option("--start", default=None, help="ISO time to start (default: the market's)."),
-    click.option("--interruption-multiplier", type=click.FloatRange(0, 100), default=1.0,
+    click.option("--interruption-multiplier", type=ranged(ge=0, le=100), default=1.0,
                  show_default=True, help="Scale every pool's interruption hazard."),
-    click.option("--checkpoint-minutes", type=click.FloatRange(0, 600), default=None,
+    click.option("--checkpoint-minutes", type=ranged(ge=0, le=600), default=None,
                  help="Checkpoint write time for every job (overrides the workloads)."),
-    click.option("--period-hours", type=click.IntRange(0, 168), default=None,
+    click.option("--period-hours", type=ranged(ge=0, le=168, integer=True), default=None,
                  help="Planning period in hours; 0 = adaptive (merge hours no input "
                       "separates; the default beyond a week, else 1 h)."),
     click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc",
                  show_default=True),
-    click.option("--gap", type=click.FloatRange(0.0001, 0.5), default=None,
+    click.option("--gap", type=ranged(ge=0.0001, le=0.5), default=None,
                  help="Solve until each plan is proven within this fraction of the optimum "
                       "(e.g. 0.005); default: the quick solve, its gap reported."),
-    click.option("--time-limit", "time_limit_s", type=click.FloatRange(1, 3600), default=60.0,
+    click.option("--time-limit", "time_limit_s", type=ranged(ge=1, le=3600), default=60.0,
                  show_default=True, help="With --gap: seconds each proof may take."),
     click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
 ]  # fmt: skip
@@ -180,9 +183,14 @@ def _start(text: str | None) -> datetime | None:
     if text is None:
         return None
     try:
-        return ensure_utc(datetime.fromisoformat(text))
+        at = ensure_utc(datetime.fromisoformat(text))
     except ValueError as e:
         raise InputError("--start", None, "an ISO 8601 time like 2026-01-01T00:00", got=text) from e
+    if at != at.replace(minute=0, second=0, microsecond=0):
+        raise InputError("--start", None, "a whole hour like 2026-01-01T00:00", got=text)
+    if not 2000 <= at.year < 2200:  # pandas' nanosecond times end in 2262
+        raise InputError("--start", None, "a time from 2000 to 2200", got=text)
+    return at
 
 
 @click.command(name="whatif")
@@ -193,10 +201,10 @@ def _start(text: str | None) -> datetime | None:
     default=None,
     help="Committed shares of peak to compare, e.g. 0.4,0.6.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=ranged(ge=0, le=MAX_COUNT, integer=True), default=0, show_default=True)
 @click.option(
     "--replan-hours",
-    type=click.IntRange(1, 168),
+    type=ranged(ge=1, le=168, integer=True),
     default=6,
     show_default=True,
     help="Spotfolio's scenario replays the daemon's planning loop: re-plan this often.",
@@ -215,10 +223,13 @@ def whatif_command(
     from broker.whatif.run import run_whatif
 
     levels = _levels(committed)
+    if plot is not None:
+        check_plot_path(plot)  # before the run: a bad --plot fails in a second, not an hour
+    start = _start(common.start)
     src, ws, dem = _inputs(common)
     opts = _options(common)
     with err_console.status("planning...", spinner="dots") as status:
-        result = run_whatif(src, ws, start=_start(common.start), days=common.days, demand=dem,
+        result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
                             options=opts, committed_levels=levels, seed=seed,
                             progress=lambda m: status.update(m),
                             replan_hours=replan_hours)  # fmt: skip
@@ -303,12 +314,15 @@ def plan_command(common: CommonOptions) -> None:
     from broker.planning.optimizer.problem import build_problem
     from broker.planning.optimizer.solve import solve
 
+    start = _start(common.start)
     src, ws, dem = _inputs(common)
-    snapshot = src.snapshot(_start(common.start))
+    snapshot = src.snapshot(start)
     hours = common.days * 24
+    # Plans run on whole hours; a recorded market's latest time rarely is one.
+    at = snapshot.at.replace(minute=0, second=0, microsecond=0)
     if dem is None:
-        dem = DemandSet.from_shapes(ws, snapshot.at - timedelta(days=28), 28 * 24 + hours)
-    window = dem.window(snapshot.at, hours)
+        dem = DemandSet.from_shapes(ws, at - timedelta(days=28), 28 * 24 + hours)
+    window = dem.window(at, hours)
     serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
     opts = _options(common)
     plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts))

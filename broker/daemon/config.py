@@ -42,17 +42,25 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from broker.daemon.environ import validate_with_environment
 from broker.daemon.hooks import CheckpointHook
 from broker.lifecycle import LifecycleConfig
 from broker.lifecycle.values import REMOVED_TTL_MESSAGE
 from markets.errors import InputError
+from markets.numbers import DAY_S, MAX_COUNT, MAX_USD, Bounded
 from markets.registry import PROVIDERS
-from markets.validation import FieldError, StrictModel, read_yaml
+from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
 from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
 
 __all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
@@ -63,25 +71,27 @@ class Intervals(StrictModel):
 
     # A market snapshot older than this is refreshed; AWS spot prices move a
     # few % a week (economics.md s7), placement scores faster: 15 minutes.
-    refresh_market_s: float = Field(default=900.0, gt=0)
-    replan_s: float = Field(default=3600.0, gt=0)  # hourly: the plan's period
-    reconcile_s: float = Field(default=60.0, gt=0)
+    refresh_market_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 900.0
+    replan_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = (
+        3600.0  # hourly: the plan's period
+    )
+    reconcile_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 60.0
     # A few seconds: the AWS notice window is 120 s (economics.md s7).
-    poll_notices_s: float = Field(default=5.0, gt=0, le=60)
-    lease_renew_s: float = Field(default=10.0, gt=0)
+    poll_notices_s: Annotated[float, Bounded(gt=0, le=60, unit="seconds")] = 5.0
+    lease_renew_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 10.0
     # Break-glass stretches due to be extended or ended are checked this
     # often; it must be shorter than the lifecycle's return_lead_s (300 s by
     # default), or a stretch can outrun the dollars the cap committed to it.
-    upkeep_s: float = Field(default=30.0, gt=0)
+    upkeep_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 30.0
 
 
 class Backoff(StrictModel):
     """Jittered exponential backoff on throttling (the pool cool-down after
     refused capacity is ``markets.ttl.UNAVAILABLE_OFFERING_TTL_S``)."""
 
-    max_attempts: int = Field(default=4, ge=1, le=20)
-    base_s: float = Field(default=0.5, ge=0)
-    cap_s: float = Field(default=8.0, ge=0)
+    max_attempts: Annotated[int, Bounded(ge=1, le=20)] = 4
+    base_s: Annotated[float, Bounded(ge=0, le=3600, unit="seconds")] = 0.5
+    cap_s: Annotated[float, Bounded(ge=0, le=3600, unit="seconds")] = 8.0
 
     @model_validator(mode="before")
     @classmethod
@@ -96,12 +106,12 @@ class Backoff(StrictModel):
 class SimSettings(StrictModel):
     """The simulated provider (``provider: sim``)."""
 
-    seed: int = 0
-    notice_seconds: float = Field(default=120.0, gt=0)
-    duplicate_rate: float = Field(default=0.0, ge=0, le=1)
+    seed: Annotated[int, Bounded(ge=0, le=MAX_COUNT)] = 0
+    notice_seconds: Annotated[float, Bounded(gt=0, le=3600, unit="seconds")] = 120.0
+    duplicate_rate: Annotated[float, Bounded(ge=0, le=1)] = 0.0
     reorder: bool = False
-    listing_lag_s: float = Field(default=0.0, ge=0)
-    throttle_rate: float = Field(default=0.0, ge=0, le=1)
+    listing_lag_s: Annotated[float, Bounded(ge=0, le=DAY_S, unit="seconds")] = 0.0
+    throttle_rate: Annotated[float, Bounded(ge=0, le=1)] = 0.0
     # Running daemon only (not --hours): simulated time passes at the real
     # rate from here (default: the market's first hour), and with a
     # state_file the account lives in that file, so it outlives the process
@@ -110,7 +120,26 @@ class SimSettings(StrictModel):
     state_file: Path | None = None
     # With a state_file: each launch/terminate takes this long (wall clock),
     # half before the cloud acts and half for its answer.
-    api_latency_s: float = Field(default=0.0, ge=0, le=10)
+    api_latency_s: Annotated[float, Bounded(ge=0, le=10, unit="seconds")] = 0.0
+
+
+# A daemon config is a few KB; 1 MiB is beyond any hand-written one.
+MAX_CONFIG_BYTES = 1024 * 1024
+# Instances of one reservation group: far beyond any account's quota.
+MAX_INSTANCES = 100_000
+# A number handed to a market adapter (a region count, a price scale) is
+# finite and bounded like every other number of the file.
+_MARKET_NUMBER = Bounded(ge=-MAX_USD, le=MAX_USD)
+
+
+def _market_value(value: str | bool | int | float) -> str | bool | int | float:
+    if isinstance(value, bool | str):
+        return value
+    _MARKET_NUMBER.check(value)
+    return value
+
+
+MarketValue = Annotated[str | bool | int | float, AfterValidator(_market_value)]
 
 
 class DaemonConfig(StrictModel):
@@ -119,24 +148,26 @@ class DaemonConfig(StrictModel):
     store_url: str = "sqlite:///spotfolio-daemon.db"
     workloads: Path | None = None
     demand: Path | None = None
-    demand_seed: int = 0
+    demand_seed: Annotated[int, Bounded(ge=0, le=MAX_COUNT)] = 0
     market: str = "default"
-    market_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    market_options: dict[str, MarketValue] = Field(default_factory=dict)
     provider: str = "sim"  # a name of markets.registry.PROVIDERS (checked below)
     # The provider's own settings (aws: launch templates per region, queue_url...),
     # validated by the provider's own settings model.
     provider_options: dict[str, object] = Field(default_factory=dict)
     planner: Literal["milp", "fast"] = "milp"
-    horizon_hours: int = Field(default=24, ge=1, le=168)
-    committed: dict[str, int] = Field(default_factory=dict)
+    horizon_hours: Annotated[int, Bounded(ge=1, le=168, unit="hours")] = 24
+    committed: dict[str, Annotated[int, Bounded(ge=0, le=MAX_INSTANCES)]] = Field(
+        default_factory=dict
+    )
     intervals: Intervals = Field(default_factory=Intervals)
     backoff: Backoff = Field(default_factory=Backoff)
-    lease_ttl_s: float = Field(default=30.0, gt=0)
+    lease_ttl_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 30.0
     # A launched instance may take this long to show in the cloud's listing
     # (EC2 DescribeInstances is eventually consistent): until then the store's
     # record of it counts as present.
-    listing_grace_s: float = Field(default=120.0, ge=0)
-    metrics_port: int = Field(default=9108, ge=0, le=65535)
+    listing_grace_s: Annotated[float, Bounded(ge=0, le=DAY_S, unit="seconds")] = 120.0
+    metrics_port: Annotated[int, Bounded(ge=0, le=65535)] = 9108
     # Address the metrics endpoint binds: loopback unless a scraper elsewhere
     # must reach it (the container image and Terraform modules set 0.0.0.0).
     metrics_addr: str = "127.0.0.1"
@@ -156,7 +187,7 @@ class DaemonConfig(StrictModel):
     # interruption_multiplier) and in the lifecycle (ranking, deadline margin,
     # return to spot). 2 is an assumption: prices and hazards drift a few %
     # a week, but what went unseen may be a revocation wave.
-    stale_hazard_multiplier: float = Field(default=2.0, ge=1.0, le=100.0)
+    stale_hazard_multiplier: Annotated[float, Bounded(ge=1, le=100)] = 2.0
     # Per workload: a command (argv) or a webhook called when a notice revokes
     # one of its instances, with the time left in the window as its budget.
     checkpoint_hooks: dict[str, CheckpointHook] = Field(default_factory=dict)
@@ -224,6 +255,8 @@ def load_daemon_config(
     ``overrides`` both (``broker.daemon.environ``)."""
     source = str(path)
     try:
+        if Path(path).stat().st_size > MAX_CONFIG_BYTES:
+            raise InputError(source, None, f"a config file of at most {MAX_CONFIG_BYTES:,} bytes")
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError("--config", None, f"a readable UTF-8 YAML file ({e})", got=source) from e
@@ -231,6 +264,10 @@ def load_daemon_config(
     if not isinstance(data, dict):
         raise InputError(source, None, "a mapping of daemon settings", got=type(data).__name__)
     cfg = validate_with_environment(DaemonConfig, data, source, environ, overrides)
+    try:  # the lifecycle's own settings, checked here so a bad one names this file
+        LifecycleConfig.model_validate(cfg.lifecycle)
+    except ValidationError as e:
+        raise input_error_from(source, e, prefix="lifecycle") from e
     base = Path(path).resolve().parent
     updates: dict[str, object] = {}
     for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand)):

@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from markets.model import Tier
+from markets.numbers import DAY_S, MAX_COUNT, MAX_HOURS, MAX_UNITS, WEEK_S, Bounded
 from policies.breakglass import BreakerSettings
 
 __all__ = [
@@ -191,56 +193,56 @@ class LifecycleConfig(BaseModel):
     # Preemption budget (economics.md section 1, example C): at most 5 % of
     # capacity re-placed on spot per 10 min, at least one 8-GPU node; one
     # preemption-driven resize per job per hour.
-    churn_window_s: float = Field(default=600.0, gt=0.0)
-    churn_max_share: float = Field(default=0.05, ge=0.0, le=1.0)
-    churn_floor_units: float = Field(default=8.0, ge=0.0)
-    resize_budget_interval_s: float = Field(default=3600.0, ge=0.0)
+    churn_window_s: Annotated[float, Bounded(gt=0.0, le=WEEK_S, unit="seconds")] = 600.0
+    churn_max_share: Annotated[float, Bounded(ge=0.0, le=1.0)] = 0.05
+    churn_floor_units: Annotated[float, Bounded(ge=0.0, le=MAX_UNITS)] = 8.0
+    resize_budget_interval_s: Annotated[float, Bounded(ge=0.0, le=WEEK_S, unit="seconds")] = 3600.0
     # Deadline slack must cover what spot is expected to lose to further
     # interruptions before the deadline (hazard x hours left x (restart + half
     # a checkpoint interval)), and at least this: to run smaller; below it at
     # full size, the deadline needs on-demand.
-    deadline_margin_min_hours: float = Field(default=1.0, ge=0.0)
+    deadline_margin_min_hours: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS, unit="hours")] = 1.0
     # Tensor/pipeline-parallel groups are rigid (economics.md section 6): a
     # gang's replacement node is the same type unless this is switched off.
     training_same_instance_type: bool = True
     # Batch replaces only this much above the lost pool's cost per unit of
     # work; dearer, it waits (restart-tolerant, spot-first).
-    batch_replace_max_premium: float = Field(default=0.25, ge=0.0)
+    batch_replace_max_premium: Annotated[float, Bounded(ge=0.0, le=100)] = 0.25
     # A break-glass stretch is committed for max(this, breaker close + dwell)
     # and extended by this much at a time while the cap allows.
-    break_glass_min_hours: float = Field(default=1.0, gt=0.0)
+    break_glass_min_hours: Annotated[float, Bounded(gt=0.0, le=MAX_HOURS, unit="hours")] = 1.0
     # Hysteresis: at least this long on on-demand (or the job's min dwell if
     # longer) before going back to spot, and only when savings x expected
     # lifetime > return_margin x switching cost.
-    return_min_dwell_s: float = Field(default=1800.0, ge=0.0)
-    return_margin: float = Field(default=1.0, ge=0.0)
+    return_min_dwell_s: Annotated[float, Bounded(ge=0.0, le=WEEK_S, unit="seconds")] = 1800.0
+    return_margin: Annotated[float, Bounded(ge=0.0, le=1000)] = 1.0
     # Decide to extend or end a stretch this long before its dollars run out
     # (a return needs time to launch spot first); tick more often than this.
-    return_lead_s: float = Field(default=300.0, ge=0.0)
+    return_lead_s: Annotated[float, Bounded(ge=0.0, le=DAY_S, unit="seconds")] = 300.0
     # Expected spot lifetime credited to a pool that never revokes (1 week).
-    max_spot_lifetime_hours: float = Field(default=168.0, gt=0.0)
+    max_spot_lifetime_hours: Annotated[float, Bounded(gt=0.0, le=MAX_HOURS, unit="hours")] = 168.0
     # A rebalance recommendation can come well before the 2-min warning, or
     # never be followed by one (EC2 User Guide, "rebalance recommendations"):
     # act only where >= min_samples resolved ones were followed by an
     # interruption within the window at least min_precision of the time.
-    rebalance_window_s: float = Field(default=3600.0, gt=0.0)
-    rebalance_min_samples: int = Field(default=10, ge=1)
-    rebalance_min_precision: float = Field(default=0.5, ge=0.0, le=1.0)
-    rebalance_stale_s: float = Field(default=600.0, gt=0.0)
+    rebalance_window_s: Annotated[float, Bounded(gt=0.0, le=WEEK_S, unit="seconds")] = 3600.0
+    rebalance_min_samples: Annotated[int, Bounded(ge=1, le=MAX_COUNT)] = 10
+    rebalance_min_precision: Annotated[float, Bounded(ge=0.0, le=1.0)] = 0.5
+    rebalance_stale_s: Annotated[float, Bounded(gt=0.0, le=WEEK_S, unit="seconds")] = 600.0
     # Time a job needs before a notice checkpoint can start writing (quiesce).
-    checkpoint_margin_s: float = Field(default=5.0, ge=0.0)
+    checkpoint_margin_s: Annotated[float, Bounded(ge=0.0, le=DAY_S, unit="seconds")] = 5.0
     # A decided launch counts in zone shares and sizes until the fleet shows
     # it, or this long (then it is taken to have failed).
-    pending_launch_ttl_s: float = Field(default=600.0, gt=0.0)
+    pending_launch_ttl_s: Annotated[float, Bounded(gt=0.0, le=DAY_S, unit="seconds")] = 600.0
     # Notice ids remembered for duplicate detection (the store dedups too).
-    remembered_notices: int = Field(default=100_000, ge=1)
+    remembered_notices: Annotated[int, Bounded(ge=1, le=10_000_000)] = 100_000
     # A stale snapshot (no fresh market data within its TTL) widens risk
     # margins: every pool's hazard counts this many times over in ranking,
     # deadline margins and the return-to-spot test (ARCHITECTURE.md, "Stale
     # market data"). The daemon sets it from its stale_hazard_multiplier.
-    stale_hazard_multiplier: float = Field(default=2.0, ge=1.0)
+    stale_hazard_multiplier: Annotated[float, Bounded(ge=1.0, le=100)] = 2.0
     # The deadline rule's decision grid (broker.lifecycle.deadline): its safety
     # net counts whole ticks of this length, so a waiting job can still finish
     # on on-demand if the next look comes a tick later. 10 min: the bench's
     # decision tick; the daemon ticks more often, which only adds margin.
-    deadline_tick_s: float = Field(default=600.0, gt=0.0)
+    deadline_tick_s: Annotated[float, Bounded(gt=0.0, le=DAY_S, unit="seconds")] = 600.0

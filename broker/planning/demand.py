@@ -37,12 +37,22 @@ from pydantic import ValidationError
 
 from broker.planning.forecast import HOUR, Forecast, forecast_hour_of_week, hourly_index
 from markets.errors import InputError
+from markets.numbers import MAX_HOURS, MAX_UNITS, Bounded, NumberError
 from markets.validation import input_error_from, read_yaml
 from policies.workloads.spec import DemandShape, WorkloadClass, WorkloadSet
 
 __all__ = ["DemandSet", "Forecast", "example_demand_path", "forecast_hour_of_week", "load_demand"]
 
 DEFAULT_NOISE = 0.03  # 3 % hour-to-hour jitter on shape curves: "a little noise"
+# Units of one workload in one hour, and hours of one file (markets.numbers):
+# memory scales with the hours (YAML ``hours: 1e9`` asked for 7.45 GiB).
+UNITS = Bounded(ge=0, le=MAX_UNITS)
+HOURS = Bounded(ge=1, le=MAX_HOURS, integer=True, unit="hours")
+# Hours a demand file may name: pandas' nanosecond times end in 2262.
+FIRST_HOUR = pd.Timestamp("2000-01-01", tz="UTC")
+LAST_HOUR = pd.Timestamp("2200-01-01", tz="UTC")
+# A demand file of 10 years x 100 workloads in CSV is ~100 MB.
+MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
 def _from_shape(
@@ -117,11 +127,16 @@ class DemandSet:
         return len(self.index)
 
     def window(self, start: datetime | pd.Timestamp, hours: int) -> DemandSet:
-        """The hours ``[start, start + hours)``; ValueError if not all covered."""
+        """The hours ``[start, start + hours)``; an ``InputError`` naming the
+        demand's source (the file) if it does not cover them all."""
         index = hourly_index(start, hours)
         if not index.isin(self.index).all():
-            raise ValueError(
-                f"demand covers {self.index[0]} .. {self.index[-1]}, not {index[0]} .. {index[-1]}"
+            raise InputError(
+                self.source,
+                None,
+                f"demand for every planned hour, {index[0].isoformat()} .. "
+                f"{index[-1].isoformat()} (it covers {self.index[0].isoformat()} .. "
+                f"{self.index[-1].isoformat()}: give --start and --days inside that)",
             )
         return DemandSet({n: s.loc[index] for n, s in self.serving.items()}, index, self.source)
 
@@ -160,6 +175,12 @@ def load_demand(
     the line (1-based, the header is line 1) or field, and the column.
     """
     source = str(path)
+    try:
+        size = Path(path).stat().st_size
+    except OSError as e:
+        raise InputError(source, None, f"a readable demand file ({e.strerror})") from e
+    if size > MAX_FILE_BYTES:
+        raise InputError(source, None, f"a demand file of at most {MAX_FILE_BYTES:,} bytes")
     if Path(path).suffix.lower() in (".yaml", ".yml"):
         serving, index = _read_yaml(Path(path), source, workloads, start, hours, seed)
     else:
@@ -281,7 +302,16 @@ def _parse_hours(col: pd.Series, lines: np.ndarray, source: str) -> pd.DatetimeI
             "an ISO 8601 time (UTC if no offset)",
             got=col.iloc[i],
         )
-    index = pd.DatetimeIndex(stamps)
+    out = ~((stamps >= FIRST_HOUR) & (stamps < LAST_HOUR)).to_numpy(dtype=bool)
+    if out.any():
+        i = int(np.argmax(out))
+        raise InputError(
+            source,
+            f"line {lines[i]}, column hour",
+            f"a time from {FIRST_HOUR.year} to {LAST_HOUR.year}",
+            got=col.iloc[i],
+        )
+    index = pd.DatetimeIndex(stamps.dt.as_unit("ns"))
     partial = np.asarray(index != index.floor("h"))
     if partial.any():
         i = int(np.argmax(partial))
@@ -320,11 +350,11 @@ def _parse_units(col: pd.Series, lines: np.ndarray, source: str, column: str) ->
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(source, f"line {lines[i]}, column {column}", "a number", got=col.iloc[i])
-    negative = values < 0
-    if negative.any():
-        i = int(np.argmax(negative))
+    outside = (values < 0) | (values > MAX_UNITS)
+    if outside.any():
+        i = int(np.argmax(outside))
         raise InputError(
-            source, f"line {lines[i]}, column {column}", "a number >= 0", got=col.iloc[i]
+            source, f"line {lines[i]}, column {column}", UNITS.expected, got=col.iloc[i]
         )
     return values
 
@@ -354,8 +384,12 @@ def _read_yaml(
     count = data.get("hours", hours)
     if count is None:
         count = max(lengths) if lengths else None
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise InputError(source, "hours", "a whole number of hours >= 1", got=count)
+    try:
+        count = int(HOURS.check(count))
+    except NumberError as e:
+        raise InputError(source, "hours", str(e), got=count) from e
+    if begin + pd.Timedelta(hours=count) > LAST_HOUR:
+        raise InputError(source, "hours", f"hours that end before {LAST_HOUR.year}", got=count)
     index = hourly_index(begin, count)
     serving: dict[str, pd.Series] = {}
     for name, entry in entries.items():
@@ -382,9 +416,14 @@ def _yaml_start(value: object, source: str) -> pd.Timestamp:
         raise InputError(source, "start", "an ISO 8601 time", got=value)
     try:
         stamp = pd.Timestamp(value)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise InputError(source, "start", "an ISO 8601 time", got=value) from e
     stamp = stamp.tz_localize("UTC") if stamp.tz is None else stamp.tz_convert("UTC")
+    if not FIRST_HOUR <= stamp < LAST_HOUR:
+        raise InputError(
+            source, "start", f"a time from {FIRST_HOUR.year} to {LAST_HOUR.year}", got=str(value)
+        )
+    stamp = stamp.as_unit("ns")
     if stamp != stamp.floor("h"):
         raise InputError(source, "start", "a whole hour", got=str(value))
     return stamp
@@ -396,7 +435,10 @@ def _yaml_values(
     if len(entry) != len(index):
         raise InputError(source, where, f"{len(index)} hourly values", got=f"{len(entry)} values")
     for i, v in enumerate(entry):
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
-        if not ok:
-            raise InputError(source, f"{where}[{i}]", "a number >= 0", got=v)
+        if not isinstance(v, int | float):  # text is not a number here
+            raise InputError(source, f"{where}[{i}]", UNITS.expected, got=v)
+        try:
+            UNITS.check(v)
+        except NumberError as e:
+            raise InputError(source, f"{where}[{i}]", str(e), got=v) from e
     return pd.Series(np.asarray(entry, dtype=float), index=index, name=where, dtype=float)

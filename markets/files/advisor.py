@@ -52,6 +52,7 @@ from markets.files.parsing import (
     with_report,
 )
 from markets.hazard.prior import ADVISOR_BUCKET_SHARES, HOURS_PER_MONTH, monthly_share_to_rate
+from markets.validation import json_loads
 
 __all__ = [
     "ADVISOR_COLUMNS",
@@ -131,7 +132,7 @@ def load_spot_advisor(path: str | Path, *, policy: BadRowPolicy = DEFAULT_POLICY
     ``spot_advisor.<region>.<os>.<type>``."""
     path = Path(path)
     try:
-        doc: object = json.loads(read_text(path))
+        doc: object = json_loads(read_text(path), str(path))
     except json.JSONDecodeError as e:
         raise InputError(str(path), f"line {e.lineno}", "valid JSON", got=e.msg) from e
     advisor = doc.get("spot_advisor") if isinstance(doc, dict) else None

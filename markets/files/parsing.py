@@ -32,6 +32,7 @@ from markets.errors import InputError
 __all__ = [
     "DEFAULT_POLICY",
     "MAX_EXAMPLES",
+    "MAX_TEXT_CHARS",
     "STRICT",
     "BadRow",
     "BadRowPolicy",
@@ -201,14 +202,23 @@ def open_text(path: Path) -> io.TextIOBase:
     return io.TextIOWrapper(path.open("rb"), encoding="utf-8", newline="")
 
 
+# Characters of one input file once decompressed: the shipped and public
+# data sets are a few MB; 256 Mi keeps a gzip bomb or a stray disk image from
+# filling memory before a line is parsed.
+MAX_TEXT_CHARS = 256 * 1024 * 1024
+
+
 def read_text(path: Path) -> str:
-    """The whole (possibly gzipped) file as text; a decoding failure is an
-    ``InputError`` naming the file."""
+    """The whole (possibly gzipped) file as text; a decoding failure, or more
+    than ``MAX_TEXT_CHARS`` characters, is an ``InputError`` naming the file."""
     try:
         with open_text(path) as fh:
-            return fh.read()
-    except (UnicodeDecodeError, OSError, EOFError) as e:
+            text = fh.read(MAX_TEXT_CHARS + 1)
+    except (UnicodeDecodeError, OSError, EOFError, gzip.BadGzipFile) as e:
         raise InputError(str(path), None, "UTF-8 text (optionally gzip)", got=str(e)) from e
+    if len(text) > MAX_TEXT_CHARS:
+        raise InputError(str(path), None, f"at most {MAX_TEXT_CHARS:,} characters of text")
+    return text
 
 
 @dataclass(frozen=True)

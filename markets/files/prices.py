@@ -65,6 +65,8 @@ from markets.files.parsing import (
     require_columns,
     with_report,
 )
+from markets.numbers import MAX_USD_PER_HOUR
+from markets.validation import json_loads
 
 __all__ = [
     "AWS_CSV_COLUMNS",
@@ -84,6 +86,9 @@ S = TypeVar("S", str, bool)  # what a mapped pandas Series holds
 
 PRICE_COLUMNS = ("timestamp", "provider", "region", "zone", "instance_type", "spot_usd_per_hour")
 AWS_CSV_COLUMNS = ("Timestamp", "AvailabilityZone", "InstanceType", "SpotPrice")
+# Spot prices exist since 2009; pandas' nanosecond times end in 2262.
+_FIRST_TIME = pd.Timestamp("2000-01-01", tz="UTC")
+_LAST_TIME = pd.Timestamp("2200-01-01", tz="UTC")
 _LINUX = "Linux/UNIX"
 # A zone name is its region plus a letter, or a local-zone suffix (us-west-2-lax-1a).
 _ZONE_RE = r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)(?:-[a-z0-9]+)*[a-z]$"
@@ -138,14 +143,14 @@ def _json_rows(
     text = read_text(path)
     records: list[tuple[str, object]] = []
     try:
-        docs: list[tuple[str, object]] = [("", json.loads(text))]
+        docs: list[tuple[str, object]] = [("", json_loads(text, str(path)))]
     except json.JSONDecodeError as first_error:
         docs = []
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                docs.append((f"line {n}: ", json.loads(line)))
+                docs.append((f"line {n}: ", json_loads(line, str(path))))
             except json.JSONDecodeError as e:
                 if n == 1:
                     raise InputError(
@@ -216,6 +221,9 @@ def _normalise(
     """Vectorised validation of string columns -> the price-history schema."""
     n = len(raw)
     ts = pd.to_datetime(raw["timestamp"], utc=True, errors="coerce", format="ISO8601")
+    # pandas parses year 9999 (microseconds reach it), but the schema is in
+    # nanoseconds, which end in 2262: a time outside TIME_RANGE is a bad row.
+    in_range = ((ts >= _FIRST_TIME) & (ts < _LAST_TIME)).to_numpy(dtype=bool)
     price = pd.to_numeric(raw["price"], errors="coerce")
     zone = _by_unique(raw["zone"], lambda u: u.str.strip())
     region = _by_unique(zone, lambda u: u.str.extract(_ZONE_RE, expand=True)["region"])
@@ -230,16 +238,18 @@ def _normalise(
         [
             other_provider,
             ts.isna().to_numpy(),
+            ~in_range,
             region.isna().to_numpy(),
             ~ok_itype.to_numpy(),
-            ~(price > 0).to_numpy(dtype=bool),
+            ~((price > 0) & (price <= MAX_USD_PER_HOUR)).to_numpy(dtype=bool),
         ],
         [
             "provider is not 'aws' (only AWS histories today)",
             "Timestamp is not an ISO 8601 time",
+            f"Timestamp is not between {_FIRST_TIME.year} and {_LAST_TIME.year}",
             "AvailabilityZone is not a zone name (e.g. us-east-1a)",
             "InstanceType is not a type name (e.g. p3.2xlarge)",
-            "SpotPrice is not a price > 0",
+            f"SpotPrice is not a price > 0 and <= {MAX_USD_PER_HOUR:,.0f}",
         ],
         default="",
     )

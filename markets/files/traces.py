@@ -73,7 +73,6 @@ as the instance type with ``gpus_per_node=None``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -87,6 +86,8 @@ from numpy.typing import NDArray
 
 from markets.errors import InputError
 from markets.files.parsing import read_text
+from markets.numbers import DAY_S, MAX_USD_PER_HOUR, Bounded, NumberError
+from markets.validation import read_json
 
 __all__ = [
     "HELD_READING_FROM",
@@ -106,6 +107,13 @@ OneNodeRaw = Literal["preempted", "held"]
 # Collections started on or after this date read 1 as held (module docstring:
 # the 2023 files match the published held shares only that way).
 HELD_READING_FROM = datetime(2023, 1, 1, tzinfo=UTC)
+# A tick lasts at most a day (the public traces tick every 1-16 minutes).
+GAP_SECONDS = Bounded(gt=0, le=DAY_S, unit="seconds")
+# Ticks in one file: a year at 1-second ticks is 31.5 M; the public ones hold
+# a few thousand. Bounds the arrays built per tick.
+MAX_TICKS = 50_000_000
+# pandas' nanosecond clock ends in 2262; traces end well before.
+_LAST_TICK = pd.Timestamp("2200-01-01", tz="UTC")
 
 # (provider, trace name) -> (instance type, GPUs per node). Sources: AWS EC2
 # P2/P3 instance type pages (p2.xlarge 1 K80, p2.8xlarge 8 K80, p3.2xlarge 1
@@ -283,10 +291,7 @@ def load_spot_trace(
     path = Path(path)
     provider, kind, nodes, start = _parse_location(path, provider, kind, nodes, start)
     zone, region, itype, gpus = _parse_name(path, provider)
-    try:
-        doc: object = json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        raise InputError(str(path), f"line {e.lineno}", "valid JSON", got=e.msg) from e
+    doc: object = read_json(read_text(path), str(path))
     if not isinstance(doc, dict):
         raise InputError(str(path), "(top level)", "an object with metadata and data")
     gap = _gap_seconds(path, doc)
@@ -295,7 +300,11 @@ def load_spot_trace(
         raise InputError(
             str(path), "data", "a non-empty list of tick values", got=type(data).__name__
         )
+    if len(data) > MAX_TICKS:
+        raise InputError(str(path), "data", f"at most {MAX_TICKS:,} ticks", got=len(data))
     raw = _int_array(path, data, "data", hi=1 if nodes == 1 else nodes)
+    if pd.Timestamp(start) + pd.Timedelta(seconds=gap * len(raw)) > _LAST_TICK:
+        raise InputError(str(path), "metadata.gap_seconds", "ticks that end before 2200", got=gap)
     if one_node_raw is None:  # by collection date, see HELD_READING_FROM
         one_node_raw = "held" if start >= HELD_READING_FROM else "preempted"
     available = (1 - raw) if nodes == 1 and one_node_raw == "preempted" else raw
@@ -323,14 +332,12 @@ def load_spot_trace(
 def _gap_seconds(path: Path, doc: Mapping[str, object]) -> float:
     meta = doc.get("metadata")
     gap = meta.get("gap_seconds") if isinstance(meta, dict) else None
-    if (
-        isinstance(gap, bool)
-        or not isinstance(gap, int | float)
-        or not np.isfinite(gap)
-        or gap <= 0
-    ):
-        raise InputError(str(path), "metadata.gap_seconds", "a number > 0", got=gap)
-    return float(gap)
+    if not isinstance(gap, int | float):  # text is not a number in JSON
+        raise InputError(str(path), "metadata.gap_seconds", GAP_SECONDS.expected, got=gap)
+    try:
+        return float(GAP_SECONDS.check(gap))
+    except NumberError as e:
+        raise InputError(str(path), "metadata.gap_seconds", str(e), got=gap) from e
 
 
 def _int_array(path: Path, values: list[object], name: str, *, hi: int) -> NDArray[np.int64]:
@@ -342,7 +349,10 @@ def _int_array(path: Path, values: list[object], name: str, *, hi: int) -> NDArr
     try:
         arr = np.asarray(values, dtype=np.int64)
     except OverflowError as e:
-        raise InputError(str(path), name, f"integers in 0..{hi}", got=str(e)) from e
+        big = next(i for i, v in enumerate(values) if not -(2**63) <= int(str(v)) < 2**63)
+        raise InputError(
+            str(path), f"{name}[{big}]", f"an integer in 0..{hi}", got=values[big]
+        ) from e
     out = np.flatnonzero((arr < 0) | (arr > hi))
     if len(out):
         i = int(out[0])
@@ -362,7 +372,8 @@ def _price_array(path: Path, values: object, n: int) -> NDArray[np.float64]:
     # One pass over the types (fast), then numpy for the values; null -> NaN.
     if {type(v) for v in values} <= {int, float, type(None)}:
         arr = np.asarray(values, dtype=np.float64)
-        out = np.flatnonzero(~(np.isnan(arr) | (np.isfinite(arr) & (arr >= 0))))
+        ok = np.isfinite(arr) & (arr >= 0) & (arr <= MAX_USD_PER_HOUR)
+        out = np.flatnonzero(~(np.isnan(arr) | ok))
         if not len(out):
             return arr
         bad = int(out[0])
@@ -372,7 +383,8 @@ def _price_array(path: Path, values: object, n: int) -> NDArray[np.float64]:
             for i, v in enumerate(values)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float))
         )
-    raise InputError(str(path), f"prices[{bad}]", "a price >= 0 or null", got=values[bad])
+    expected = f"a price >= 0 and <= {MAX_USD_PER_HOUR:,.0f} or null"
+    raise InputError(str(path), f"prices[{bad}]", expected, got=values[bad])
 
 
 def load_spot_traces(

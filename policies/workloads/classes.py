@@ -12,12 +12,13 @@ Must not: read files (``policies.workloads.spec``) or build hourly curves
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Self
+from typing import Annotated, Self
 
 from pydantic import Field, GetJsonSchemaHandler, model_validator
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from markets.numbers import DAY_S, MAX_HOURS, MAX_UNITS, MAX_USD, Bounded
 from markets.validation import FieldError, StrictModel
 
 __all__ = [
@@ -61,16 +62,16 @@ _CLASS_ALIASES = {"research": "batch"}  # another name -> the class's value
 class ClassPolicy(StrictModel):
     """Defaults a workload of one class gets for every field it leaves out."""
 
-    max_spot_share: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
-    max_zone_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
-    max_pool_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
-    unmet_penalty_usd_per_unit_hour: float = Field(default=15.0, gt=0.0, allow_inf_nan=False)
-    priority: int = 1
-    checkpoint_write_seconds: float = Field(default=60.0, ge=0.0, allow_inf_nan=False)
-    restart_minutes: float = Field(default=10.0, ge=0.0, allow_inf_nan=False)
+    max_spot_share: Annotated[float, Bounded(ge=0.0, le=1.0)] = 1.0
+    max_zone_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 0.5
+    max_pool_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 0.5
+    unmet_penalty_usd_per_unit_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] = 15.0
+    priority: Annotated[int, Bounded(ge=-1_000_000, le=1_000_000)] = 1
+    checkpoint_write_seconds: Annotated[float, Bounded(ge=0.0, le=DAY_S, unit="seconds")] = 60.0
+    restart_minutes: Annotated[float, Bounded(ge=0.0, le=1440, unit="minutes")] = 10.0
     min_on_non_revocable: bool = False
     restart_tolerant: bool = True
-    min_dwell_minutes: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    min_dwell_minutes: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS * 60, unit="minutes")] = 0.0
 
 
 # The built-in per-class defaults (economics.md section 4), all overridable in a
@@ -160,11 +161,11 @@ class DemandShape(StrictModel):
     base stays: weekends lose peaks, not the base load).
     """
 
-    base_units: float = Field(ge=0.0, allow_inf_nan=False)
-    peak_units: float = Field(ge=0.0, allow_inf_nan=False)
-    peak_start_hour: int = Field(default=9, ge=0, le=23)
-    peak_end_hour: int = Field(default=21, ge=0, le=24)
-    weekend_factor: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
+    base_units: Annotated[float, Bounded(ge=0.0, le=MAX_UNITS)]
+    peak_units: Annotated[float, Bounded(ge=0.0, le=MAX_UNITS)]
+    peak_start_hour: Annotated[int, Bounded(ge=0, le=23)] = 9
+    peak_end_hour: Annotated[int, Bounded(ge=0, le=24)] = 21
+    weekend_factor: Annotated[float, Bounded(ge=0.0, le=1000)] = 1.0
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -36,11 +36,12 @@ import re
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Self
+from typing import Annotated, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from markets.errors import InputError
+from markets.numbers import DAY_S, MAX_HOURS, MAX_UNITS, MAX_USD, Bounded
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
 from policies.workloads.classes import (
     BUILTIN_CLASS_DEFAULTS,
@@ -103,6 +104,14 @@ def _fill_defaults(data: dict[str, object], defaults: ClassDefaults) -> dict[str
     return out
 
 
+MAX_THROUGHPUT = 1000.0
+MAX_WORKLOADS = 1000
+MAX_INSTANCE_TYPES = 500  # the catalogs list a few hundred GPU types in all
+# A workloads file is a few KB; 16 MiB is beyond any hand-written fleet.
+MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_PRIORITY = 1_000_000
+
+
 class Workload(StrictModel):
     """A named demand with a class and a contract (see the module docstring for units).
 
@@ -116,32 +125,43 @@ class Workload(StrictModel):
 
     name: str = Field(min_length=1, max_length=63)
     workload_class: WorkloadClass = Field(alias="class")
-    instance_types: list[str] = Field(min_length=1, description="in order of preference")
+    instance_types: list[str] = Field(
+        min_length=1, max_length=MAX_INSTANCE_TYPES, description="in order of preference"
+    )
     # Stated factors only; see throughput_of for the rest.
-    throughput: dict[str, float] = Field(default_factory=dict)
-    max_spot_share: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
-    max_zone_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
-    max_pool_share: float = Field(default=0.5, gt=0.0, le=1.0, allow_inf_nan=False)
-    unmet_penalty_usd_per_unit_hour: float = Field(default=15.0, gt=0.0, allow_inf_nan=False)
-    budget_usd: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    budget_usd_per_hour: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    priority: int = 1
-    checkpoint_write_seconds: float = Field(default=60.0, ge=0.0, allow_inf_nan=False)
+    # A factor is reference work per unit-hour; 1,000x a reference GPU is
+    # beyond any real type, and 1e308 overflows the solver's coefficients.
+    throughput: dict[str, Annotated[float, Bounded(gt=0, le=MAX_THROUGHPUT)]] = Field(
+        default_factory=dict
+    )
+    max_spot_share: Annotated[float, Bounded(ge=0.0, le=1.0)] = 1.0
+    max_zone_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 0.5
+    max_pool_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 0.5
+    unmet_penalty_usd_per_unit_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] = 15.0
+    budget_usd: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
+    budget_usd_per_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
+    priority: Annotated[int, Bounded(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 1
+    checkpoint_write_seconds: Annotated[float, Bounded(ge=0.0, le=DAY_S, unit="seconds")] = 60.0
     # None: the caller uses Daly's optimum for the pool's hazard (economics.md s2).
-    checkpoint_interval_minutes: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    restart_minutes: float = Field(default=10.0, ge=0.0, allow_inf_nan=False)
+    checkpoint_interval_minutes: (
+        Annotated[float, Bounded(gt=0.0, le=MAX_HOURS * 60, unit="minutes")] | None
+    ) = None
+    restart_minutes: Annotated[float, Bounded(ge=0.0, le=1440, unit="minutes")] = 10.0
     restart_tolerant: bool = True
     # serving
     demand: DemandShape | None = None
     # training (max_units, unit_hours, deadline_hours also batch)
-    min_units: int = Field(default=0, ge=0)
-    step_units: int = Field(default=1, ge=1)
-    max_units: int | None = Field(default=None, ge=1)
+    min_units: Annotated[int, Bounded(ge=0, le=MAX_UNITS)] = 0
+    step_units: Annotated[int, Bounded(ge=1, le=MAX_UNITS)] = 1
+    max_units: Annotated[int, Bounded(ge=1, le=MAX_UNITS)] | None = None
     elastic: bool = False
     min_on_non_revocable: bool = False
-    unit_hours: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    deadline_hours: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    min_dwell_minutes: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    unit_hours: Annotated[float, Bounded(gt=0.0, le=MAX_UNITS * MAX_HOURS, unit="hours")] | None = (
+        None
+    )
+    # A deadline only bounds the work, it sizes no array: a century of hours.
+    deadline_hours: Annotated[float, Bounded(gt=0.0, le=1e6, unit="hours")] | None = None
+    min_dwell_minutes: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS * 60, unit="minutes")] = 0.0
 
     @model_validator(mode="before")
     @classmethod
@@ -276,11 +296,13 @@ class WorkloadSet(StrictModel):
     """The workloads, their class defaults and fleet-wide dollar limits."""
 
     class_defaults: ClassDefaults = Field(default_factory=ClassDefaults)
-    budget_usd_per_hour: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    budget_usd: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    budget_usd_per_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
+    budget_usd: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
     # Most extra dollars break-glass may spend moving spot to on-demand (horizon).
-    break_glass_cap_usd: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
-    workloads: list[Workload] = Field(min_length=1)
+    break_glass_cap_usd: Annotated[float, Bounded(ge=0.0, le=MAX_USD)] | None = None
+    # Each workload adds its own variables and rows to the plan: a thousand
+    # is beyond any fleet and keeps the solver's model in memory.
+    workloads: list[Workload] = Field(min_length=1, max_length=MAX_WORKLOADS)
 
     @model_validator(mode="before")
     @classmethod
@@ -357,6 +379,8 @@ def load_workloads(path: str | Path, *, demand_supplied: bool = False) -> Worklo
     """
     source = str(path)
     try:
+        if Path(path).stat().st_size > MAX_FILE_BYTES:
+            raise InputError(source, None, f"a workloads file of at most {MAX_FILE_BYTES:,} bytes")
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(source, None, f"a readable UTF-8 YAML file ({e})") from e

@@ -42,6 +42,7 @@ MARKETS_CORE = frozenset(
         "options",
         "keys",
         "validation",
+        "numbers",
         "catalog",
         "cache",
         "escape",

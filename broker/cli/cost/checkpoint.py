@@ -13,16 +13,20 @@ import math
 
 import click
 
+from broker.cli._numbers import ranged
 from broker.cli._output import emit_json
 from broker.cli.cost.options import RateOptions, finite, rate_options, resolve_notice
 from broker.cli.cost.output import fmt_num, print_table, with_exact
+from markets.numbers import MAX_HOURS
 
 __all__ = ["checkpoint"]
 
 
 @click.command("checkpoint")
-@click.option("--checkpoint-write-hours", type=float, required=True, help="delta, hours.")
-@click.option("--checkpoint-interval-hours", type=float, default=None,
+@click.option(
+    "--checkpoint-write-hours", type=ranged(ge=0, le=MAX_HOURS), required=True, help="delta, hours."
+)
+@click.option("--checkpoint-interval-hours", type=ranged(gt=0, le=MAX_HOURS), default=None,
               help="Evaluate this tau instead of Daly's optimum.")  # fmt: skip
 @rate_options
 def checkpoint(

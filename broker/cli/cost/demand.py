@@ -16,18 +16,27 @@ import math
 from pathlib import Path
 
 from markets.errors import InputError
+from markets.numbers import MAX_HOURS, MAX_UNITS, Bounded, NumberError
 
 __all__ = ["is_number", "parse_levels", "parse_number", "read_demand"]
 
 
+# Units of demand in one hour (markets.numbers.MAX_UNITS): beyond it the
+# commitment sweep's integer steps overflow int64 (1e308 became negative).
+DEMAND_UNITS = Bounded(ge=0, le=MAX_UNITS)
+
+
 def parse_number(text: str, source: str, field: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        raise InputError(source, field, "a number >= 0", got=text) from None
-    if not math.isfinite(value) or value < 0:
-        raise InputError(source, field, "a number >= 0", got=text)
-    return value
+        return float(DEMAND_UNITS.check(text))
+    except NumberError as e:
+        raise InputError(source, field, str(e), got=text) from None
+
+
+def _at_most_hours(values: list[float], source: str) -> list[float]:
+    if len(values) > MAX_HOURS:
+        raise InputError(source, None, f"at most {MAX_HOURS:,} hours of demand", got=len(values))
+    return values
 
 
 def _read_demand_csv(path: Path, column: str | None) -> list[float]:
@@ -73,9 +82,10 @@ def read_demand(spec: str, column: str | None) -> list[float]:
     if all(is_number(s) for s in items):
         if column is not None:
             raise InputError("--column", None, "a CSV file given to --demand")
-        return [parse_number(s, "--demand", f"item {i}") for i, s in enumerate(items, 1)]
+        numbers = [parse_number(s, "--demand", f"item {i}") for i, s in enumerate(items, 1)]
+        return _at_most_hours(numbers, "--demand")
     try:
-        return _read_demand_csv(Path(spec), column)
+        return _at_most_hours(_read_demand_csv(Path(spec), column), spec)
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(
             "--demand", None, "a readable CSV file or a comma list of numbers", got=spec

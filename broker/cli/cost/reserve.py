@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING
 
 import click
 
+from broker.cli._numbers import ranged
 from broker.cli._output import emit_json
 from broker.cli.cost.demand import parse_levels, read_demand
 from broker.cli.cost.options import finite
 from broker.cli.cost.output import fmt_usd, print_table, round_field
 from markets.errors import InputError
+from markets.numbers import MAX_USD_PER_HOUR
 
 if TYPE_CHECKING:
     from policies.reservations import CommitmentCost
@@ -29,17 +31,27 @@ __all__ = ["reserve"]
 @click.command("reserve")
 @click.option("--demand", required=True, help="Hourly demand: a CSV file or a comma list.")
 @click.option("--column", default=None, help="CSV column holding the demand.")
-@click.option("--on-demand", type=float, required=True, help="On-demand $ per unit-hour.")
-@click.option("--committed", type=float, default=None, help="Committed $ per unit-hour.")
+@click.option(
+    "--on-demand",
+    type=ranged(gt=0, le=MAX_USD_PER_HOUR),
+    required=True,
+    help="On-demand $ per unit-hour.",
+)
+@click.option(
+    "--committed",
+    type=ranged(ge=0, le=MAX_USD_PER_HOUR),
+    default=None,
+    help="Committed $ per unit-hour.",
+)
 @click.option(
     "--discount",
-    type=float,
+    type=ranged(ge=0, lt=1),
     default=None,
     help="Committed discount off on-demand (0.4 = 40 %), instead of --committed.",
 )
 @click.option(
     "--alternative",
-    type=float,
+    type=ranged(gt=0, le=MAX_USD_PER_HOUR),
     default=None,
     help="$ per unit-hour of the cheapest alternative (default: --on-demand; "
     "or the effective spot price for restart-tolerant work).",

@@ -38,9 +38,12 @@ from typing import Any
 
 import pulp
 
+from broker.planning.optimizer.children import install, solver_children
 from markets.errors import InputError
 
 __all__ = ["LpExpression", "LpProblem", "LpVariable", "Outcome", "run_solver"]
+
+install()  # every CBC PuLP starts dies with us (broker.planning.optimizer.children)
 
 # PuLP ships no type hints (pyproject: ignore_missing_imports for pulp.*), so
 # mypy sees every PuLP object as Any. These names say which PuLP object an Any
@@ -121,7 +124,8 @@ def _cbc(prob: LpProblem, gap: float, time_limit_s: float, warm: bool, bound_onl
             logPath=None if log is None else str(log),
             options=list(_CBC_BOUND_ONLY) if bound_only and mip else None,
         )
-        prob.solve(solver)
+        with solver_children():  # a killed or failed solve leaves no CBC running
+            prob.solve(solver)
         text = "" if log is None else log.read_text(errors="replace")
     finally:
         if log is not None:

@@ -93,6 +93,9 @@ def solve_fleet_ilp(
     """Build and solve the ILP of the module docstring with CBC."""
     import pulp
 
+    # lazy like pulp itself: the module imports PuLP
+    from broker.planning.optimizer.children import solver_children
+
     _check(held, spot_usd_per_hour, tick_s, cold_start_s)
     n_z, ticks = held.shape
     w = measured_seconds(ticks, tick_s, cold_start_s)
@@ -128,7 +131,8 @@ def solve_fleet_ilp(
             cost.append(launch_h * spot_usd_per_hour[z] * new[z, i])
     prob += pulp.lpSum(cost)
     solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s)
-    prob.solve(solver)
+    with solver_children():  # a killed or failed solve leaves no CBC running
+        prob.solve(solver)
     status = pulp.LpStatus[prob.status]
     if prob.status != pulp.LpStatusOptimal:
         raise RuntimeError(f"fleet ILP: CBC returned {status}")

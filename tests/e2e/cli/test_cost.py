@@ -174,7 +174,7 @@ _RUN = ["cost", "effective", "--units", "1", "--hours", "1", "--on-demand", "1",
     [
         pytest.param(["--spot", "-1"], "--spot", ">= 0", id="negative-spot"),
         pytest.param(["--spot", "nan"], "--spot", ">= 0", id="nan-spot"),
-        pytest.param(["--spot", "abc"], "--spot", "float", id="text-spot"),
+        pytest.param(["--spot", "abc"], "--spot", "a finite number", id="text-spot"),
         pytest.param(["--units", "0"], "--units", "> 0", id="zero-units"),
         pytest.param(["--hours", "inf"], "--hours", "> 0", id="infinite-hours"),
         pytest.param(["--per", "fortnight"], "--per", "productive-day", id="bad-per"),

@@ -142,8 +142,8 @@ def test_other_spotfolio_variables_and_empty_ones_are_left_alone(tmp_path: Path)
 @pytest.mark.parametrize(
     ("name", "value", "expected"),
     [
-        pytest.param("SPOTFOLIO_INTERVALS__RECONCILE_S", "-5", "greater than 0", id="range"),
-        pytest.param("SPOTFOLIO_HORIZON_HOURS", "a day", "integer", id="type"),
+        pytest.param("SPOTFOLIO_INTERVALS__RECONCILE_S", "-5", "> 0", id="range"),
+        pytest.param("SPOTFOLIO_HORIZON_HOURS", "a day", "whole number", id="type"),
         pytest.param("SPOTFOLIO_PLANNER", "simplex", "'milp' or 'fast'", id="choice"),
         pytest.param("SPOTFOLIO_COMMITTED", "{a: [", "valid YAML", id="yaml"),
         pytest.param("SPOTFOLIO_INTERVALS__RECONCLE_S", "60", "RECONCILE_S", id="unknown-sub-key"),
@@ -172,7 +172,7 @@ def test_a_bad_variable_exits_2_with_one_line_naming_it(
     err = capsys.readouterr().err
     assert code == EXIT_INPUT
     assert err.count("\n") == 1 and "SPOTFOLIO_INTERVALS__POLL_NOTICES_S" in err
-    assert "less than or equal to 60" in err and "'600'" in err
+    assert "<= 60" in err and "'600'" in err
 
 
 def test_a_bad_value_in_the_file_still_names_the_file(tmp_path: Path) -> None:

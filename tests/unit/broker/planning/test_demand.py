@@ -107,7 +107,7 @@ def test_window_and_frame(fleet: WorkloadSet) -> None:
     assert w.hours == 24 and w.start == START + pd.Timedelta(hours=24)
     assert list(w.frame().columns) == ["chat-api"]
     pd.testing.assert_series_equal(w.series("chat-api"), d.series("chat-api").iloc[24:48])
-    with pytest.raises(ValueError, match="covers"):
+    with pytest.raises(InputError, match="covers"):  # names the demand source
         d.window(START + pd.Timedelta(hours=60), 24)
 
 
@@ -320,7 +320,7 @@ YAML_ERRORS = [
     pytest.param(
         "start: 2026-01-05T00:00:00Z\nworkloads:\n  api: [1, x]\n",
         "workloads.api[1]",
-        "a number",
+        "a finite number",
         id="non-numeric",
     ),
     pytest.param(

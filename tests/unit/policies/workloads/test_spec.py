@@ -217,7 +217,7 @@ BAD_FIELDS = [
     pytest.param(
         _set("workloads/2/max_spot_share", 1.5),
         "workloads[2].max_spot_share",
-        "less than or equal to 1",
+        "<= 1",
         id="spot-share-above-1",
     ),
     pytest.param(
@@ -229,7 +229,7 @@ BAD_FIELDS = [
     pytest.param(
         _set("workloads/0/max_zone_share", 0),
         "workloads[0].max_zone_share",
-        "greater than 0",
+        "> 0",
         id="zone-share-zero",
     ),
     pytest.param(
@@ -349,7 +349,7 @@ BAD_FIELDS = [
     pytest.param(
         _set("workloads/0/demand/peak_end_hour", 25),
         "workloads[0].demand.peak_end_hour",
-        "less than or equal to 24",
+        "<= 24",
         id="peak-hour-out-of-day",
     ),
     pytest.param(
@@ -367,13 +367,13 @@ BAD_FIELDS = [
     pytest.param(
         _set("workloads/2/unmet_penalty_usd_per_unit_hour", -1),
         "workloads[2].unmet_penalty_usd_per_unit_hour",
-        "greater than 0",
+        "> 0",
         id="negative-penalty",
     ),
     pytest.param(
         _set("class_defaults", {"serving": {"max_spot_share": 2}}),
         "class_defaults.serving.max_spot_share",
-        "less than or equal to 1",
+        "<= 1",
         id="bad-class-default",
     ),
     pytest.param(
