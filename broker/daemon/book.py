@@ -37,6 +37,7 @@ from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, Ter
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from markets.protocols import Provider
+from markets.ttl import UNAVAILABLE_OFFERING_TTL_S
 from policies.workloads.spec import Workload, WorkloadSet
 
 __all__ = ["FleetBook", "decision_deltas", "substitute"]
@@ -46,6 +47,12 @@ log = logging.getLogger("spotfolio.daemon")
 # next plan (it is being revoked; refilling the same pool would undo them).
 _TAKE_OUT = frozenset({"shrink", "replace", "break_glass", "checkpoint_only"})
 _DOOM_KEEP = timedelta(minutes=10)  # remember a doomed id a while past its deadline
+# A revoking notice's window when a restart restores it (the store keeps the
+# notice's time, not its deadline): AWS gives 120 s, GCP 30 s; the longer one
+# keeps an instance doomed a little past a GCP deadline, which is harmless
+# (it is gone by then).
+_RESTORED_WINDOW = timedelta(seconds=120)
+_REVOKING_KINDS = ("interruption", "preempted")
 
 
 class FleetBook:
@@ -89,6 +96,23 @@ class FleetBook:
 
     def doom(self, instance_id: str, deadline: datetime) -> None:
         self.doomed[instance_id] = deadline
+
+    def restore(self, store: Store, now: datetime) -> tuple[int, int]:
+        """After a restart: the instances under a revocation notice still in
+        its window, and the pools that refused capacity within their TTL,
+        read back from the store (notices and failed launches), so the first
+        reconcile does not count the noticed instance as healthy nor send
+        its replacement back to a refused pool. Returns how many of each."""
+        since = now - _RESTORED_WINDOW - _DOOM_KEEP
+        ttl = timedelta(seconds=UNAVAILABLE_OFFERING_TTL_S)
+        with store.transaction() as tx:
+            revoked = tx.revocations(_REVOKING_KINDS, since)
+            refused = tx.capacity_failures(self.owner, now - ttl)
+        for iid, at in revoked:
+            self.doom(iid, max(self.doomed.get(iid, at), at + _RESTORED_WINDOW))
+        for pool, tier, at in refused:
+            self.mark_unavailable(pool, Tier(tier), at)
+        return len(revoked), len(refused)
 
     def doomed_ids(self, now: datetime) -> frozenset[str]:
         for iid in [i for i, t in self.doomed.items() if t + _DOOM_KEEP < now]:

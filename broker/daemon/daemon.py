@@ -194,10 +194,32 @@ class Daemon:
             log.info(kv("recovered", pending_actions=recovered))
         self.active = True
         self.state, self.progress = self.planner.restore()
+        doomed, refused = self.book.restore(self.store, now)
+        log.info(
+            kv(
+                "restored",
+                doomed=doomed,
+                refused_pools=refused,
+                plan_generation=self.state.generation,
+                plan_kept=self.state.plan is not None,
+            )
+        )
         self.stretches.restore()
         self.refresh_market(force=True)
-        self.replan()
+        if self._replan_due(now):
+            self.replan()
         self.reconcile()
+
+    def _replan_due(self, now: datetime) -> bool:
+        """A start-up plan unless the store's plan in force is younger than
+        ``replan_s``: a restart keeps it, and with it the decisions counted
+        since it was made (a new plan, made from a fleet inside a notice
+        window, would count the revoked capacity as healthy and end the
+        replacement launched for it)."""
+        made = self.state.created_at
+        if self.state.plan is None or made is None:
+            return True
+        return (now - made).total_seconds() >= self.config.intervals.replan_s
 
     def stop(self) -> None:
         self.active = False

@@ -90,6 +90,24 @@ class ActionsTx(TxBase):
         ).all()
         return [a for (k,) in rows if (a := self.action(k)) is not None]
 
+    def capacity_failures(self, owner: str, since: datetime) -> list[tuple[str, str, datetime]]:
+        """``(pool_key, tier, at)`` of launches refused for capacity ``since``
+        then (the pools a restart must still avoid for their TTL)."""
+        rows = self.conn.execute(
+            select(actions_t.c.payload, actions_t.c.result, actions_t.c.updated_at).where(
+                actions_t.c.owner == owner,
+                actions_t.c.kind == "launch",
+                actions_t.c.status == "failed",
+                actions_t.c.updated_at >= since,
+            )
+        ).all()
+        out = []
+        for payload, result, at in rows:
+            req = (payload or {}).get("request") or {}
+            if (result or {}).get("error_kind") == "capacity" and "pool_key" in req:
+                out.append((str(req["pool_key"]), str(req["tier"]), at))
+        return out
+
     def count_actions(self, owner: str, status: str | None = None) -> int:
         q = select(func.count()).select_from(actions_t).where(actions_t.c.owner == owner)
         if status is not None:

@@ -112,6 +112,14 @@ class NoticesTx(TxBase):
                 .values(handled_at=now)
             )
 
+    def revocations(self, kinds: Sequence[str], since: datetime) -> list[tuple[str, datetime]]:
+        """``(instance_id, at)`` of the notices of ``kinds`` dated ``since`` or
+        later: the instances a restart must still count as doomed."""
+        q = select(notices_t.c.instance_id, notices_t.c.at).where(
+            notices_t.c.kind.in_(list(kinds)), notices_t.c.at >= since
+        )
+        return [(str(r[0]), r[1]) for r in self.conn.execute(q.order_by(notices_t.c.at))]
+
     def count_notices(self, *, unhandled: bool = False) -> int:
         q = select(func.count()).select_from(notices_t)
         if unhandled:
