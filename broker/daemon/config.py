@@ -42,6 +42,7 @@ from typing import Literal
 from pydantic import AwareDatetime, Field, ValidationError, field_validator, model_validator
 
 from broker.daemon.hooks import CheckpointHook
+from broker.daemon.store.store import in_memory_url, redact_url
 from broker.lifecycle import LifecycleConfig
 from broker.lifecycle.values import REMOVED_TTL_MESSAGE
 from markets.errors import InputError
@@ -110,7 +111,13 @@ class SimSettings(StrictModel):
 class DaemonConfig(StrictModel):
     owner: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:/@+=-]+$")
     account: str = Field(default="default", min_length=1, max_length=64)
+    # A durable store: a SQLite file (relative paths are relative to this
+    # file) or a PostgreSQL URL. The running daemon refuses an in-memory one
+    # (``check_durable_store``); ``--hours`` simulations keep their own.
     store_url: str = "sqlite:///spotfolio-daemon.db"
+    # Set by ``load_daemon_config`` (where these settings were read, for
+    # messages); not a setting, whatever the file says.
+    config_file: str | None = None
     workloads: Path | None = None
     demand: Path | None = None
     demand_seed: int = 0
@@ -171,6 +178,20 @@ class DaemonConfig(StrictModel):
             )
         return self
 
+    def check_durable_store(self) -> None:
+        """Refuse a store that vanishes with the process (``sqlite://``,
+        ``sqlite:///``, ``:memory:``, an empty URL): the write-ahead action
+        log, the idempotency records and the notice dedup would be lost at
+        every restart."""
+        if in_memory_url(self.store_url):
+            raise InputError(
+                self.config_file or "config",
+                "store_url",
+                "a durable store for the daemon (a SQLite file path, sqlite:///path, or a "
+                "PostgreSQL URL): an in-memory store loses the action log at every restart",
+                got=redact_url(self.store_url),
+            )
+
     @property
     def lease_name(self) -> str:
         return f"account/{self.account}"
@@ -210,6 +231,7 @@ def load_daemon_config(path: str | Path, **overrides: object) -> DaemonConfig:
     if not isinstance(data, dict):
         raise InputError(source, None, "a mapping of daemon settings", got=type(data).__name__)
     data = {**data, **{k: v for k, v in overrides.items() if v is not None}}
+    data["config_file"] = source
     try:
         cfg = DaemonConfig.model_validate(data)
     except ValidationError as e:
@@ -222,8 +244,21 @@ def load_daemon_config(path: str | Path, **overrides: object) -> DaemonConfig:
     state = cfg.sim.state_file
     if state is not None and not state.is_absolute():
         updates["sim"] = cfg.sim.model_copy(update={"state_file": base / state})
-    if cfg.store_url.startswith("sqlite:///") and not cfg.store_url.startswith("sqlite:////"):
-        rel = cfg.store_url.removeprefix("sqlite:///")
-        if rel and rel != ":memory:":
-            updates["store_url"] = f"sqlite:///{base / rel}"
+    store = _resolve_sqlite(cfg.store_url, base)
+    if store != cfg.store_url:
+        updates["store_url"] = store
     return cfg.model_copy(update=updates) if updates else cfg
+
+
+def _resolve_sqlite(url: str, base: Path) -> str:
+    """A SQLite store's relative file path made absolute against ``base``
+    (the config file's directory), as documented; other URLs unchanged."""
+    if in_memory_url(url):
+        return url
+    if "://" not in url:  # a plain file path
+        return url if Path(url).is_absolute() else str(base / url)
+    scheme, sep, rest = url.partition(":///")
+    if not sep or not scheme.startswith("sqlite") or rest.startswith("/"):
+        return url
+    path, q, query = rest.partition("?")
+    return f"{scheme}:///{base / path}{q}{query}"

@@ -140,7 +140,9 @@ def build_daemon(
     announce: Callable[[Request], None] | None = None,
 ) -> tuple[Daemon, Store]:
     """The production daemon of ``config`` and its store: the account it
-    names, the workloads file, the project's lifecycle manager and metrics."""
+    names, the workloads file, the project's lifecycle manager and metrics.
+    An in-memory store is refused (``DaemonConfig.check_durable_store``)."""
+    config.check_durable_store()  # before anything is opened
     account = open_account(config)
     workloads = config.workload_set()
     store = Store(config.store_url)

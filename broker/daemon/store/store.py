@@ -44,13 +44,15 @@ injected clock).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from sqlalchemy import create_engine, event, select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from broker.daemon.store.actions import ActionRecord, ActionsTx
@@ -59,7 +61,67 @@ from broker.daemon.store.notices import DecisionRecord, NoticesTx
 from broker.daemon.store.schema import lease_t, meta
 from markets.errors import InputError
 
-__all__ = ["ActionRecord", "DecisionRecord", "FleetRow", "Store", "Tx", "sqlite_url"]
+__all__ = [
+    "ActionRecord",
+    "DecisionRecord",
+    "FleetRow",
+    "Store",
+    "Tx",
+    "in_memory_url",
+    "redact_url",
+    "sqlite_url",
+]
+
+# user:password@ in a URL that SQLAlchemy cannot parse (the fallback of ``redact_url``).
+_USERINFO = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password shown as ``***`` (``postgresql://u:***@h/db``),
+    for every message and log line that names a store."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return _USERINFO.sub(r"\1***@", url)
+    if parsed.password is None:
+        return url
+    return parsed.render_as_string(hide_password=True)
+
+
+def _redact_text(text: str, url: str) -> str:
+    """A driver's message about ``url`` without the URL's password in it."""
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        password = None
+    text = text.replace(url, redact_url(url))
+    return text.replace(str(password), "***") if password else text
+
+
+def _one_line(e: Exception) -> str:
+    """A driver error as one line: the driver's own message (not SQLAlchemy's
+    wrapper with its help link), whitespace collapsed."""
+    orig = getattr(e, "orig", None)
+    text = str(orig if isinstance(orig, BaseException) else e)
+    return f"{type(orig or e).__name__}: {' '.join(text.split())}"
+
+
+def in_memory_url(url: str) -> bool:
+    """True for a store that lives only as long as the process: an empty URL,
+    ``sqlite://``, ``sqlite:///``, ``:memory:`` and SQLite's memory modes."""
+    text = url.strip()
+    if text in ("", ":memory:"):
+        return True
+    if "://" not in text:
+        return False  # a plain file path
+    try:
+        parsed = make_url(text)
+    except ArgumentError:
+        return False  # not a URL at all: the store's own error says so
+    if not parsed.drivername.startswith("sqlite"):
+        return False
+    db = parsed.database or ""
+    return db in ("", ":memory:") or ":memory:" in db or parsed.query.get("mode") == "memory"
 
 
 def sqlite_url(path: str) -> str:
@@ -125,7 +187,11 @@ class Store:
         except Exception as e:  # a driver or URL problem is a config error
             if isinstance(e, InputError):
                 raise
-            raise InputError("store_url", None, f"a reachable database URL ({e})", got=url) from e
+            # Never the password: the message reaches the terminal and the log.
+            detail = _redact_text(_one_line(e), url)
+            raise InputError(
+                "store_url", None, f"a reachable database URL ({detail})", got=redact_url(url)
+            ) from None
 
     @staticmethod
     def _engine(url: str) -> Engine:
