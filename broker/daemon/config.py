@@ -132,6 +132,8 @@ class DaemonConfig(StrictModel):
     committed: dict[str, int] = Field(default_factory=dict)
     intervals: Intervals = Field(default_factory=Intervals)
     backoff: Backoff = Field(default_factory=Backoff)
+    # The lease: a takeover waits this long after the holder's last renewal;
+    # intervals.lease_renew_s must be under half of it.
     lease_ttl_s: float = Field(default=30.0, gt=0)
     # A launched instance may take this long to show in the cloud's listing
     # (EC2 DescribeInstances is eventually consistent): until then the store's
@@ -165,6 +167,19 @@ class DaemonConfig(StrictModel):
         if name not in PROVIDERS:
             raise ValueError(f"one of {', '.join(PROVIDERS.names())}")
         return PROVIDERS.canonical(name)
+
+    @model_validator(mode="after")
+    def _renew_well_inside_the_ttl(self) -> DaemonConfig:
+        # Two renewals per TTL at least: one late renewal (a slow store, a
+        # long garbage collection) must not let the lease lapse.
+        if not self.intervals.lease_renew_s < self.lease_ttl_s / 2:
+            raise FieldError(
+                "intervals.lease_renew_s",
+                f"fewer seconds than half of lease_ttl_s ({self.lease_ttl_s:g} / 2), so the "
+                "lease is renewed at least twice before it runs out",
+                self.intervals.lease_renew_s,
+            )
+        return self
 
     @model_validator(mode="after")
     def _upkeep_before_lead(self) -> DaemonConfig:

@@ -65,7 +65,7 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.notices import DrainTotals, NoticeJob
 from broker.daemon.plan import PlanJob, PlanState, Progress
 from broker.daemon.reconcile import ReconcileJob
-from broker.daemon.store.store import Store
+from broker.daemon.store.store import Fence, LeaseLostError, Store
 from broker.daemon.stretches import StretchJob
 from broker.planning.reconcile import Slot
 from markets.clock import Clock
@@ -75,7 +75,7 @@ from markets.model import MarketSnapshot
 from markets.protocols import PriceSource, Provider
 from policies.workloads.spec import WorkloadSet
 
-__all__ = ["Daemon", "LeaseHeldError", "Lifecycle"]
+__all__ = ["Daemon", "LeaseHeldError", "LeaseLostError", "Lifecycle"]
 
 log = logging.getLogger("spotfolio.daemon")
 
@@ -101,10 +101,11 @@ class Daemon:
         announce: Callable[[Request], None] | None = None,
         holder: str | None = None,
         hook_runner: HookRunner | None = None,
+        renew_in_background: bool = False,
     ) -> None:
         self.config = config
         self.provider = provider
-        self.store = store
+        self.store = store  # unfenced: the lease itself, and readers
         self.lifecycle = lifecycle
         self.clock = clock
         self.owner = owner = config.owner
@@ -115,6 +116,12 @@ class Daemon:
         config.check_workloads(workloads)
         self.workloads = workloads
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # The lease and its fencing token: every job writes through ``fenced``,
+        # which refuses once another daemon took the lease over.
+        self.fence = Fence(config.lease_name, self.holder, config.lease_ttl_s)
+        store = self.fenced_store = store.fenced(self.fence)
+        self.renew_in_background = renew_in_background
+        self._renewer: threading.Thread | None = None
         self.lock = threading.RLock()
         self.active = False
         self.stopped = threading.Event()
@@ -181,20 +188,26 @@ class Daemon:
         now = self.clock.now()
         if not self.dry_run:
             with self.store.transaction() as tx:
-                if not tx.acquire_lease(
+                epoch = tx.acquire_lease(
                     self.config.lease_name, self.holder, self.config.lease_ttl_s, now
-                ):
-                    holder = tx.lease_holder(self.config.lease_name, now)
-                    raise LeaseHeldError(
-                        f"lease {self.config.lease_name} is held by {holder}; refusing to run"
-                    )
+                )
+                holder = None if epoch is not None else tx.lease_holder(self.fence.name, now)
+            if epoch is None:
+                raise LeaseHeldError(
+                    f"lease {self.config.lease_name} is held by {holder}; refusing to run"
+                )
+            self.fence.epoch = epoch
             self.metrics.lease_held.set(1)
-            log.info(kv("lease_acquired", lease=self.config.lease_name, holder=self.holder))
+            log.info(
+                kv("lease_acquired", lease=self.config.lease_name, holder=self.holder, epoch=epoch)
+            )
+            if self.renew_in_background:
+                self._start_renewer()
             recovered = self.executor.recover()
             log.info(kv("recovered", pending_actions=recovered))
         self.active = True
         self.state, self.progress = self.planner.restore()
-        doomed, refused = self.book.restore(self.store, now)
+        doomed, refused = self.book.restore(self.fenced_store, now)
         log.info(
             kv(
                 "restored",
@@ -221,13 +234,37 @@ class Daemon:
             return True
         return (now - made).total_seconds() >= self.config.intervals.replan_s
 
+    def _start_renewer(self) -> None:
+        """Renew the lease every ``lease_renew_s`` on a thread of its own,
+        from right after it is taken: through start-up (recover, market
+        refresh, plan, reconcile) and through plans that take longer than
+        the TTL. It stops with the daemon, or when the lease is lost."""
+
+        def loop() -> None:
+            every = self.config.intervals.lease_renew_s
+            while not self.stopped.wait(every):
+                try:
+                    self.renew_lease()
+                except LeaseHeldError as e:
+                    log.critical(kv("lease_lost", lease=self.fence.name, error=e))
+                    self.active = False
+                    self.stopped.set()
+                except Exception as e:  # a store hiccup: the next renewal retries
+                    log.warning(kv("lease_renew_failed", error_type=type(e).__name__, error=e))
+
+        self._renewer = threading.Thread(target=loop, name="lease-renewer", daemon=True)
+        self._renewer.start()
+
     def stop(self) -> None:
         self.active = False
         self.stopped.set()
         self.hooks.shutdown()  # waits: each hook is bounded by its notice window
         with self.lock:
-            self.hooks.drain()
-        if not self.dry_run:
+            try:
+                self.hooks.drain()
+            except LeaseLostError as e:  # another daemon took over: it stores nothing more
+                log.warning(kv("hook_results_dropped", error=e))
+        if not self.dry_run and self.fence.epoch is not None:
             with self.store.transaction() as tx:
                 tx.release_lease(self.config.lease_name, self.holder, self.clock.now())
             self.metrics.lease_held.set(0)
@@ -257,7 +294,11 @@ class Daemon:
             return
         with self.store.transaction() as tx:
             ok = tx.renew_lease(
-                self.config.lease_name, self.holder, self.config.lease_ttl_s, self.clock.now()
+                self.config.lease_name,
+                self.holder,
+                self.config.lease_ttl_s,
+                self.clock.now(),
+                self.fence.epoch,
             )
         if not ok:
             self.metrics.lease_held.set(0)
@@ -283,7 +324,9 @@ class Daemon:
         snap = self.current_snapshot()
         now = self.clock.now()
         with self.lock:
-            fleet = self.book.view(self.provider, self.store, now, self.config.listing_grace_s)
+            fleet = self.book.view(
+                self.provider, self.fenced_store, now, self.config.listing_grace_s
+            )
             self.progress = self.planner.track_progress(self.progress, fleet, now)
             running = self.book.counts(fleet)
         proposal = self.planner.propose(snap, self.state, self.progress, running, now)

@@ -157,5 +157,6 @@ def build_daemon(
         metrics=DaemonMetrics(),
         dry_run=dry_run,
         announce=announce,
+        renew_in_background=True,  # through start-up and long plans
     )
     return daemon, store

@@ -42,7 +42,7 @@ class ActionsTx(TxBase):
         self, key: str, owner: str, kind: str, payload: Mapping[str, object], now: datetime
     ) -> ActionRecord:
         """Record a pending action once; always returns the stored record."""
-        values = _pending_row(key, owner, kind, payload, now)
+        values = {**_pending_row(key, owner, kind, payload, now), "lease_epoch": self.lease_epoch}
         created = self._insert_ignore(actions_t, values, "idempotency_key")
         rec = self.action(key)
         assert rec is not None
@@ -53,7 +53,10 @@ class ActionsTx(TxBase):
     ) -> None:
         """Record ``(key, kind, payload)`` actions pending in one statement
         (a key already recorded keeps its record)."""
-        rows = [_pending_row(key, owner, kind, payload, now) for key, kind, payload in actions]
+        rows = [
+            {**_pending_row(key, owner, kind, payload, now), "lease_epoch": self.lease_epoch}
+            for key, kind, payload in actions
+        ]
         self._insert_many_ignore(actions_t, rows, "idempotency_key")
 
     def action(self, key: str) -> ActionRecord | None:

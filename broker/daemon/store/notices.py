@@ -129,7 +129,7 @@ class NoticesTx(TxBase):
     # --- decisions ----------------------------------------------------------
     def record_decision(self, owner: str, d: DecisionRecord) -> bool:
         """Store a decision; False if the notice already has one."""
-        values = _decision_row(owner, d)
+        values = {**_decision_row(owner, d), "lease_epoch": self.lease_epoch}
         if d.notice_id is None:
             self.conn.execute(insert(decisions_t).values(**values))
             return True
@@ -137,7 +137,7 @@ class NoticesTx(TxBase):
 
     def record_decisions(self, owner: str, records: Sequence[DecisionRecord]) -> None:
         """Store a batch of decisions; a notice that already has one keeps it."""
-        rows = [_decision_row(owner, d) for d in records]
+        rows = [{**_decision_row(owner, d), "lease_epoch": self.lease_epoch} for d in records]
         own = [r for r in rows if r["notice_id"] is None]
         if own:
             self.conn.execute(insert(decisions_t), own)

@@ -27,6 +27,12 @@ Rules the daemon relies on:
   compare-and-set ``UPDATE ... WHERE holder = me OR expires_at < now``; the
   row count says who won. Row locks (PostgreSQL) and the single writer
   (SQLite) make the check and the write one step.
+- *Fencing*: each acquisition adds one to the lease's ``epoch``. A daemon's
+  store (``Store.fenced``) checks, at the start of every transaction, that
+  the row still has its holder and epoch, with the row locked until commit,
+  and stamps the epoch on the actions, plans and decisions it writes; a
+  holder paused past a takeover writes nothing (``LeaseLostError``). Before
+  each cloud call ``hold_lease`` checks and extends the lease.
 - Everything one step writes goes through one ``Tx`` (one transaction):
   nothing is half-written.
 
@@ -44,9 +50,11 @@ injected clock).
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import create_engine, event, select, update
@@ -59,12 +67,14 @@ from broker.daemon.store.actions import ActionRecord, ActionsTx
 from broker.daemon.store.fleet import FleetRow, FleetTx
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
 from broker.daemon.store.schema import lease_t, meta
-from markets.errors import InputError
+from markets.errors import FatalError, InputError
 
 __all__ = [
     "ActionRecord",
     "DecisionRecord",
+    "Fence",
     "FleetRow",
+    "LeaseLostError",
     "Store",
     "Tx",
     "in_memory_url",
@@ -129,34 +139,74 @@ def sqlite_url(path: str) -> str:
     return "sqlite://" if path == ":memory:" else f"sqlite:///{path}"
 
 
+class LeaseLostError(FatalError):
+    """The lease this daemon held was taken over (its epoch is no longer the
+    row's): it must stop, and nothing it still tries to write is written."""
+
+
+@dataclass
+class Fence:
+    """The lease one daemon holds: its name, holder and fencing token
+    (``epoch``: None until acquired, and then unfenced)."""
+
+    name: str
+    holder: str
+    ttl_s: float
+    epoch: int | None = None
+
+
 class Tx(ActionsTx, FleetTx, NoticesTx):
     """Reads and writes inside one transaction (``Store.transaction``)."""
 
     # --- lease ---------------------------------------------------------------
-    def acquire_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> bool:
-        """Take or renew the lease unless another holder's is still live."""
+    def acquire_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> int | None:
+        """Take the lease unless another holder's is still live: the new
+        epoch (one more than the last holder's), or None."""
         exp = now + timedelta(seconds=ttl_s)
-        values = {"name": name, "holder": holder, "expires_at": exp, "acquired_at": now}
+        values = {"name": name, "holder": holder, "expires_at": exp, "acquired_at": now, "epoch": 1}
         if self._insert_ignore(lease_t, values, "name"):
-            return True
+            return 1
         won = self.conn.execute(
             update(lease_t)
             .where(
                 lease_t.c.name == name,
                 (lease_t.c.holder == holder) | (lease_t.c.expires_at < now),
             )
-            .values(holder=holder, expires_at=exp, acquired_at=now)
+            .values(holder=holder, expires_at=exp, acquired_at=now, epoch=lease_t.c.epoch + 1)
         ).rowcount
+        if not won:
+            return None
+        q = select(lease_t.c.epoch).where(lease_t.c.name == name)
+        return int(self.conn.execute(q).scalar_one())
+
+    def renew_lease(
+        self, name: str, holder: str, ttl_s: float, now: datetime, epoch: int | None = None
+    ) -> bool:
+        """Extend our own lease (of ``epoch``, if given); False if someone
+        else holds it now."""
+        q = update(lease_t).where(lease_t.c.name == name, lease_t.c.holder == holder)
+        if epoch is not None:
+            q = q.where(lease_t.c.epoch == epoch)
+        won = self.conn.execute(q.values(expires_at=now + timedelta(seconds=ttl_s))).rowcount
         return bool(won)
 
-    def renew_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> bool:
-        """Extend our own lease; False if someone else holds it now."""
-        won = self.conn.execute(
-            update(lease_t)
-            .where(lease_t.c.name == name, lease_t.c.holder == holder)
-            .values(expires_at=now + timedelta(seconds=ttl_s))
-        ).rowcount
-        return bool(won)
+    def check_lease(self, fence: Fence) -> None:
+        """Raise ``LeaseLostError`` unless ``fence`` is the lease row as it is
+        now. The row is locked (``FOR UPDATE`` on PostgreSQL; SQLite's
+        ``BEGIN IMMEDIATE`` already holds the one write lock) until this
+        transaction ends, so no takeover lands between the check and the
+        writes that follow it."""
+        r = self.conn.execute(
+            select(lease_t.c.holder, lease_t.c.epoch)
+            .where(lease_t.c.name == fence.name)
+            .with_for_update()
+        ).first()
+        if r is None or str(r[0]) != fence.holder or int(r[1]) != fence.epoch:
+            held = "nobody" if r is None else f"{r[0]} (epoch {r[1]})"
+            raise LeaseLostError(
+                f"lease {fence.name} epoch {fence.epoch} is no longer ours: held by {held}; "
+                "nothing more is written"
+            )
 
     def release_lease(self, name: str, holder: str, now: datetime) -> None:
         self.conn.execute(
@@ -180,6 +230,7 @@ class Store:
         if "://" not in url:
             url = sqlite_url(url)
         self.url = url
+        self.fence: Fence | None = None
         try:
             self.engine: Engine = self._engine(url)
             if create:
@@ -231,11 +282,35 @@ class Store:
             return eng
         return create_engine(url, pool_pre_ping=True)
 
+    def fenced(self, fence: Fence) -> Store:
+        """This store (the same engine) for the holder of ``fence``: once its
+        epoch is set, every transaction first checks that the lease is still
+        that epoch's (``Tx.check_lease``) and stamps it on what it writes."""
+        other = copy.copy(self)
+        other.fence = fence
+        return other
+
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
-        """One transaction: committed on exit, rolled back on an exception."""
+        """One transaction: committed on exit, rolled back on an exception
+        (a lost lease included: nothing of it is written)."""
+        fence = self.fence
+        epoch = None if fence is None else fence.epoch
         with self.engine.begin() as conn:
-            yield Tx(conn)
+            tx = Tx(conn, epoch)
+            if fence is not None and epoch is not None:
+                tx.check_lease(fence)
+            yield tx
+
+    def hold_lease(self, now: datetime) -> None:
+        """Before a cloud call: check the fence and extend the lease to
+        ``now + ttl_s``, so no other daemon can take it over while the call
+        is on its way (the call itself cannot carry the token)."""
+        fence = self.fence
+        if fence is None or fence.epoch is None:
+            return
+        with self.transaction() as tx:
+            tx.renew_lease(fence.name, fence.holder, fence.ttl_s, now, fence.epoch)
 
     def close(self) -> None:
         self.engine.dispose()
