@@ -8,6 +8,11 @@ asked of the lifecycle's placement rule, ``broker.lifecycle.fallback``),
 ``decision_deltas`` (how the lifecycle's decisions since the plan adjust its
 counts) and ``substitute``.
 
+After a restart ``restore`` reads back what lived only in memory: the
+instances under a revocation notice still in its window (the store's
+notices) and the pools that refused capacity within their TTL (its failed
+launches).
+
 The fleet view: the cloud's listing is the truth, but a just-launched
 instance may not be listed yet (EC2's listing is eventually consistent), so
 an instance the store recorded from a done launch within ``grace_s`` counts

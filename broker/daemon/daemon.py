@@ -22,8 +22,20 @@ lifecycle's decisions since it) with the cloud's own listing and closes the
 gap. Crash-safe: actions are written ahead (``broker.daemon.executor``),
 notices are acknowledged only after their decision and actions are durable,
 and ``start`` re-sends pending actions and re-reads the fleet by tags before
-anything else. One daemon per account: ``start`` takes the store's lease or
-refuses to run.
+anything else. A restart keeps what the dead process knew: the plan in force
+(replanned at start only once ``replan_s`` old, so the lifecycle's decisions
+since it keep counting), the instances under a revocation notice and the
+pools that refused capacity (``FleetBook.restore``), the break-glass stretches
+(``StretchJob.restore``): it never undoes a replacement.
+
+One daemon per account: ``start`` takes the store's lease (a new epoch) or
+refuses to run. Every job writes through the fenced store
+(``Store.fenced``): a transaction first checks that the lease still has this
+daemon's holder and epoch, and every cloud call first checks and extends it,
+so a holder paused past a takeover writes and calls nothing
+(``LeaseLostError``, which stops it). With ``renew_in_background`` (the
+production wiring) a thread renews the lease from right after it is taken,
+through start-up and plans that take longer than the TTL.
 
 Integration with the lifecycle manager (typed by ``lifecycle.Lifecycle``):
 at start the store's break-glass total and the stretches open before a

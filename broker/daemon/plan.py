@@ -9,7 +9,10 @@ computes new ones from old ones and returns them (the ``Daemon`` holds them):
   ``refresh_market_s`` old, limited to the clouds we launch in; on a
   transient failure the last good snapshot is kept, marked stale;
 - ``restore``: generation, epoch and progress from the store after a restart
-  (a configured ``horizon_start`` wins), the epoch handed to the lifecycle;
+  (a configured ``horizon_start`` wins), the epoch handed to the lifecycle,
+  and the plan in force itself (``plan_record``: the allocation columns
+  reconcile reads, kept only if made for the same workloads and planning
+  settings), so a restart does not replan from a fleet mid-notice-window;
 - ``track_progress``: live units x throughput x time since the last count,
   and the dollars those instances cost at the snapshot's prices;
 - ``propose`` and ``commit``: one step of the planning loop

@@ -28,6 +28,7 @@ from broker.lifecycle import LifecycleManager
 from markets.clock import ManualClock
 from markets.errors import InputError, TransientError
 from markets.fleet import Instance, LaunchRequest
+from markets.keys import launch_key, next_attempt_key
 from markets.model import MarketSnapshot, Tier
 from markets.sim.cloud import SimOptions
 from policies.workloads.spec import parse_workloads
@@ -582,6 +583,10 @@ class _CrashFigures:
     unintended_keys: int = 0
     short_or_long_keys: int = 0
     duplicate_launches: int = 0  # instances created beyond what their key intended
+    # Reconcile launches sent on top of live instances of their slot that the
+    # daemon did not count (the slot it counted is recovered from the key).
+    launched_over_uncounted: int = 0
+    reconcile_launches_checked: int = 0
     orphans: int = 0
     replacements_undone: int = 0
     sim_duplicate_heuristic: int = 0
@@ -644,6 +649,52 @@ def _crash_oracle(db: Path, account: Path, figures: _CrashFigures) -> None:
             if iid in ended_by_us and lands and ended_by_us[iid] < max(lands):
                 figures.replacements_undone += 1
     figures.sim_duplicate_heuristic = cloud.counters.duplicate_launches
+    noticed = {
+        n.instance_id: n.at for n in notices.values() if n.kind in ("interruption", "preempted")
+    }
+    _launches_over_uncounted(rows, cloud, noticed, figures)
+
+
+def _counted_slot(key: str, req: LaunchRequest) -> int | None:
+    """How many live instances the daemon counted in the slot when it sent
+    reconcile launch ``key`` (the key is a hash of it: ``launch_key``, or its
+    ``next_attempt_key`` sequence)."""
+    for counted in range(256):
+        base = launch_key(
+            "me", req.plan_generation, req.workload, req.pool_key, req.tier.value, counted
+        )
+        if key == base or any(next_attempt_key(base, n) == key for n in range(1, 8)):
+            return counted
+    return None
+
+
+def _launches_over_uncounted(
+    rows: Any, cloud: Any, noticed: dict[str, datetime], figures: _CrashFigures
+) -> None:
+    """The intent-level duplicate check, on the account's ground truth: when
+    a reconcile launch was written ahead, how many instances of its slot were
+    alive (and not being revoked), against how many the daemon counted. More
+    alive than counted: it launched on top of capacity it had lost track of."""
+    for r in rows:
+        if r.kind != "launch" or r.payload.get("source") != "reconcile":
+            continue
+        req = LaunchRequest.model_validate(r.payload["request"])
+        counted = _counted_slot(r.idempotency_key, req)
+        if counted is None:  # moved to another pool (alternate_pool_key)
+            continue
+        figures.reconcile_launches_checked += 1
+        t = r.created_at
+        alive = 0
+        for inst in cloud._instances.values():
+            i = inst.inst
+            if (i.workload, i.pool_key, i.tier) != (req.workload, req.pool_key, req.tier):
+                continue
+            if i.launched_at > t or (inst.ended_at is not None and inst.ended_at <= t):
+                continue
+            if i.instance_id in noticed and noticed[i.instance_id] <= t:
+                continue  # under a notice: the daemon rightly counts it gone
+            alive += 1
+        figures.launched_over_uncounted += max(0, min(req.count, alive - counted))
 
 
 def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
@@ -652,8 +703,9 @@ def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
     a random number of new actions in (plus up to 0.15 s: inside the 0.1 s
     cloud calls), just after a notice decision (revocations are injected
     into the account while it is down, with windows of 15-60 s, so restarts
-    land inside them), or after a delay of 0.3-3 s; a restart each time once
-    the lease (1 s) runs out; then a last ``--once`` pass and the oracle."""
+    land inside them), or after a delay of 0.3-2.5 s; a restart each time
+    once the lease (0.8 s) runs out; then a last ``--once`` pass and the
+    oracle."""
     import random
     import signal
 
@@ -663,12 +715,12 @@ def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
     from markets.sim.persist import PersistentSimCloud, load_state
 
     db, account = tmp_path / "state.db", tmp_path / "account.json"
-    ttl_s = 1.0
+    ttl_s = 0.8
     cfg = tmp_path / "daemon.yaml"
     cfg.write_text(yaml.safe_dump({
         "owner": "me", "store_url": "sqlite:///state.db", "provider": "sim", "planner": "fast",
         "metrics_port": 0, "lease_ttl_s": ttl_s,
-        "intervals": {"reconcile_s": 0.5, "poll_notices_s": 0.3, "lease_renew_s": 0.3,
+        "intervals": {"reconcile_s": 0.5, "poll_notices_s": 0.3, "lease_renew_s": 0.25,
                       "refresh_market_s": 60, "replan_s": 3},
         # A lagging listing: only the store's write-ahead record prevents a
         # second launch of a request whose instances are not listed yet.
@@ -682,7 +734,8 @@ def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
     args = ["daemon", "--config", str(cfg), "--log-level", "warning"]
     try:
         while figures.kills < kills:
-            if account.exists() and rng.random() < 0.5:
+            revoked = account.exists() and rng.random() < 0.5
+            if revoked:
                 cloud, clock = load_state(market, account)
                 spot = [i.instance_id for i in cloud.alive() if i.tier is Tier.SPOT]
                 for iid in rng.sample(spot, min(rng.randint(1, 3), len(spot))):
@@ -690,12 +743,13 @@ def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
                     figures.revocations_injected += 1
                 PersistentSimCloud(cloud, account, clock.offset_s)._save()
             time.sleep(ttl_s + 0.05)  # the killed daemon's lease runs out
-            point = rng.choice(["start-up", "in a call", "after a decision", "delay"])
+            points = ["start-up", "in a call", "delay"] + (["after a decision"] if revoked else [])
+            point = rng.choice(points)
             actions = _count(db, "select count(*) from actions")
             decisions = _count(db, "select count(*) from decisions where notice_id is not null")
             log = tmp_path / f"run-{figures.kills}.log"
             pid = forker.start(log, *args)
-            until = time.monotonic() + 8
+            until = time.monotonic() + 5
             if point == "start-up":
                 time.sleep(rng.uniform(0.0, 0.8))
             elif point == "in a call":
@@ -711,7 +765,7 @@ def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
                     time.sleep(0.005)
                 time.sleep(rng.uniform(0.0, 0.3))
             else:
-                time.sleep(rng.uniform(0.3, 3.0))
+                time.sleep(rng.uniform(0.3, 2.5))
             with contextlib.suppress(ProcessLookupError):  # it ended on its own
                 os.kill(pid, signal.SIGKILL)
             code = forker.wait(pid)
@@ -751,6 +805,7 @@ def test_a_daemon_process_killed_at_random_points_restarts_without_double_launch
     assert f.launch_keys > 0 and f.instances_created > 0
     assert f.unintended_keys == 0 and f.short_or_long_keys == 0
     assert f.duplicate_launches == 0 and f.instances_created == f.instances_intended
+    assert f.reconcile_launches_checked > 0 and f.launched_over_uncounted == 0
     assert f.orphans == 0
     assert f.replacements_undone == 0
     assert f.sim_duplicate_heuristic == 0
