@@ -998,3 +998,30 @@ def test_a_restart_with_a_plan_due_replans_without_undoing_the_replacement(
     assert victim.instance_id in second.book.doomed_ids(w.clock.now())
     assert added <= {i.instance_id for i in w.cloud.alive()}
     assert victim.instance_id in {i.instance_id for i in w.cloud.alive()}  # never ended by us
+
+
+def test_the_crash_oracle_sees_a_launch_on_top_of_instances_the_daemon_lost_track_of(
+    tmp_path: Path,
+) -> None:
+    """The oracle can fail: a store that lost its fleet rows and launch
+    records (a commit that never happened), a listing that does not show the
+    instances yet, a plan due: the restarted daemon launches the fleet again
+    under new keys, and the ground-truth check counts every one of them."""
+    from sqlalchemy import delete
+
+    from broker.daemon.store.schema import fleet_t
+
+    w = World(tmp_path, listing_lag_s=10 * 3600.0)
+    w.daemon().start()
+    first = len(w.cloud.alive())
+    with w.store.transaction() as tx:
+        tx.conn.execute(delete(fleet_t))
+        tx.conn.execute(delete(actions_t))
+    w.clock.advance(w.config.intervals.replan_s + 1)
+    w.daemon().start()
+    with w.store.transaction() as tx:
+        rows = tx.conn.execute(select(actions_t)).all()
+    figures = _CrashFigures()
+    _launches_over_uncounted(rows, w.cloud, {}, figures)
+    assert figures.reconcile_launches_checked > 0
+    assert figures.launched_over_uncounted == first == len(w.cloud.alive()) // 2
