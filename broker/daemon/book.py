@@ -119,6 +119,31 @@ class FleetBook:
             self.mark_unavailable(pool, Tier(tier), at)
         return len(revoked), len(refused)
 
+    def protect(self, want: Mapping[Slot, int], store: Store, now: datetime) -> dict[Slot, int]:
+        """``want`` with, in each slot, at least the instances launched for a
+        notice whose instance is still doomed (its revocation has not landed
+        yet): a plan made inside the window (a restart with the plan due, a
+        re-plan) may put that capacity elsewhere, but ending the replacement
+        before the revocation lands would leave the pool short if the move
+        fails. Past the deadline they are ordinary capacity again."""
+        open_ = {iid for iid, deadline in self.doomed.items() if deadline >= now}
+        out = dict(want)
+        if not open_:
+            return out
+        with store.transaction() as tx:
+            served = tx.notice_launches(self.owner, now - _RESTORED_WINDOW - _DOOM_KEEP)
+        kept: dict[Slot, int] = defaultdict(int)
+        for noticed, ids in served:
+            if noticed not in open_:
+                continue
+            for iid in ids:
+                inst = self.by_id.get(iid)
+                if inst is not None and iid not in self.doomed:
+                    kept[(inst.workload, inst.pool_key, inst.tier.value)] += 1
+        for slot, n in kept.items():
+            out[slot] = max(out.get(slot, 0), n)
+        return out
+
     def doomed_ids(self, now: datetime) -> frozenset[str]:
         for iid in [i for i, t in self.doomed.items() if t + _DOOM_KEEP < now]:
             del self.doomed[iid]
