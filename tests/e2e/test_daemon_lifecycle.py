@@ -769,7 +769,7 @@ def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
             with contextlib.suppress(ProcessLookupError):  # it ended on its own
                 os.kill(pid, signal.SIGKILL)
             code = forker.wait(pid)
-            text = log.read_text()
+            text = log.read_text() if log.exists() else ""  # killed before it opened it
             if code == 1 and "LeaseHeldError" in text:  # a slow lapse: it refused, unharmed
                 figures.refused_starts += 1
                 continue
