@@ -52,9 +52,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from broker.daemon.environ import validate_with_environment
 from broker.daemon.hooks import CheckpointHook
+from broker.daemon.store.store import in_memory_url, redact_url
 from broker.lifecycle import LifecycleConfig
 from broker.lifecycle.values import REMOVED_TTL_MESSAGE
 from markets.errors import InputError
@@ -145,7 +147,14 @@ MarketValue = Annotated[str | bool | int | float, AfterValidator(_market_value)]
 class DaemonConfig(StrictModel):
     owner: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:/@+=-]+$")
     account: str = Field(default="default", min_length=1, max_length=64)
+    # A durable store: a SQLite file (relative paths are relative to this
+    # file) or a PostgreSQL URL. The running daemon refuses an in-memory one
+    # (``check_durable_store``); ``--hours`` simulations keep their own.
     store_url: str = "sqlite:///spotfolio-daemon.db"
+    # Set by ``load_daemon_config`` (where these settings were read, for
+    # messages); not a setting, whatever the file says (and not in the
+    # published JSON Schema).
+    config_file: SkipJsonSchema[str | None] = None
     workloads: Path | None = None
     demand: Path | None = None
     demand_seed: Annotated[int, Bounded(ge=0, le=MAX_COUNT)] = 0
@@ -162,6 +171,8 @@ class DaemonConfig(StrictModel):
     )
     intervals: Intervals = Field(default_factory=Intervals)
     backoff: Backoff = Field(default_factory=Backoff)
+    # The lease: a takeover waits this long after the holder's last renewal;
+    # intervals.lease_renew_s must be under half of it.
     lease_ttl_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 30.0
     # A launched instance may take this long to show in the cloud's listing
     # (EC2 DescribeInstances is eventually consistent): until then the store's
@@ -208,6 +219,19 @@ class DaemonConfig(StrictModel):
         return PROVIDERS.canonical(name)
 
     @model_validator(mode="after")
+    def _renew_well_inside_the_ttl(self) -> DaemonConfig:
+        # Two renewals per TTL at least: one late renewal (a slow store, a
+        # long garbage collection) must not let the lease lapse.
+        if not self.intervals.lease_renew_s < self.lease_ttl_s / 2:
+            raise FieldError(
+                "intervals.lease_renew_s",
+                f"fewer seconds than half of lease_ttl_s ({self.lease_ttl_s:g} / 2), so the "
+                "lease is renewed at least twice before it runs out",
+                self.intervals.lease_renew_s,
+            )
+        return self
+
+    @model_validator(mode="after")
     def _upkeep_before_lead(self) -> DaemonConfig:
         lead = self.lifecycle.get("return_lead_s", LifecycleConfig().return_lead_s)
         if isinstance(lead, int | float) and self.intervals.upkeep_s >= lead:
@@ -218,6 +242,20 @@ class DaemonConfig(StrictModel):
                 self.intervals.upkeep_s,
             )
         return self
+
+    def check_durable_store(self) -> None:
+        """Refuse a store that vanishes with the process (``sqlite://``,
+        ``sqlite:///``, ``:memory:``, an empty URL): the write-ahead action
+        log, the idempotency records and the notice dedup would be lost at
+        every restart."""
+        if in_memory_url(self.store_url):
+            raise InputError(
+                self.config_file or "config",
+                "store_url",
+                "a durable store for the daemon (a SQLite file path, sqlite:///path, or a "
+                "PostgreSQL URL): an in-memory store loses the action log at every restart",
+                got=redact_url(self.store_url),
+            )
 
     @property
     def lease_name(self) -> str:
@@ -263,6 +301,7 @@ def load_daemon_config(
     data = read_yaml(text, source)
     if not isinstance(data, dict):
         raise InputError(source, None, "a mapping of daemon settings", got=type(data).__name__)
+    data = {**data, "config_file": source}
     cfg = validate_with_environment(DaemonConfig, data, source, environ, overrides)
     try:  # the lifecycle's own settings, checked here so a bad one names this file
         LifecycleConfig.model_validate(cfg.lifecycle)
@@ -276,8 +315,21 @@ def load_daemon_config(
     state = cfg.sim.state_file
     if state is not None and not state.is_absolute():
         updates["sim"] = cfg.sim.model_copy(update={"state_file": base / state})
-    if cfg.store_url.startswith("sqlite:///") and not cfg.store_url.startswith("sqlite:////"):
-        rel = cfg.store_url.removeprefix("sqlite:///")
-        if rel and rel != ":memory:":
-            updates["store_url"] = f"sqlite:///{base / rel}"
+    store = _resolve_sqlite(cfg.store_url, base)
+    if store != cfg.store_url:
+        updates["store_url"] = store
     return cfg.model_copy(update=updates) if updates else cfg
+
+
+def _resolve_sqlite(url: str, base: Path) -> str:
+    """A SQLite store's relative file path made absolute against ``base``
+    (the config file's directory), as documented; other URLs unchanged."""
+    if in_memory_url(url):
+        return url
+    if "://" not in url:  # a plain file path
+        return url if Path(url).is_absolute() else str(base / url)
+    scheme, sep, rest = url.partition(":///")
+    if not sep or not scheme.startswith("sqlite") or rest.startswith("/"):
+        return url
+    path, q, query = rest.partition("?")
+    return f"{scheme}:///{base / path}{q}{query}"

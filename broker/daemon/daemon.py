@@ -22,8 +22,20 @@ lifecycle's decisions since it) with the cloud's own listing and closes the
 gap. Crash-safe: actions are written ahead (``broker.daemon.executor``),
 notices are acknowledged only after their decision and actions are durable,
 and ``start`` re-sends pending actions and re-reads the fleet by tags before
-anything else. One daemon per account: ``start`` takes the store's lease or
-refuses to run.
+anything else. A restart keeps what the dead process knew: the plan in force
+(replanned at start only once ``replan_s`` old, so the lifecycle's decisions
+since it keep counting), the instances under a revocation notice and the
+pools that refused capacity (``FleetBook.restore``), the break-glass stretches
+(``StretchJob.restore``): it never undoes a replacement.
+
+One daemon per account: ``start`` takes the store's lease (a new epoch) or
+refuses to run. Every job writes through the fenced store
+(``Store.fenced``): a transaction first checks that the lease still has this
+daemon's holder and epoch, and every cloud call first checks and extends it,
+so a holder paused past a takeover writes and calls nothing
+(``LeaseLostError``, which stops it). With ``renew_in_background`` (the
+production wiring) a thread renews the lease from right after it is taken,
+through start-up and plans that take longer than the TTL.
 
 Integration with the lifecycle manager (typed by ``lifecycle.Lifecycle``):
 at start the store's break-glass total and the stretches open before a
@@ -65,7 +77,7 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.notices import DrainTotals, NoticeJob
 from broker.daemon.plan import PlanJob, PlanState, Progress
 from broker.daemon.reconcile import ReconcileJob
-from broker.daemon.store.store import Store
+from broker.daemon.store.store import Fence, LeaseLostError, Store
 from broker.daemon.stretches import StretchJob
 from broker.planning.reconcile import Slot
 from markets.clock import Clock
@@ -75,7 +87,7 @@ from markets.model import MarketSnapshot
 from markets.protocols import PriceSource, Provider
 from policies.workloads.spec import WorkloadSet
 
-__all__ = ["Daemon", "LeaseHeldError", "Lifecycle"]
+__all__ = ["Daemon", "LeaseHeldError", "LeaseLostError", "Lifecycle"]
 
 log = logging.getLogger("spotfolio.daemon")
 
@@ -101,10 +113,11 @@ class Daemon:
         announce: Callable[[Request], None] | None = None,
         holder: str | None = None,
         hook_runner: HookRunner | None = None,
+        renew_in_background: bool = False,
     ) -> None:
         self.config = config
         self.provider = provider
-        self.store = store
+        self.store = store  # unfenced: the lease itself, and readers
         self.lifecycle = lifecycle
         self.clock = clock
         self.owner = owner = config.owner
@@ -116,6 +129,12 @@ class Daemon:
         config.check_workloads(workloads)
         self.workloads = workloads
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # The lease and its fencing token: every job writes through ``fenced``,
+        # which refuses once another daemon took the lease over.
+        self.fence = Fence(config.lease_name, self.holder, config.lease_ttl_s)
+        store = self.fenced_store = store.fenced(self.fence)
+        self.renew_in_background = renew_in_background
+        self._renewer: threading.Thread | None = None
         self.lock = threading.RLock()
         self.active = False
         self.stopped = threading.Event()
@@ -184,31 +203,83 @@ class Daemon:
         now = self.clock.now()
         if not self.dry_run:
             with self.store.transaction() as tx:
-                if not tx.acquire_lease(
+                epoch = tx.acquire_lease(
                     self.config.lease_name, self.holder, self.config.lease_ttl_s, now
-                ):
-                    holder = tx.lease_holder(self.config.lease_name, now)
-                    raise LeaseHeldError(
-                        f"lease {self.config.lease_name} is held by {holder}; refusing to run"
-                    )
+                )
+                holder = None if epoch is not None else tx.lease_holder(self.fence.name, now)
+            if epoch is None:
+                raise LeaseHeldError(
+                    f"lease {self.config.lease_name} is held by {holder}; refusing to run"
+                )
+            self.fence.epoch = epoch
             self.metrics.lease_held.set(1)
-            log.info(kv("lease_acquired", lease=self.config.lease_name, holder=self.holder))
+            log.info(
+                kv("lease_acquired", lease=self.config.lease_name, holder=self.holder, epoch=epoch)
+            )
+            if self.renew_in_background:
+                self._start_renewer()
             recovered = self.executor.recover()
             log.info(kv("recovered", pending_actions=recovered))
         self.active = True
         self.state, self.progress = self.planner.restore()
+        doomed, refused = self.book.restore(self.fenced_store, now)
+        log.info(
+            kv(
+                "restored",
+                doomed=doomed,
+                refused_pools=refused,
+                plan_generation=self.state.generation,
+                plan_kept=self.state.plan is not None,
+            )
+        )
         self.stretches.restore()
         self.refresh_market(force=True)
-        self.replan()
+        if self._replan_due(now):
+            self.replan()
         self.reconcile()
+
+    def _replan_due(self, now: datetime) -> bool:
+        """A start-up plan unless the store's plan in force is younger than
+        ``replan_s``: a restart keeps it, and with it the decisions counted
+        since it was made (a new plan, made from a fleet inside a notice
+        window, would count the revoked capacity as healthy and end the
+        replacement launched for it)."""
+        made = self.state.created_at
+        if self.state.plan is None or made is None:
+            return True
+        return (now - made).total_seconds() >= self.config.intervals.replan_s
+
+    def _start_renewer(self) -> None:
+        """Renew the lease every ``lease_renew_s`` on a thread of its own,
+        from right after it is taken: through start-up (recover, market
+        refresh, plan, reconcile) and through plans that take longer than
+        the TTL. It stops with the daemon, or when the lease is lost."""
+
+        def loop() -> None:
+            every = self.config.intervals.lease_renew_s
+            while not self.stopped.wait(every):
+                try:
+                    self.renew_lease()
+                except LeaseHeldError as e:
+                    log.critical(kv("lease_lost", lease=self.fence.name, error=e))
+                    self.active = False
+                    self.stopped.set()
+                except Exception as e:  # a store hiccup: the next renewal retries
+                    log.warning(kv("lease_renew_failed", error_type=type(e).__name__, error=e))
+
+        self._renewer = threading.Thread(target=loop, name="lease-renewer", daemon=True)
+        self._renewer.start()
 
     def stop(self) -> None:
         self.active = False
         self.stopped.set()
         self.hooks.shutdown()  # waits: each hook is bounded by its notice window
         with self.lock:
-            self.hooks.drain()
-        if not self.dry_run:
+            try:
+                self.hooks.drain()
+            except LeaseLostError as e:  # another daemon took over: it stores nothing more
+                log.warning(kv("hook_results_dropped", error=e))
+        if not self.dry_run and self.fence.epoch is not None:
             with self.store.transaction() as tx:
                 tx.release_lease(self.config.lease_name, self.holder, self.clock.now())
             self.metrics.lease_held.set(0)
@@ -239,7 +310,11 @@ class Daemon:
             return
         with self.store.transaction() as tx:
             ok = tx.renew_lease(
-                self.config.lease_name, self.holder, self.config.lease_ttl_s, self.clock.now()
+                self.config.lease_name,
+                self.holder,
+                self.config.lease_ttl_s,
+                self.clock.now(),
+                self.fence.epoch,
             )
         if not ok:
             self.metrics.lease_held.set(0)
@@ -268,7 +343,9 @@ class Daemon:
         snap = self.current_snapshot()
         now = self.clock.now()
         with self.lock:
-            fleet = self.book.view(self.provider, self.store, now, self.config.listing_grace_s)
+            fleet = self.book.view(
+                self.provider, self.fenced_store, now, self.config.listing_grace_s
+            )
             self.progress = self.planner.track_progress(self.progress, fleet, now)
             running = self.book.counts(fleet)
         proposal = self.planner.propose(snap, self.state, self.progress, running, now)

@@ -9,6 +9,10 @@ Owns: ``Executor``. Every request goes through the same steps:
 3. in one transaction, mark the action ``done`` (or ``failed``) and record
    the launched instances in the store's fleet (or the terminated ones).
 
+Fencing: the store is the daemon's fenced one (``Store.fenced``): steps 1
+and 3 are refused once another daemon took the lease over, and before each
+call to the provider the lease is checked and extended (``Store.hold_lease``).
+
 A crash between 1 and 3 leaves the action ``pending``; ``recover`` re-sends
 every pending key on start, and the provider answers with the instances it
 already launched. ``CapacityUnavailableError`` marks the action failed and is
@@ -186,6 +190,9 @@ class Executor:
     def _call(self, request: Request) -> ActionResult | None:
         b = self.backoff
         for attempt in range(b.max_attempts):
+            # The lease is checked and extended before every call: a daemon
+            # that lost it (LeaseLostError) calls nothing.
+            self.store.hold_lease(self.clock.now())
             try:
                 if isinstance(request, LaunchRequest):
                     return self.provider.launch(request)

@@ -9,7 +9,10 @@ computes new ones from old ones and returns them (the ``Daemon`` holds them):
   ``refresh_market_s`` old, limited to the clouds we launch in; on a
   transient failure the last good snapshot is kept, marked stale;
 - ``restore``: generation, epoch and progress from the store after a restart
-  (a configured ``horizon_start`` wins), the epoch handed to the lifecycle;
+  (a configured ``horizon_start`` wins), the epoch handed to the lifecycle,
+  and the plan in force itself (``plan_record``: the allocation columns
+  reconcile reads, kept only if made for the same workloads and planning
+  settings), so a restart does not replan from a fleet mid-notice-window;
 - ``track_progress``: live units x throughput x time since the last count,
   and the dollars those instances cost at the snapshot's prices;
 - ``propose`` and ``commit``: one step of the planning loop
@@ -28,14 +31,17 @@ Must not: call the provider, take the daemon's lock, or decide about notices.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from broker.daemon.book import FleetBook
 from broker.daemon.config import DaemonConfig
@@ -62,7 +68,15 @@ from markets.protocols import PriceSource
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
-__all__ = ["PlanJob", "PlanState", "Progress", "Proposal", "launchable"]
+__all__ = [
+    "PlanJob",
+    "PlanState",
+    "Progress",
+    "Proposal",
+    "launchable",
+    "plan_from_record",
+    "plan_record",
+]
 
 log = logging.getLogger("spotfolio.daemon")
 FloatArray = npt.NDArray[np.float64]
@@ -146,6 +160,9 @@ class PlanJob:
         # The cost table of the snapshot in force: computed once per snapshot,
         # handed to the lifecycle and to every plan made on that snapshot.
         self._costs: CostTable | None = None
+        # A restored plan is kept in force only if it was made for these
+        # workloads and this planning configuration.
+        self._digest = _digest(config, workloads)
 
     # --- the market -------------------------------------------------------------
     def refresh_market(self, last: MarketSnapshot | None, *, force: bool) -> MarketSnapshot:
@@ -193,11 +210,16 @@ class PlanJob:
             latest = tx.latest_plan(self._owner)
         state, progress = PlanState(), Progress()
         if latest is not None:
-            gen, _created, summary = latest
+            gen, created, summary = latest
             epoch = summary.get("epoch")
             state = PlanState(
-                generation=gen, epoch=datetime.fromisoformat(epoch) if epoch else None
+                plan=plan_from_record(summary.get("in_force"), self._digest),
+                generation=gen,
+                created_at=created,
+                epoch=datetime.fromisoformat(epoch) if epoch else None,
             )
+            if state.plan is None:  # nothing to keep in force: only the counters
+                state = PlanState(generation=gen, epoch=state.epoch)
             done = summary.get("work_done") or {}
             spent = summary.get("spent_usd") or {}
             progress = Progress(
@@ -205,7 +227,7 @@ class PlanJob:
                 spent_usd={k: float(v) for k, v in spent.items()},
             )
         if self._config.horizon_start is not None:
-            state = PlanState(generation=state.generation, epoch=self._config.horizon_start)
+            state = replace(state, epoch=self._config.horizon_start)
         if state.epoch is not None:
             self._lifecycle.set_horizon_start(state.epoch)
         return state, progress
@@ -326,6 +348,10 @@ class PlanJob:
             "spent_usd": dict(progress.spent_usd),
             "stale_market": proposal.stale_market,
             "interruption_multiplier": proposal.interruption_multiplier,
+            # What reconcile reads of the plan, so that a restart keeps the
+            # plan in force (and the decisions counted since it) instead of
+            # making a new one from a fleet in the middle of a notice window.
+            "in_force": plan_record(plan, self._digest),
         }
         if self._dry_run:
             gen = state.generation + 1
@@ -379,3 +405,57 @@ def _committed_usd_per_hour(snap: MarketSnapshot, committed: Mapping[str, int]) 
         key = str(CommitmentKey(p.pool.provider.value, p.pool.region, p.pool.instance_type))
         price[key] = min(usd, price.get(key, usd))
     return sum(n * price.get(group, 0.0) for group, n in committed.items())
+
+
+# The allocation columns reconcile reads (``broker.planning.reconcile.desired_now``).
+_KEPT_COLUMNS = ("hour_start", "hour_end", "workload", "tier", "pool_key", "instances")
+
+
+def _digest(config: DaemonConfig, workloads: WorkloadSet) -> str:
+    """What a stored plan must have been made for to stay in force after a restart."""
+    basis = {
+        "workloads": workloads.model_dump(mode="json"),
+        "planner": config.planner,
+        "horizon_hours": config.horizon_hours,
+        "committed": config.committed,
+        "providers": config.launch_providers,
+        "demand": str(config.demand),
+    }
+    return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def plan_record(plan: Plan, digest: str) -> Json:
+    """The part of ``plan`` reconcile needs, as JSON for the plan's store row."""
+    a = plan.allocations
+    rows = [] if a.empty else a[list(_KEPT_COLUMNS)].to_dict(orient="split")["data"]
+    return {
+        "digest": digest,
+        "start": plan.start.isoformat(),
+        "hours": plan.hours,
+        "period_hours": plan.period_hours,
+        "status": plan.status,
+        "solver": plan.solver,
+        "objective_usd": plan.objective_usd,
+        "rows": rows,
+    }
+
+
+def plan_from_record(rec: Json | None, digest: str) -> Plan | None:
+    """The plan ``plan_record`` wrote (None: none, or made for other workloads)."""
+    if not rec or rec.get("digest") != digest:
+        return None
+    rows = pd.DataFrame(rec["rows"], columns=list(_KEPT_COLUMNS))
+    rows = rows.astype({"hour_start": int, "hour_end": int, "instances": float})
+    return Plan(
+        start=datetime.fromisoformat(rec["start"]),
+        hours=int(rec["hours"]),
+        period_hours=int(rec["period_hours"]),
+        commitments=(),
+        allocations=rows,
+        objective_usd=float(rec["objective_usd"]),
+        status=str(rec["status"]),
+        solver=str(rec["solver"]),
+        solve_time_s=0.0,
+        integral=False,
+        meta={"restored": "store"},
+    )

@@ -99,7 +99,9 @@ class ReconcileJob:
 
     def desired(self, state: PlanState, now: datetime) -> dict[Slot, int]:
         """The plan's current hour, the lifecycle's decisions since the plan,
-        and unavailable pools swapped for the next acceptable one."""
+        unavailable pools swapped for the next acceptable one, and the
+        replacements of instances still under a notice kept
+        (``FleetBook.protect``)."""
         if state.plan is None:
             return {}
         want = desired_now(state.plan, now, self._workloads)
@@ -110,6 +112,7 @@ class ReconcileJob:
             want = apply_deltas(want, decision_deltas(decisions))
         book = self._book
         want = substitute(want, book, now)
+        want = book.protect(want, self._store, now)  # replacements inside their window
         return stick(want, book.counts(book.last_fleet), book, STICK_MARGIN)
 
     def _note_resizes(self, planned: dict[Slot, int], now: datetime) -> None:

@@ -157,7 +157,9 @@ def build_daemon(
     announce: Callable[[Request], None] | None = None,
 ) -> tuple[Daemon, Store]:
     """The production daemon of ``config`` and its store: the account it
-    names, the workloads file, the project's lifecycle manager and metrics."""
+    names, the workloads file, the project's lifecycle manager and metrics.
+    An in-memory store is refused (``DaemonConfig.check_durable_store``)."""
+    config.check_durable_store()  # before anything is opened
     account = open_account(config)
     workloads = config.workload_set()
     store = Store(config.store_url)
@@ -173,5 +175,6 @@ def build_daemon(
         dry_run=dry_run,
         announce=announce,
         hook_runner=HookRunner(secrets=hook_secrets(config)),
+        renew_in_background=True,  # through start-up and long plans
     )
     return daemon, store

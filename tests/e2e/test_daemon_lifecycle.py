@@ -4,14 +4,17 @@ at notice time, and stale market data widening risk margins."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,13 +23,14 @@ from sqlalchemy import select
 
 from broker.daemon.config import DaemonConfig, load_daemon_config
 from broker.daemon.daemon import Daemon
-from broker.daemon.store.schema import actions_t
+from broker.daemon.store.schema import actions_t, notices_t
 from broker.daemon.store.store import Store
 from broker.daemon.wiring import default_lifecycle
 from broker.lifecycle import LifecycleManager
 from markets.clock import ManualClock
 from markets.errors import InputError, TransientError
 from markets.fleet import Instance, LaunchRequest
+from markets.keys import launch_key, next_attempt_key
 from markets.model import MarketSnapshot, Tier
 from markets.sim.cloud import SimOptions
 from policies.workloads.spec import parse_workloads
@@ -64,6 +68,10 @@ def _break_glass(w: World, d: Daemon) -> tuple[str, float]:
         (dec,) = [x for x in tx.decisions("me") if x.kind == "break_glass"]
     assert dec.notice_id is not None and dec.break_glass_usd > 0
     return dec.notice_id, dec.break_glass_usd
+
+
+def on_demand_count(w: World) -> int:
+    return sum(i.tier is Tier.ON_DEMAND for i in w.cloud.alive())
 
 
 def _run_until_return(w: World, d: Daemon, check: Callable[[], None]) -> dict[str, Any]:
@@ -109,6 +117,7 @@ def test_a_restart_keeps_the_break_glass_ledger_and_resumes_the_open_stretch(
     first = w.daemon()
     first.start()
     before = {i.instance_id for i in w.cloud.alive()}
+    od_before = on_demand_count(w)
     nid, committed = _break_glass(w, first)
     on_demand = {
         i.instance_id
@@ -130,8 +139,10 @@ def test_a_restart_keeps_the_break_glass_ledger_and_resumes_the_open_stretch(
     ret = _run_until_return(w, second, same)
     assert ret["allocation_id"] == nid
     assert ret["break_glass_usd_released"] > 0
-    alive = {i.instance_id for i in w.cloud.alive()}
-    assert not on_demand & alive  # the resumed stretch's on-demand capacity ended
+    # The resumed stretch's on-demand capacity ended: one of the slot's
+    # instances (they are alike; the restart kept the plan in force, so the
+    # tick may end another than the break-glass launch itself).
+    assert on_demand_count(w) == od_before
     # A second restart finds the stretch closed and the ledger where it was.
     w.clock.advance(w.config.lease_ttl_s + 1)
     third = w.daemon()
@@ -537,17 +548,6 @@ def test_killed_at_every_launch_of_a_storm_the_restart_decides_once_and_launches
 # --- a real daemon process, killed with SIGKILL ----------------------------------------
 
 
-def _daemon_process(cfg: Path, *args: str) -> subprocess.Popen[bytes]:
-    code = "import sys; from broker.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.Popen(
-        [sys.executable, "-c", code, "daemon", "--config", str(cfg), "--log-level", "warning",
-         *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-
-
 def _count(db: Path, sql: str) -> int:
     if not db.exists():
         return 0
@@ -560,25 +560,200 @@ def _count(db: Path, sql: str) -> int:
         con.close()
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(
-    reason=(
-        "issue 15 (a restart can relaunch a decided launch): since spot work stopped being "
-        "scaled by the held share (issue 13), the plan sends research-sweeps to "
-        "gcp/us-central1-f/a2-highgpu-1g spot, and one kill lands where the restarted daemon "
-        "sends the same intent (generation 4, 2 instances) under a new idempotency key: "
-        "1 duplicate launch; it passes on the commit before that change"
-    ),
-    strict=False,
-)
-def test_a_daemon_process_killed_at_random_points_restarts_without_double_launch_or_orphan(
-    tmp_path: Path,
+# A process that has imported the daemon once and forks a fresh one per run:
+# each run is a real process killed with SIGKILL, without paying Python's
+# start-up and imports a hundred times. It forks before any thread or engine
+# exists, so each child starts as a new daemon process would.
+_FORKER = r"""
+import os, sys, traceback
+from broker.cli import main
+import broker.daemon.schedule, broker.daemon.wiring, markets.sim.persist  # noqa: F401
+for line in sys.stdin:
+    cmd, arg = line.rstrip("\n").split("\t", 1)
+    if cmd == "wait":
+        _, status = os.waitpid(int(arg), 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+        continue
+    log, *argv = arg.split("\t")
+    pid = os.fork()
+    if pid == 0:
+        err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0); os.dup2(null, 1); os.dup2(err, 2)
+        try:
+            code = main(argv)
+        except BaseException:
+            traceback.print_exc()
+            code = 70
+        sys.stderr.flush()
+        os._exit(code or 0)
+    print(pid, flush=True)
+"""
+
+
+class _Forker:
+    """Starts ``spotfolio daemon`` processes (forks of one warm process)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _FORKER], cwd=REPO, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def _ask(self, line: str) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    def start(self, log: Path, *argv: str) -> int:
+        return self._ask("\t".join(["run", str(log), *argv]))
+
+    def wait(self, pid: int) -> int:
+        return self._ask(f"wait\t{pid}")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+
+
+@dataclass
+class _CrashFigures:
+    kills: int = 0
+    by_point: dict[str, int] = field(default_factory=dict)
+    revocations_injected: int = 0
+    refused_starts: int = 0  # the previous lease had not lapsed yet
+    launch_keys: int = 0
+    instances_created: int = 0
+    instances_intended: int = 0
+    unintended_keys: int = 0
+    short_or_long_keys: int = 0
+    duplicate_launches: int = 0  # instances created beyond what their key intended
+    # Reconcile launches sent on top of live instances of their slot that the
+    # daemon did not count (the slot it counted is recovered from the key).
+    launched_over_uncounted: int = 0
+    reconcile_launches_checked: int = 0
+    orphans: int = 0
+    replacements_undone: int = 0
+    sim_duplicate_heuristic: int = 0  # reported, not the oracle (see the test)
+
+
+def _crash_oracle(db: Path, account: Path, figures: _CrashFigures) -> None:
+    """Instances created (the account's own record, per idempotency key)
+    against launches intended (the store's write-ahead records), orphans,
+    and replacements the daemon itself ended inside their notice window."""
+    from markets.registry import open_market
+    from markets.sim.persist import load_state
+
+    cloud, _clock = load_state(open_market("default"), account)
+    store = Store(f"sqlite:///{db}")
+    with store.transaction() as tx:
+        known = tx.known_instance_ids("me")
+        assert tx.count_actions("me", "pending") == 0
+        rows = tx.conn.execute(select(actions_t)).all()
+        notices = {r.notice_id: r for r in tx.conn.execute(select(notices_t)).all()}
+    store.close()
+    intended = {r.idempotency_key: r for r in rows if r.kind == "launch"}
+    created = {
+        k: (req, ids) for k, (req, ids) in cloud._by_key.items() if isinstance(req, LaunchRequest)
+    }
+    figures.launch_keys = len(created)
+    figures.instances_created = len(cloud._instances)
+    for key, (req, ids) in created.items():
+        rec = intended.get(key)
+        if rec is None:
+            figures.unintended_keys += 1
+            figures.duplicate_launches += len(ids)
+            continue
+        want = LaunchRequest.model_validate(rec.payload["request"])
+        got = list((rec.result or {}).get("instance_ids") or [])
+        if want != req or rec.status != "done" or sorted(got) != sorted(ids):
+            figures.short_or_long_keys += 1
+        figures.instances_intended += want.count
+        figures.duplicate_launches += max(0, len(ids) - want.count)
+    # Every instance the account ever created came from one of those keys.
+    from_keys = sum(len(ids) for _req, ids in created.values())
+    figures.duplicate_launches += max(0, figures.instances_created - from_keys)
+    figures.orphans = len(cloud.orphaned(known))
+    # Replacements undone: an instance launched for a notice that the daemon
+    # terminated itself before the noticed instance's revocation landed.
+    ended_by_us: dict[str, datetime] = {}
+    for r in rows:
+        if r.kind == "terminate" and r.status == "done":
+            for iid in (r.result or {}).get("instance_ids") or []:
+                ended_by_us.setdefault(iid, r.created_at)
+    for r in rows:
+        if r.kind != "launch" or r.payload.get("source") != "notice" or r.status != "done":
+            continue
+        lands = []
+        for nid in r.payload.get("notice_ids") or []:
+            n = notices.get(nid)
+            s = None if n is None else cloud._instances.get(n.instance_id)
+            if s is not None:
+                lands.append(s.ended_at or s.revoke_at or n.at)
+        for iid in (r.result or {}).get("instance_ids") or []:
+            if iid in ended_by_us and lands and ended_by_us[iid] < max(lands):
+                figures.replacements_undone += 1
+    figures.sim_duplicate_heuristic = cloud.counters.duplicate_launches
+    noticed = {
+        n.instance_id: n.at for n in notices.values() if n.kind in ("interruption", "preempted")
+    }
+    _launches_over_uncounted(rows, cloud, noticed, figures)
+
+
+def _counted_slot(key: str, req: LaunchRequest) -> int | None:
+    """How many live instances the daemon counted in the slot when it sent
+    reconcile launch ``key`` (the key is a hash of it: ``launch_key``, or its
+    ``next_attempt_key`` sequence)."""
+    for counted in range(256):
+        base = launch_key(
+            "me", req.plan_generation, req.workload, req.pool_key, req.tier.value, counted
+        )
+        if key == base or any(next_attempt_key(base, n) == key for n in range(1, 8)):
+            return counted
+    return None
+
+
+def _launches_over_uncounted(
+    rows: Any, cloud: Any, noticed: dict[str, datetime], figures: _CrashFigures
 ) -> None:
-    """``spotfolio daemon --provider sim`` in its own process, its account in a
-    file (``sim.state_file``): SIGKILL at random moments (after a random
-    number of new actions, plus a random delay), spot revocations injected
-    into the account while it is down, a restart each time; then one last
-    start-up pass. ~30 s."""
+    """The intent-level duplicate check, on the account's ground truth: when
+    a reconcile launch was written ahead, how many instances of its slot were
+    alive (and not being revoked), against how many the daemon counted. More
+    alive than counted: it launched on top of capacity it had lost track of."""
+    for r in rows:
+        if r.kind != "launch" or r.payload.get("source") != "reconcile":
+            continue
+        req = LaunchRequest.model_validate(r.payload["request"])
+        counted = _counted_slot(r.idempotency_key, req)
+        if counted is None:  # moved to another pool (alternate_pool_key)
+            continue
+        figures.reconcile_launches_checked += 1
+        t = r.created_at
+        alive = 0
+        for inst in cloud._instances.values():
+            i = inst.inst
+            if (i.workload, i.pool_key, i.tier) != (req.workload, req.pool_key, req.tier):
+                continue
+            if i.launched_at > t or (inst.ended_at is not None and inst.ended_at <= t):
+                continue
+            if i.instance_id in noticed and noticed[i.instance_id] <= t:
+                continue  # under a notice: the daemon rightly counts it gone
+            alive += 1
+        figures.launched_over_uncounted += max(0, min(req.count, alive - counted))
+
+
+def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
+    """``spotfolio daemon --provider sim`` (its account in ``sim.state_file``)
+    killed with SIGKILL ``kills`` times at random points: during start-up,
+    a random number of new actions in (plus up to 0.15 s: inside the 0.1 s
+    cloud calls), just after a notice decision (revocations are injected
+    into the account while it is down, with windows of 15-60 s, so restarts
+    land inside them), or after a delay of 0.3-2.5 s; a restart each time
+    once the lease (0.8 s) runs out; then a last ``--once`` pass and the
+    oracle."""
     import random
     import signal
 
@@ -587,68 +762,108 @@ def test_a_daemon_process_killed_at_random_points_restarts_without_double_launch
     from markets.registry import open_market
     from markets.sim.persist import PersistentSimCloud, load_state
 
-    db, account = tmp_path / "state.db", tmp_path / "account.pkl"
-    lease_ttl_s = 1.5
+    db, account = tmp_path / "state.db", tmp_path / "account.json"
+    ttl_s = 0.8
     cfg = tmp_path / "daemon.yaml"
     cfg.write_text(yaml.safe_dump({
-        "owner": "me", "store_url": f"sqlite:///{db}", "provider": "sim", "planner": "fast",
-        "metrics_port": 0, "lease_ttl_s": lease_ttl_s,
-        "intervals": {"reconcile_s": 0.5, "poll_notices_s": 0.5, "lease_renew_s": 0.5,
+        "owner": "me", "store_url": "sqlite:///state.db", "provider": "sim", "planner": "fast",
+        "metrics_port": 0, "lease_ttl_s": ttl_s,
+        "intervals": {"reconcile_s": 0.5, "poll_notices_s": 0.3, "lease_renew_s": 0.25,
                       "refresh_market_s": 60, "replan_s": 3},
         # A lagging listing: only the store's write-ahead record prevents a
         # second launch of a request whose instances are not listed yet.
-        # Each launch/terminate takes 0.1 s: kills land inside calls, before
-        # the cloud acted or after it acted but before the daemon heard.
-        "sim": {"state_file": str(account), "seed": 5, "listing_lag_s": 1.0,
+        "sim": {"state_file": "account.json", "seed": seed, "listing_lag_s": 1.0,
                 "api_latency_s": 0.1},
     }))  # fmt: skip
     market = open_market("default")
-    rng = random.Random(11)
-    actions_sql = "select count(*) from actions"
-    kills = 0
-    for round_ in range(4):
-        if round_:
-            cloud, clock = load_state(market, account)
-            spot = [i.instance_id for i in cloud.alive() if i.tier is Tier.SPOT]
-            for iid in rng.sample(spot, min(3, len(spot))):
-                cloud.revoke(iid, clock.now() + timedelta(seconds=60))
-            PersistentSimCloud(cloud, account, clock.offset_s)._save()
-        time.sleep(lease_ttl_s + 0.3)  # the killed daemon's lease runs out
-        before = _count(db, actions_sql)
-        want = before + rng.randint(1, 3)
-        proc = _daemon_process(cfg)
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            if _count(db, actions_sql) >= want:
-                break
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.25))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        _out, err = proc.communicate(timeout=30)
-        assert proc.returncode in (-signal.SIGKILL, 0), err.decode()[-2000:]
-    assert kills >= 3
-    time.sleep(lease_ttl_s + 0.3)
-    last = _daemon_process(cfg, "--once")
-    _out, err = last.communicate(timeout=60)
-    assert last.returncode == 0, err.decode()[-2000:]
+    rng = random.Random(seed)
+    figures = _CrashFigures()
+    forker = _Forker()
+    args = ["daemon", "--config", str(cfg), "--log-level", "warning"]
+    try:
+        while figures.kills < kills:
+            revoked = account.exists() and rng.random() < 0.5
+            if revoked:
+                cloud, clock = load_state(market, account)
+                spot = [i.instance_id for i in cloud.alive() if i.tier is Tier.SPOT]
+                for iid in rng.sample(spot, min(rng.randint(1, 3), len(spot))):
+                    cloud.revoke(iid, clock.now() + timedelta(seconds=rng.uniform(15, 60)))
+                    figures.revocations_injected += 1
+                PersistentSimCloud(cloud, account, clock.offset_s)._save()
+            time.sleep(ttl_s + 0.05)  # the killed daemon's lease runs out
+            points = ["start-up", "in a call", "delay"] + (["after a decision"] if revoked else [])
+            point = rng.choice(points)
+            actions = _count(db, "select count(*) from actions")
+            decisions = _count(db, "select count(*) from decisions where notice_id is not null")
+            log = tmp_path / f"run-{figures.kills}.log"
+            pid = forker.start(log, *args)
+            until = time.monotonic() + 5
+            if point == "start-up":
+                time.sleep(rng.uniform(0.0, 0.8))
+            elif point == "in a call":
+                want = actions + rng.randint(1, 4)
+                while (
+                    time.monotonic() < until and _count(db, "select count(*) from actions") < want
+                ):
+                    time.sleep(0.005)
+                time.sleep(rng.uniform(0.0, 0.15))
+            elif point == "after a decision":
+                q = "select count(*) from decisions where notice_id is not null"
+                while time.monotonic() < until and _count(db, q) <= decisions:
+                    time.sleep(0.005)
+                time.sleep(rng.uniform(0.0, 0.3))
+            else:
+                time.sleep(rng.uniform(0.3, 2.5))
+            with contextlib.suppress(ProcessLookupError):  # it ended on its own
+                os.kill(pid, signal.SIGKILL)
+            code = forker.wait(pid)
+            text = log.read_text() if log.exists() else ""  # killed before it opened it
+            if code == 1 and "LeaseHeldError" in text:  # a slow lapse: it refused, unharmed
+                figures.refused_starts += 1
+                continue
+            assert code in (-signal.SIGKILL, 0), text[-2000:]
+            if code == -signal.SIGKILL:
+                figures.kills += 1
+                figures.by_point[point] = figures.by_point.get(point, 0) + 1
+        time.sleep(ttl_s + 0.05)
+        pid = forker.start(tmp_path / "last.log", *args, "--once")
+        assert forker.wait(pid) == 0, (tmp_path / "last.log").read_text()[-2000:]
+    finally:
+        forker.close()
+    _crash_oracle(db, account, figures)
+    return figures
 
-    cloud, _clock = load_state(market, account)
-    store = Store(f"sqlite:///{db}")
-    with store.transaction() as tx:
-        known = tx.known_instance_ids("me")
-        assert tx.count_actions("me", "pending") == 0
-        launches = [a for a in tx.conn.execute(select(actions_t)).all() if a.kind == "launch"]
-    assert cloud.counters.revocations + len(cloud.alive()) > 0
-    assert cloud.orphaned(known) == []
-    assert cloud.counters.duplicate_launches == 0
-    # Every instance the cloud created belongs to exactly one launch the
-    # store recorded done: none was launched twice under two keys.
-    recorded = sum(
-        len((a.result or {}).get("instance_ids") or []) for a in launches if a.status == "done"
-    )
-    assert cloud.counters.instances_launched == recorded > 0
+
+@pytest.mark.parametrize(
+    ("kills", "seed"),
+    [
+        pytest.param(10, 11, id="10-kills"),
+        pytest.param(100, 5, id="100-kills", marks=pytest.mark.slow),
+    ],
+)
+def test_a_daemon_process_killed_at_random_points_restarts_without_double_launch_or_orphan(
+    tmp_path: Path, kills: int, seed: int
+) -> None:
+    """SIGKILL at random points (``_run_crashes``), checked by an oracle that
+    does not use the simulator's duplicate heuristic: per idempotency key,
+    the instances the account created against what the store intended."""
+    f = _run_crashes(tmp_path, kills, seed)
+    print(f"crash figures: {f}")
+    assert f.kills == kills and len(f.by_point) >= 3
+    assert f.launch_keys > 0 and f.instances_created > 0
+    assert f.unintended_keys == 0 and f.short_or_long_keys == 0
+    assert f.duplicate_launches == 0 and f.instances_created == f.instances_intended
+    assert f.reconcile_launches_checked > 0 and f.launched_over_uncounted == 0
+    assert f.orphans == 0
+    assert f.replacements_undone == 0
+    # Not asserted: the simulator's own heuristic (same workload, pool, tier,
+    # generation and count sent twice while the first's instances live, and
+    # not yet listed) also counts two notices each replaced by one instance
+    # in one pool, a notice's replacement beside a reconcile launch, and a
+    # reconcile pass that counted the first launch and wanted more (measured
+    # in a 100-kill run: 5, every one of these; the ground-truth check found
+    # the daemon had counted every live instance). The checks above are the
+    # oracle.
 
 
 def test_the_batched_notice_path_and_a_restart_on_postgresql(
@@ -773,3 +988,95 @@ def test_the_upkeep_interval_must_be_shorter_than_the_return_lead(tmp_path: Path
         )
     )
     assert load_daemon_config(p).intervals.upkeep_s == 600
+
+
+# --- a restart inside a notice window ------------------------------------------------
+
+
+@pytest.mark.parametrize("decision", ["replace", "break_glass"])
+def test_a_restart_inside_a_notice_window_keeps_the_replacement_and_the_doomed_instance(
+    tmp_path: Path, decision: str
+) -> None:
+    """The daemon dies 31 s into a 120 s notice window, after it launched the
+    replacement: the restarted one keeps the plan in force (and the decision
+    counted since it) and still counts the noticed instance as doomed, so
+    its first reconcile ends nothing and launches nothing."""
+    w = World(tmp_path)
+    first = w.daemon()
+    first.start()
+    before = {i.instance_id for i in w.cloud.alive()}
+    if decision == "break_glass":
+        _break_glass(w, first)
+    else:
+        w.cloud.revoke(_api_spot(w).instance_id, w.clock.now() + timedelta(seconds=120))
+        first.poll_notices()
+    doomed = set(first.book.doomed)
+    added = {i.instance_id for i in w.cloud.alive()} - before
+    assert len(added) == 1 and len(doomed) == 1
+    alive_before = {i.instance_id for i in w.cloud.alive()}
+    w.clock.advance(w.config.lease_ttl_s + 1)  # inside the window
+    second = w.daemon()
+    second.start()
+    assert second.book.doomed_ids(w.clock.now()) == doomed
+    assert {i.instance_id for i in w.cloud.alive()} == alive_before  # nothing ended or added
+    assert second.state.generation == first.state.generation  # the plan in force kept
+    assert second.reconcile() == []
+    # The revocation lands: the pool is not short.
+    w.clock.advance(120)
+    second.poll_notices()
+    assert second.reconcile() == []
+    assert added <= {i.instance_id for i in w.cloud.alive()}
+    assert w.cloud.counters.duplicate_launches == 0 and w.cloud.orphaned(w.known()) == []
+
+
+def test_a_restart_with_a_plan_due_replans_without_undoing_the_replacement(
+    tmp_path: Path,
+) -> None:
+    """The plan in force is an hour old at the restart: start-up makes a new
+    one, from a fleet in which the noticed instance is still doomed (the
+    store's notices), so the replacement is planned for and kept."""
+    w = World(tmp_path)
+    first = w.daemon()
+    first.start()
+    w.clock.advance(w.config.intervals.replan_s - 10)
+    first.reconcile()
+    victim = _api_spot(w)
+    w.cloud.revoke(victim.instance_id, w.clock.now() + timedelta(seconds=120))
+    before = {i.instance_id for i in w.cloud.alive()}
+    first.poll_notices()
+    added = {i.instance_id for i in w.cloud.alive()} - before
+    assert len(added) == 1
+    w.clock.advance(w.config.lease_ttl_s + 1)
+    second = w.daemon()
+    second.start()
+    assert second.state.generation == first.state.generation + 1  # a new plan
+    assert victim.instance_id in second.book.doomed_ids(w.clock.now())
+    assert added <= {i.instance_id for i in w.cloud.alive()}
+    assert victim.instance_id in {i.instance_id for i in w.cloud.alive()}  # never ended by us
+
+
+def test_the_crash_oracle_sees_a_launch_on_top_of_instances_the_daemon_lost_track_of(
+    tmp_path: Path,
+) -> None:
+    """The oracle can fail: a store that lost its fleet rows and launch
+    records (a commit that never happened), a listing that does not show the
+    instances yet, a plan due: the restarted daemon launches the fleet again
+    under new keys, and the ground-truth check counts every one of them."""
+    from sqlalchemy import delete
+
+    from broker.daemon.store.schema import fleet_t
+
+    w = World(tmp_path, listing_lag_s=10 * 3600.0)
+    w.daemon().start()
+    first = len(w.cloud.alive())
+    with w.store.transaction() as tx:
+        tx.conn.execute(delete(fleet_t))
+        tx.conn.execute(delete(actions_t))
+    w.clock.advance(w.config.intervals.replan_s + 1)
+    w.daemon().start()
+    with w.store.transaction() as tx:
+        rows = tx.conn.execute(select(actions_t)).all()
+    figures = _CrashFigures()
+    _launches_over_uncounted(rows, w.cloud, {}, figures)
+    assert figures.reconcile_launches_checked > 0
+    assert figures.launched_over_uncounted == first == len(w.cloud.alive()) // 2

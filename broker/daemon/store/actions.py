@@ -42,7 +42,7 @@ class ActionsTx(TxBase):
         self, key: str, owner: str, kind: str, payload: Mapping[str, object], now: datetime
     ) -> ActionRecord:
         """Record a pending action once; always returns the stored record."""
-        values = _pending_row(key, owner, kind, payload, now)
+        values = {**_pending_row(key, owner, kind, payload, now), "lease_epoch": self.lease_epoch}
         created = self._insert_ignore(actions_t, values, "idempotency_key")
         rec = self.action(key)
         assert rec is not None
@@ -53,7 +53,10 @@ class ActionsTx(TxBase):
     ) -> None:
         """Record ``(key, kind, payload)`` actions pending in one statement
         (a key already recorded keeps its record)."""
-        rows = [_pending_row(key, owner, kind, payload, now) for key, kind, payload in actions]
+        rows = [
+            {**_pending_row(key, owner, kind, payload, now), "lease_epoch": self.lease_epoch}
+            for key, kind, payload in actions
+        ]
         self._insert_many_ignore(actions_t, rows, "idempotency_key")
 
     def action(self, key: str) -> ActionRecord | None:
@@ -89,6 +92,24 @@ class ActionsTx(TxBase):
             .order_by(actions_t.c.id)
         ).all()
         return [a for (k,) in rows if (a := self.action(k)) is not None]
+
+    def capacity_failures(self, owner: str, since: datetime) -> list[tuple[str, str, datetime]]:
+        """``(pool_key, tier, at)`` of launches refused for capacity ``since``
+        then (the pools a restart must still avoid for their TTL)."""
+        rows = self.conn.execute(
+            select(actions_t.c.payload, actions_t.c.result, actions_t.c.updated_at).where(
+                actions_t.c.owner == owner,
+                actions_t.c.kind == "launch",
+                actions_t.c.status == "failed",
+                actions_t.c.updated_at >= since,
+            )
+        ).all()
+        out = []
+        for payload, result, at in rows:
+            req = (payload or {}).get("request") or {}
+            if (result or {}).get("error_kind") == "capacity" and "pool_key" in req:
+                out.append((str(req["pool_key"]), str(req["tier"]), at))
+        return out
 
     def count_actions(self, owner: str, status: str | None = None) -> int:
         q = select(func.count()).select_from(actions_t).where(actions_t.c.owner == owner)

@@ -113,7 +113,11 @@ class FleetTx(TxBase):
         gen = 1 if last is None else int(last) + 1
         self.conn.execute(
             insert(plans_t).values(
-                owner=owner, generation=gen, created_at=now, summary=jsonable(summary)
+                owner=owner,
+                generation=gen,
+                created_at=now,
+                summary=jsonable(summary),
+                lease_epoch=self.lease_epoch,
             )
         )
         return gen

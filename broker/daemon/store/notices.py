@@ -18,7 +18,7 @@ from datetime import datetime
 
 from sqlalchemy import func, insert, select, update
 
-from broker.daemon.store.schema import decisions_t, hook_results_t, notices_t
+from broker.daemon.store.schema import actions_t, decisions_t, hook_results_t, notices_t
 from broker.daemon.store.tx import Json, TxBase, jsonable
 
 __all__ = ["DecisionRecord", "NoticesTx"]
@@ -112,6 +112,42 @@ class NoticesTx(TxBase):
                 .values(handled_at=now)
             )
 
+    def revocations(self, kinds: Sequence[str], since: datetime) -> list[tuple[str, datetime]]:
+        """``(instance_id, at)`` of the notices of ``kinds`` dated ``since`` or
+        later: the instances a restart must still count as doomed."""
+        q = select(notices_t.c.instance_id, notices_t.c.at).where(
+            notices_t.c.kind.in_(list(kinds)), notices_t.c.at >= since
+        )
+        return [(str(r[0]), r[1]) for r in self.conn.execute(q.order_by(notices_t.c.at))]
+
+    def notice_launches(self, owner: str, since: datetime) -> list[tuple[str, list[str]]]:
+        """``(noticed instance id, instance ids launched for it)`` of the
+        launches done for notices since ``since`` (a merged launch is listed
+        under each instance it served)."""
+        rows = self.conn.execute(
+            select(actions_t.c.payload, actions_t.c.result).where(
+                actions_t.c.owner == owner,
+                actions_t.c.kind == "launch",
+                actions_t.c.status == "done",
+                actions_t.c.created_at >= since,
+            )
+        ).all()
+        served = [
+            ((payload or {}).get("notice_ids") or [], (result or {}).get("instance_ids") or [])
+            for payload, result in rows
+            if (payload or {}).get("source") == "notice"
+        ]
+        nids = sorted({n for ns, _ in served for n in ns})
+        if not nids:
+            return []
+        q = select(notices_t.c.notice_id, notices_t.c.instance_id).where(
+            notices_t.c.notice_id.in_(nids)
+        )
+        noticed = {str(n): str(i) for n, i in self.conn.execute(q)}
+        return [
+            (noticed[n], [str(i) for i in ids]) for ns, ids in served for n in ns if n in noticed
+        ]
+
     def count_notices(self, *, unhandled: bool = False) -> int:
         q = select(func.count()).select_from(notices_t)
         if unhandled:
@@ -121,7 +157,7 @@ class NoticesTx(TxBase):
     # --- decisions ----------------------------------------------------------
     def record_decision(self, owner: str, d: DecisionRecord) -> bool:
         """Store a decision; False if the notice already has one."""
-        values = _decision_row(owner, d)
+        values = {**_decision_row(owner, d), "lease_epoch": self.lease_epoch}
         if d.notice_id is None:
             self.conn.execute(insert(decisions_t).values(**values))
             return True
@@ -129,7 +165,7 @@ class NoticesTx(TxBase):
 
     def record_decisions(self, owner: str, records: Sequence[DecisionRecord]) -> None:
         """Store a batch of decisions; a notice that already has one keeps it."""
-        rows = [_decision_row(owner, d) for d in records]
+        rows = [{**_decision_row(owner, d), "lease_epoch": self.lease_epoch} for d in records]
         own = [r for r in rows if r["notice_id"] is None]
         if own:
             self.conn.execute(insert(decisions_t), own)

@@ -70,6 +70,7 @@ plans_t = Table(
     Column("generation", Integer, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("summary", JSON, nullable=False),
+    Column("lease_epoch", Integer),  # the fencing token of the daemon that wrote it
 )
 actions_t = Table(
     "actions",
@@ -83,6 +84,7 @@ actions_t = Table(
     Column("result", JSON),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("lease_epoch", Integer),  # the fencing token of the daemon that wrote it
 )
 notices_t = Table(
     "notices",
@@ -107,6 +109,7 @@ decisions_t = Table(
     Column("break_glass_usd", Float, nullable=False),
     Column("payload", JSON, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    Column("lease_epoch", Integer),  # the fencing token of the daemon that wrote it
 )
 hook_results_t = Table(
     "hook_results",
@@ -125,4 +128,7 @@ lease_t = Table(
     Column("holder", String(128), nullable=False),
     Column("expires_at", UtcDateTime, nullable=False),
     Column("acquired_at", UtcDateTime, nullable=False),
+    # The fencing token: +1 at every acquisition; every write of the holder
+    # carries it and is refused once it is not the row's (a takeover).
+    Column("epoch", Integer, nullable=False, server_default="0"),
 )

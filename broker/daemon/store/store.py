@@ -27,6 +27,12 @@ Rules the daemon relies on:
   compare-and-set ``UPDATE ... WHERE holder = me OR expires_at < now``; the
   row count says who won. Row locks (PostgreSQL) and the single writer
   (SQLite) make the check and the write one step.
+- *Fencing*: each acquisition adds one to the lease's ``epoch``. A daemon's
+  store (``Store.fenced``) checks, at the start of every transaction, that
+  the row still has its holder and epoch, with the row locked until commit,
+  and stamps the epoch on the actions, plans and decisions it writes; a
+  holder paused past a takeover writes nothing (``LeaseLostError``). Before
+  each cloud call ``hold_lease`` checks and extends the lease.
 - Everything one step writes goes through one ``Tx`` (one transaction):
   nothing is half-written.
 
@@ -44,13 +50,17 @@ injected clock).
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import create_engine, event, select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from broker.daemon.store.actions import ActionRecord, ActionsTx
@@ -58,9 +68,71 @@ from broker.daemon.store.fleet import FleetRow, FleetTx
 from broker.daemon.store.migrations import upgrade
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
 from broker.daemon.store.schema import lease_t
-from markets.errors import InputError
+from markets.errors import FatalError, InputError
 
-__all__ = ["ActionRecord", "DecisionRecord", "FleetRow", "Store", "Tx", "sqlite_url"]
+__all__ = [
+    "ActionRecord",
+    "DecisionRecord",
+    "Fence",
+    "FleetRow",
+    "LeaseLostError",
+    "Store",
+    "Tx",
+    "in_memory_url",
+    "redact_url",
+    "sqlite_url",
+]
+
+# user:password@ in a URL that SQLAlchemy cannot parse (the fallback of ``redact_url``).
+_USERINFO = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password shown as ``***`` (``postgresql://u:***@h/db``),
+    for every message and log line that names a store."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return _USERINFO.sub(r"\1***@", url)
+    if parsed.password is None:
+        return url
+    return parsed.render_as_string(hide_password=True)
+
+
+def _redact_text(text: str, url: str) -> str:
+    """A driver's message about ``url`` without the URL's password in it."""
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        password = None
+    text = text.replace(url, redact_url(url))
+    return text.replace(str(password), "***") if password else text
+
+
+def _one_line(e: Exception) -> str:
+    """A driver error as one line: the driver's own message (not SQLAlchemy's
+    wrapper with its help link), whitespace collapsed."""
+    orig = getattr(e, "orig", None)
+    text = str(orig if isinstance(orig, BaseException) else e)
+    return f"{type(orig or e).__name__}: {' '.join(text.split())}"
+
+
+def in_memory_url(url: str) -> bool:
+    """True for a store that lives only as long as the process: an empty URL,
+    ``sqlite://``, ``sqlite:///``, ``:memory:`` and SQLite's memory modes."""
+    text = url.strip()
+    if text in ("", ":memory:"):
+        return True
+    if "://" not in text:
+        return False  # a plain file path
+    try:
+        parsed = make_url(text)
+    except ArgumentError:
+        return False  # not a URL at all: the store's own error says so
+    if not parsed.drivername.startswith("sqlite"):
+        return False
+    db = parsed.database or ""
+    return db in ("", ":memory:") or ":memory:" in db or parsed.query.get("mode") == "memory"
 
 
 def sqlite_url(path: str) -> str:
@@ -68,34 +140,74 @@ def sqlite_url(path: str) -> str:
     return "sqlite://" if path == ":memory:" else f"sqlite:///{path}"
 
 
+class LeaseLostError(FatalError):
+    """The lease this daemon held was taken over (its epoch is no longer the
+    row's): it must stop, and nothing it still tries to write is written."""
+
+
+@dataclass
+class Fence:
+    """The lease one daemon holds: its name, holder and fencing token
+    (``epoch``: None until acquired, and then unfenced)."""
+
+    name: str
+    holder: str
+    ttl_s: float
+    epoch: int | None = None
+
+
 class Tx(ActionsTx, FleetTx, NoticesTx):
     """Reads and writes inside one transaction (``Store.transaction``)."""
 
     # --- lease ---------------------------------------------------------------
-    def acquire_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> bool:
-        """Take or renew the lease unless another holder's is still live."""
+    def acquire_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> int | None:
+        """Take the lease unless another holder's is still live: the new
+        epoch (one more than the last holder's), or None."""
         exp = now + timedelta(seconds=ttl_s)
-        values = {"name": name, "holder": holder, "expires_at": exp, "acquired_at": now}
+        values = {"name": name, "holder": holder, "expires_at": exp, "acquired_at": now, "epoch": 1}
         if self._insert_ignore(lease_t, values, "name"):
-            return True
+            return 1
         won = self.conn.execute(
             update(lease_t)
             .where(
                 lease_t.c.name == name,
                 (lease_t.c.holder == holder) | (lease_t.c.expires_at < now),
             )
-            .values(holder=holder, expires_at=exp, acquired_at=now)
+            .values(holder=holder, expires_at=exp, acquired_at=now, epoch=lease_t.c.epoch + 1)
         ).rowcount
+        if not won:
+            return None
+        q = select(lease_t.c.epoch).where(lease_t.c.name == name)
+        return int(self.conn.execute(q).scalar_one())
+
+    def renew_lease(
+        self, name: str, holder: str, ttl_s: float, now: datetime, epoch: int | None = None
+    ) -> bool:
+        """Extend our own lease (of ``epoch``, if given); False if someone
+        else holds it now."""
+        q = update(lease_t).where(lease_t.c.name == name, lease_t.c.holder == holder)
+        if epoch is not None:
+            q = q.where(lease_t.c.epoch == epoch)
+        won = self.conn.execute(q.values(expires_at=now + timedelta(seconds=ttl_s))).rowcount
         return bool(won)
 
-    def renew_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> bool:
-        """Extend our own lease; False if someone else holds it now."""
-        won = self.conn.execute(
-            update(lease_t)
-            .where(lease_t.c.name == name, lease_t.c.holder == holder)
-            .values(expires_at=now + timedelta(seconds=ttl_s))
-        ).rowcount
-        return bool(won)
+    def check_lease(self, fence: Fence) -> None:
+        """Raise ``LeaseLostError`` unless ``fence`` is the lease row as it is
+        now. The row is locked (``FOR UPDATE`` on PostgreSQL; SQLite's
+        ``BEGIN IMMEDIATE`` already holds the one write lock) until this
+        transaction ends, so no takeover lands between the check and the
+        writes that follow it."""
+        r = self.conn.execute(
+            select(lease_t.c.holder, lease_t.c.epoch)
+            .where(lease_t.c.name == fence.name)
+            .with_for_update()
+        ).first()
+        if r is None or str(r[0]) != fence.holder or int(r[1]) != fence.epoch:
+            held = "nobody" if r is None else f"{r[0]} (epoch {r[1]})"
+            raise LeaseLostError(
+                f"lease {fence.name} epoch {fence.epoch} is no longer ours: held by {held}; "
+                "nothing more is written"
+            )
 
     def release_lease(self, name: str, holder: str, now: datetime) -> None:
         self.conn.execute(
@@ -119,6 +231,7 @@ class Store:
         if "://" not in url:
             url = sqlite_url(url)
         self.url = url
+        self.fence: Fence | None = None
         try:
             self.engine: Engine = self._engine(url)
             if create:  # create, or migrate to the head revision (or refuse a newer one)
@@ -130,7 +243,11 @@ class Store:
         except Exception as e:  # a driver or URL problem is a config error
             if isinstance(e, InputError):
                 raise
-            raise InputError("store_url", None, f"a reachable database URL ({e})", got=url) from e
+            # Never the password: the message reaches the terminal and the log.
+            detail = _redact_text(_one_line(e), url)
+            raise InputError(
+                "store_url", None, f"a reachable database URL ({detail})", got=redact_url(url)
+            ) from None
 
     @staticmethod
     def _engine(url: str) -> Engine:
@@ -170,11 +287,35 @@ class Store:
             return eng
         return create_engine(url, pool_pre_ping=True)
 
+    def fenced(self, fence: Fence) -> Store:
+        """This store (the same engine) for the holder of ``fence``: once its
+        epoch is set, every transaction first checks that the lease is still
+        that epoch's (``Tx.check_lease``) and stamps it on what it writes."""
+        other = copy.copy(self)
+        other.fence = fence
+        return other
+
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
-        """One transaction: committed on exit, rolled back on an exception."""
+        """One transaction: committed on exit, rolled back on an exception
+        (a lost lease included: nothing of it is written)."""
+        fence = self.fence
+        epoch = None if fence is None else fence.epoch
         with self.engine.begin() as conn:
-            yield Tx(conn)
+            tx = Tx(conn, epoch)
+            if fence is not None and epoch is not None:
+                tx.check_lease(fence)
+            yield tx
+
+    def hold_lease(self, now: datetime) -> None:
+        """Before a cloud call: check the fence and extend the lease to
+        ``now + ttl_s``, so no other daemon can take it over while the call
+        is on its way (the call itself cannot carry the token)."""
+        fence = self.fence
+        if fence is None or fence.epoch is None:
+            return
+        with self.transaction() as tx:
+            tx.renew_lease(fence.name, fence.holder, fence.ttl_s, now, fence.epoch)
 
     def close(self) -> None:
         self.engine.dispose()

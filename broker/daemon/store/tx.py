@@ -48,8 +48,12 @@ _INSERT_MANY: dict[tuple[str, str], Executable] = {}
 class TxBase:
     """A connection inside one transaction (``Store.transaction``)."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, lease_epoch: int | None = None) -> None:
         self.conn = conn
+        # The fencing token of the lease this transaction was checked
+        # against (``Store.fenced``), stamped on the action, plan and
+        # decision rows it writes; None: an unfenced transaction.
+        self.lease_epoch = lease_epoch
 
     def _insert_ignore(self, table: Table, values: Row, key: str) -> bool:
         """Insert unless a row with the same ``key`` exists; True if inserted."""

@@ -1,6 +1,6 @@
 """The store's migrations: a database made by main 83a16c0 (no schema version)
 is recognised as revision 0001 and upgraded without losing rows, on a SQLite
-file and on PostgreSQL; a demo revision 0002 (a test-only folder) adds a
+file and on PostgreSQL; a demo revision 9001 (a test-only folder) adds a
 column; a store newer than the code is refused with exit 2."""
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ HERE = Path(__file__).resolve().parent
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 _db_names = itertools.count()
 
-DEMO_0002 = '''"""Demo: fleet.zone_hint (test only)."""
+HEAD = head_revision()  # the newest revision this code ships
+DEMO = "9001"  # a revision only the tests know, on top of HEAD
+DEMO_REVISION = '''"""Demo: fleet.zone_hint (test only)."""
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "9001"
+down_revision = "{head}"
 branch_labels = None
 depends_on = None
 
@@ -79,7 +81,7 @@ def engine(store_url: str) -> Iterator[Engine]:
 def demo(tmp_path: Path) -> Path:
     folder = tmp_path / "demo_versions"
     folder.mkdir()
-    (folder / "r0002_demo.py").write_text(DEMO_0002)
+    (folder / "r9001_demo.py").write_text(DEMO_REVISION.replace("{head}", HEAD))
     return folder
 
 
@@ -123,24 +125,28 @@ def _shape(conn: Connection) -> dict[str, object]:
     return out
 
 
-def test_a_store_made_by_83a16c0_becomes_0001_then_demo_0002_keeps_its_rows(
+def test_a_store_made_by_83a16c0_goes_through_every_revision_and_keeps_its_rows(
     engine: Engine, demo: Path
 ) -> None:
     _made_by_83a16c0(engine)
     assert _revision(engine) is None
     change = upgrade(engine, version_locations=[demo])
-    assert (change.before, change.after) == ("unversioned", "0002")
-    assert _revision(engine) == "0002"
+    assert (change.before, change.after) == ("unversioned", DEMO)
+    assert _revision(engine) == DEMO
     with engine.connect() as conn:
         cols = {c["name"] for c in inspect(conn).get_columns("fleet")}
         rows = conn.execute(text("SELECT instance_id, units, zone_hint FROM fleet")).all()
+        # 0002: the lease row made before the fence holds epoch 0
+        lease = conn.execute(text("SELECT holder, epoch FROM lease")).all()
+        stamped = {c["name"] for c in inspect(conn).get_columns("actions")}
+    assert lease == [("host:1", 0)] and "lease_epoch" in stamped
     assert "zone_hint" in cols
     assert sorted(rows) == [("i-0", 1, None), ("i-1", 2, None), ("i-2", 3, None)]
     # Again: already at head, nothing to do.
     assert not upgrade(engine, version_locations=[demo]).changed
 
 
-def test_todays_store_opens_an_unversioned_database_as_0001_and_reads_it(store_url: str) -> None:
+def test_todays_store_upgrades_an_unversioned_database_and_reads_it(store_url: str) -> None:
     eng = create_engine(store_url)
     _made_by_83a16c0(eng)
     eng.dispose()
@@ -149,7 +155,7 @@ def test_todays_store_opens_an_unversioned_database_as_0001_and_reads_it(store_u
         with store.transaction() as tx:
             assert tx.lease_holder("account/a", T0.replace(year=2025)) == "host:1"
             assert {r.instance_id for r in tx.fleet("o")} == {"i-0", "i-1", "i-2"}
-        assert _revision(store.engine) == BASELINE == head_revision()
+        assert _revision(store.engine) == HEAD != BASELINE  # stamped 0001, then upgraded
     finally:
         store.close()
 
@@ -207,8 +213,8 @@ def test_a_store_newer_than_the_code_is_refused_and_left_unchanged(
     with pytest.raises(SchemaTooNewError) as err:
         Store(store_url)
     assert str(err.value).count("\n") == 0
-    assert "0002" in str(err.value) and "0001" in str(err.value)
-    assert _revision(engine) == "0002"
+    assert DEMO in str(err.value) and HEAD in str(err.value)
+    assert _revision(engine) == DEMO
 
 
 def test_a_database_holding_other_tables_is_refused(engine: Engine) -> None:
@@ -235,12 +241,12 @@ def test_db_upgrade_recognises_an_unversioned_store_then_says_it_is_at_head(
     _made_by_83a16c0(eng)
     cfg = _config(tmp_path, "sqlite:///state.db")  # relative to the config file
     assert main(["db", "current", "--config", str(cfg)]) == 0
-    assert "unversioned (head 0001)" in capsys.readouterr().out
+    assert f"unversioned (head {HEAD})" in capsys.readouterr().out
     assert main(["db", "upgrade", "--config", str(cfg)]) == 0
-    assert capsys.readouterr().out.strip().endswith(": unversioned -> 0001")
-    assert _revision(eng) == "0001"
+    assert capsys.readouterr().out.strip().endswith(f": unversioned -> {HEAD}")
+    assert _revision(eng) == HEAD
     assert main(["db", "upgrade", "--store-url", f"sqlite:///{tmp_path / 'state.db'}"]) == 0
-    assert "0001 -> 0001 (already at head)" in capsys.readouterr().out
+    assert f"{HEAD} -> {HEAD} (already at head)" in capsys.readouterr().out
     eng.dispose()
 
 
@@ -273,7 +279,7 @@ def test_the_daemon_exits_2_naming_both_revisions_on_a_newer_store(
     assert main(["daemon", "--config", str(cfg), "--once"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
-    assert "schema revision 0002 is newer" in err and "newest is 0001" in err
+    assert f"schema revision {DEMO} is newer" in err and f"newest is {HEAD}" in err
     assert main(["db", "upgrade", "--config", str(cfg)]) == 2
-    assert _revision(eng) == "0002"
+    assert _revision(eng) == DEMO
     eng.dispose()

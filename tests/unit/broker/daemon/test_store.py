@@ -177,3 +177,83 @@ def test_a_bad_url_is_an_input_error() -> None:
 
     with pytest.raises(InputError, match="store_url"):
         Store("nosuchdialect://x")
+
+
+# --- store URLs: durable only, relative to the config file, redacted ---------------
+
+
+def _daemon_yaml(path: Path, store_url: str) -> Path:
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        yaml.safe_dump(
+            {"owner": "me", "store_url": store_url, "provider": "sim", "planner": "fast",
+             "metrics_port": 0}
+        )
+    )  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(
+    "url", ["", "sqlite://", "sqlite:///", ":memory:", "sqlite:///:memory:", "  "]
+)
+def test_the_daemon_refuses_an_in_memory_store_naming_the_file_and_store_url(
+    tmp_path: Path, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from broker.cli import main
+
+    cfg = _daemon_yaml(tmp_path / "daemon.yaml", url)
+    assert main(["daemon", "--config", str(cfg), "--once"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert str(cfg) in err and "store_url" in err and "durable store" in err
+    assert not list(tmp_path.glob("*.db"))  # nothing written anywhere
+
+
+@pytest.mark.parametrize("url", ["sqlite:///state/daemon.db", "state/daemon.db"])
+def test_a_relative_sqlite_path_is_relative_to_the_config_file_not_the_working_directory(
+    tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from broker.daemon.config import load_daemon_config
+
+    cfg = _daemon_yaml(tmp_path / "etc" / "daemon.yaml", url)
+    (tmp_path / "etc" / "state").mkdir()
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    loaded = load_daemon_config(cfg)
+    assert loaded.store_url.endswith(str(tmp_path / "etc" / "state" / "daemon.db"))
+    Store(loaded.store_url).close()
+    assert (tmp_path / "etc" / "state" / "daemon.db").exists()
+    assert not list(elsewhere.rglob("*.db"))
+
+
+def test_redact_url_hides_the_password_only() -> None:
+    from broker.daemon.store.store import redact_url
+
+    assert redact_url("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+    assert redact_url("postgresql+psycopg://u:s%40cr3t@h:5432/db?x=1") == (
+        "postgresql+psycopg://u:***@h:5432/db?x=1"
+    )
+    assert redact_url("sqlite:////var/lib/x.db") == "sqlite:////var/lib/x.db"
+    assert redact_url("not a url u:secret@h") == "not a url u:secret@h"  # no scheme: no userinfo
+    assert "secret" not in redact_url("weird://u:secret@h/db/%%")
+
+
+def test_a_store_connection_error_never_shows_the_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from broker.cli import main
+    from markets.errors import InputError
+
+    # Port 1 on the loopback: refused at once, no server needed.
+    url = "postgresql+psycopg://u:secret@127.0.0.1:1/db"
+    with pytest.raises(InputError) as e:
+        Store(url)
+    assert "secret" not in str(e.value) and "u:***@127.0.0.1:1/db" in str(e.value)
+    assert e.value.__suppress_context__  # the driver's own text is not chained
+    cfg = _daemon_yaml(tmp_path / "daemon.yaml", url)
+    assert main(["daemon", "--config", str(cfg), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "secret" not in err and "u:***@" in err and len(err.strip().splitlines()) == 1
