@@ -145,13 +145,15 @@ class Bounded:
             return bounds.check(value)
 
         # the JSON Schema of the field states the same range
-        edges = {k: getattr(bounds, k) for k in ("ge", "gt", "le", "lt")}
+        b = bounds
+
+        def whole(x: float | None) -> int | None:
+            return None if x is None else int(x)
+
         target = (
-            core_schema.int_schema(**{k: int(v) for k, v in edges.items() if v is not None})
-            if bounds.integer
-            else core_schema.float_schema(
-                allow_inf_nan=False, **{k: v for k, v in edges.items() if v is not None}
-            )
+            core_schema.int_schema(ge=whole(b.ge), gt=whole(b.gt), le=whole(b.le), lt=whole(b.lt))
+            if b.integer
+            else core_schema.float_schema(allow_inf_nan=False, ge=b.ge, gt=b.gt, le=b.le, lt=b.lt)
         )
         return core_schema.no_info_plain_validator_function(
             validate, json_schema_input_schema=target
