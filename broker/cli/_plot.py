@@ -9,19 +9,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from markets.errors import InputError
+from markets.extras import needs_extra
 
 if TYPE_CHECKING:
     from broker.whatif.run import WhatIfResult
 
 
 def plot_whatif(result: WhatIfResult, path: Path) -> None:
-    try:
+    with needs_extra("--plot", got=str(path)):
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise InputError("--plot", None, "matplotlib installed (pip install matplotlib)") from e
     ncols = 2 if result.sweep else 1
     fig, axes = plt.subplots(1, ncols, figsize=(6 * ncols, 4), squeeze=False)
     ax = axes[0][0]

@@ -27,6 +27,7 @@ import click
 from broker.cli._output import console, emit_json
 from broker.jsondoc import obj
 from markets.errors import InputError
+from markets.extras import require
 
 # The benchmark's stack (the settings, the replay market, the loaders) is
 # imported when a command runs, not when ``spotfolio`` starts (``broker.cli``).
@@ -309,6 +310,8 @@ def bench_command(
     from broker.bench.report import write_report
     from broker.bench.runner import run_bench
 
+    if out is not None:  # the report's charts: before the run, not after it
+        require("matplotlib", "--out", got=str(out))
     n = windows or DEFAULT_WINDOWS
     say = None if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]"))
     result = run_bench(

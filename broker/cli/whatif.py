@@ -58,6 +58,7 @@ from broker.cli._plot import plot_whatif
 from broker.jsondoc import at, number, obj
 from markets.clock import ensure_utc
 from markets.errors import InputError
+from markets.extras import require
 from markets.protocols import PriceSource
 from markets.registry import open_market
 
@@ -214,6 +215,8 @@ def whatif_command(
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
     from broker.whatif.run import run_whatif
 
+    if plot is not None:  # before a minute of planning, not after
+        require("matplotlib", "--plot", got=str(plot))
     levels = _levels(committed)
     src, ws, dem = _inputs(common)
     opts = _options(common)

@@ -44,6 +44,7 @@ MARKETS_CORE = frozenset(
         "validation",
         "catalog",
         "cache",
+        "extras",
     )
 ) | {"markets"}
 CORE = "markets core"

@@ -58,6 +58,7 @@ from broker.daemon.store.fleet import FleetRow, FleetTx
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
 from broker.daemon.store.schema import lease_t, meta
 from markets.errors import InputError
+from markets.extras import MissingExtraError, extra_for
 
 __all__ = ["ActionRecord", "DecisionRecord", "FleetRow", "Store", "Tx", "sqlite_url"]
 
@@ -125,6 +126,9 @@ class Store:
         except Exception as e:  # a driver or URL problem is a config error
             if isinstance(e, InputError):
                 raise
+            extra = extra_for(e) if isinstance(e, ModuleNotFoundError) else None
+            if extra:  # the URL's driver (psycopg) is not installed; only the scheme shown
+                raise MissingExtraError("store_url", extra, got=url.partition("://")[0]) from e
             raise InputError("store_url", None, f"a reachable database URL ({e})", got=url) from e
 
     @staticmethod
