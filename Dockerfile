@@ -23,7 +23,11 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 COPY requirements/image.txt requirements/build.txt /src/requirements/
 # Every dependency by hash, none resolved at build time (--no-deps: the lock
 # is complete); the wheel is built without build isolation from build.txt.
-RUN python3 -m venv /opt/spotfolio \
+# The optional secret pip_cert: a CA bundle for a TLS-intercepting proxy in
+# front of PyPI (.ci/image passes the host's); absent on the public CI.
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && python3 -m venv /opt/spotfolio \
  && /opt/spotfolio/bin/pip install --quiet --require-hashes --no-deps -r /src/requirements/image.txt \
  && python3 -m venv /opt/build \
  && /opt/build/bin/pip install --quiet --require-hashes --no-deps -r /src/requirements/build.txt

@@ -44,6 +44,7 @@ injected clock).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -121,6 +122,10 @@ class Store:
         self.url = url
         try:
             self.engine: Engine = self._engine(url)
+            # A Store dropped without close() (a crash path, a test) still
+            # closes its pooled connections: Python 3.13 warns of each
+            # sqlite3 connection left to the garbage collector.
+            self._dispose = weakref.finalize(self, self.engine.dispose)
             if create:
                 meta.create_all(self.engine)
         except Exception as e:  # a driver or URL problem is a config error
@@ -176,4 +181,4 @@ class Store:
             yield Tx(conn)
 
     def close(self) -> None:
-        self.engine.dispose()
+        self._dispose()  # once: later calls do nothing
