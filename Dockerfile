@@ -56,6 +56,8 @@ LABEL org.opencontainers.image.title="spotfolio" \
       org.opencontainers.image.licenses="Apache-2.0"
 USER 1000:1000
 WORKDIR /run/spotfolio
+# A Fargate bind mount of a path the image lacks starts root-owned.
+VOLUME ["/run/spotfolio"]
 EXPOSE 9108
 # Healthy while the daemon's Prometheus endpoint answers (metrics_port 9108,
 # the config's default; set HEALTHCHECK_URL for another port). The same check
