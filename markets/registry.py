@@ -7,8 +7,9 @@ builds the online rules' registries from the same class.
 
 An entry is either a value or a lazy ``"module:attribute"`` target, imported on
 first use: naming ``aws`` or listing the registered names never imports boto3
-or the Google clients, so ``spotfolio whatif`` starts fast. A typo is an
-``InputError`` naming the option as the user wrote it (``--market``,
+or the Google clients, so ``spotfolio whatif`` starts fast and runs without
+them (an adapter whose extra is not installed is a ``MissingExtraError``). A
+typo is an ``InputError`` naming the option as the user wrote it (``--market``,
 ``--provider``, ``--policy``) and listing the valid names.
 
 Must not: import an adapter at import time, or know what a factory's options
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from markets.errors import InputError
+from markets.extras import needs_extra
 from markets.protocols import PriceSource, Provider
 
 __all__ = [
@@ -134,7 +136,9 @@ class Registry(Generic[T]):
             return entry
         # getattr gives no type: the target is trusted to be a T, as a
         # decorator-registered value is (the contract tests open every one).
-        value: T = getattr(importlib.import_module(entry.module), entry.attribute)
+        # An adapter whose SDK is an extra not installed: one line naming it.
+        with needs_extra(option or self.option, got=name):
+            value: T = getattr(importlib.import_module(entry.module), entry.attribute)
         self._items[key] = value
         return value
 

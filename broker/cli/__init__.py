@@ -16,6 +16,7 @@ so that ``spotfolio --help`` and ``spotfolio whatif`` start fast.
 
 from __future__ import annotations
 
+import importlib.metadata
 import signal
 import sys
 import threading
@@ -35,9 +36,21 @@ EXIT_INPUT = 2
 EXIT_EXPLAIN = 3
 
 
+def _version() -> str:
+    """The installed distribution's version (package metadata, so it is the
+    one pip installed: pyproject.toml's at build time)."""
+    try:
+        return importlib.metadata.version("spotfolio")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on PYTHONPATH, not installed
+        return "unknown (not installed)"
+
+
 @click.group(
     name="spotfolio",
     help="Cost-aware capacity broker for GPU fleets: committed, on-demand and spot.",
+)
+@click.version_option(
+    _version(), "--version", prog_name="spotfolio", message="%(prog)s %(version)s"
 )
 def cli() -> None:
     pass

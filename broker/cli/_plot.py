@@ -14,16 +14,15 @@ from typing import TYPE_CHECKING
 
 from broker.atomic import atomic_output
 from markets.errors import InputError
+from markets.extras import needs_extra
 
 if TYPE_CHECKING:
     from broker.whatif.run import WhatIfResult
 
 
-def _formats() -> dict[str, str]:
-    try:
+def _formats() -> dict[str, str]:  # matplotlib's, so the plot extra is checked too
+    with needs_extra("--plot"):
         from matplotlib.backend_bases import FigureCanvasBase
-    except ImportError as e:
-        raise InputError("--plot", None, "matplotlib installed (pip install matplotlib)") from e
     formats: dict[str, str] = FigureCanvasBase.get_supported_filetypes()
     return formats
 

@@ -29,6 +29,7 @@ from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json
 from broker.jsondoc import obj
 from markets.errors import InputError
+from markets.extras import require
 from markets.numbers import MAX_COUNT
 
 # The benchmark's stack (the settings, the replay market, the loaders) is
@@ -326,6 +327,7 @@ def bench_command(
                              got=str(out)) from e  # fmt: skip
         if not os.access(out.parent, os.W_OK | os.X_OK):
             raise InputError("--out", None, "a file in a writable directory", got=str(out))
+        require("matplotlib", "--out", got=str(out))  # the report's charts
     n = windows or DEFAULT_WINDOWS
     say = None if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]"))
     result = run_bench(

@@ -358,6 +358,7 @@ def _run(config: DaemonConfig, *, dry_run: bool, once: bool) -> None:
         daemon.stop()
         with store.transaction() as tx:
             pending = tx.count_actions(config.owner, "pending")
+        store.close()
         click.echo(f"generation {daemon.state.generation}; pending actions {pending}")
         return
     run_scheduled(

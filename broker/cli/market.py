@@ -60,6 +60,7 @@ from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json, err_console
 from markets.clock import SystemClock
 from markets.errors import InputError
+from markets.extras import needs_extra
 from markets.numbers import MAX_COUNT
 from markets.protocols import HistorySource, PriceSource
 from markets.registry import open_market
@@ -228,9 +229,10 @@ def fetch(
     # ``whatif`` and ``market show`` must not import an SDK)
     import pandas as pd
 
-    from markets.aws.inventory import fetch_zones
-    from markets.aws.market import AwsMarket
-    from markets.aws.spot import fetch_spot_history
+    with needs_extra("provider", got=provider):
+        from markets.aws.inventory import fetch_zones
+        from markets.aws.market import AwsMarket
+        from markets.aws.spot import fetch_spot_history
     from markets.files.prices import PRICE_COLUMNS, parquet_available, write_price_history
 
     if not (math.isfinite(days) and 0 < days <= MAX_FETCH_DAYS):

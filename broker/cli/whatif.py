@@ -59,6 +59,7 @@ from broker.cli._plot import check_plot_path, plot_whatif
 from broker.jsondoc import at, number, obj
 from markets.clock import ensure_utc
 from markets.errors import InputError
+from markets.extras import require
 from markets.numbers import MAX_COUNT
 from markets.protocols import PriceSource
 from markets.registry import open_market
@@ -222,6 +223,8 @@ def whatif_command(
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
     from broker.whatif.run import run_whatif
 
+    if plot is not None:  # before a minute of planning, not after
+        require("matplotlib", "--plot", got=str(plot))
     levels = _levels(committed)
     if plot is not None:
         check_plot_path(plot)  # before the run: a bad --plot fails in a second, not an hour

@@ -156,7 +156,9 @@ def simulate_daemon(
                     due[name] += timedelta(seconds=every)
     clock.set(max(end, clock.now()))
     poll()
-    return _report(daemon, cloud, store, t0, hours, workloads, time.perf_counter() - t_wall)
+    report = _report(daemon, cloud, store, t0, hours, workloads, time.perf_counter() - t_wall)
+    store.close()  # (on an exception, the Store's finalizer closes it)
+    return report
 
 
 def _report(

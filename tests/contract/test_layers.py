@@ -48,6 +48,7 @@ MARKETS_CORE = frozenset(
         "escape",
         "redaction",
         "secretref",
+        "extras",
     )
 ) | {"markets"}
 CORE = "markets core"

@@ -305,3 +305,54 @@ def test_checkov_finds_no_failed_check() -> None:
     for where in ("/modules/aws/", "/modules/gcp/"):
         assert any(where in c["file_path"] for c in checked), f"checkov scanned no {where}"
     assert any(c["check_id"].startswith(("CKV_GCP_", "CKV2_GCP_")) for c in checked)
+
+
+# -- the provider constraint ---------------------------------------------------
+
+# What hashicorp/aws 6.0.0 removed or deprecated among the arguments of the
+# types the module uses (its changelog), which the constraint's "< 7.0"
+# relies on staying out of the files.
+_GONE_IN_AWS_6 = {
+    r"\binference_accelerator\b": "aws_ecs_task_definition: removed (Elastic Inference ended)",
+    r"\bdata\.aws_region\.\w+\.name\b": "data.aws_region: `name` deprecated (use `id`)",
+}
+_AWS_CONSTRAINT = re.compile(r'source\s*=\s*"hashicorp/aws"(?:\s|#[^\n]*)*version\s*=\s*"([^"]+)"')
+
+
+def _admits(constraint: str, version: str) -> bool:
+    """Terraform's ``>=``/``<`` constraint list, enough for the one used here."""
+
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in v.split("."))
+
+    ops = {">=": lambda a, b: a >= b, "<": lambda a, b: a < b}
+    for part in constraint.split(","):
+        op, _, bound = part.strip().partition(" ")
+        n = len(key(bound))
+        if not ops[op](key(version)[:n], key(bound)):
+            return False
+    return True
+
+
+def test_aws_configs_use_nothing_provider_6_removed() -> None:
+    hits = [
+        f"{path.relative_to(TF_ROOT)}: {why}"
+        for path in TF_ROOT.rglob("*.tf")
+        for pattern, why in _GONE_IN_AWS_6.items()
+        if re.search(pattern, path.read_text())
+    ]
+    assert hits == []
+
+
+def test_aws_constraint_admits_the_validated_release_and_6x_in_module_and_example() -> None:
+    found = {
+        path.relative_to(TF_ROOT).as_posix(): m.group(1)
+        for path in TF_ROOT.rglob("*.tf")
+        for m in _AWS_CONSTRAINT.finditer(path.read_text())
+    }
+    assert set(found) >= {"modules/aws/versions.tf", "examples/aws/main.tf"}
+    assert len(set(found.values())) == 1, found  # the example follows the module
+    constraint = next(iter(found.values()))
+    assert _admits(constraint, AWS_PROVIDER_VERSION)  # the release validated here
+    assert _admits(constraint, "6.0.0") and not _admits(constraint, "7.0.0")
+    assert not _admits(constraint, "5.99.0")

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import copy
 import re
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ from broker.daemon.store.migrations import upgrade
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
 from broker.daemon.store.schema import lease_t
 from markets.errors import FatalError, InputError
+from markets.extras import MissingExtraError, extra_for
 
 __all__ = [
     "ActionRecord",
@@ -234,6 +236,10 @@ class Store:
         self.fence: Fence | None = None
         try:
             self.engine: Engine = self._engine(url)
+            # A Store dropped without close() (a crash path, a test) still
+            # closes its pooled connections: Python 3.13 warns of each
+            # sqlite3 connection left to the garbage collector.
+            self._dispose = weakref.finalize(self, self.engine.dispose)
             if create:  # create, or migrate to the head revision (or refuse a newer one)
                 try:
                     upgrade(self.engine)
@@ -243,6 +249,9 @@ class Store:
         except Exception as e:  # a driver or URL problem is a config error
             if isinstance(e, InputError):
                 raise
+            extra = extra_for(e) if isinstance(e, ModuleNotFoundError) else None
+            if extra:  # the URL's driver (psycopg) is not installed; only the scheme shown
+                raise MissingExtraError("store_url", extra, got=url.partition("://")[0]) from e
             # Never the password: the message reaches the terminal and the log.
             detail = _redact_text(_one_line(e), url)
             raise InputError(
@@ -318,4 +327,4 @@ class Store:
             tx.renew_lease(fence.name, fence.holder, fence.ttl_s, now, fence.epoch)
 
     def close(self) -> None:
-        self.engine.dispose()
+        self._dispose()  # once: later calls do nothing

@@ -40,6 +40,7 @@ import pulp
 
 from broker.planning.optimizer.children import install, solver_children
 from markets.errors import InputError
+from markets.extras import require
 
 __all__ = ["LpExpression", "LpProblem", "LpVariable", "Outcome", "run_solver"]
 
@@ -205,10 +206,7 @@ def _quiet_banner() -> None:
 def _highs(
     prob: LpProblem, gap: float, time_limit_s: float, warm: bool, bound_only: bool
 ) -> Outcome:
-    try:
-        import highspy  # noqa: F401
-    except ImportError as e:
-        raise InputError("--solver", None, "cbc, or install highspy for highs", got="highs") from e
+    require("highspy", "--solver", got="highs")
     mip = _is_mip(prob)
     solver = _HiGHS(
         warm=warm and mip,

@@ -21,7 +21,7 @@ variable "owner" {
 }
 
 variable "image" {
-  description = "Container image of the daemon, pinned (e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/spotfolio:0.1.0)."
+  description = "Container image of the daemon (the repository's Dockerfile), pinned by digest (e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/spotfolio@sha256:...; README.md says how to build it)."
   type        = string
 }
 

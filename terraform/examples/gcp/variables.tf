@@ -15,7 +15,7 @@ variable "owner" {
 }
 
 variable "image" {
-  description = "Container image of the daemon, pinned (e.g. us-central1-docker.pkg.dev/my-project/spotfolio/spotfolio:0.1.0)."
+  description = "Container image of the daemon (the repository's Dockerfile), pinned by digest (e.g. us-central1-docker.pkg.dev/my-project/spotfolio/spotfolio@sha256:...; README.md says how to build it)."
   type        = string
 }
 

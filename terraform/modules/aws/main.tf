@@ -12,7 +12,7 @@ data "aws_region" "current" {}
 locals {
   account_id = data.aws_caller_identity.current.account_id
   partition  = data.aws_partition.current.partition
-  region     = data.aws_region.current.name
+  region     = data.aws_region.current.id # `name`: deprecated in provider 6.x
 
   # markets.fleet.OWNER_TAG: the tag every instance the daemon launches
   # carries, and the one IAM conditions launches and terminations on.
