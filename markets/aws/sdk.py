@@ -43,6 +43,7 @@ __all__ = [
     "AWS_MARKET_API_CALLS",
     "AWS_PROVIDER_API_CALLS",
     "AWS_PROVIDER_IMPLIED_PERMISSIONS",
+    "AWS_SECRET_API_CALLS",
     "DEFAULT_MAX_ATTEMPTS",
     "PRICING_REGION",
     "AwsClients",
@@ -77,7 +78,13 @@ AWS_PROVIDER_API_CALLS: frozenset[str] = frozenset(
         "sqs:ReceiveMessage",
     }
 )
-AWS_API_CALLS: frozenset[str] = AWS_MARKET_API_CALLS | AWS_PROVIDER_API_CALLS
+# Secret references in hook settings (``markets.aws.secrets``): read when a
+# hook runs, each granted only on the parameters and secrets the deployment
+# names (the Terraform module's ``secret_arns``).
+AWS_SECRET_API_CALLS: frozenset[str] = frozenset(
+    {"ssm:GetParameter", "secretsmanager:GetSecretValue"}
+)
+AWS_API_CALLS: frozenset[str] = AWS_MARKET_API_CALLS | AWS_PROVIDER_API_CALLS | AWS_SECRET_API_CALLS
 # Permissions IAM checks although no call is named after them: RunInstances
 # with TagSpecifications is also authorised as ec2:CreateTags (condition
 # ec2:CreateAction = RunInstances; EC2 User Guide, "Grant permission to tag

@@ -104,10 +104,15 @@ def test_queue_key_and_role_grants_are_narrow() -> None:
 
 
 def test_what_ecs_needs_to_start_the_task_stays_off_the_daemons_role() -> None:
-    daemon, execution = actions(policy("daemon")), actions(policy("execution"))
+    stmts = policy("daemon")
+    hooks = [s for s in stmts if s.sid in ("ReadHookParameters", "ReadHookSecrets")]
+    daemon = actions([s for s in stmts if s not in hooks])
+    execution = actions(policy("execution"))
     assert "ssm:GetParameters" in execution
     assert daemon & execution == {"kms:Decrypt"}  # each with its own kms:ViaService
     assert not [a for a in daemon if a.startswith(("ssm:", "secretsmanager:", "logs:", "ecr:"))]
+    # the hook secrets' reads are the daemon's own, on secret_arns only
+    assert all("secret_arns" not in s.resources and "local.secret_" in s.resources for s in hooks)
 
 
 # -- the module agrees with the code it deploys ---------------------------------
@@ -205,3 +210,17 @@ def test_an_output_rendering_the_daemon_config_is_sensitive(outputs: Path) -> No
         if "daemon_config_yaml" in attr(body, "value"):
             assert attr(body, "sensitive") == "true", f"{outputs}: output {name}"
             assert "no secret" not in attr(body, "description"), f"{outputs}: output {name}"
+
+
+def test_secret_reads_are_granted_only_on_the_named_arns() -> None:
+    stmts = {s.sid: s for s in policy("daemon")}
+    for sid, action, kind in (
+        ("ReadHookParameters", "ssm:GetParameter", "secret_parameter_arns"),
+        ("ReadHookSecrets", "secretsmanager:GetSecretValue", "secret_manager_arns"),
+    ):
+        s = stmts[sid]
+        assert actions([s]) == {action}
+        assert s.for_each is not None and kind in s.for_each  # absent when none is named
+        assert s.resources.strip() == f"local.{kind}"
+    iam = (MODULE / "iam.tf").read_text()
+    assert re.search(r"secret_parameter_arns\s*=\s*\[for a in var\.secret_arns", iam)

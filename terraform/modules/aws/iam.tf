@@ -166,6 +166,26 @@ data "aws_iam_policy_document" "daemon" {
     }
   }
 
+  # Secret references in hook settings ({ssm: ...}, {secretsmanager: ...}):
+  # read at hook time, only the parameters and secrets named here.
+  dynamic "statement" {
+    for_each = length(local.secret_parameter_arns) > 0 ? [1] : []
+    content {
+      sid       = "ReadHookParameters"
+      actions   = ["ssm:GetParameter"]
+      resources = local.secret_parameter_arns
+    }
+  }
+
+  dynamic "statement" {
+    for_each = length(local.secret_manager_arns) > 0 ? [1] : []
+    content {
+      sid       = "ReadHookSecrets"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = local.secret_manager_arns
+    }
+  }
+
   # An instance profile in the launch settings (or the launch template)
   # passes its role to EC2.
   dynamic "statement" {
@@ -246,6 +266,8 @@ resource "aws_iam_role_policy" "state" {
 # -- the execution role: what ECS does to start the task -------------------------
 
 locals {
+  secret_parameter_arns = [for a in var.secret_arns : a if can(regex("^arn:aws[a-z-]*:ssm:", a))]
+  secret_manager_arns   = [for a in var.secret_arns : a if can(regex("^arn:aws[a-z-]*:secretsmanager:", a))]
   # An image in ECR (any account's) gets pull rights on its repository only.
   ecr_image = try(regex("^([0-9]{12})\\.dkr\\.ecr\\.([a-z0-9-]+)\\.amazonaws\\.com(?:\\.cn)?/([^:@]+)", var.image), null)
   ecr_repository_arn = local.ecr_image == null ? null : (

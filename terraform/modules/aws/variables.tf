@@ -252,6 +252,17 @@ variable "instance_role_arns" {
   }
 }
 
+variable "secret_arns" {
+  description = "SSM parameters and Secrets Manager secrets the hook settings reference ({ssm: NAME}, {secretsmanager: NAME}): the daemon may read these and no other. A customer-managed KMS key on them needs its key policy to let the task role decrypt."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.secret_arns : can(regex("^arn:aws[a-z-]*:(ssm:[a-z0-9-]+:[0-9]{12}:parameter/|secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)", a))])
+    error_message = "secret_arns: ARNs of SSM parameters (arn:aws:ssm:REGION:ACCOUNT:parameter/...) or Secrets Manager secrets (arn:aws:secretsmanager:REGION:ACCOUNT:secret:...)."
+  }
+}
+
 variable "launch_extra_resource_arns" {
   description = "Further resource ARNs RunInstances may use, for what a launch template names beyond image, subnet, security group and network interface: key pairs, placement groups, capacity reservations."
   type        = list(string)

@@ -877,6 +877,8 @@ def _api_names_in_code() -> set[str]:
         "ec2": offline_client(),
         "pricing": offline_pricing(),
         "sqs": boto3.client("sqs", region_name=REGION, **CREDS),
+        "ssm": boto3.client("ssm", region_name=REGION, **CREDS),
+        "secretsmanager": boto3.client("secretsmanager", region_name=REGION, **CREDS),
     }
     mapping = {
         (s, method): api
