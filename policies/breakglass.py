@@ -38,8 +38,11 @@ import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
+
+from markets.numbers import DAY_S, Bounded
 
 __all__ = [
     "BreakGlassLedger",
@@ -64,11 +67,12 @@ class BreakerSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    open_after: int = Field(default=1, ge=1, description="revocations within window_s")
-    window_s: float = Field(default=300.0, gt=0.0, allow_inf_nan=False)
-    cooldown_s: float = Field(default=900.0, gt=0.0, allow_inf_nan=False)
-    max_cooldown_s: float = Field(default=4 * 3600.0, gt=0.0, allow_inf_nan=False)
-    memory_s: float = Field(default=3600.0, ge=0.0, allow_inf_nan=False)
+    # revocations within window_s (a whole number: a boolean is refused)
+    open_after: Annotated[int, Bounded(ge=1, le=1_000_000, integer=True)] = 1
+    window_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 300.0
+    cooldown_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 900.0
+    max_cooldown_s: Annotated[float, Bounded(gt=0, le=7 * DAY_S, unit="seconds")] = 4 * 3600.0
+    memory_s: Annotated[float, Bounded(ge=0, le=7 * DAY_S, unit="seconds")] = 3600.0
 
 
 @dataclass(slots=True)

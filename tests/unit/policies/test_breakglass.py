@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from policies.breakglass import (
     BreakerSettings,
@@ -241,3 +242,19 @@ def test_rebalance_is_predictive_with_enough_samples_and_precision() -> None:
     assert r.counts("p") == (5, 10)
     assert r.predictive("p")
     assert not r.predictive("q")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"open_after": True},  # a boolean is not a count
+        {"open_after": 0},
+        {"window_s": math.inf},
+        {"cooldown_s": math.nan},
+        {"max_cooldown_s": 1e30},
+        {"memory_s": -1.0},
+    ],
+)
+def test_breaker_settings_are_finite_bounded_numbers(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError, match="expected|finite|whole"):
+        BreakerSettings.model_validate(bad)
