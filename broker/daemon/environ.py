@@ -46,7 +46,14 @@ from pydantic import BaseModel, ValidationError
 from markets.errors import InputError
 from markets.validation import input_error_from, read_yaml
 
-__all__ = ["PREFIX", "EnvOverlay", "env_name", "read_environment", "validate_with_environment"]
+__all__ = [
+    "LOADER_KEYS",
+    "PREFIX",
+    "EnvOverlay",
+    "env_name",
+    "read_environment",
+    "validate_with_environment",
+]
 
 PREFIX = "SPOTFOLIO_"
 SEP = "__"
@@ -125,6 +132,11 @@ def _value(name: str, raw: str, annotation: object) -> object:
     return raw
 
 
+# Fields the config loader sets itself (where the settings were read), not
+# settings: no variable sets them.
+LOADER_KEYS = frozenset({"config_file"})
+
+
 def read_environment(model: type[BaseModel], environ: Mapping[str, str]) -> EnvOverlay:
     """The ``SPOTFOLIO_*`` variables of ``environ`` that name keys of ``model``."""
     overlay = EnvOverlay()
@@ -134,7 +146,7 @@ def read_environment(model: type[BaseModel], environ: Mapping[str, str]) -> EnvO
         if not upper.startswith(PREFIX) or raw == "":
             continue
         top, _, sub = upper.removeprefix(PREFIX).lower().partition(SEP)
-        if top not in fields:
+        if top not in fields or top in LOADER_KEYS:
             continue  # not a config key (SPOTFOLIO_CONFIG_YAML, a hook's variables)
         annotation = fields[top].annotation
         if not sub:

@@ -45,8 +45,10 @@ Metrics (Prometheus adds ``_total`` to counters, ``_bucket``/``_sum``/
   and ``spotfolio_pool_revocations_total{pool}``: per pool, with at most
   ``POOL_LABEL_CAP`` pool labels (the first pools seen) plus ``other``.
 - ``spotfolio_notice_to_replacement_seconds``: from a revocation notice (its
-  time at the cloud) to its replacement's launch being accepted (histogram;
-  the fleet chapter's resume time, before the job's own restart).
+  time at the cloud) to its replacement running: the first fleet listing
+  that shows the launched instance ``running`` (``replacement_launched``,
+  then ``replacements_seen``; histogram; the fleet chapter's resume time,
+  before the job's own restart).
 - ``spotfolio_preemption_tax_gpu_seconds`` and ``spotfolio_preemption_tax_usd``:
   per revocation, work lost since the last checkpoint plus the restart
   (``broker.daemon.preemption``), in capacity-unit seconds (GPUs by default;
@@ -60,7 +62,7 @@ Must not: decide anything, or read a clock other than the one handed to
 from __future__ import annotations
 
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
@@ -68,6 +70,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from markets.clock import Clock
+from markets.fleet import Instance, InstanceState
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -80,9 +83,12 @@ __all__ = ["LATENCY_BUCKETS_S", "OTHER_POOL", "POOL_LABEL_CAP", "DaemonMetrics",
 # practice; the rest add up under "other".
 POOL_LABEL_CAP = 20
 OTHER_POOL = "other"
-# Seconds from a notice to its replacement's launch: launches answer in
-# seconds, a capacity fallback over several pools in minutes.
+# Seconds from a notice to its replacement running: an instance boots in a
+# minute or two, a capacity fallback over several pools takes longer.
 REPLACEMENT_BUCKETS_S = (1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
+# Replacement instances awaited at most (a launch the listing never shows,
+# e.g. one that failed at once, must not grow the map forever).
+AWAITED_CAP = 10_000
 # Lost work per revocation, from nothing (a checkpoint that fits the notice)
 # to a day of an 8-GPU job: dollars, and GPU-seconds (Prometheus' base unit;
 # promtool refuses "_hours": GPU-hours are the series / 3600).
@@ -124,6 +130,7 @@ LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 class DaemonMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        self._awaited: dict[str, datetime] = {}  # replacement instance -> its notice's time
         self.cost_rate = Gauge(
             "spotfolio_cost_rate_usd_per_hour",
             "Live fleet cost per hour by tier",
@@ -205,7 +212,7 @@ class DaemonMetrics:
         )
         self.notice_to_replacement = Histogram(
             "spotfolio_notice_to_replacement_seconds",
-            "Revocation notice to its replacement's launch accepted",
+            "Revocation notice to its replacement running",
             buckets=REPLACEMENT_BUCKETS_S,
             registry=r,
         )
@@ -274,8 +281,26 @@ class DaemonMetrics:
         self.preemption_tax_unit_seconds.observe(unit_hours * 3600.0)
         self.preemption_tax_usd.observe(usd)
 
-    def replacement_launched(self, notice_at: datetime, now: datetime) -> None:
-        self.notice_to_replacement.observe(max(0.0, (now - notice_at).total_seconds()))
+    def replacement_launched(self, notice_at: datetime, instance_ids: Iterable[str]) -> None:
+        """A revocation's replacement was launched as ``instance_ids``: its
+        time is observed when a listing shows one of them running."""
+        for iid in instance_ids:
+            self._awaited[iid] = notice_at
+        while len(self._awaited) > AWAITED_CAP:  # launches never seen: forget the oldest
+            self._awaited.pop(next(iter(self._awaited)))
+
+    def replacements_seen(self, fleet: Iterable[Instance], now: datetime) -> None:
+        """The fleet as listed at ``now``: a replacement listed running
+        observes notice -> running once (the first of a notice's instances)."""
+        done: set[datetime] = set()
+        for inst in fleet:
+            at = self._awaited.get(inst.instance_id)
+            if at is None or inst.state is not InstanceState.RUNNING:
+                continue
+            del self._awaited[inst.instance_id]
+            if at not in done:
+                done.add(at)
+                self.notice_to_replacement.observe(max(0.0, (now - at).total_seconds()))
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when absent): for tests and reports."""

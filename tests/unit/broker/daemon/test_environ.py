@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from broker.cli import EXIT_INPUT, main
 from broker.cli.daemon import _config
 from broker.daemon.config import DaemonConfig, load_daemon_config
-from broker.daemon.environ import env_name, read_environment
+from broker.daemon.environ import LOADER_KEYS, env_name, read_environment
 from markets.errors import InputError
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "policies" / "examples"
@@ -40,6 +40,8 @@ def config_file(tmp_path: Path, text: str = "owner: from-file\n") -> Path:
 def _keys() -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for name, info in DaemonConfig.model_fields.items():
+        if name in LOADER_KEYS:  # set by the loader, not a setting
+            continue
         section = info.annotation
         if isinstance(section, type) and issubclass(section, BaseModel):
             out += [(name, sub) for sub in section.model_fields]
@@ -201,3 +203,12 @@ def test_a_free_form_number_from_a_variable_still_meets_the_cross_field_check(
             config_file(tmp_path), environ={"SPOTFOLIO_LIFECYCLE__RETURN_LEAD_S": "10"}
         )
     assert e.value.field == "intervals.upkeep_s" and "return_lead_s (10)" in str(e.value)
+
+
+def test_the_loader_s_own_keys_take_no_variable(tmp_path: Path) -> None:
+    # config_file says where the settings were read (for messages): the
+    # loader's, whatever the environment says
+    cfg = load_daemon_config(
+        config_file(tmp_path), environ={"SPOTFOLIO_CONFIG_FILE": "/elsewhere.yaml"}
+    )
+    assert cfg.config_file == str(config_file(tmp_path))

@@ -293,8 +293,14 @@ def test_a_revocation_records_its_replacement_time_and_its_preemption_tax(
     with w.store.transaction() as tx:
         (dec,) = [x for x in tx.decisions("me") if x.notice_id]
     assert dec.kind == "replace" and dec.payload["launches"], dec.reason
+    # launched, not yet seen running: nothing observed
+    assert d.metrics.value("spotfolio_notice_to_replacement_seconds_count") == 0
+    w.clock.advance(53)
+    d.reconcile()  # the listing shows the replacement running, 60 s after the notice
     assert d.metrics.value("spotfolio_notice_to_replacement_seconds_count") == 1
-    assert d.metrics.value("spotfolio_notice_to_replacement_seconds_sum") == 7
+    assert d.metrics.value("spotfolio_notice_to_replacement_seconds_sum") == 60
+    d.reconcile()  # once per notice
+    assert d.metrics.value("spotfolio_notice_to_replacement_seconds_count") == 1
     workload = w.workloads.by_name(inst.workload)
     tax = dec.payload["preemption_tax"]
     # the notice checkpoint fits the 120 s window (or the replica is stateless):
