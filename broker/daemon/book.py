@@ -57,7 +57,9 @@ _DOOM_KEEP = timedelta(minutes=10)  # remember a doomed id a while past its dead
 # keeps an instance doomed a little past a GCP deadline, which is harmless
 # (it is gone by then).
 _RESTORED_WINDOW = timedelta(seconds=120)
-_REVOKING_KINDS = ("interruption", "preempted")
+# the notices that doom their instance: revocations, and scheduled changes
+# (AWS Health) whose deadline is the change's start
+_DOOMING_KINDS = ("interruption", "preempted", "scheduled")
 
 
 class FleetBook:
@@ -72,6 +74,7 @@ class FleetBook:
         self.snapshot: MarketSnapshot | None = None
         self._pools: dict[str, PoolSnapshot] = {}
         self.doomed: dict[str, datetime] = {}
+        self.noticed_at: dict[str, datetime] = {}  # doomed instance -> when its notice came
         # Immutable: the lifecycle keeps its fleet index while it is handed
         # the very same tuple (a storm's notices all see one listing).
         self.last_fleet: tuple[Instance, ...] = ()
@@ -99,8 +102,15 @@ class FleetBook:
         usd = p.price(tier)
         return p.on_demand_usd_per_hour if usd is None else usd
 
-    def doom(self, instance_id: str, deadline: datetime) -> None:
+    def doom(
+        self, instance_id: str, deadline: datetime, noticed_at: datetime | None = None
+    ) -> None:
+        """``instance_id`` goes at ``deadline`` (its notice came at ``noticed_at``)."""
         self.doomed[instance_id] = deadline
+        if noticed_at is not None:
+            self.noticed_at[instance_id] = min(
+                noticed_at, self.noticed_at.get(instance_id, noticed_at)
+            )
 
     def restore(self, store: Store, now: datetime) -> tuple[int, int]:
         """After a restart: the instances under a revocation notice still in
@@ -111,10 +121,12 @@ class FleetBook:
         since = now - _RESTORED_WINDOW - _DOOM_KEEP
         ttl = timedelta(seconds=UNAVAILABLE_OFFERING_TTL_S)
         with store.transaction() as tx:
-            revoked = tx.revocations(_REVOKING_KINDS, since)
+            revoked = tx.revocations(_DOOMING_KINDS, since, now)
             refused = tx.capacity_failures(self.owner, now - ttl)
-        for iid, at in revoked:
-            self.doom(iid, max(self.doomed.get(iid, at), at + _RESTORED_WINDOW))
+        for iid, at, deadline in revoked:
+            # the notice's own deadline (a scheduled change's start), else the window
+            until = deadline if deadline is not None else at + _RESTORED_WINDOW
+            self.doom(iid, max(self.doomed.get(iid, until), until), at)
         for pool, tier, at in refused:
             self.mark_unavailable(pool, Tier(tier), at)
         return len(revoked), len(refused)
@@ -133,8 +145,14 @@ class FleetBook:
         out = dict(want)
         if not open_:
             return out
+        # from the earliest open notice (a scheduled change's replacement may
+        # have been launched days before its start)
+        since = min(
+            (self.noticed_at.get(i, now - _RESTORED_WINDOW) for i in open_),
+            default=now - _RESTORED_WINDOW,
+        )
         with store.transaction() as tx:
-            served = tx.notice_launches(self.owner, now - _RESTORED_WINDOW - _DOOM_KEEP)
+            served = tx.notice_launches(self.owner, min(since, now - _RESTORED_WINDOW) - _DOOM_KEEP)
         slots = {
             (inst.workload, inst.pool_key, inst.tier.value)
             for noticed, ids in served
@@ -152,6 +170,7 @@ class FleetBook:
     def doomed_ids(self, now: datetime) -> frozenset[str]:
         for iid in [i for i, t in self.doomed.items() if t + _DOOM_KEEP < now]:
             del self.doomed[iid]
+            self.noticed_at.pop(iid, None)
         return frozenset(self.doomed)
 
     def mark_unavailable(self, pool_key: str, tier: Tier, now: datetime) -> None:

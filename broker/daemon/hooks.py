@@ -85,6 +85,7 @@ from markets.secretref import (
     SecretUnavailableError,
     resolve_secret,
 )
+from markets.validation import FieldError
 
 __all__ = [
     "HOOK_ENV_ALLOWLIST",
@@ -148,7 +149,7 @@ class CheckpointHook(BaseModel):
         if (self.command is None) == (self.url is None):
             raise ValueError("exactly one of 'command' or 'url'")
         if isinstance(self.url, str) and not _HTTP_URL.match(self.url):
-            raise ValueError("a 'url' that starts with http:// or https://")
+            raise FieldError("url", "a URL that starts with http:// or https://")
         if self.command is not None and (self.headers or self.signing_key is not None):
             raise ValueError("'headers' and 'signing_key' only with 'url' (a webhook)")
         return self

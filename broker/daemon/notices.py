@@ -246,7 +246,7 @@ class NoticeJob:
         ids = list(copies)
         with self._store.transaction() as tx:  # step 1
             new = tx.record_notices(
-                [(n.notice_id, n.kind.value, n.instance_id, n.at) for n in firsts], now
+                [(n.notice_id, n.kind.value, n.instance_id, n.at, n.deadline) for n in firsts], now
             )
             # A notice recorded just now has neither a decision nor a handled mark.
             seen = [i for i in ids if i not in new]
@@ -279,7 +279,7 @@ class NoticeJob:
             inst = fleet.get(n.instance_id)
             if n.kind in _DOOMING and inst is not None:
                 self._book.doom(
-                    n.instance_id, n.deadline or n.at + timedelta(seconds=_DEFAULT_WINDOW_S)
+                    n.instance_id, n.deadline or n.at + timedelta(seconds=_DEFAULT_WINDOW_S), n.at
                 )
             if n.notice_id in prior:
                 items.append(_Item(n, inst, prior[n.notice_id].payload))

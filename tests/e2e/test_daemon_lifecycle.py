@@ -29,7 +29,7 @@ from broker.daemon.wiring import default_lifecycle
 from broker.lifecycle import LifecycleManager
 from markets.clock import ManualClock
 from markets.errors import InputError, TransientError
-from markets.fleet import Instance, LaunchRequest
+from markets.fleet import Instance, LaunchRequest, NoticeKind
 from markets.keys import launch_key, next_attempt_key
 from markets.model import MarketSnapshot, Tier
 from markets.sim.cloud import SimOptions
@@ -139,9 +139,13 @@ def test_a_restart_keeps_the_break_glass_ledger_and_resumes_the_open_stretch(
     ret = _run_until_return(w, second, same)
     assert ret["allocation_id"] == nid
     assert ret["break_glass_usd_released"] > 0
-    # The resumed stretch's on-demand capacity ended: one of the slot's
-    # instances (they are alike; the restart kept the plan in force, so the
-    # tick may end another than the break-glass launch itself).
+    # A serving return is made before it breaks: the on-demand stays until
+    # the spot it returns to is ready (the replica warm-up), then reconcile
+    # ends one of the slot's instances (they are alike; the restart kept the
+    # plan in force, so it may end another than the break-glass launch).
+    assert on_demand_count(w) == od_before + 1
+    w.clock.advance(w.workloads.by_name("api").restart_minutes * 60)
+    second.reconcile()
     assert on_demand_count(w) == od_before
     # A second restart finds the stretch closed and the ledger where it was.
     w.clock.advance(w.config.lease_ttl_s + 1)
@@ -1027,6 +1031,35 @@ def test_a_restart_inside_a_notice_window_keeps_the_replacement_and_the_doomed_i
     assert second.reconcile() == []
     assert added <= {i.instance_id for i in w.cloud.alive()}
     assert w.cloud.counters.duplicate_launches == 0 and w.cloud.orphaned(w.known()) == []
+
+
+def test_a_restart_days_before_a_scheduled_change_keeps_its_replacement(
+    tmp_path: Path,
+) -> None:
+    """An AWS Health retirement two weeks out: the notice dooms the instance
+    until the change's start, and a daemon restarted 20 minutes later (past
+    any revocation window) reads that deadline back from the store, so the
+    instance still counts as going and its replacement is kept."""
+    w = World(tmp_path)
+    first = w.daemon()
+    first.start()
+    victim = _api_spot(w)
+    start = w.clock.now() + timedelta(days=14)
+    before = {i.instance_id for i in w.cloud.alive()}
+    w.cloud._send(NoticeKind.SCHEDULED, victim, w.clock.now(), deadline=start)
+    first.poll_notices()
+    added = {i.instance_id for i in w.cloud.alive()} - before
+    assert len(added) == 1 and first.book.doomed == {victim.instance_id: start}
+    w.clock.advance(20 * 60)
+    first.reconcile()
+    second = w.daemon()
+    second.start()
+    assert victim.instance_id in second.book.doomed_ids(w.clock.now())
+    assert second.book.doomed[victim.instance_id] == start
+    second.reconcile()
+    alive = {i.instance_id for i in w.cloud.alive()}
+    assert added <= alive and victim.instance_id in alive
+    assert w.cloud.counters.duplicate_launches == 0
 
 
 def test_a_restart_with_a_plan_due_replans_without_undoing_the_replacement(

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, or_, select, update
 
 from broker.daemon.store.schema import actions_t, decisions_t, hook_results_t, notices_t
 from broker.daemon.store.tx import Json, TxBase, jsonable
@@ -41,7 +41,13 @@ class NoticesTx(TxBase):
 
     # --- notices ------------------------------------------------------------
     def record_notice(
-        self, notice_id: str, kind: str, instance_id: str, at: datetime, now: datetime
+        self,
+        notice_id: str,
+        kind: str,
+        instance_id: str,
+        at: datetime,
+        now: datetime,
+        deadline: datetime | None = None,
     ) -> bool:
         """True when the notice is new (first delivery)."""
         values = {
@@ -51,6 +57,7 @@ class NoticesTx(TxBase):
             "at": at,
             "received_at": now,
             "handled_at": None,
+            "deadline": deadline,
         }
         return self._insert_ignore(notices_t, values, "notice_id")
 
@@ -68,17 +75,17 @@ class NoticesTx(TxBase):
         )
 
     def record_notices(
-        self, notices: Sequence[tuple[str, str, str, datetime]], now: datetime
+        self, notices: Sequence[tuple[str, str, str, datetime, datetime | None]], now: datetime
     ) -> set[str]:
-        """Record each ``(notice_id, kind, instance_id, at)`` once (a batch in
-        two statements); returns the ids that were new (first delivery)."""
+        """Record each ``(notice_id, kind, instance_id, at, deadline)`` once (a
+        batch in two statements); returns the ids that were new (first delivery)."""
         ids = list(dict.fromkeys(n[0] for n in notices))
         if not ids:
             return set()
         q = select(notices_t.c.notice_id).where(notices_t.c.notice_id.in_(ids))
         known = {str(r[0]) for r in self.conn.execute(q)}
         rows: dict[str, Json] = {}
-        for nid, kind, iid, at in notices:
+        for nid, kind, iid, at, deadline in notices:
             if nid not in known and nid not in rows:
                 rows[nid] = {
                     "notice_id": nid,
@@ -87,6 +94,7 @@ class NoticesTx(TxBase):
                     "at": at,
                     "received_at": now,
                     "handled_at": None,
+                    "deadline": deadline,
                 }
         # One writer holds the lease (and SQLite's BEGIN IMMEDIATE lock), so
         # nothing can insert between the SELECT and this.
@@ -112,13 +120,18 @@ class NoticesTx(TxBase):
                 .values(handled_at=now)
             )
 
-    def revocations(self, kinds: Sequence[str], since: datetime) -> list[tuple[str, datetime]]:
-        """``(instance_id, at)`` of the notices of ``kinds`` dated ``since`` or
-        later: the instances a restart must still count as doomed."""
-        q = select(notices_t.c.instance_id, notices_t.c.at).where(
-            notices_t.c.kind.in_(list(kinds)), notices_t.c.at >= since
+    def revocations(
+        self, kinds: Sequence[str], since: datetime, now: datetime | None = None
+    ) -> list[tuple[str, datetime, datetime | None]]:
+        """``(instance_id, at, deadline)`` of the notices of ``kinds`` dated
+        ``since`` or later, or whose deadline is not past ``now`` (a scheduled
+        change weeks ahead): the instances a restart must still count as doomed."""
+        recent = notices_t.c.at >= since
+        cond = recent if now is None else or_(recent, notices_t.c.deadline >= now)
+        q = select(notices_t.c.instance_id, notices_t.c.at, notices_t.c.deadline).where(
+            notices_t.c.kind.in_(list(kinds)), cond
         )
-        return [(str(r[0]), r[1]) for r in self.conn.execute(q.order_by(notices_t.c.at))]
+        return [(str(r[0]), r[1], r[2]) for r in self.conn.execute(q.order_by(notices_t.c.at))]
 
     def notice_launches(self, owner: str, since: datetime) -> list[tuple[str, list[str]]]:
         """``(noticed instance id, instance ids launched for it)`` of the

@@ -95,6 +95,9 @@ notices_t = Table(
     Column("at", UtcDateTime, nullable=False),
     Column("received_at", UtcDateTime, nullable=False),
     Column("handled_at", UtcDateTime),
+    # when the notice's instance goes (a revocation's window end, a scheduled
+    # change's start); NULL: not given, the default window applies
+    Column("deadline", UtcDateTime),
 )
 decisions_t = Table(
     "decisions",
