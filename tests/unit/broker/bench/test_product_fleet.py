@@ -30,12 +30,12 @@ HELD[0, 6:9] = False
 PAST = np.ones((2, 2016), dtype=bool)  # a week of 300 s ticks, spot all the time
 
 
-def _window() -> FleetWindow:
+def _window(held: np.ndarray = HELD) -> FleetWindow:
     return FleetWindow(
         group="aws/replica/test",
         zones=("us-west-2a", "us-west-2b"),
         tick_s=300,
-        held=HELD,
+        held=held,
         past=PAST,
         notice_s=120,
         provider="aws",
@@ -91,15 +91,7 @@ def test_both_zones_lost_break_glass_then_back_to_spot() -> None:
     # spot is back from tick 9, and by the end the fleet is all spot again
     held = np.ones((2, 18), dtype=bool)
     held[:, 6:9] = False
-    window = FleetWindow(
-        group="aws/replica/test",
-        zones=("us-west-2a", "us-west-2b"),
-        tick_s=300,
-        held=held,
-        past=PAST,
-        notice_s=120,
-        provider="aws",
-    )
+    window = _window(held)
     rule = _Recording()
     out = simulate_fleet(SETTING, window, rule)
     outage = [p for t, at_notice, p in rule.plans if 6 * 300 <= t < 9 * 300 and not at_notice]
@@ -126,15 +118,7 @@ def test_going_back_to_spot_keeps_on_demand_until_the_spot_is_ready() -> None:
     # ready (1680 + 180 = 1860 s), N replicas short
     held = np.ones((2, 24), dtype=bool)
     held[:, 6:9] = False
-    window = FleetWindow(
-        group="aws/replica/test",
-        zones=("us-west-2a", "us-west-2b"),
-        tick_s=300,
-        held=held,
-        past=PAST,
-        notice_s=120,
-        provider="aws",
-    )
+    window = _window(held)
     rule = _Recording()
     out = simulate_fleet(SETTING, window, rule)
     back = [p for t, at_notice, p in rule.plans if t >= 9 * 300 and not at_notice]

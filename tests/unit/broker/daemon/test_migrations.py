@@ -5,7 +5,6 @@ column; a store newer than the code is refused with exit 2."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +31,6 @@ from markets.errors import InputError
 
 HERE = Path(__file__).resolve().parent
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-_db_names = itertools.count()
 
 HEAD = head_revision()  # the newest revision this code ships
 DEMO = "9001"  # a revision only the tests know, on top of HEAD
@@ -53,21 +51,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_column("fleet", "zone_hint")
 '''
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.db'}"
-        return
-    base = request.getfixturevalue("postgres_server")
-    import psycopg
-
-    name = f"m{next(_db_names)}_{abs(hash(request.node.name)) % 10**8}"
-    dsn = base.replace("postgresql+psycopg", "postgresql") + "/postgres"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"{base}/{name}"
 
 
 @pytest.fixture

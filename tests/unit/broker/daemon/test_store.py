@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,22 +14,6 @@ from markets.fleet import OWNER_TAG, Instance, InstanceState
 from markets.model import Tier
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-_db_names = itertools.count()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.db'}"
-        return
-    base = request.getfixturevalue("postgres_server")
-    import psycopg
-
-    name = f"t{next(_db_names)}_{abs(hash(request.node.name)) % 10**8}"
-    dsn = base.replace("postgresql+psycopg", "postgresql") + "/postgres"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"{base}/{name}"
 
 
 @pytest.fixture
