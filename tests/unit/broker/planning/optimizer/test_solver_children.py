@@ -1,8 +1,9 @@
 """A killed solve leaves no CBC running (broker.planning.optimizer.children).
 
 Each case starts a real process that solves a MILP CBC cannot finish within
-the test (a 70-item, 12-constraint knapsack with no gap allowed and an hour of
-time limit), waits until its CBC child shows in /proc, signals the parent
+the test (a 150-item, 25-constraint knapsack with no gap allowed and an hour
+of time limit: a 70-item one was once solved within the half second the test
+waits on an idle machine), waits until its CBC child shows in /proc, signals the parent
 and checks that CBC is gone. SIGTERM goes through the CLI's handler
 (SystemExit unwinds the solve), SIGINT through KeyboardInterrupt, and
 SIGKILL, which nothing in the parent can see, through the kernel's
@@ -36,7 +37,7 @@ _SCRIPT = textwrap.dedent(
 
     _terminate_as_exit()  # what ``spotfolio`` does at start
     rng = random.Random(7)
-    n, m = 70, 12
+    n, m = 150, 25
     prob = pulp.LpProblem("hard", pulp.LpMaximize)
     x = [pulp.LpVariable(f"x{i}", cat=pulp.LpBinary) for i in range(n)]
     w = [[rng.randint(20, 100) for _ in range(n)] for _ in range(m)]
@@ -125,3 +126,6 @@ def test_killed_solve_leaves_no_cbc_process(sig: signal.Signals) -> None:
             parent.wait()
         if cbc is not None and _running(cbc):
             os.kill(cbc, signal.SIGKILL)  # only the CBC this test saw start
+        for pipe in (parent.stdout, parent.stderr):  # a failed case leaks no file
+            if pipe is not None:
+                pipe.close()
