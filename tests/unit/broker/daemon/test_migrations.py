@@ -31,6 +31,10 @@ from markets.errors import InputError
 
 HERE = Path(__file__).resolve().parent
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+# T0 as the text both databases read as a timestamp: a datetime passed to
+# sqlite3 goes through its default adapter, deprecated on Python 3.12+ (a
+# DeprecationWarning, an error under the suite's warnings filter)
+_T0_TEXT = T0.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 HEAD = head_revision()  # the newest revision this code ships
 DEMO = "9001"  # a revision only the tests know, on top of HEAD
@@ -83,11 +87,11 @@ def _made_by_83a16c0(engine: Engine) -> None:
                     "state, launched_at, action_key, updated_at) VALUES (:i, 'o', 'w', "
                     "'aws/us-east-1/g5.xlarge', 'spot', :u, 'running', :t, NULL, :t)"
                 ),
-                {"i": f"i-{i}", "u": i + 1, "t": T0.replace(tzinfo=None)},
+                {"i": f"i-{i}", "u": i + 1, "t": _T0_TEXT},
             )
         conn.execute(
             text("INSERT INTO lease VALUES ('account/a', 'host:1', :t, :t)"),
-            {"t": T0.replace(tzinfo=None)},
+            {"t": _T0_TEXT},
         )
 
 
