@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,9 +28,6 @@ from markets.model import Tier
 from markets.sim.cloud import SimCloud, SimOptions
 from tests.fakes.tiny_market import T0, TinyMarket
 from tests.unit.broker.daemon.test_daemon import World, _config, _workloads
-
-_db_names = itertools.count()
-
 
 # --- the configuration --------------------------------------------------------------
 
@@ -202,28 +199,13 @@ class _Caller:
             self.cloud.inner.ack_notice(notice)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.db'}"
-        return
-    base = request.getfixturevalue("postgres_server")
-    import psycopg
-
-    name = f"lease{next(_db_names)}_{abs(hash(request.node.name)) % 10**8}"
-    dsn = base.replace("postgresql+psycopg", "postgresql") + "/postgres"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"{base}/{name}"
-
-
 STARTS = 50
 TTL_S, RENEW_S, LATENCY_S = 1.0, 0.2, 0.25
 RETRY_FOR_S = 3.0  # each loser retries (a supervisor restarting it) this long
 
 
 def test_fifty_simultaneous_starts_never_let_two_daemons_mutate(
-    tmp_path: Path, shared_url: str
+    tmp_path: Path, store_url: str
 ) -> None:
     """50 daemons (threads, each with its own engine) start at once against
     one store and one account; the losers keep retrying for 3 s. A start-up
@@ -235,11 +217,11 @@ def test_fifty_simultaneous_starts_never_let_two_daemons_mutate(
     clock = _RealRate()
     market = TinyMarket()
     cloud = _SlowCloud(SimCloud(market, clock, SimOptions()), LATENCY_S)  # type: ignore[arg-type]
-    config = _config(tmp_path, store_url=shared_url, lease_ttl_s=TTL_S,
+    config = _config(tmp_path, store_url=store_url, lease_ttl_s=TTL_S,
                      intervals={"lease_renew_s": RENEW_S})  # fmt: skip
-    Store(shared_url).close()  # the schema, once (create_all is not concurrent-safe)
+    Store(store_url).close()  # the schema, once (create_all is not concurrent-safe)
     workloads = _workloads()
-    stores = [Store(shared_url, create=False) for _ in range(STARTS)]
+    stores = [Store(store_url, create=False) for _ in range(STARTS)]
     daemons = [
         Daemon(config, cloud.for_daemon(n), market, stores[n],
                default_lifecycle(workloads, clock, config), clock,  # type: ignore[arg-type]
@@ -294,7 +276,7 @@ def test_fifty_simultaneous_starts_never_let_two_daemons_mutate(
     for a, b in itertools.pairwise(calls):
         if a.daemon != b.daemon:
             assert a.end <= b.start + 1e-3, (a, b)  # no overlap across daemons
-    store = Store(shared_url, create=False)
+    store = Store(store_url, create=False)
     with store.transaction() as tx:
         for table in (actions_t, plans_t, decisions_t):
             epochs = (
