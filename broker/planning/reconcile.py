@@ -194,28 +194,31 @@ def _make_before_break(
     """``surplus`` less the ready instances kept while their workload warms
     up (``diff``'s docstring). Not-ready surplus goes first: it serves nobody."""
     out = {slot: list(gone) for slot, gone in surplus.items()}
+    leaving = {i.instance_id for gone in surplus.values() for i in gone}
+
+    def age_s(i: Instance) -> float:
+        return (now - i.launched_at).total_seconds()
+
     for workload, warm in warm_s.items():
         if warm <= 0:
             continue
-        leaving = {i.instance_id for slot, gone in surplus.items() for i in gone}
         warming = sum(
             1
             for (w, _p, _t), insts in have.items()
             if w == workload
             for i in insts
-            if i.instance_id not in leaving and (now - i.launched_at).total_seconds() < warm
+            if i.instance_id not in leaving and age_s(i) < warm
         )
         warming += sum(r.count for r in launches if r.workload == workload)
         for slot in sorted(out):
             if slot[0] != workload or warming <= 0:
                 continue
-            kept = []
-            for inst in sorted(out[slot], key=lambda i: (now - i.launched_at).total_seconds()):
-                ready = (now - inst.launched_at).total_seconds() >= warm
-                if ready and warming > 0:
-                    kept.append(inst)
+            kept: set[str] = set()
+            for inst in sorted(out[slot], key=age_s):
+                if age_s(inst) >= warm and warming > 0:  # ready: it serves until then
+                    kept.add(inst.instance_id)
                     warming -= 1
-            out[slot] = [i for i in out[slot] if i not in kept]
+            out[slot] = [i for i in out[slot] if i.instance_id not in kept]
     return out
 
 
