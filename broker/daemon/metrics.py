@@ -130,7 +130,8 @@ LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 class DaemonMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
-        self._awaited: dict[str, datetime] = {}  # replacement instance -> its notice's time
+        # replacement instance -> (its notice's id, the notice's time)
+        self._awaited: dict[str, tuple[str, datetime]] = {}
         self.cost_rate = Gauge(
             "spotfolio_cost_rate_usd_per_hour",
             "Live fleet cost per hour by tier",
@@ -281,26 +282,33 @@ class DaemonMetrics:
         self.preemption_tax_unit_seconds.observe(unit_hours * 3600.0)
         self.preemption_tax_usd.observe(usd)
 
-    def replacement_launched(self, notice_at: datetime, instance_ids: Iterable[str]) -> None:
-        """A revocation's replacement was launched as ``instance_ids``: its
-        time is observed when a listing shows one of them running."""
+    def replacement_launched(
+        self, notice_id: str, notice_at: datetime, instance_ids: Iterable[str]
+    ) -> None:
+        """Notice ``notice_id``'s replacement was launched as ``instance_ids``:
+        its time is observed when a listing shows one of them running."""
         for iid in instance_ids:
-            self._awaited[iid] = notice_at
+            self._awaited[iid] = (notice_id, notice_at)
         while len(self._awaited) > AWAITED_CAP:  # launches never seen: forget the oldest
             self._awaited.pop(next(iter(self._awaited)))
 
     def replacements_seen(self, fleet: Iterable[Instance], now: datetime) -> None:
         """The fleet as listed at ``now``: a replacement listed running
-        observes notice -> running once (the first of a notice's instances)."""
-        done: set[datetime] = set()
-        for inst in fleet:
-            at = self._awaited.get(inst.instance_id)
-            if at is None or inst.state is not InstanceState.RUNNING:
-                continue
-            del self._awaited[inst.instance_id]
-            if at not in done:
-                done.add(at)
+        observes notice -> running once per notice (its first instance)."""
+        seen = {
+            inst.instance_id
+            for inst in fleet
+            if inst.state is InstanceState.RUNNING and inst.instance_id in self._awaited
+        }
+        done: set[str] = set()
+        for iid in seen:
+            nid, at = self._awaited.pop(iid)
+            if nid not in done:
+                done.add(nid)
                 self.notice_to_replacement.observe(max(0.0, (now - at).total_seconds()))
+        # a notice observed once: its other instances are no longer awaited
+        for iid in [i for i, (nid, _at) in self._awaited.items() if nid in done]:
+            del self._awaited[iid]
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when absent): for tests and reports."""

@@ -302,7 +302,7 @@ class NoticeJob:
             ok = any(launched.get(k) for k in it.keys)
             if ok and n.kind in _REVOKING:
                 ids = [i for k in it.keys for i in launched.get(k) or []]
-                self._metrics.replacement_launched(n.at, ids)
+                self._metrics.replacement_launched(n.notice_id, n.at, ids)
             if it.payload.get("launch_before_terminate") and ok and it.inst is not None:
                 ids_ = (it.inst.instance_id,)
                 self._executor.run(

@@ -370,3 +370,31 @@ def test_daly_interval_prices_the_loss_when_none_is_configured() -> None:
         price_usd_per_hour=1.0,
     )  # fmt: skip
     assert tax.lost_hours == pytest.approx(0.1)
+
+
+def test_notice_to_replacement_counts_each_notice_of_a_storm_once() -> None:
+    # two notices at the same moment (a zone-wide revocation), one with two
+    # replacement instances: two observations, at the first listing that
+    # shows each running
+    m = DaemonMetrics()
+    m.replacement_launched("n-1", T0, ["r-1", "r-2"])
+    m.replacement_launched("n-2", T0, ["r-3"])
+
+    def inst(iid: str, state: InstanceState) -> Instance:
+        return Instance(
+            instance_id=iid,
+            pool_key="aws/us-east-1/us-east-1a/g5.xlarge",
+            tier=Tier.SPOT,
+            workload="api",
+            state=state,
+            units=1,
+            launched_at=T0,
+        )
+
+    m.replacements_seen([inst("r-1", InstanceState.PENDING)], T0 + timedelta(seconds=30))
+    assert m.value("spotfolio_notice_to_replacement_seconds_count") == 0
+    running = [inst(i, InstanceState.RUNNING) for i in ("r-1", "r-2", "r-3")]
+    m.replacements_seen(running, T0 + timedelta(seconds=90))
+    m.replacements_seen(running, T0 + timedelta(seconds=120))
+    assert m.value("spotfolio_notice_to_replacement_seconds_count") == 2
+    assert m.value("spotfolio_notice_to_replacement_seconds_sum") == 180
