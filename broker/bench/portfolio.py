@@ -40,8 +40,9 @@ from broker.planning.optimizer.problem import (
 )
 from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
-from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
+from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reaction
 from broker.whatif.reaction import DECIDED_BY as REACTION_DECIDED_BY
+from broker.whatif.reaction import Reactor
 from broker.whatif.replay import DECIDED_BY as REPLAY_DECIDED_BY
 from broker.whatif.replay import replay
 from broker.whatif.run import HISTORY_DAYS, _actual_demand, _actuals
@@ -97,9 +98,12 @@ def run(
     t = time.perf_counter()
     long_plan = solve(build_problem(snapshot, ws, forecast0, hours=hours,
                                     options=PlanOptions(period_hours=6), costs=costs))  # fmt: skip
+    # Each step's lost spot goes through the lifecycle manager as the step
+    # is taken, and the loop carries what its decisions did.
+    reactor = Reactor(start, ws, snapshot, actuals, costs=costs)
     rolled = replay(market, ws, demand, start, hours, actuals,
                     committed=long_plan.committed_instances(), step_hours=step_hours,
-                    horizon_hours=horizon_hours)  # fmt: skip
+                    horizon_hours=horizon_hours, reactor=reactor)  # fmt: skip
     rolling_s = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -114,8 +118,8 @@ def run(
     # The baselines keep an autoscaler's top-up; Spotfolio's lost spot goes
     # through the lifecycle manager, as in the daemon (``bill_reacted``).
     bills = {n: bill_plan(p, ws, actual, snapshot, actuals, costs=costs) for n, p in plans.items()}
-    bills["spotfolio"] = bill_reacted(
-        plans["spotfolio"], ws, actual, snapshot, actuals, costs=costs
+    bills["spotfolio"] = bill_reaction(
+        plans["spotfolio"], reactor.result(), ws, actual, snapshot, actuals, costs=costs
     )
     bills["hindsight"] = hindsight_bill
     best = hindsight_bill.total_usd

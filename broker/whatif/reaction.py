@@ -66,6 +66,7 @@ wall clock.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -90,6 +91,7 @@ __all__ = [
     "HeldKey",
     "HeldShares",
     "Reaction",
+    "Reactor",
     "lifecycle_config",
     "lifecycle_cost_options",
     "react",
@@ -169,7 +171,8 @@ class _Live:
 
 @dataclass
 class _Replay:
-    plan: Plan
+    start: datetime  # hour 0 of the replay
+    plan: Plan  # the plan in force (its hour 0 is ``plan.start``)
     workloads: WorkloadSet
     snapshot: MarketSnapshot
     actuals: HeldShares
@@ -230,7 +233,7 @@ class _Replay:
     # --- one hour ---------------------------------------------------------------
     def run_hour(self, h: int) -> None:
         self.hour = h
-        t0 = self.plan.start + timedelta(hours=h)
+        t0 = self.start + timedelta(hours=h)
         t0_s = t0.timestamp()
         self.clock.set(t0)
         for w in self.workloads.workloads:
@@ -437,6 +440,74 @@ def lifecycle_cost_options(
     )
 
 
+class Reactor:
+    """The lifecycle manager and the replayed fleet, driven a stretch of
+    hours at a time: ``run(plan, first_hour, hours)`` replays those hours of
+    the run (hour 0 at ``start``) with ``plan`` in force (its own hour 0 at
+    ``first_hour``), so a planning loop hands each step's plan to the same
+    manager the daemon's plan job would keep across re-plans. ``done`` is
+    the work each job's held capacity did so far (the lifecycle's launches
+    included), ``result()`` the whole ``Reaction``. ``react`` is one plan
+    run through it from start to end."""
+
+    def __init__(
+        self,
+        start: datetime,
+        workloads: WorkloadSet,
+        snapshot: MarketSnapshot,
+        actuals: HeldShares,
+        *,
+        costs: CostTable,
+        lifecycle_costs: CostTable | None = None,
+        config: LifecycleConfig | None = None,
+    ) -> None:
+        cfg = config or LifecycleConfig()
+        if cfg.horizon_start is None:
+            cfg = cfg.model_copy(update={"horizon_start": start})
+        self.start = start
+        self.costs = costs
+        clock = ManualClock(start)
+        self.manager = LifecycleManager(workloads, clock, cfg)
+        if lifecycle_costs is None and costs.options == lifecycle_cost_options(snapshot, cfg):
+            lifecycle_costs = costs
+        self.manager.on_market(snapshot, lifecycle_costs)
+        self._args = (workloads, snapshot, actuals, costs, self.manager, clock)
+        self._replay: _Replay | None = None
+
+    def run(self, plan: Plan, first_hour: int, hours: int) -> None:
+        at = self.start + timedelta(hours=first_hour)
+        if plan.start != at:
+            plan = dataclasses.replace(plan, start=at)
+        if self._replay is None:
+            self._replay = _Replay(self.start, plan, *self._args)
+        self._replay.plan = plan
+        for h in range(first_hour, first_hour + hours):
+            self._replay.run_hour(h)
+
+    @property
+    def plan_held(self) -> Mapping[HeldKey, float]:
+        return {} if self._replay is None else self._replay.plan_held
+
+    @property
+    def plan_instances(self) -> Mapping[HeldKey, int]:
+        return {} if self._replay is None else self._replay.plan_instances
+
+    @property
+    def launched(self) -> Mapping[HeldKey, float]:
+        return {} if self._replay is None else self._replay.launched
+
+    def result(self) -> Reaction:
+        r = self._replay
+        return Reaction(
+            plan_held={} if r is None else dict(r.plan_held),
+            plan_instances={} if r is None else dict(r.plan_instances),
+            launched={} if r is None else dict(r.launched),
+            decisions={} if r is None else dict(sorted(r.kinds.items())),
+            refused_launches=0 if r is None else r.refused,
+            break_glass_committed_usd=self.manager.break_glass_committed_usd,
+        )
+
+
 def react(
     plan: Plan,
     workloads: WorkloadSet,
@@ -453,19 +524,7 @@ def react(
     own options (``lifecycle_cost_options``): ``lifecycle_costs`` if given,
     else ``costs`` when the options agree, else one it computes."""
     cfg = lifecycle_config(plan, config)
-    clock = ManualClock(plan.start)
-    manager = LifecycleManager(workloads, clock, cfg)
-    if lifecycle_costs is None and costs.options == lifecycle_cost_options(snapshot, cfg):
-        lifecycle_costs = costs
-    manager.on_market(snapshot, lifecycle_costs)
-    replay = _Replay(plan, workloads, snapshot, actuals, costs, manager, clock)
-    for h in range(plan.hours):
-        replay.run_hour(h)
-    return Reaction(
-        plan_held=dict(replay.plan_held),
-        plan_instances=dict(replay.plan_instances),
-        launched=dict(replay.launched),
-        decisions=dict(sorted(replay.kinds.items())),
-        refused_launches=replay.refused,
-        break_glass_committed_usd=manager.break_glass_committed_usd,
-    )
+    reactor = Reactor(plan.start, workloads, snapshot, actuals, costs=costs,
+                      lifecycle_costs=lifecycle_costs, config=cfg)  # fmt: skip
+    reactor.run(plan, 0, plan.hours)
+    return reactor.result()

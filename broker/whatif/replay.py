@@ -37,6 +37,7 @@ from broker.planning.rolling import (
     window_problem,
 )
 from broker.whatif.billing import MarketActuals
+from broker.whatif.reaction import Reactor, work_per_held_hour
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
 from policies.cost_table import CostTable
@@ -66,6 +67,7 @@ def replay(
     fallback_demand: Mapping[str, FloatArray] | None = None,
     progress: Callable[[str], None] | None = None,
     first: tuple[MarketSnapshot, CostTable] | None = None,
+    reactor: Reactor | None = None,
 ) -> RollingResult:
     """Replay the planning loop over ``[start, start + hours)`` (module
     docstring). ``committed``: the commitments held over the period (bought
@@ -75,7 +77,13 @@ def replay(
     ``fallback_demand``: per serving workload, hourly demand over the period
     to plan on where no forecast can be made yet (no history before it).
     ``first``: the snapshot of ``start`` and its cost table, when the caller
-    has them (priced with ``options``): the first step plans on them."""
+    has them (priced with ``options``): the first step plans on them.
+    ``reactor``: the lifecycle manager each step's plan is handed to (as the
+    daemon's plan job hands its plan to its manager): the step's lost spot
+    goes through it, and what its decisions did (replacements and
+    break-glass on-demand working too) is what the state carries, as the
+    daemon's measured progress; without one, a step carries the plan's own
+    work at the held share of spot."""
     opts = options or PlanOptions(period_hours=1)
     first_snap, first_costs = first if first is not None else (market.snapshot(start), None)
     # A recorded market knows nothing past its span: a step after it plans
@@ -103,7 +111,10 @@ def replay(
 
     def happened(state: RollingState, plan: Plan, step: int) -> StepOutcome:
         t = state.hour
-        return _step_actuals(plan, step, actuals, t)
+        if reactor is None:
+            return _step_actuals(plan, step, actuals, t)
+        reactor.run(plan, t, step)
+        return _step_reacted(plan, step, actuals, t, reactor, first_snap)
 
     return rolling_horizon(
         window,
@@ -154,4 +165,56 @@ def _step_actuals(plan: Plan, step: int, actuals: MarketActuals, offset: int) ->
         done[str(name)] = done.get(str(name), 0.0) + w_done
         spent[str(name)] = spent.get(str(name), 0.0) + paid
         spent[FLEET] += paid
+    return done, spent
+
+
+def _step_reacted(
+    plan: Plan,
+    step: int,
+    actuals: MarketActuals,
+    offset: int,
+    reactor: Reactor,
+    snapshot: MarketSnapshot,
+) -> StepOutcome:
+    """Work and dollars of the plan's first ``step`` hours once the lifecycle
+    reacted (``reactor`` has run them), counted as ``broker.whatif.billing``
+    bills a reaction: the plan's spot at the share its whole instances held,
+    the lifecycle's launches for the hours they ran."""
+    a = plan.hourly_instances()
+    a = a[a["hour"] < step]
+    done: dict[str, float] = {}
+    spent: dict[str, float] = {FLEET: plan.committed_usd_per_hour() * step}
+    spot = Tier.SPOT.value
+
+    def add(name: str, work: float, usd: float) -> None:
+        done[name] = done.get(name, 0.0) + work
+        spent[name] = spent.get(name, 0.0) + usd
+        spent[FLEET] += usd
+
+    for name, key, hour, n, work, usd, tier in zip(
+        a["workload"], a["pool_key"], a["hour"], a["instances"], a["work_per_hour"],
+        a["usd_per_instance_hour"], a["tier"], strict=True,
+    ):  # fmt: skip
+        h = offset + int(hour)
+        w_done, paid = float(work), float(n) * float(usd)
+        if tier == spot:
+            k = (h, str(name), str(key), spot)
+            whole = reactor.plan_instances.get(k, 0)
+            held = reactor.plan_held.get(k, 0.0) / whole if whole else actuals.held(str(key), h)
+            w_done *= held
+            paid = float(n) * actuals.price(str(key), h, float(usd)) * held
+        add(str(name), w_done, paid)
+    pools = snapshot.by_key()
+    costs = reactor.costs
+    for (h, name, key, tier_name), ih in reactor.launched.items():
+        if not offset <= h < offset + step or ih <= 0:
+            continue
+        tier = Tier(tier_name)
+        snap = pools.get(key)
+        if tier is Tier.SPOT:
+            listed = None if snap is None else snap.spot_usd_per_hour
+            unit_usd = actuals.price(key, h, listed if listed is not None else 0.0)
+        else:
+            unit_usd = 0.0 if snap is None else (snap.price(tier) or snap.on_demand_usd_per_hour)
+        add(name, ih * work_per_held_hour(costs, name, key, tier), ih * unit_usd)
     return done, spent

@@ -37,8 +37,8 @@ from broker.planning.demand import DemandSet
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
-from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
-from broker.whatif.reaction import lifecycle_cost_options
+from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted, bill_reaction
+from broker.whatif.reaction import Reactor, lifecycle_cost_options
 from broker.whatif.replay import replay
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
@@ -231,6 +231,11 @@ def run_whatif(
     say("replaying the daemon's planning loop")
     t = time.perf_counter()
     step_opts = dataclasses.replace(opts, period_hours=1)
+    # Each step's lost spot goes through the lifecycle manager as the step is
+    # taken (the daemon's plan job and manager), and the loop carries what
+    # its decisions did.
+    reactor = Reactor(start, workloads, snapshot, actuals, costs=costs,
+                      lifecycle_costs=tables.get(lifecycle_cost_options(snapshot)))  # fmt: skip
     rolled = replay(
         market,
         workloads,
@@ -245,6 +250,7 @@ def run_whatif(
         fallback_demand=forecast,
         progress=say,
         first=(snapshot, costs),
+        reactor=reactor,
     )
     clock["replay_s"] = time.perf_counter() - t
 
@@ -269,8 +275,8 @@ def run_whatif(
         Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals, costs=costs))
         for n, p in zip(names, plans, strict=True)
     ]
-    ours = bill_reacted(rolled.plan, workloads, actual, snapshot, actuals, costs=costs,
-                        lifecycle_costs=tables.get(lifecycle_cost_options(snapshot)))  # fmt: skip
+    ours = bill_reaction(rolled.plan, reactor.result(), workloads, actual, snapshot, actuals,
+                         costs=costs)  # fmt: skip
     scenarios.append(Scenario("spotfolio", rolled.plan, ours))
     clock["baselines_s"] = time.perf_counter() - t
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)

@@ -56,6 +56,7 @@ def handed(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[CostTable
 
     monkeypatch.setattr(whatif_run, "bill_plan", spy("bill", whatif_run.bill_plan))
     monkeypatch.setattr(whatif_run, "bill_reacted", spy("bill", whatif_run.bill_reacted))
+    monkeypatch.setattr(whatif_run, "bill_reaction", spy("bill", whatif_run.bill_reaction))
     for base in ("all_on_demand", "committed_quantile", "static_mix"):
         monkeypatch.setattr(whatif_run, base, spy("baseline", getattr(whatif_run, base)))
     monkeypatch.setattr(whatif_run, "build_problem", spy("plan", whatif_run.build_problem))
@@ -82,9 +83,11 @@ def test_a_stress_option_prices_the_optimizer_apart_and_the_baselines_as_listed(
     opts = PlanOptions(interruption_multiplier=3.0)
     whatif_run.run_whatif(TinyMarket(), _workloads(), days=1, options=opts)
     computed = handed["computed"]
-    # the run's stressed table, the replay's later steps (stressed), the listed one
-    assert [t.options.interruption_multiplier for t in computed] == [3.0] * 4 + [1.0]
-    stressed, listed = computed[0], computed[-1]
+    # the run's stressed table, the listed one (the lifecycle manager ranks on
+    # it from the replay's first step; the baselines are priced on it), the
+    # replay's later steps (stressed)
+    assert [t.options.interruption_multiplier for t in computed] == [3.0, 1.0] + [3.0] * 3
+    stressed, listed = computed[0], computed[1]
     assert handed["plan"] == [stressed]
     assert all(t is listed for t in handed["baseline"])
     assert all(t is stressed for t in handed["bill"])
