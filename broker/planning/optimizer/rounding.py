@@ -90,7 +90,10 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
             continue
         order = sorted(keys, key=lambda k: (-_val(built.gang[k][0]), k[1]))
         used = sum(_val(built.gang[k][0]) for k in keys)
-        candidates = sorted({min(len(keys), max(1, math.ceil(used * f))) for f in (1, 2)})
+        # k = 0 is a candidate when the relaxation runs no block at all (a job
+        # whose work is done, or not due in this horizon): forcing one block on
+        # ran a finished gang for an hour at every re-plan.
+        candidates = sorted({min(len(keys), math.ceil(used * f - _EPS)) for f in (1, 2)})
         candidates.append(len(keys))
         best: tuple[float, int] | None = None
         for k in dict.fromkeys(candidates):

@@ -133,6 +133,24 @@ def test_training_gang_uses_allowed_sizes_and_meets_its_work() -> None:
     assert plan.unmet_unit_hours["train"] == pytest.approx(0.0)
 
 
+@pytest.mark.parametrize("integral", [True, False])
+def test_a_gang_whose_work_is_done_is_not_run(integral: bool) -> None:
+    # A re-plan after the job finished: no work left, so no block of the gang
+    # may run (the quick rounding forced one block on; the planning loop then
+    # ran a finished 16-GPU gang on on-demand for an hour at every re-plan).
+    ws = parse_workloads({"workloads": [{
+        "name": "train", "class": "training", "instance_types": ["g1"], "elastic": True,
+        "min_units": 2, "step_units": 2, "max_units": 6, "unit_hours": 40, "deadline_hours": 100,
+        "max_zone_share": 1.0, "max_pool_share": 1.0}]})  # fmt: skip
+    snap = _market(_pool("us-east-1a", committed=None))
+    for left in (0.0, 1e-9):
+        problem = build_problem(snap, ws, {}, hours=24, remaining_unit_hours={"train": left},
+                                options=PlanOptions(integral=integral))  # fmt: skip
+        plan = solve(problem)
+        assert plan.allocations.empty or plan.allocations.units.sum() == 0
+        assert plan.unmet_unit_hours["train"] == pytest.approx(0.0, abs=1e-6)
+
+
 def test_fixed_commitments_above_the_budget_are_explained() -> None:
     ws = parse_workloads({"budget_usd_per_hour": 5, "workloads": [_serving()]},
                          demand_supplied=True)  # fmt: skip
