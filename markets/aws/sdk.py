@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from botocore.config import Config
 
@@ -197,3 +197,15 @@ def build_clients(
         "pricing", region_name=PRICING_REGION, config=cfg, endpoint_url=endpoint_url
     )
     return AwsClients(ec2=ec2, pricing=pricing)
+
+
+def build_client(service: str, region: str, *, endpoint_url: str | None = None) -> Any:
+    """A boto3 client of ``service`` in ``region`` with the retry configuration,
+    for adapters that make one AWS call outside this package
+    (``markets.signals.cloudwatch``): boto3 is imported only here."""
+    import boto3
+
+    # boto3.client's return type depends on the service name: Any.
+    return boto3.client(
+        service, region_name=region, config=client_config(), endpoint_url=endpoint_url
+    )
