@@ -199,13 +199,13 @@ def build_clients(
     return AwsClients(ec2=ec2, pricing=pricing)
 
 
-def build_client(service: str, region: str, *, endpoint_url: str | None = None) -> Any:
-    """A boto3 client of ``service`` in ``region`` with the retry configuration,
-    for adapters that make one AWS call outside this package
-    (``markets.signals.cloudwatch``): boto3 is imported only here."""
+def cloudwatch_client(region: str, *, endpoint_url: str | None = None) -> Any:
+    """A CloudWatch client in ``region`` with the retry configuration, for
+    ``markets.signals.cloudwatch`` (its one call, ``GetMetricData``): boto3 is
+    imported only in this package. Any: boto3-stubs' cloudwatch shapes are
+    not a development dependency, and the reader names the call it makes."""
     import boto3
 
-    # boto3.client's return type depends on the service name: Any.
     return boto3.client(
-        service, region_name=region, config=client_config(), endpoint_url=endpoint_url
+        "cloudwatch", region_name=region, config=client_config(), endpoint_url=endpoint_url
     )

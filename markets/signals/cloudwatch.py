@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from markets.aws.errors import aws_call
-from markets.aws.sdk import build_client
+from markets.aws.sdk import cloudwatch_client
 from markets.clock import ensure_utc
 from markets.signals.samples import BadReplyError, checked_value
 
@@ -58,7 +58,7 @@ class CloudWatchReader:
     @classmethod
     def from_settings(cls, region: str) -> CloudWatchReader:
         """A reader on a boto3 client for ``region`` (default credentials chain)."""
-        client: CloudWatchApi = build_client("cloudwatch", region)
+        client: CloudWatchApi = cloudwatch_client(region)
         return cls(client)
 
     def series(
