@@ -84,7 +84,7 @@ class WaitVerdict:
             return f"{head}: {_compare(later, now)} than {now.label} now"
         assert now is not None
         if later is None:
-            return f"runs now on {now.label}: no pool worth waiting for"
+            return f"runs now on {now.label}: no pool to wait for"
         why = _why_not(later, now, self.value_of_time_usd_per_hour, self.deadline_hours)
         return f"runs now on {now.label}: waiting {_h(later.wait_hours)} for {later.label} {why}"
 
@@ -107,7 +107,7 @@ def _compare(a: RunOption, b: RunOption) -> str:
 
 
 def _why_not(later: RunOption, now: RunOption, vot: float, deadline: float | None) -> str:
-    said = _compare(later, now)
+    said = _compare(later, now)  # "finishes 1 h later at 17 % of the cost"
     if deadline is not None and later.finish_hours > deadline + 1e-9:
         return f"{said}: misses the {_h(deadline)} deadline"
     return f"{said}: not worth it at ${vot:,.0f} per hour of finishing later"

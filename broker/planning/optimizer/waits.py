@@ -19,8 +19,8 @@ Every option runs the job's largest gang (``max_units``, else
 work over the instances' work per hour, its cost that work at the tier's
 dollars per productive unit-hour. The job's value of time is its own
 (``Workload.value_of_time_usd_per_hour``). Jobs without a deadline, without
-a gang size (a batch job with no ``max_units``) or without work left get no
-advice.
+a gang size (a batch job with no ``max_units``), without work left or with
+no option that must wait get no advice.
 
 Must not: solve, change the plan, or read a market beyond the problem.
 """
@@ -95,8 +95,8 @@ def wait_advice(
     if deadline is None or not math.isfinite(deadline):
         return None
     options = wait_options(problem, w, committed_groups)
-    if not options:
-        return None
+    if not any(o.wait_hours > 0 for o in options):
+        return None  # nothing to wait for: no decision to explain
     return decide(
         options, value_of_time_usd_per_hour=w.value_of_time_usd_per_hour, deadline_hours=deadline
     )

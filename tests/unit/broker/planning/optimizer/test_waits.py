@@ -102,3 +102,9 @@ def test_where_the_plan_prices_no_time_and_waits_anyway_the_line_says_so() -> No
     line = plan.explanations["ft"].waiting
     assert line is not None and line.startswith("runs now on a100x8 on-demand")
     assert line.endswith("(the plan starts it at hour 2)")  # the MILP took the cheap spot
+
+
+def test_nothing_to_wait_for_no_advice_and_no_line() -> None:
+    problem, ws = _problem(6.0, min_on_non_revocable=True)  # every option starts now
+    assert wait_advice(problem, ws.by_name("ft")) is None
+    assert solve(problem).explanations["ft"].waiting is None
