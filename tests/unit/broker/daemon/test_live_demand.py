@@ -15,6 +15,7 @@ import pytest
 
 from broker.daemon.accelerated import simulate_daemon
 from broker.daemon.config import DaemonConfig
+from markets.errors import TransientError
 from markets.fleet import ActionResult, LaunchRequest, TerminateRequest
 from markets.sim.cloud import SimCloud
 from policies.workloads.spec import parse_workloads
@@ -129,3 +130,61 @@ def test_a_prometheus_metric_scales_the_fleet_ahead_of_a_step_and_holds_it_after
     assert DOWN + timedelta(minutes=15) <= down_at < DOWN + timedelta(minutes=16)
     assert [n for t, n in alive if up_at <= t < down_at] == [high]
     assert alive[-1][1] == low
+
+
+class Flaky:
+    """A MetricSource at 300 req/s that fails from ``down_from`` on."""
+
+    name = "flaky"
+
+    def __init__(self, down_from: datetime) -> None:
+        self.down_from = down_from
+        self.failures = 0
+
+    def series(
+        self, query: str, start: datetime, end: datetime, step_s: float
+    ) -> Sequence[tuple[datetime, float]]:
+        if end >= self.down_from:
+            self.failures += 1
+            raise TransientError("prometheus http://p:9090: HTTP 503")
+        return [(end, 300.0)]
+
+
+def _api(**metric: object) -> dict[str, object]:
+    return {
+        "name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
+        "throughput": {"p3.2xlarge": 1.0}, "max_spot_share": 0.0, "max_zone_share": 1.0,
+        "max_pool_share": 1.0,
+        "demand_metric": {"source": "prometheus", "url": "http://p:9090", "query": "q",
+                          "value_per_replica": 100, "margin": 0.0, "season_hours": 0} | metric,
+    }  # fmt: skip
+
+
+def test_a_metric_server_that_goes_down_keeps_the_replicas_it_last_read(tmp_path: Path) -> None:
+    ws = parse_workloads({"workloads": [_api()]})
+    cfg = DaemonConfig.model_validate(
+        {"owner": "me", "store_url": "sqlite://", "planner": "fast", "metrics_port": 0}
+    )
+    src = Flaky(T0 + timedelta(hours=1))
+    rec: dict[str, Recorder] = {}
+
+    def wrap(cloud: SimCloud) -> Recorder:
+        rec["r"] = Recorder(cloud)
+        return rec["r"]
+
+    simulate_daemon(cfg, TinyMarket(), hours=3, start=T0, workloads=ws, wrap_provider=wrap,
+                    demand_sources={"api": src})  # fmt: skip
+    assert src.failures > 60  # two hours of failed reads, a minute apart
+    assert rec["r"].alive == [(T0, 3)]  # 300 / 100: launched at once, never scaled down
+
+
+def test_the_wiring_opens_one_reader_per_server_and_cloudwatch_per_region() -> None:
+    from broker.daemon.wiring import open_demand_sources
+    from markets.signals.cloudwatch import CloudWatchReader
+    from markets.signals.prometheus import PrometheusReader
+
+    cw = {"source": "cloudwatch", "url": None, "region": "eu-west-1", "query": "SUM(METRICS())"}
+    a, b, c = _api(), _api() | {"name": "api2"}, _api(**cw) | {"name": "api3"}
+    sources = open_demand_sources(parse_workloads({"workloads": [a, b, c]}))
+    assert isinstance(sources["api"], PrometheusReader) and sources["api"] is sources["api2"]
+    assert isinstance(sources["api3"], CloudWatchReader)
