@@ -37,9 +37,9 @@ from markets.validation import FieldError, StrictModel
 
 __all__ = ["DEFAULT_COOLDOWN_MINUTES", "DemandMetric"]
 
-# Scale down only after the demand stayed lower this long (the issue's and
-# Kubernetes' HPA default scale-down stabilization window: 300 s there; the
-# fleet chapter asks 15 min for GPU replicas that take minutes to come back).
+# Scale down only after the demand stayed lower this long (issue 18: 15 min;
+# Kubernetes' HPA scale-down stabilization window is the same rule, 300 s by
+# default, short for GPU replicas that take minutes to come back).
 DEFAULT_COOLDOWN_MINUTES = 15.0
 # How far ahead replicas are ordered beyond their readiness: "3 min
 # readiness -> order >= 4 min ahead" (the fleet chapter).
@@ -50,8 +50,8 @@ class DemandMetric(StrictModel):
     """Where a serving workload's demand is read, and how replicas follow it."""
 
     source: Literal["prometheus", "cloudwatch"]
-    query: str = Field(min_length=1, max_length=4096, description="one series (PromQL or a "
-                       "CloudWatch metric math / Metrics Insights expression)")  # fmt: skip
+    # One series: PromQL, or a CloudWatch metric math / Metrics Insights expression.
+    query: str = Field(min_length=1, max_length=4096)
     url: str | None = Field(default=None, max_length=2048, description="prometheus only")
     region: str | None = Field(default=None, max_length=64, description="cloudwatch only")
     value_per_replica: Annotated[float, Bounded(gt=0.0, le=1e15)]
