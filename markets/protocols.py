@@ -2,7 +2,9 @@
 
 Owns: ``PriceSource`` (anything that answers "what did the market look like at
 ``at``?"), ``HistorySource`` (sources that also have an hourly time axis) and
-``Provider`` (a cloud account we act in: launch, terminate, list, notices).
+``Provider`` (a cloud account we act in: launch, terminate, list, notices)
+and ``MetricSource`` (a monitoring system asked for a metric's recent values:
+``markets.signals``).
 Adapters (default market, replay, AWS, GCP) implement these; ``broker`` names
 only these protocols, never a concrete adapter, outside its composition roots.
 """
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
     from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
     from markets.model import InstanceType, MarketSnapshot, Pool
 
-__all__ = ["HistorySource", "PriceSource", "Provider", "RevocationSource"]
+__all__ = ["HistorySource", "MetricSource", "PriceSource", "Provider", "RevocationSource"]
 
 
 @runtime_checkable
@@ -96,4 +98,21 @@ class Provider(Protocol):
 
     def ack_notice(self, notice: Notice) -> None:
         """Delete a notice from its queue once its handling is durable."""
+        ...
+
+
+@runtime_checkable
+class MetricSource(Protocol):
+    """A monitoring system asked for one metric's values over a window
+    (Prometheus' range query, CloudWatch ``GetMetricData``). Implementations:
+    ``markets.signals``. Values are validated (finite, >= 0); errors are the
+    project's tree (transient: keep the last good value; input: the query)."""
+
+    name: str
+
+    def series(
+        self, query: str, start: datetime, end: datetime, step_s: float
+    ) -> Sequence[tuple[datetime, float]]:
+        """``(time, value)`` samples in ``[start, end]`` every ``step_s``,
+        oldest first (gaps where the metric had no value)."""
         ...

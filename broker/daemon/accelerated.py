@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,10 +31,15 @@ from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
-from broker.daemon.wiring import LifecycleFactory, default_lifecycle, sim_options
+from broker.daemon.wiring import (
+    LifecycleFactory,
+    default_lifecycle,
+    open_demand_sources,
+    sim_options,
+)
 from markets.clock import ManualClock, ensure_utc
 from markets.fleet import NoticeKind
-from markets.protocols import HistorySource, Provider
+from markets.protocols import HistorySource, MetricSource, Provider
 from markets.sim.cloud import SimCloud
 from policies.workloads.spec import WorkloadSet
 
@@ -107,9 +112,13 @@ def simulate_daemon(
     store_url: str = "sqlite://",
     lifecycle: LifecycleFactory = default_lifecycle,
     wrap_provider: Callable[[SimCloud], Provider] | None = None,
+    demand_sources: Mapping[str, MetricSource] | None = None,
 ) -> SimReport:
     """Run a simulated account for ``hours`` from ``start`` (default: the
-    market's first whole hour; see the module docstring)."""
+    market's first whole hour; see the module docstring). Live serving
+    demand (``demand_metric``) is read from ``demand_sources``, by default
+    the readers the workloads name (``open_demand_sources``): a metric
+    server queried at simulated times."""
     t_wall = time.perf_counter()
     if workloads is None:
         workloads = config.workload_set()
@@ -120,16 +129,20 @@ def simulate_daemon(
     clock = ManualClock(t0)
     cloud = SimCloud(market, clock, sim_options(config))
     provider: Provider = wrap_provider(cloud) if wrap_provider else cloud
+    if demand_sources is None:
+        demand_sources = open_demand_sources(workloads)
     store = Store(store_url)
     daemon = Daemon(
         config, provider, market, store, lifecycle(workloads, clock, config), clock,
         workloads=workloads, metrics=DaemonMetrics(), sleep=lambda s: _sleep(clock, s),
+        demand_sources=demand_sources,
     )  # fmt: skip
     daemon.start()
     iv = config.intervals
     end = t0 + timedelta(hours=hours)
     jobs: list[tuple[str, Callable[[], object], float]] = [
         ("refresh_market", daemon.refresh_market, iv.refresh_market_s),
+        ("sense_demand", daemon.sense_demand, iv.sense_demand_s),
         ("replan", daemon.replan, iv.replan_s),
         ("renew_lease", daemon.renew_lease, iv.reconcile_s),
         ("reconcile", daemon.reconcile, iv.reconcile_s),

@@ -85,6 +85,9 @@ class Intervals(StrictModel):
     # often; it must be shorter than the lifecycle's return_lead_s (300 s by
     # default), or a stretch can outrun the dollars the cap committed to it.
     upkeep_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 30.0
+    # Live serving demand (demand_metric) is read this often: a minute is
+    # well inside the 4 min a 3 min replica readiness orders ahead.
+    sense_demand_s: Annotated[float, Bounded(gt=0, le=3600, unit="seconds")] = 60.0
 
 
 class Backoff(StrictModel):

@@ -79,12 +79,13 @@ from broker.daemon.plan import PlanJob, PlanState, Progress
 from broker.daemon.reconcile import ReconcileJob
 from broker.daemon.store.store import Fence, LeaseLostError, Store
 from broker.daemon.stretches import StretchJob
+from broker.planning.autoscale import LiveDemand
 from broker.planning.reconcile import Slot
 from markets.clock import Clock
 from markets.errors import FatalError
 from markets.fleet import Instance, LaunchRequest
 from markets.model import MarketSnapshot
-from markets.protocols import PriceSource, Provider
+from markets.protocols import MetricSource, PriceSource, Provider
 from policies.workloads.spec import WorkloadSet
 
 __all__ = ["Daemon", "LeaseHeldError", "LeaseLostError", "Lifecycle"]
@@ -114,6 +115,7 @@ class Daemon:
         holder: str | None = None,
         hook_runner: HookRunner | None = None,
         renew_in_background: bool = False,
+        demand_sources: Mapping[str, MetricSource] | None = None,
     ) -> None:
         self.config = config
         self.provider = provider
@@ -145,6 +147,10 @@ class Daemon:
         self.state = PlanState()
         self.progress = Progress()
 
+        # Live serving demand (demand_metric): None when no workload has one.
+        self.live: LiveDemand | None = None
+        if any(w.demand_metric is not None for w in workloads.workloads):
+            self.live = LiveDemand.of(workloads, demand_sources or {})
         book = self.book = FleetBook(owner, workloads, lifecycle)
         executor = self.executor = Executor(
             provider,
@@ -163,8 +169,9 @@ class Daemon:
             config.checkpoint_hooks, store, clock, owner=owner, dry_run=dry_run, runner=hook_runner
         )
         self.planner = PlanJob(
-            config, workloads, market, store, book, lifecycle, clock, metrics, dry_run=dry_run
-        )
+            config, workloads, market, store, book, lifecycle, clock, metrics, dry_run=dry_run,
+            live=self.live,
+        )  # fmt: skip
         self.stretches = StretchJob(
             lifecycle, store, executor, launcher, clock, metrics, owner=owner, dry_run=dry_run
         )
@@ -234,6 +241,7 @@ class Daemon:
         )
         self.stretches.restore()
         self.refresh_market(force=True)
+        self._sense(now)  # the first plan holds the live demand, not the minimum
         if self._replan_due(now):
             self.replan()
         self.reconcile()
@@ -353,6 +361,32 @@ class Daemon:
             return
         with self.lock:
             self.state = self.planner.commit(proposal, self.state, self.progress)
+
+    # --- live serving demand -------------------------------------------------
+    def sense_demand(self) -> None:
+        """Job: read the live demand metrics (``broker.planning.autoscale``);
+        when a workload's replicas move (up at once, down after its
+        cooldown), re-plan and reconcile now instead of at the next run."""
+        if self._sense(self.clock.now()):
+            self.replan()
+            self.reconcile()
+
+    def _sense(self, now: datetime) -> bool:
+        """Read the metrics; True when some workload's replicas moved."""
+        if self.live is None:
+            return False
+        moved = False
+        for t in self.live.sense(now):
+            if t.error:
+                log.warning(kv("demand_metric_kept", workload=t.workload, replicas=t.replicas,
+                               error=t.error))  # fmt: skip
+            if t.changed:
+                moved = True
+                log.info(
+                    kv("demand_replicas", workload=t.workload, replicas=t.replicas,
+                       recommended=t.recommended, forecast=t.forecast)
+                )  # fmt: skip
+        return moved
 
     # --- reconcile --------------------------------------------------------------
     def desired(self, now: datetime) -> dict[Slot, int]:

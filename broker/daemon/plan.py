@@ -50,6 +50,7 @@ from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
 from broker.daemon.store.tx import Json
+from broker.planning.autoscale import LiveDemand
 from broker.planning.demand import DemandSet, load_demand
 from broker.planning.optimizer import PlanningProblem, PlanOptions
 
@@ -145,8 +146,10 @@ class PlanJob:
         metrics: DaemonMetrics,
         *,
         dry_run: bool = False,
+        live: LiveDemand | None = None,
     ) -> None:
         self._config = config
+        self._live = live
         self._workloads = workloads
         self._market = market
         self._store = store
@@ -380,7 +383,18 @@ class PlanJob:
 
     def _serving_demand(self, start: datetime, hours: int) -> dict[str, FloatArray]:
         """Serving demand per workload: the demand file's window, else (or
-        outside the file) the workloads' own shapes."""
+        outside the file) the workloads' own shapes; a live-demand workload
+        (``demand_metric``) holds its replicas now over the whole horizon
+        (the next change re-plans: ``Daemon.sense_demand``)."""
+        return {**self._file_or_shapes(start, hours), **self._live_demand(hours)}
+
+    def _live_demand(self, hours: int) -> dict[str, FloatArray]:
+        live = self._live
+        if live is None:
+            return {}
+        return {n: np.full(hours, live.units(n), dtype=float) for n in live.names()}
+
+    def _file_or_shapes(self, start: datetime, hours: int) -> dict[str, FloatArray]:
         ws, cfg = self._workloads, self._config
         if cfg.demand is not None:
             if self._demand is None:
@@ -390,7 +404,7 @@ class PlanJob:
                 return {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
             except ValueError:
                 log.warning(kv("demand_outside_file", start=start.isoformat(), fallback="shapes"))
-        shapes = DemandSet.from_shapes(ws, start, hours, cfg.demand_seed)
+        shapes = DemandSet.from_shapes(ws, start, hours, cfg.demand_seed, live_elsewhere=True)
         return {n: s.to_numpy(dtype=float) for n, s in shapes.serving.items()}
 
 

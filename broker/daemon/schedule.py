@@ -42,6 +42,7 @@ def run_scheduled(
     jobs: list[tuple[str, Callable[[], object], float]] = [
         ("renew_lease", daemon.renew_lease, iv.lease_renew_s),
         ("refresh_market", daemon.refresh_market, iv.refresh_market_s),
+        ("sense_demand", daemon.sense_demand, iv.sense_demand_s),
         ("replan", daemon.replan, iv.replan_s),
         ("reconcile", daemon.reconcile, iv.reconcile_s),
         ("poll_notices", daemon.poll_notices, iv.poll_notices_s),

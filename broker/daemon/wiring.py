@@ -5,7 +5,8 @@ Owns: ``default_lifecycle`` (the project's ``LifecycleManager``, configured
 from the daemon's config), ``LifecycleFactory`` (its signature, for a run
 that brings its own), ``open_account`` (the market, the provider and the
 clock a config names: a real cloud on the system clock, or the simulated
-cloud on its own) and ``build_daemon`` (the production daemon of a config:
+cloud on its own), ``open_demand_sources`` (the metric readers a serving
+workload's ``demand_metric`` names) and ``build_daemon`` (the production daemon of a config:
 store, workloads, metrics, lifecycle). This is the one place the daemon names the concrete
 lifecycle manager: the daemon and its jobs are typed against
 ``broker.daemon.lifecycle.Lifecycle``, and the annotated assignment in
@@ -32,9 +33,11 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
 from broker.lifecycle import LifecycleConfig, LifecycleManager
 from markets.clock import Clock, SystemClock
-from markets.protocols import PriceSource, Provider
+from markets.extras import needs_extra
+from markets.protocols import MetricSource, PriceSource, Provider
 from markets.registry import open_market, open_provider
 from markets.secretref import EnvSecrets, SecretResolver
+from markets.signals.prometheus import PrometheusReader
 from markets.sim.cloud import SimOptions
 from markets.validation import input_error_from
 from policies.workloads.spec import WorkloadSet
@@ -47,6 +50,7 @@ __all__ = [
     "hook_secrets",
     "open_account",
     "open_config_market",
+    "open_demand_sources",
     "sim_options",
 ]
 
@@ -150,6 +154,29 @@ def hook_secrets(config: DaemonConfig) -> SecretResolver:
     return AwsSecrets.from_env()
 
 
+def open_demand_sources(workloads: WorkloadSet) -> dict[str, MetricSource]:
+    """A metric reader per serving workload with a ``demand_metric``: one
+    Prometheus reader per server URL, one CloudWatch reader per region."""
+    by_key: dict[tuple[str, str], MetricSource] = {}
+    out: dict[str, MetricSource] = {}
+    for w in workloads.workloads:
+        m = w.demand_metric
+        if m is None:
+            continue
+        key = (m.source, m.url or m.region or "")
+        if key not in by_key:
+            if m.source == "prometheus" and m.url is not None:
+                by_key[key] = PrometheusReader(m.url)
+            elif m.region is not None:
+                # botocore loads only for a workload that names CloudWatch (the aws extra).
+                with needs_extra(f"{w.name}.demand_metric", got="source: cloudwatch"):
+                    from markets.signals.cloudwatch import CloudWatchReader
+
+                    by_key[key] = CloudWatchReader.from_settings(m.region)
+        out[w.name] = by_key[key]
+    return out
+
+
 def build_daemon(
     config: DaemonConfig,
     *,
@@ -176,5 +203,6 @@ def build_daemon(
         announce=announce,
         hook_runner=HookRunner(secrets=hook_secrets(config)),
         renew_in_background=True,  # through start-up and long plans
+        demand_sources=open_demand_sources(workloads),
     )
     return daemon, store

@@ -92,15 +92,24 @@ class DemandSet:
         seed: int = 0,
         *,
         noise: float = DEFAULT_NOISE,
+        live_elsewhere: bool = False,
     ) -> DemandSet:
         """Curves from every serving workload's inline shape, with seeded noise
-        (each workload's stream depends only on ``seed`` and its name)."""
+        (each workload's stream depends only on ``seed`` and its name).
+        ``live_elsewhere``: the caller reads live demand (``demand_metric``,
+        ``broker.planning.autoscale``), so those workloads are left out;
+        without it they are an error (a live metric has no history here)."""
         index = hourly_index(start, hours)
         out: dict[str, pd.Series] = {}
         for w in workloads.of_class(WorkloadClass.SERVING):
+            if w.demand_metric is not None and live_elsewhere:
+                continue
             if w.demand is None:
+                live = " (a demand_metric is read by the daemon only)" if w.demand_metric else ""
                 raise InputError(
-                    "workloads", f"{w.name}.demand", "an inline demand shape or a demand file"
+                    "workloads",
+                    f"{w.name}.demand",
+                    f"an inline demand shape or a demand file{live}",
                 )
             out[w.name] = _from_shape(w.demand, index, w.name, seed, noise)
         return cls(serving=out, index=index)

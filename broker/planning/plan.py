@@ -67,6 +67,8 @@ class WorkloadExplanation:
     ranking: list[tuple[str, str, float]]  # (pool key, tier, $ per productive unit-hour)
     binding: list[str]  # constraints that held with no slack
     unmet_unit_hours: float
+    # A deadline job: wait for a better pool or run now (policies.waiting).
+    waiting: str | None = None
 
     def lines(self) -> list[str]:
         out = [f"{self.workload}:"]
@@ -82,6 +84,8 @@ class WorkloadExplanation:
             out.append(f"  cheapest effective $/productive unit-hour: {best}")
         for b in self.binding[:5]:
             out.append(f"  bound: {b}")
+        if self.waiting:
+            out.append(f"  {self.waiting}")
         if self.unmet_unit_hours > 1e-6:
             out.append(f"  UNMET: {self.unmet_unit_hours:,.1f} unit-hours")
         return out

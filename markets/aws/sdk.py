@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from botocore.config import Config
 
@@ -197,3 +197,15 @@ def build_clients(
         "pricing", region_name=PRICING_REGION, config=cfg, endpoint_url=endpoint_url
     )
     return AwsClients(ec2=ec2, pricing=pricing)
+
+
+def cloudwatch_client(region: str, *, endpoint_url: str | None = None) -> Any:
+    """A CloudWatch client in ``region`` with the retry configuration, for
+    ``markets.signals.cloudwatch`` (its one call, ``GetMetricData``): boto3 is
+    imported only in this package. Any: boto3-stubs' cloudwatch shapes are
+    not a development dependency, and the reader names the call it makes."""
+    import boto3
+
+    return boto3.client(
+        "cloudwatch", region_name=region, config=client_config(), endpoint_url=endpoint_url
+    )

@@ -72,6 +72,18 @@ class ClassPolicy(StrictModel):
     min_on_non_revocable: bool = False
     restart_tolerant: bool = True
     min_dwell_minutes: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS * 60, unit="minutes")] = 0.0
+    # Dollars an hour of finishing later costs (``policies.waiting``): 0 lets
+    # a job wait for any cheaper pool its deadline allows.
+    value_of_time_usd_per_hour: Annotated[float, Bounded(ge=0.0, le=MAX_USD)] = 0.0
+
+
+# Value of time (issue 14, point 7): serving never waits (an hour late is an
+# hour of unmet users: far above any instance-hour, the dearest listed being
+# p5.48xlarge at $98.32/h); a deadline-critical training run is worth about
+# ten of those instance-hours per hour of delay; batch/research waits for any
+# saving its deadline allows.
+_SERVING_VALUE_OF_TIME = 10_000.0
+_TRAINING_VALUE_OF_TIME = 1_000.0
 
 
 # The built-in per-class defaults (economics.md section 4), all overridable in a
@@ -94,6 +106,7 @@ BUILTIN_CLASS_DEFAULTS: dict[WorkloadClass, ClassPolicy] = {
         checkpoint_write_seconds=0.0,  # stateless replicas
         restart_minutes=3.0,  # replica cold start ~3 min for a large model (s7)
         restart_tolerant=False,
+        value_of_time_usd_per_hour=_SERVING_VALUE_OF_TIME,
     ),
     WorkloadClass.TRAINING: ClassPolicy(
         max_spot_share=1.0,  # the gang minimum is protected by min_on_non_revocable
@@ -107,6 +120,7 @@ BUILTIN_CLASS_DEFAULTS: dict[WorkloadClass, ClassPolicy] = {
         # Resizes cost 10-60 s of rendezvous or minutes of re-sharding (s6);
         # an hour between resizes keeps that well under 2 % of the time.
         min_dwell_minutes=60.0,
+        value_of_time_usd_per_hour=_TRAINING_VALUE_OF_TIME,
     ),
     WorkloadClass.BATCH: ClassPolicy(
         max_spot_share=1.0,  # spot-first
@@ -115,6 +129,7 @@ BUILTIN_CLASS_DEFAULTS: dict[WorkloadClass, ClassPolicy] = {
         checkpoint_write_seconds=60.0,
         restart_minutes=10.0,
         restart_tolerant=True,
+        value_of_time_usd_per_hour=0.0,
     ),
 }
 

@@ -50,11 +50,13 @@ from policies.workloads.classes import (
     DemandShape,
     WorkloadClass,
 )
+from policies.workloads.metric import DemandMetric
 
 __all__ = [
     "BUILTIN_CLASS_DEFAULTS",
     "ClassDefaults",
     "ClassPolicy",
+    "DemandMetric",
     "DemandShape",
     "Workload",
     "WorkloadClass",
@@ -71,6 +73,7 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # Which class-specific fields apply to which classes (the rest are common).
 _APPLIES_TO: dict[str, frozenset[WorkloadClass]] = {
     "demand": frozenset({WorkloadClass.SERVING}),
+    "demand_metric": frozenset({WorkloadClass.SERVING}),
     "min_units": frozenset({WorkloadClass.TRAINING}),
     "step_units": frozenset({WorkloadClass.TRAINING}),
     "elastic": frozenset({WorkloadClass.TRAINING}),
@@ -116,7 +119,7 @@ class Workload(StrictModel):
     """A named demand with a class and a contract (see the module docstring for units).
 
     Fields left out take the class's default (``ClassDefaults``). Class
-    specifics: serving ``demand``; training ``min_units``, ``step_units``,
+    specifics: serving ``demand`` or ``demand_metric``; training ``min_units``, ``step_units``,
     ``max_units``, ``elastic``, ``min_on_non_revocable``, ``unit_hours``,
     ``deadline_hours``, ``min_dwell_minutes``; batch ``unit_hours``,
     ``deadline_hours``, ``max_units`` (a parallelism cap). A field of another
@@ -148,8 +151,11 @@ class Workload(StrictModel):
     ) = None
     restart_minutes: Annotated[float, Bounded(ge=0.0, le=1440, unit="minutes")] = 10.0
     restart_tolerant: bool = True
-    # serving
+    # Dollars an hour of finishing later costs (the class's default: ClassPolicy).
+    value_of_time_usd_per_hour: Annotated[float, Bounded(ge=0.0, le=MAX_USD)] = 0.0
+    # serving: an inline shape, or a live metric (policies.workloads.metric)
     demand: DemandShape | None = None
+    demand_metric: DemandMetric | None = None
     # training (max_units, unit_hours, deadline_hours also batch)
     min_units: Annotated[int, Bounded(ge=0, le=MAX_UNITS)] = 0
     step_units: Annotated[int, Bounded(ge=1, le=MAX_UNITS)] = 1
@@ -209,6 +215,8 @@ class Workload(StrictModel):
             )
         if wc is WorkloadClass.TRAINING:
             self._check_gang()
+        if self.demand_metric is not None:
+            self._check_demand_metric(self.demand_metric)
         if wc is not WorkloadClass.SERVING:
             if self.unit_hours is None:
                 raise FieldError("unit_hours", f"the total work of a {wc.value} workload")
@@ -238,6 +246,16 @@ class Workload(StrictModel):
                 "step_units",
                 f"a step that divides max_units - min_units ({self.max_units - self.min_units})",
                 self.step_units,
+            )
+
+    def _check_demand_metric(self, m: DemandMetric) -> None:
+        if self.demand is not None:
+            raise FieldError("demand_metric", "either demand or demand_metric, not both")
+        if m.lookahead_for(self.restart_minutes) < self.restart_minutes:
+            raise FieldError(
+                "demand_metric.lookahead_minutes",
+                f"at least the replica readiness, restart_minutes ({self.restart_minutes:g})",
+                m.lookahead_minutes,
             )
 
     def _check_deadline(self) -> None:
@@ -362,10 +380,13 @@ def parse_workloads(
     if not demand_supplied:
         for i, w in enumerate(wset.workloads):
             if w.workload_class is WorkloadClass.SERVING and w.demand is None:
+                if w.demand_metric is not None:
+                    continue
                 raise InputError(
                     source,
                     f"workloads[{i}].demand",
-                    "an inline demand shape for a serving workload (or a demand file)",
+                    "an inline demand shape for a serving workload "
+                    "(or a demand_metric, or a demand file)",
                 )
     return wset
 

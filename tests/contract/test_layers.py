@@ -64,6 +64,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "markets.aws": frozenset({CORE, "markets.aws", "markets.hazard", "markets.files"}),
     "markets.gcp": frozenset({CORE, "markets.gcp", "markets.files", "markets.hazard"}),
     "markets.sim": frozenset({CORE, "markets.sim"}),
+    # the CloudWatch reader makes its one AWS call through markets.aws's SDK home
+    "markets.signals": frozenset({CORE, "markets.signals", "markets.aws"}),
     "policies": frozenset({CORE, "policies"}),
     "broker": frozenset({CORE, "policies", "broker"}),
 }
@@ -87,6 +89,7 @@ ADAPTERS = (
     "markets.aws",
     "markets.gcp",
     "markets.sim",
+    "markets.signals",
 )
 SDK_HOMES = {
     "boto3": "markets.aws",

@@ -3,7 +3,8 @@
 Owns: the solve's course (small models as one MILP, larger ones by
 relax-and-fix, ``search``), the proven lower bound and gap in ``plan.meta``,
 reading the solution into the plan's allocation table, the per-workload
-explanations (effective-cost ranking, constraints that bound), and turning an
+explanations (effective-cost ranking, constraints that bound, wait or run
+now: ``waits``), and turning an
 infeasible model into an ``InfeasiblePlanError`` that lists the conflicting
 constraints in words.
 
@@ -23,9 +24,11 @@ from broker.planning.optimizer.backend import LpVariable, run_solver
 from broker.planning.optimizer.model import BuiltModel, build_model
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.search import relax_and_fix
+from broker.planning.optimizer.waits import wait_advice
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan, WorkloadExplanation
 from markets.errors import InfeasiblePlanError
 from markets.model import Tier
+from policies.waiting import WaitVerdict
 from policies.workloads.spec import WorkloadClass
 
 __all__ = ["solve"]
@@ -202,6 +205,7 @@ def _explain(
     if not ranking:  # the demand rows bind, but the cause is the market
         types = ", ".join(w.instance_types)
         binding = [f"{name}: no pool of the market offers its instance types ({types})"]
+    advice = wait_advice(problem, w, frozenset(plan.committed_instances()))
     return WorkloadExplanation(
         workload=name,
         unit_hours_by_tier=by_tier,
@@ -209,7 +213,20 @@ def _explain(
         ranking=ranking[:5],
         binding=binding,
         unmet_unit_hours=plan.unmet_unit_hours.get(name, 0.0),
+        waiting=_waiting_line(advice, a) if advice is not None else None,
     )
+
+
+def _waiting_line(advice: WaitVerdict, allocations: pd.DataFrame) -> str:
+    """The advice, and where the plan (whose objective prices no time) differs."""
+    line = advice.sentence()
+    first = int(allocations["hour_start"].min()) if not allocations.empty else None
+    chosen_start = advice.chosen.wait_hours
+    if first is not None and (
+        (advice.waits and first < chosen_start) or (not advice.waits and first > 0)
+    ):
+        line += f" (the plan starts it at hour {first})"
+    return line
 
 
 def _infeasible(problem: PlanningProblem, built: BuiltModel) -> InfeasiblePlanError:
