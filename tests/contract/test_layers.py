@@ -64,6 +64,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "markets.aws": frozenset({CORE, "markets.aws", "markets.hazard", "markets.files"}),
     "markets.gcp": frozenset({CORE, "markets.gcp", "markets.files", "markets.hazard"}),
     "markets.sim": frozenset({CORE, "markets.sim"}),
+    "markets.usage": frozenset({CORE, "markets.usage"}),
     "policies": frozenset({CORE, "policies"}),
     "broker": frozenset({CORE, "policies", "broker"}),
 }
@@ -87,6 +88,7 @@ ADAPTERS = (
     "markets.aws",
     "markets.gcp",
     "markets.sim",
+    "markets.usage",
 )
 SDK_HOMES = {
     "boto3": "markets.aws",
@@ -94,6 +96,7 @@ SDK_HOMES = {
     "google": "markets.gcp",
     "pulp": "broker.planning.optimizer",
     "apscheduler": "broker.daemon.schedule",
+    "duckdb": "markets.usage",
 }
 
 
