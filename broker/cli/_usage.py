@@ -199,19 +199,25 @@ def usage_window(
     usage: HourlyUsage, start: datetime | None, days: int
 ) -> tuple[datetime | None, int, str | None]:
     """The what-if's start and days on a bill: without ``--start``, the bill's
-    last ``days`` (the hours before serve as history for the forecast), or the
-    whole bill in days when it is shorter; and a note saying so (``None`` when
-    nothing changed)."""
-    whole = usage.hours // 24
-    if whole < 1:
-        raise InputError(
-            usage.source, None, "at least a day of hourly usage", got=f"{usage.hours} h"
-        )
+    last ``days`` with at least a day before them as the forecast's history
+    (the whole bill but its first day when it is shorter); and a note saying
+    so (``None`` when nothing changed)."""
     if start is not None:
         return start, days, None
-    used = min(days, whole)
+    whole = usage.hours // 24
+    if whole < 2:
+        raise InputError(
+            usage.source,
+            None,
+            "at least 48 hours of usage (a day of history to forecast from, a day to replay)",
+            got=f"{usage.hours} h",
+        )
+    used = min(days, whole - 1)
     begin = usage.start + timedelta(hours=usage.hours - used * 24)
     note = None
     if used < days:
-        note = f"--days {days} is longer than the bill ({usage.hours} h): replaying its {used} days"
+        note = (
+            f"--days {days}: the bill covers {usage.hours} h; replaying its last {used} "
+            "day(s), the hours before them are the forecast's history"
+        )
     return begin, used, note
