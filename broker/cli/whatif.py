@@ -29,8 +29,10 @@ actual demand and market. ``--json`` prints one object::
       "breakeven_occupancy": float | null,       # a committed unit pays above this occupancy
       "explanation": [str],                      # the optimizer's reasons, one line each
       "seconds": {...},
-      "usage": {...}                             # only with --usage: the bill read
+      "usage": {...},                            # only with --usage: the bill read
                                                  # (broker.cli._usage.UsageInputs.to_dict)
+      "recorded_data": [str]                     # on recorded data without --start: the
+                                                 # span replayed and its sources
     }
 
 ``plan`` runs one optimization and prints the plan with its explanation.
@@ -266,11 +268,20 @@ def whatif_command(
         start, days, note = usage_window(billed.usage, start, common.days)
         common = replace(common, days=days)
         if note is not None:
-            err_console.print(note, markup=False, highlight=False)
+            err_console.print(note, markup=False, highlight=False, soft_wrap=True)
     elif usage_rules is not None:
         raise InputError("--usage-rules", None, "--usage with it", got=str(usage_rules))
     else:
         src, ws, dem = _inputs(common)
+    recorded: list[str] = []
+    if start is None:  # recorded data: replay where its prices and availability overlap
+        # lazy: numpy and pandas; ``spotfolio --help`` imports this module
+        from markets.replay import ReplayMarket
+
+        if isinstance(src, ReplayMarket):
+            start, days, recorded = src.coverage().replay(common.days)
+            common = replace(common, days=days)
+            err_console.print("\n".join(recorded), markup=False, highlight=False, soft_wrap=True)
     opts = _options(common)
     with err_console.status("planning...", spinner="dots") as status:
         result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
@@ -291,6 +302,8 @@ def whatif_command(
     }
     if billed is not None:
         out["usage"] = billed.to_dict()
+    if recorded:
+        out["recorded_data"] = recorded
     if levels:
         out["committed_sweep"] = [
             {"share_of_peak": p.share_of_peak, "committed_units": round(p.committed_units, 2),
