@@ -1,4 +1,5 @@
-"""``spotfolio whatif --usage``: a generated bill in, the what-if on its usage."""
+"""``spotfolio whatif --usage`` (a generated bill in, the what-if on its usage) and
+the what-if's default window on recorded data."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from broker.cli import main
 from markets.catalog import instance_type, throughput_factor
 from tests.fakes.billing_exports import START, Fleet, write_cur, write_focus
+from tests.fakes.replay_data import T0, write_mini
 
 FLEET = [
     Fleet("p3.2xlarge", 3, workload="chat-api", team="chat"),
@@ -113,3 +115,18 @@ def test_bad_bill_line_exits_2_naming_file_line_and_column(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert f"{bill}: line 3, column ConsumedQuantity: expected a number" in err[0]
+
+
+def test_whatif_on_recorded_data_replays_the_overlap_and_says_which(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the mini dataset: a preemption trace with its own prices, 10 h from T0
+    root = write_mini(tmp_path)
+    args = ["whatif", "--json", "--market", str(root), "--replan-hours", "24"]
+    assert main(args) == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert out["start"] == T0.isoformat() and out["hours"] == 24
+    assert out["recorded_data"][0].startswith("replaying 2023-01-10 00:00 .. 2023-01-10 10:00")
+    assert "(aws traces, trace-prices)" in out["recorded_data"][0]
+    assert "--days 30: the window holds 1 whole day(s); replaying 1" in cap.err
