@@ -226,12 +226,10 @@ def _focus(types: Mapping[str, str]) -> Columns:
     sku_type = (
         "NULL"
         if sku == "NULL"
-        else _first(
-            *(
-                f"nullif(json_extract_string({sku}, '$.{k}'), '')"
-                for k in ("InstanceType", "x_InstanceType", "MachineType", "x_MachineType")
-            )
-        )
+        # one JSON parse for the four keys (a list of paths)
+        else "list_filter(json_extract_string("
+        f"{sku}, ['$.InstanceType', '$.x_InstanceType', '$.MachineType', '$.x_MachineType']), "
+        "lambda v: nullif(v, '') IS NOT NULL)[1]"
     )
     category = _text(types, "ChargeCategory")
     charge_class = _text(types, "ChargeClass")

@@ -66,6 +66,9 @@ def export_files(path: Path) -> list[Path]:
 def _connect() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
+    # DuckDB draws a progress bar on stdout for queries over 2 s: it would be
+    # mixed into `whatif --json` (progress is the CLI's to show).
+    con.execute("SET enable_progress_bar = false")
     return con
 
 

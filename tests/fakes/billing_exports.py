@@ -91,6 +91,7 @@ def write_focus(
     """A FOCUS export of ``fleet`` over ``hours`` (CSV, .csv.gz or .parquet by suffix)."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")
     _fleet_table(con, fleet)
     v12 = version != "1.0"
     committed = "'Committed'" if v12 else "'Commitment-Based'"
@@ -169,6 +170,7 @@ def write_cur(path: Path, fleet: list[Fleet], hours: int, *, row_group: int = 12
     """A CUR 2.0 export of ``fleet`` (CSV: tags as JSON text; Parquet: a map)."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")
     _fleet_table(con, fleet)
     parquet = path.name.lower().endswith(".parquet")
     t0 = f"TIMESTAMPTZ '{START.isoformat()}'"
