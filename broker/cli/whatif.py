@@ -251,14 +251,14 @@ def whatif_command(
     start = _start(common.start)
     billed = None
     if usage is not None:  # --usage: the bill's hourly usage per workload is the demand
+        if common.demand is not None:
+            raise InputError("--usage", None, "either --usage or --demand, not both",
+                             got=str(usage))  # fmt: skip
+        require("duckdb", "--usage", got=str(usage))  # before importing markets.usage
         # lazy: DuckDB and pandas; ``spotfolio --help`` imports this module
         from broker.cli._usage import usage_inputs, usage_window
         from policies.workloads.spec import load_workloads
 
-        if common.demand is not None:
-            raise InputError("--usage", None, "either --usage or --demand, not both",
-                             got=str(usage))  # fmt: skip
-        require("duckdb", "--usage", got=str(usage))
         src, _, _ = _inputs(replace(common, policies=None))
         own = load_workloads(common.policies, demand_supplied=True) if common.policies else None
         billed = usage_inputs(usage, usage_rules, src.instance_types(), own,
