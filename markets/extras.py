@@ -9,7 +9,7 @@ line naming the option that asked for it and the extra to install, and exits
 
 ``pip install spotfolio`` is enough for the what-if on the embedded market and
 the daemon on the simulated cloud with SQLite; ``spotfolio[aws]``,
-``[gcp]``, ``[postgres]``, ``[plot]`` and ``[highs]`` add the rest.
+``[gcp]``, ``[postgres]``, ``[plot]``, ``[highs]`` and ``[usage]`` add the rest.
 ``tests/contract/test_extras.py`` checks this table against the extras
 declared in ``pyproject.toml`` and every import in the three packages.
 
@@ -38,6 +38,7 @@ EXTRAS: Mapping[str, str] = MappingProxyType(
         "psycopg": "postgres",
         "matplotlib": "plot",
         "highspy": "highs",
+        "duckdb": "usage",
     }
 )
 

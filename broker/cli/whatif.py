@@ -28,7 +28,11 @@ actual demand and market. ``--json`` prints one object::
       ],
       "breakeven_occupancy": float | null,       # a committed unit pays above this occupancy
       "explanation": [str],                      # the optimizer's reasons, one line each
-      "seconds": {...}
+      "seconds": {...},
+      "usage": {...},                            # only with --usage: the bill read
+                                                 # (broker.cli._usage.UsageInputs.to_dict)
+      "recorded_data": [str]                     # on recorded data without --start: the
+                                                 # span replayed and its sources
     }
 
 ``plan`` runs one optimization and prints the plan with its explanation.
@@ -216,8 +220,24 @@ def _start(text: str | None) -> datetime | None:
     default=None,
     help="Write a PNG: cost by tier per scenario and the committed sweep.",
 )
+@click.option(
+    "--usage",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Your bill as the demand: a FOCUS 1.x or CUR 2.0 export (CSV or Parquet) "
+    "or a directory of them, read as hourly usage per workload.",
+)
+@click.option("--usage-rules", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="YAML rules mapping bill lines to workloads (default: the 'workload' "
+                   "tag, else one workload per instance type).")  # fmt: skip
 def whatif_command(
-    common: CommonOptions, committed: str | None, seed: int, replan_hours: int, plot: Path | None
+    common: CommonOptions,
+    committed: str | None,
+    seed: int,
+    replan_hours: int,
+    plot: Path | None,
+    usage: Path | None,
+    usage_rules: Path | None,
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
@@ -229,7 +249,39 @@ def whatif_command(
     if plot is not None:
         check_plot_path(plot)  # before the run: a bad --plot fails in a second, not an hour
     start = _start(common.start)
-    src, ws, dem = _inputs(common)
+    billed = None
+    if usage is not None:  # --usage: the bill's hourly usage per workload is the demand
+        if common.demand is not None:
+            raise InputError("--usage", None, "either --usage or --demand, not both",
+                             got=str(usage))  # fmt: skip
+        require("duckdb", "--usage", got=str(usage))  # before importing markets.usage
+        # lazy: DuckDB and pandas; ``spotfolio --help`` imports this module
+        from broker.cli._usage import usage_inputs, usage_window
+        from policies.workloads.spec import load_workloads
+
+        src, _, _ = _inputs(replace(common, policies=None))
+        own = load_workloads(common.policies, demand_supplied=True) if common.policies else None
+        billed = usage_inputs(usage, usage_rules, src.instance_types(), own,
+                              str(common.policies))  # fmt: skip
+        ws = billed.workloads
+        dem: DemandSet | None = billed.demand
+        start, days, note = usage_window(billed.usage, start, common.days)
+        common = replace(common, days=days)
+        if note is not None:
+            err_console.print(note, markup=False, highlight=False, soft_wrap=True)
+    elif usage_rules is not None:
+        raise InputError("--usage-rules", None, "--usage with it", got=str(usage_rules))
+    else:
+        src, ws, dem = _inputs(common)
+    recorded: list[str] = []
+    if start is None:  # recorded data: replay where its prices and availability overlap
+        # lazy: numpy and pandas; ``spotfolio --help`` imports this module
+        from markets.replay import ReplayMarket
+
+        if isinstance(src, ReplayMarket):
+            start, days, recorded = src.coverage().replay(common.days)
+            common = replace(common, days=days)
+            err_console.print("\n".join(recorded), markup=False, highlight=False, soft_wrap=True)
     opts = _options(common)
     with err_console.status("planning...", spinner="dots") as status:
         result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
@@ -248,6 +300,10 @@ def whatif_command(
         "explanation": result.scenario("spotfolio").plan.explain().splitlines(),
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
     }
+    if billed is not None:
+        out["usage"] = billed.to_dict()
+    if recorded:
+        out["recorded_data"] = recorded
     if levels:
         out["committed_sweep"] = [
             {"share_of_peak": p.share_of_peak, "committed_units": round(p.committed_units, 2),
@@ -262,6 +318,8 @@ def whatif_command(
     if common.as_json:
         emit_json(out)
         return
+    if billed is not None:
+        console.print("\n".join(billed.lines()), markup=False, highlight=False)
     _print_whatif(out)
 
 

@@ -32,6 +32,7 @@ from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot
 from markets.options import parse_names
 from markets.replay import resolve as rv
 from markets.replay.build import PoolData, build_pools
+from markets.replay.coverage import Coverage, coverage
 from markets.replay.series import NS, FloatArray, IntArray
 
 __all__ = ["Align", "PoolDetail", "ReplayMarket", "open_replay_market"]
@@ -135,6 +136,11 @@ class ReplayMarket:
 
     def span(self) -> tuple[datetime, datetime]:
         return _dt(self._span_ns[0]), _dt(self._span_ns[1])
+
+    def coverage(self) -> Coverage:
+        """Where recorded prices and traces overlap, and the window a replay
+        uses by default (``markets.replay.coverage``)."""
+        return coverage(self._pools, self._span_ns)
 
     def revocation_events(self, pool_key: str, start: datetime, end: datetime) -> pd.DatetimeIndex:
         """Recorded node revocations of the pool's traces in ``[start, end)``

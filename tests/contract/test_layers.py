@@ -66,6 +66,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "markets.sim": frozenset({CORE, "markets.sim"}),
     # the CloudWatch reader makes its one AWS call through markets.aws's SDK home
     "markets.signals": frozenset({CORE, "markets.signals", "markets.aws"}),
+    "markets.usage": frozenset({CORE, "markets.usage"}),
     "policies": frozenset({CORE, "policies"}),
     "broker": frozenset({CORE, "policies", "broker"}),
 }
@@ -90,6 +91,7 @@ ADAPTERS = (
     "markets.gcp",
     "markets.sim",
     "markets.signals",
+    "markets.usage",
 )
 SDK_HOMES = {
     "boto3": "markets.aws",
@@ -97,6 +99,7 @@ SDK_HOMES = {
     "google": "markets.gcp",
     "pulp": "broker.planning.optimizer",
     "apscheduler": "broker.daemon.schedule",
+    "duckdb": "markets.usage",
 }
 
 

@@ -59,6 +59,7 @@ NO_EXTRAS = sorted(EXTRAS)
         pytest.param(["whatif", "--market", "gcp"], "--market", "gcp", id="whatif-market-gcp"),
         pytest.param(["whatif", "--plot", "chart.png"], "--plot", "plot", id="whatif-plot"),
         pytest.param(["whatif", "--solver", "highs"], "--solver", "highs", id="whatif-highs"),
+        pytest.param(["whatif", "--usage", "bill.csv"], "--usage", "usage", id="whatif-usage"),
         pytest.param(
             [
                 "market",

@@ -1,0 +1,223 @@
+"""``whatif --usage``: a bill's hourly usage as the what-if's demand and workloads.
+
+Owns: ``usage_inputs`` (read the exports with ``markets.usage``, convert
+instance-hours to the planner's reference units with the market's instance
+types, and give the same ``DemandSet`` a ``--demand`` file gives, plus the
+workloads it plans) and ``UsageInputs``, which also carries what the bill
+said beyond demand: usage already on commitments, unmapped usage, usage of
+types the market does not offer, idle commitments and non-usage lines, for
+the output.
+
+Each usage workload becomes a serving workload (an hourly curve that must be
+met, the only hourly-curve class), acceptable on the types it ran on that the
+market offers; its demand in an hour is ``instances x units x throughput``,
+the throughput the catalog's per-GPU factor (1.0 for a type it does not list),
+stated as the workload's factor so the planner counts it the same way. With
+``--policies``, every usage workload must be a serving workload of that file
+(its contract then comes from the file).
+
+Must not: plan or bill (``broker.whatif``), or read files itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from broker.planning.demand import DemandSet
+from markets.catalog import CATALOG, throughput_factor
+from markets.errors import InputError
+from markets.model import InstanceType
+from markets.usage import HourlyUsage, load_rules, read_usage
+from policies.workloads.spec import WorkloadClass, WorkloadSet, parse_workloads
+
+__all__ = ["UsageInputs", "usage_inputs", "usage_window"]
+
+
+@dataclass(frozen=True, eq=False)
+class UsageInputs:
+    """The bill as the what-if's inputs, and what it said beyond them."""
+
+    usage: HourlyUsage
+    demand: DemandSet
+    workloads: WorkloadSet
+    covered_unit_hours: Mapping[str, float]  # per workload: ran on commitments already bought
+    unit_hours: Mapping[str, float]  # per workload, the whole bill
+    unplannable: Mapping[str, float] = field(default_factory=dict)  # type -> instance-hours
+
+    def to_dict(self) -> dict[str, object]:
+        u = self.usage
+        return {
+            "source": u.source,
+            "mapped_by": u.mapped_by,
+            "files": [
+                {"path": f.path, "format": f.format, "lines": f.lines,
+                 "usage_lines": f.usage_lines}
+                for f in u.files
+            ],
+            "start": u.start.isoformat(),
+            "hours": u.hours,
+            "workloads": {
+                n: {"unit_hours": round(v, 3),
+                    "covered_unit_hours": round(self.covered_unit_hours.get(n, 0.0), 3),
+                    "instance_types": u.instance_types(n),
+                    "from": u.names.get(n, n)}
+                for n, v in self.unit_hours.items()
+            },
+            "instance_hours_by_tier": {k: round(v, 3) for k, v in u.by_tier().items()},
+            "covered_instance_hours_by_commitment": {
+                k: round(v, 3) for k, v in u.by_commitment().items()
+            },
+            "unmapped_instance_hours": {k: round(v, 3) for k, v in u.unmapped().items()},
+            "unplannable_instance_hours": {k: round(v, 3) for k, v in self.unplannable.items()},
+            "unused_commitment_hours": {
+                k: round(v, 3) for k, v in u.unused_commitment_hours.items()
+            },
+            "left_over": [
+                {"what": x.what, "lines": x.lines, "hours": round(x.hours, 3),
+                 "cost_usd": round(x.cost_usd, 2)}
+                for x in u.left_over
+            ],
+        }  # fmt: skip
+
+    def lines(self) -> list[str]:
+        """The bill in a few lines, for the text output."""
+        u = self.usage
+        tiers = u.by_tier()
+        total = sum(tiers.values()) or 1.0
+        out = [
+            f"usage: {u.source}, {sum(f.usage_lines for f in u.files):,} usage lines in "
+            f"{len(u.files)} file(s) ({', '.join(sorted({f.format for f in u.files}))}), "
+            f"{u.hours} h from {u.start.isoformat()}; workloads by {u.mapped_by}",
+            "  instance-hours: "
+            + ", ".join(f"{k} {v:,.0f} ({v / total:.0%})" for k, v in tiers.items()),
+        ]
+        for n, v in self.unit_hours.items():
+            cov = self.covered_unit_hours.get(n, 0.0)
+            out.append(
+                f"  {n}: {v:,.0f} unit-hours, {cov:,.0f} already on commitments "
+                f"({', '.join(u.instance_types(n))})"
+            )
+        if u.unmapped():
+            out.append(
+                f"  unmapped (no rule matched, planned as {u.unmatched!r}): "
+                + ", ".join(f"{k} {v:,.0f} instance-hours" for k, v in u.unmapped().items())
+            )
+        if self.unplannable:
+            out.append(
+                "  not planned (the market does not offer the type): "
+                + ", ".join(f"{k} {v:,.0f} instance-hours" for k, v in self.unplannable.items())
+            )
+        for k, v in u.unused_commitment_hours.items():
+            out.append(f"  idle commitment ({k}): {v:,.0f} hours unused")
+        for x in u.left_over:
+            if x.what != "unused commitment":
+                out.append(f"  left out, {x.what}: {x.lines:,} lines, ${x.cost_usd:,.2f}")
+        return out
+
+
+def _factor(instance_type: str) -> float:
+    return throughput_factor(instance_type) if instance_type in CATALOG else 1.0
+
+
+def usage_inputs(
+    path: Path,
+    rules: Path | None,
+    instance_types: Sequence[InstanceType],
+    policies: WorkloadSet | None,
+    policies_source: str = "--policies",
+) -> UsageInputs:
+    """The bill at ``path`` (file or directory) as demand and workloads; see
+    the module docstring. ``instance_types``: the market's."""
+    usage = read_usage(path, load_rules(rules) if rules is not None else None)
+    offered = {t.name: t for t in instance_types}
+    index = usage.index
+    serving: dict[str, pd.Series] = {}
+    covered: dict[str, float] = {}
+    totals: dict[str, float] = {}
+    accepted: dict[str, list[str]] = {}
+    unplannable: dict[str, float] = {}
+    for name in usage.workloads():
+        units = np.zeros(usage.hours)
+        cov = np.zeros(usage.hours)
+        types = []
+        for t in usage.instance_types(name):
+            if t not in offered:
+                unplannable[t] = unplannable.get(t, 0.0) + float(
+                    usage.instance_hours(name, t).sum()
+                )
+                continue
+            per = offered[t].units * _factor(t)
+            units += usage.instance_hours(name, t) * per
+            cov += usage.covered_instance_hours(name, t) * per
+            types.append(t)
+        if not types:
+            continue
+        serving[name] = pd.Series(units, index=index, name=name, dtype=float)
+        covered[name] = float(cov.sum())
+        totals[name] = float(units.sum())
+        accepted[name] = types
+    if not serving:
+        raise InputError(
+            str(path),
+            None,
+            "usage of instance types the market offers",
+            got=f"only {', '.join(sorted(unplannable))}",
+        )
+    workloads = policies or _workloads(accepted)
+    if policies is not None:
+        known = {w.name for w in policies.of_class(WorkloadClass.SERVING)}
+        for name in serving:
+            if name not in known:
+                raise InputError(
+                    str(path),
+                    f"workload {name}",
+                    f"a serving workload of {policies_source} (add it there, or map the "
+                    "usage to one with --usage-rules)",
+                )
+    demand = DemandSet(serving=serving, index=index, source=str(path))
+    return UsageInputs(usage, demand, workloads, covered, totals, unplannable)
+
+
+def _workloads(accepted: Mapping[str, list[str]]) -> WorkloadSet:
+    data = {
+        "workloads": [
+            {"name": n, "class": "serving", "instance_types": types,
+             "throughput": {t: _factor(t) for t in types}}
+            for n, types in accepted.items()
+        ]
+    }  # fmt: skip
+    return parse_workloads(data, source="--usage", demand_supplied=True)
+
+
+def usage_window(
+    usage: HourlyUsage, start: datetime | None, days: int
+) -> tuple[datetime | None, int, str | None]:
+    """The what-if's start and days on a bill: without ``--start``, the bill's
+    last ``days`` with at least a day before them as the forecast's history
+    (the whole bill but its first day when it is shorter); and a note saying
+    so (``None`` when nothing changed)."""
+    if start is not None:
+        return start, days, None
+    whole = usage.hours // 24
+    if whole < 2:
+        raise InputError(
+            usage.source,
+            None,
+            "at least 48 hours of usage (a day of history to forecast from, a day to replay)",
+            got=f"{usage.hours} h",
+        )
+    used = min(days, whole - 1)
+    begin = usage.start + timedelta(hours=usage.hours - used * 24)
+    note = None
+    if used < days:
+        note = (
+            f"--days {days}: the bill covers {usage.hours} h; replaying its last {used} "
+            "day(s), the hours before them are the forecast's history"
+        )
+    return begin, used, note

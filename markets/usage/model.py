@@ -1,0 +1,135 @@
+"""What a bill says was used: hourly instance-hours per workload, and the rest.
+
+Owns: ``HourlyUsage`` (the reader's result) and its reports: ``UsageFile``
+(one file read), ``LeftOver`` (lines that are not instance usage, counted and
+costed) and the accessors the what-if needs (``instance_hours``,
+``covered_instance_hours``, ``unmapped``).
+
+Must not: read files (``reader``) or convert instance-hours to capacity units
+(the caller knows the instance types' units: ``broker.cli._usage``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+__all__ = ["FRAME_COLUMNS", "TIERS", "HourlyUsage", "LeftOver", "UsageFile"]
+
+FloatArray = npt.NDArray[np.float64]
+TIERS = ("committed", "spot", "on_demand")
+# HourlyUsage.frame: one row per (hour, workload, instance type, region, tier,
+# commitment type); ``instance_hours`` is the average number of instances that
+# ran in that hour (a line spanning several hours is spread over them by overlap).
+FRAME_COLUMNS = (
+    "hour",
+    "workload",
+    "instance_type",
+    "region",
+    "tier",
+    "commitment",
+    "instance_hours",
+    "cost_usd",
+)
+
+
+@dataclass(frozen=True)
+class UsageFile:
+    """One export file: its format, lines read and usage lines kept."""
+
+    path: str
+    format: str
+    lines: int
+    usage_lines: int
+
+
+@dataclass(frozen=True)
+class LeftOver:
+    """Lines of one kind kept out of the demand, with what they add up to."""
+
+    what: str
+    lines: int
+    hours: float  # instance-hours or hours of the line's own unit; 0 when not time
+    cost_usd: float
+
+
+@dataclass(frozen=True, eq=False)
+class HourlyUsage:
+    """Hourly usage per workload read from billing exports.
+
+    ``start`` is the first hour with usage, ``hours`` the count of hours to the
+    last one (inclusive); ``frame`` has ``FRAME_COLUMNS`` (``hour`` tz-aware
+    UTC). ``unmatched`` is the workload usage no mapping rule matched went to
+    (``None`` without rules: the default mapping maps every line).
+    ``names`` maps each workload name to the tag value or instance type it was
+    made from, when they differ (``p3-2xlarge`` <- ``p3.2xlarge``)."""
+
+    source: str
+    mapped_by: str
+    files: tuple[UsageFile, ...]
+    start: datetime
+    hours: int
+    frame: pd.DataFrame = field(repr=False)
+    unmatched: str | None = None
+    left_over: tuple[LeftOver, ...] = ()
+    unused_commitment_hours: Mapping[str, float] = field(default_factory=dict)
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def index(self) -> pd.DatetimeIndex:
+        return pd.date_range(self.start, periods=self.hours, freq="h", tz="UTC")
+
+    def workloads(self) -> list[str]:
+        """Workload names, by instance-hours, most first."""
+        by = self.frame.groupby("workload")["instance_hours"].sum()
+        return [str(n) for n in by.sort_values(ascending=False, kind="stable").index]
+
+    def instance_types(self, workload: str) -> list[str]:
+        """The types a workload ran on, by instance-hours, most first."""
+        rows = self.frame[self.frame["workload"] == workload]
+        by = rows.groupby("instance_type")["instance_hours"].sum()
+        return [str(n) for n in by.sort_values(ascending=False, kind="stable").index]
+
+    def _hourly(self, rows: pd.DataFrame) -> FloatArray:
+        out = np.zeros(self.hours)
+        if len(rows):
+            idx = ((rows["hour"] - pd.Timestamp(self.start)) // pd.Timedelta(hours=1)).to_numpy()
+            np.add.at(out, idx.astype(np.int64), rows["instance_hours"].to_numpy(dtype=float))
+        return out
+
+    def instance_hours(self, workload: str, instance_type: str) -> FloatArray:
+        """Instances of ``instance_type`` the workload ran, per hour from ``start``."""
+        f = self.frame
+        return self._hourly(f[(f["workload"] == workload) & (f["instance_type"] == instance_type)])
+
+    def covered_instance_hours(self, workload: str, instance_type: str) -> FloatArray:
+        """The part of ``instance_hours`` that ran on a commitment (reservation,
+        savings plan, committed use) already bought."""
+        f = self.frame
+        sel = (f["workload"] == workload) & (f["instance_type"] == instance_type)
+        return self._hourly(f[sel & (f["tier"] == "committed")])
+
+    def by_tier(self) -> dict[str, float]:
+        """Instance-hours per tier over the whole bill."""
+        s = self.frame.groupby("tier")["instance_hours"].sum()
+        return {t: float(s.get(t, 0.0)) for t in TIERS}
+
+    def by_commitment(self) -> dict[str, float]:
+        """Covered instance-hours per commitment type (as the export names it)."""
+        rows = self.frame[self.frame["tier"] == "committed"]
+        kinds = rows["commitment"].fillna("commitment")
+        s = rows.groupby(kinds)["instance_hours"].sum()
+        return {str(k): float(v) for k, v in s.items()}
+
+    def unmapped(self) -> dict[str, float]:
+        """Instance-hours per instance type that no mapping rule matched."""
+        if self.unmatched is None:
+            return {}
+        rows = self.frame[self.frame["workload"] == self.unmatched]
+        s = rows.groupby("instance_type")["instance_hours"].sum()
+        return {str(k): float(v) for k, v in s.items()}
