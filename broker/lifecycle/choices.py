@@ -73,28 +73,31 @@ def find_spot(
 ) -> tuple[Candidate, int, bool] | str:
     """The first spot pool, in the placement rule's order
     (``broker.lifecycle.fallback.options``: a likely placement, effective
-    cost, hazard, placement score, preference), that supplies
-    ``work_per_hour`` without an open breaker, a recent launch failure, going
-    over the churn budget or lying in ``avoid_zones`` (the failure domain
-    that just revoked: its other zones are likely next,
-    ``markets.model.FailureDomain``); one within the workload's zone and pool
-    shares if any, else the first over them (a gang of three nodes in three
-    zones cannot be restored otherwise; the next plan spreads it again).
-    Returns ``(pool, instances, over_share)``, or why none."""
+    cost, hazard, placement score, preference), pools outside ``avoid_zones``
+    first (the failure domain that just revoked: its other zones are likely
+    next, ``markets.model.FailureDomain``; inside it only when no pool outside
+    passes), that supplies ``work_per_hour`` at most ``max_usd_per_work_hour``
+    without an open breaker, a recent launch failure or going over the churn
+    budget; one within the workload's zone and pool shares if any, else the
+    first over them (a gang of three nodes in three zones cannot be restored
+    otherwise; the next plan spreads it again). Returns ``(pool, instances,
+    over_share)``, or why none."""
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
     ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type))
-    for i, (c, blocked) in enumerate(ranked):
+    if avoid_zones:
+        ranked = [x for x in ranked if x[0].zone_key not in avoid_zones] + [
+            x for x in ranked if x[0].zone_key in avoid_zones
+        ]
+    for c, blocked in ranked:
         eff = c.spot_usd_per_work_hour
-        if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
-            skipped[f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"] = len(ranked) - i
-            break  # sorted by effective cost: the rest are dearer still
         n = c.instances_for(work_per_hour)
         units = n * c.units
-        if blocked is not None:
+        if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
+            # not sorted by cost alone (placement, domain): every pool is looked at
+            why = f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"
+        elif blocked is not None:
             why = blocked
-        elif c.zone_key in avoid_zones:
-            why = "in the failure domain that just revoked"
         elif not guards.churn.allows(units, capacity_units, now_s):
             why = "over the churn budget"
         elif not shares_ok(w, tally, c, units):

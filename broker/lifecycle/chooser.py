@@ -155,7 +155,10 @@ class Chooser:
         if reading is not None:
             note += f", {reading.describe(c.pool_key, now_s)}"
         if domain is not None:
-            note += f", outside failure domain {'+'.join(domain.zones)} that just revoked"
+            where = "inside" if c.zone_key in avoid else "outside"
+            note += f", {where} failure domain {'+'.join(domain.zones)} that just revoked"
+            if where == "inside":
+                note += ": no pool outside it passes"
         reason = (
             f"replace {inst.units} units lost in {inst.pool_key} with {n} x {c.instance_type} "
             f"spot in {c.pool_key} (${eff:.2f} per work-hour effective, "
@@ -279,6 +282,14 @@ class Chooser:
             max_usd_per_work_hour=max_usd_per_work_hour,
             avoid_zones=avoid_zones,
         )
+
+    def domain_pools(self, cands: Candidates, pool_key: str) -> set[str]:
+        """Pools of ``cands`` in the failure domain of ``pool_key`` (empty: none known)."""
+        zone = PoolKey.parse(pool_key).zone_key
+        d = None if self._snapshot is None else self._snapshot.domain_of(zone)
+        if d is None:
+            return set()
+        return {k for k, c in cands.by_pool.items() if c.zone_key in d.zones}
 
     def candidates(self, w: Workload) -> Candidates:
         c = self._cands.get(w.name)

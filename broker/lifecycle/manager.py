@@ -217,15 +217,22 @@ class LifecycleManager:
             if lost is not None
             else self._choose.units(failed_pool) * w.throughput_of(itype)
         )
-        found = instead(
-            cands,
-            self._guards,
-            tier,
-            count * per_instance,
-            now_s=now_s,
-            same_type=self._choose.same_type(w, itype),
-            tried=tried,
-        )
+        # The failure domain of the pool that refused is tried last: its other
+        # zones are short or revoking too (``markets.model.FailureDomain``).
+        suspect = self._choose.domain_pools(cands, failed_pool) if tier is Tier.SPOT else set()
+        found = None
+        for skip in ([*tried, *suspect], tried) if suspect else (tried,):
+            found = instead(
+                cands,
+                self._guards,
+                tier,
+                count * per_instance,
+                now_s=now_s,
+                same_type=self._choose.same_type(w, itype),
+                tried=skip,
+            )
+            if found is not None:
+                break
         return None if found is None else (found[0].pool_key, found[1])
 
     @property

@@ -71,14 +71,15 @@ def test_a_replacement_avoids_the_failure_domain_that_just_revoked() -> None:
     assert "outside failure domain aws/us-east-1a+aws/us-east-1b" in d.reason
 
 
-def test_a_domain_covering_every_zone_leaves_no_spot_and_says_so() -> None:
+def test_a_domain_covering_every_zone_still_replaces_on_spot_and_says_so() -> None:
     m, clock = _manager()
     fleet = _rigid_fleet()
     every = _domain("us-east-1a", "us-east-1b", "us-east-1c")
     snap = market().model_copy(update={"failure_domains": (every,)})
     d = m.handle(revoke(fleet[0], clock.now()), fleet, snap)
-    assert not any(x.tier is Tier.SPOT for x in d.launches)
-    assert "in the failure domain that just revoked" in d.reason
+    assert d.launches[0].pool_key == key("us-east-1b", P4D)
+    assert d.launches[0].tier is Tier.SPOT
+    assert "inside failure domain" in d.reason and "no pool outside it passes" in d.reason
 
 
 def test_the_current_placement_score_moves_a_replacement_off_an_unlikely_pool() -> None:
@@ -137,6 +138,23 @@ def test_an_out_of_capacity_fallback_ranks_with_the_current_score() -> None:
     plain, clock2 = _manager()
     plain.on_market(market())
     assert plain.instead("rigid", failed, Tier.SPOT, 1, {failed}, clock2.now()) == (
+        key("us-east-1b", P4D),
+        1,
+    )
+
+
+def test_an_out_of_capacity_fallback_tries_the_refusing_pools_domain_last() -> None:
+    m, clock = _manager()
+    snap = market().model_copy(update={"failure_domains": (_domain("us-east-1a", "us-east-1b"),)})
+    m.on_market(snap)
+    failed = key("us-east-1a", P4D)
+    assert m.instead("rigid", failed, Tier.SPOT, 1, {failed}, clock.now()) == (
+        key("us-east-1c", P4D),
+        1,
+    )
+    # the domain's pools are still there when nothing outside it is left
+    tried = {failed, key("us-east-1c", P4D)}
+    assert m.instead("rigid", failed, Tier.SPOT, 1, tried, clock.now()) == (
         key("us-east-1b", P4D),
         1,
     )
