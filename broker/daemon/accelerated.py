@@ -31,7 +31,12 @@ from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
-from broker.daemon.wiring import LifecycleFactory, default_lifecycle, sim_options
+from broker.daemon.wiring import (
+    LifecycleFactory,
+    default_lifecycle,
+    learning_market,
+    sim_options,
+)
 from markets.clock import ManualClock, ensure_utc
 from markets.fleet import NoticeKind
 from markets.protocols import HistorySource, Provider
@@ -107,9 +112,12 @@ def simulate_daemon(
     store_url: str = "sqlite://",
     lifecycle: LifecycleFactory = default_lifecycle,
     wrap_provider: Callable[[SimCloud], Provider] | None = None,
+    learn_from_account: bool = True,
 ) -> SimReport:
     """Run a simulated account for ``hours`` from ``start`` (default: the
-    market's first whole hour; see the module docstring)."""
+    market's first whole hour; see the module docstring). ``learn_from_account``
+    False: the market's hazards as they are, without the account's own record
+    (``broker.daemon.wiring.learning_market``), for a comparison."""
     t_wall = time.perf_counter()
     if workloads is None:
         workloads = config.workload_set()
@@ -121,8 +129,9 @@ def simulate_daemon(
     cloud = SimCloud(market, clock, sim_options(config))
     provider: Provider = wrap_provider(cloud) if wrap_provider else cloud
     store = Store(store_url)
+    learned = learning_market(market, store, config.owner) if learn_from_account else market
     daemon = Daemon(
-        config, provider, market, store, lifecycle(workloads, clock, config), clock,
+        config, provider, learned, store, lifecycle(workloads, clock, config), clock,
         workloads=workloads, metrics=DaemonMetrics(), sleep=lambda s: _sleep(clock, s),
     )  # fmt: skip
     daemon.start()

@@ -5,7 +5,9 @@ Owns: ``default_lifecycle`` (the project's ``LifecycleManager``, configured
 from the daemon's config), ``LifecycleFactory`` (its signature, for a run
 that brings its own), ``open_account`` (the market, the provider and the
 clock a config names: a real cloud on the system clock, or the simulated
-cloud on its own) and ``build_daemon`` (the production daemon of a config:
+cloud on its own), ``learning_market`` (a market whose snapshots carry the
+hazards learned from the account's own record in the store:
+``markets.hazard.learning``) and ``build_daemon`` (the production daemon of a config:
 store, workloads, metrics, lifecycle). This is the one place the daemon names the concrete
 lifecycle manager: the daemon and its jobs are typed against
 ``broker.daemon.lifecycle.Lifecycle``, and the annotated assignment in
@@ -32,6 +34,8 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
 from broker.lifecycle import LifecycleConfig, LifecycleManager
 from markets.clock import Clock, SystemClock
+from markets.hazard.learning import LearnedMarket
+from markets.hazard.posterior import Exposure
 from markets.protocols import PriceSource, Provider
 from markets.registry import open_market, open_provider
 from markets.secretref import EnvSecrets, SecretResolver
@@ -45,6 +49,7 @@ __all__ = [
     "build_daemon",
     "default_lifecycle",
     "hook_secrets",
+    "learning_market",
     "open_account",
     "open_config_market",
     "sim_options",
@@ -150,6 +155,18 @@ def hook_secrets(config: DaemonConfig) -> SecretResolver:
     return AwsSecrets.from_env()
 
 
+def learning_market(market: PriceSource, store: Store, owner: str) -> PriceSource:
+    """``market`` with each pool's hazard updated by the revocations and spot
+    hours the daemon ``owner`` recorded in ``store`` (counted by its plan
+    job: ``broker.daemon.plan``)."""
+
+    def experience() -> dict[str, Exposure]:
+        with store.transaction() as tx:
+            return {k: Exposure(n, h) for k, (n, h) in tx.experience(owner).items() if h > 0}
+
+    return LearnedMarket(market, experience)
+
+
 def build_daemon(
     config: DaemonConfig,
     *,
@@ -166,7 +183,7 @@ def build_daemon(
     daemon = Daemon(
         config,
         account.provider,
-        account.market,
+        learning_market(account.market, store, config.owner),
         store,
         default_lifecycle(workloads, account.clock, config),
         account.clock,
