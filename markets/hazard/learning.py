@@ -28,12 +28,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+import pandas as pd
+
 from markets.hazard.posterior import Exposure
 from markets.hazard.prior import DEFAULT_PRIOR_HOURS, HazardPrior
 from markets.model import Hazard, HazardSource, InstanceType, MarketSnapshot, Pool
-from markets.protocols import PriceSource
+from markets.protocols import HistorySource, PriceSource
 
-__all__ = ["LearnedMarket", "learned_hazard", "snapshot_prior", "with_experience"]
+__all__ = [
+    "LearnedHistory",
+    "LearnedMarket",
+    "learned_hazard",
+    "snapshot_prior",
+    "with_experience",
+]
 
 _MIN_RATE = 1e-9  # a Gamma prior needs a positive rate: "never seen" is not "never"
 
@@ -96,3 +104,21 @@ class LearnedMarket:
 
     def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
         return with_experience(self.base.snapshot(at), self._experience())
+
+
+class LearnedHistory(LearnedMarket):
+    """A ``LearnedMarket`` over a history: its time axis and hourly rows are
+    ``base``'s (prices, availability), its snapshots' hazards learned (what
+    the what-if prices spot with)."""
+
+    def __init__(
+        self, base: HistorySource, experience: Callable[[], Mapping[str, Exposure]]
+    ) -> None:
+        super().__init__(base, experience)
+        self.history = base
+
+    def span(self) -> tuple[datetime, datetime]:
+        return self.history.span()
+
+    def hourly(self, start: datetime, hours: int) -> pd.DataFrame:
+        return self.history.hourly(start, hours)

@@ -33,14 +33,21 @@ _HOUR_S = 3600.0
 class ExperienceTx(TxBase):
     """The account's revocations and spot hours per pool."""
 
-    def experience(self, owner: str) -> dict[str, tuple[int, float]]:
-        """``pool_key -> (revocations, held_hours)`` counted so far."""
+    def experience(self, owner: str | None) -> dict[str, tuple[int, float]]:
+        """``pool_key -> (revocations, held_hours)`` counted so far (``None``:
+        every owner's, added: one account's daemons in turn)."""
         q = select(
             pool_experience_t.c.pool_key,
             pool_experience_t.c.revocations,
             pool_experience_t.c.held_hours,
-        ).where(pool_experience_t.c.owner == owner)
-        return {str(k): (int(n), float(h)) for k, n, h in self.conn.execute(q)}
+        )
+        if owner is not None:
+            q = q.where(pool_experience_t.c.owner == owner)
+        out: dict[str, tuple[int, float]] = {}
+        for k, n, h in self.conn.execute(q):
+            n0, h0 = out.get(str(k), (0, 0.0))
+            out[str(k)] = (n0 + int(n), h0 + float(h))
+        return out
 
     def counted_to(self, owner: str) -> datetime | None:
         q = select(pool_experience_t.c.counted_to).where(pool_experience_t.c.owner == owner)
