@@ -74,9 +74,10 @@ from policies.workloads.spec import WorkloadClass, WorkloadSet
 
 # The notices that are a revocation of the instance they name (the account's
 # hazard evidence); a rebalance recommendation is a warning, not a loss.
-_REVOCATION_KINDS = (NoticeKind.INTERRUPTION.value, NoticeKind.PREEMPTED.value)
+REVOCATION_KINDS = (NoticeKind.INTERRUPTION.value, NoticeKind.PREEMPTED.value)
 
 __all__ = [
+    "REVOCATION_KINDS",
     "PlanJob",
     "PlanState",
     "Progress",
@@ -186,7 +187,7 @@ class PlanJob:
             return last
         if not self._dry_run:  # the account's own evidence, for the learned hazards
             with self._store.transaction() as tx:
-                tx.count_experience(self._owner, now, _REVOCATION_KINDS)
+                tx.count_experience(self._owner, now, REVOCATION_KINDS)
         try:
             snap = launchable(self._market.snapshot(now), self._config.launch_providers)
         except InputError:

@@ -31,11 +31,14 @@ from broker.daemon.executor import Request
 from broker.daemon.hooks import HookRunner
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.plan import REVOCATION_KINDS
 from broker.daemon.store.store import Store
 from broker.lifecycle import LifecycleConfig, LifecycleManager
 from markets.clock import Clock, SystemClock
+from markets.hazard.clustering import failure_domains
 from markets.hazard.learning import LearnedMarket
 from markets.hazard.posterior import Exposure
+from markets.model import FailureDomain
 from markets.protocols import PriceSource, Provider
 from markets.registry import open_market, open_provider
 from markets.secretref import EnvSecrets, SecretResolver
@@ -158,13 +161,21 @@ def hook_secrets(config: DaemonConfig) -> SecretResolver:
 def learning_market(market: PriceSource, store: Store, owner: str) -> PriceSource:
     """``market`` with each pool's hazard updated by the revocations and spot
     hours the daemon ``owner`` recorded in ``store`` (counted by its plan
-    job: ``broker.daemon.plan``)."""
+    job: ``broker.daemon.plan``), and the failure domains its revocations
+    show."""
 
     def experience() -> dict[str, Exposure]:
         with store.transaction() as tx:
             return {k: Exposure(n, h) for k, (n, h) in tx.experience(owner).items() if h > 0}
 
-    return LearnedMarket(market, experience)
+    def domains() -> tuple[FailureDomain, ...]:
+        with store.transaction() as tx:
+            times, span_s = tx.revocation_times(owner, REVOCATION_KINDS)
+        if span_s <= 0:
+            return ()
+        return failure_domains(times, span_s=span_s, source="account")
+
+    return LearnedMarket(market, experience, domains)
 
 
 def build_daemon(

@@ -32,7 +32,7 @@ import pandas as pd
 
 from markets.hazard.posterior import Exposure
 from markets.hazard.prior import DEFAULT_PRIOR_HOURS, HazardPrior
-from markets.model import Hazard, HazardSource, InstanceType, MarketSnapshot, Pool
+from markets.model import FailureDomain, Hazard, HazardSource, InstanceType, MarketSnapshot, Pool
 from markets.protocols import HistorySource, PriceSource
 
 __all__ = [
@@ -89,12 +89,22 @@ def with_experience(snapshot: MarketSnapshot, experience: Mapping[str, Exposure]
 
 class LearnedMarket:
     """``base``'s snapshots at the hazards learned from ``experience()``
-    (read at every snapshot: pool key -> the account's ``Exposure``)."""
+    (read at every snapshot: pool key -> the account's ``Exposure``), and
+    with the failure domains ``domains()`` finds in the account's record
+    (``markets.hazard.clustering.failure_domains``) in place of ``base``'s
+    for the zones they cover (the account's own record is the nearer
+    evidence; ``base``'s stand for the zones it does not cover)."""
 
-    def __init__(self, base: PriceSource, experience: Callable[[], Mapping[str, Exposure]]) -> None:
+    def __init__(
+        self,
+        base: PriceSource,
+        experience: Callable[[], Mapping[str, Exposure]],
+        domains: Callable[[], tuple[FailureDomain, ...]] | None = None,
+    ) -> None:
         self.base = base
         self.name = base.name
         self._experience = experience
+        self._domains = domains
 
     def pools(self) -> Sequence[Pool]:
         return self.base.pools()
@@ -103,7 +113,14 @@ class LearnedMarket:
         return self.base.instance_types()
 
     def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
-        return with_experience(self.base.snapshot(at), self._experience())
+        snap = with_experience(self.base.snapshot(at), self._experience())
+        own = self._domains() if self._domains is not None else ()
+        if not own:
+            return snap
+        mine = {z for d in own for z in d.zones}
+        kept = tuple(d for d in snap.failure_domains if not mine & set(d.zones))
+        merged = tuple(sorted((*kept, *own), key=lambda d: d.name))
+        return snap.model_copy(update={"failure_domains": merged})
 
 
 class LearnedHistory(LearnedMarket):
@@ -112,9 +129,12 @@ class LearnedHistory(LearnedMarket):
     the what-if prices spot with)."""
 
     def __init__(
-        self, base: HistorySource, experience: Callable[[], Mapping[str, Exposure]]
+        self,
+        base: HistorySource,
+        experience: Callable[[], Mapping[str, Exposure]],
+        domains: Callable[[], tuple[FailureDomain, ...]] | None = None,
     ) -> None:
-        super().__init__(base, experience)
+        super().__init__(base, experience, domains)
         self.history = base
 
     def span(self) -> tuple[datetime, datetime]:

@@ -7,7 +7,9 @@ spot instances' hours held in ``[counted_to, now)``, from the ``fleet``
 table's launch and end times, and the revocation notices dated in it, joined
 to their instance's pool) and moves ``counted_to`` to ``now``, in one
 transaction, so a restart neither loses nor double-counts; ``experience``
-reads the totals back as ``(revocations, held_hours)`` per pool key.
+reads the totals back as ``(revocations, held_hours)`` per pool key;
+``revocation_times`` the account's spot revocations per pool, in Unix
+seconds (what its failure domains are found in).
 
 Must not: call a provider, decide, estimate a hazard
 (``markets.hazard.learning`` turns the totals into one), or read the clock.
@@ -49,8 +51,10 @@ class ExperienceTx(TxBase):
             out[str(k)] = (n0 + int(n), h0 + float(h))
         return out
 
-    def counted_to(self, owner: str) -> datetime | None:
-        q = select(pool_experience_t.c.counted_to).where(pool_experience_t.c.owner == owner)
+    def counted_to(self, owner: str | None) -> datetime | None:
+        q = select(pool_experience_t.c.counted_to)
+        if owner is not None:
+            q = q.where(pool_experience_t.c.owner == owner)
         times = [r[0] for r in self.conn.execute(q)]
         return max(times) if times else None
 
@@ -108,3 +112,30 @@ class ExperienceTx(TxBase):
                 ],
             )
         return totals
+
+    def revocation_times(
+        self, owner: str | None, revocation_kinds: Sequence[str]
+    ) -> tuple[dict[str, list[float]], float]:
+        """``pool_key -> [unix seconds]`` of the revocation notices on the
+        owner's spot instances (``None``: every owner's), and the seconds of
+        record (first launch to the last count; 0 without one)."""
+        q = (
+            select(fleet_t.c.pool_key, notices_t.c.at)
+            .join(notices_t, notices_t.c.instance_id == fleet_t.c.instance_id)
+            .where(
+                fleet_t.c.tier == Tier.SPOT.value,
+                notices_t.c.kind.in_(list(revocation_kinds)),
+            )
+        )
+        if owner is not None:
+            q = q.where(fleet_t.c.owner == owner)
+        out: dict[str, list[float]] = {}
+        for pool, at in self.conn.execute(q):
+            out.setdefault(str(pool), []).append(at.timestamp())
+        fq = select(fleet_t.c.launched_at)
+        if owner is not None:
+            fq = fq.where(fleet_t.c.owner == owner)
+        first = self.conn.execute(fq.order_by(fleet_t.c.launched_at).limit(1)).scalar_one_or_none()
+        to = self.counted_to(owner)
+        span_s = (to - first).total_seconds() if first is not None and to is not None else 0.0
+        return out, max(0.0, span_s)

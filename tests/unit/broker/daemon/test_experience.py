@@ -53,5 +53,10 @@ def test_hours_and_revocations_are_counted_once_across_counts_and_restarts(store
             assert tx.experience("me") == got
         assert got[A] == (0, pytest.approx(4.0))
         assert got[B][0] == 1 and got[B][1] == pytest.approx(3.0 + 2 / 60)
+        with again.transaction() as tx:
+            times, span_s = tx.revocation_times("me", KINDS)
+        # the one revocation, on B's spot instance; four hours of record
+        assert times == {B: [(T0 + timedelta(hours=3)).timestamp()]}
+        assert span_s == pytest.approx(4 * 3600.0)
     finally:
         again.close()

@@ -62,3 +62,28 @@ def test_a_learned_market_prices_only_the_pools_with_experience() -> None:
     assert snap.get(pool_key("a")).hazard == base.snapshot(T0).get(pool_key("a")).hazard
     plain = base.snapshot(T0)
     assert with_experience(plain, {}) is plain
+
+
+def test_the_accounts_domains_replace_the_markets_for_the_zones_they_cover() -> None:
+    from markets.model import FailureDomain
+
+    def dom(*zones: str, source: str) -> FailureDomain:
+        return FailureDomain(
+            name=zones[0], zones=zones, co_share=0.4, baseline=0.05, events=9, window_s=300.0,
+            source=source,
+        )  # fmt: skip
+
+    traced = (dom("aws/us-east-1a", "aws/us-east-1b", source="traces"),
+              dom("aws/us-west-2a", "aws/us-west-2b", source="traces"))  # fmt: skip
+    base = TinyMarket()
+
+    class WithDomains(TinyMarket):
+        def snapshot(self, at: datetime | None = None):  # type: ignore[no-untyped-def]
+            return base.snapshot(at).model_copy(update={"failure_domains": traced})
+
+    own = (dom("aws/us-east-1b", "aws/us-east-1c", source="account"),)
+    snap = LearnedMarket(WithDomains(), dict, lambda: own).snapshot(T0)
+    assert [(d.zones, d.source) for d in snap.failure_domains] == [
+        (("aws/us-east-1b", "aws/us-east-1c"), "account"),
+        (("aws/us-west-2a", "aws/us-west-2b"), "traces"),
+    ]
