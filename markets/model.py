@@ -1,7 +1,7 @@
 """The market data model: typed, validated values every package shares.
 
 Owns: ``Provider``, ``Tier``, ``InstanceType``, ``Pool``, ``Hazard``,
-``PoolSnapshot`` and ``MarketSnapshot``. Prices are US dollars per *instance*
+``PoolSnapshot``, ``FailureDomain`` and ``MarketSnapshot``. Prices are US dollars per *instance*
 hour; per-unit prices are derived (``PoolSnapshot.price_per_unit_hour``).
 
 Must not: do I/O, know any cloud SDK, or hold decision rules (``policies``).
@@ -22,6 +22,7 @@ from markets.errors import InputError
 from markets.keys import PoolKey
 
 __all__ = [
+    "FailureDomain",
     "Hazard",
     "HazardSource",
     "InstanceType",
@@ -204,14 +205,36 @@ class PoolSnapshot(_Frozen):
         return 1.0 - self.spot_usd_per_hour / self.on_demand_usd_per_hour
 
 
+class FailureDomain(_Frozen):
+    """Zones whose revocations come together: one risk, not several.
+
+    ``zones`` are zone keys (``aws/us-east-1a``, ``PoolKey.zone_key``), the
+    pools of a zone merged; a one-zone domain is a zone whose revocations
+    bunch. ``co_share``: the share of the members' revocations with another
+    member's (another zone's, or for one zone another) within ``window_s``;
+    ``baseline``: the same if they came independently at their rates
+    (``markets.hazard.clustering.failure_domains`` finds them). ``source``
+    says whose record: ``traces`` or ``account`` (the daemon's own)."""
+
+    name: str = Field(min_length=1)
+    zones: tuple[str, ...] = Field(min_length=1)
+    co_share: float = Field(ge=0.0, le=1.0)
+    baseline: float = Field(ge=0.0, le=1.0)
+    events: int = Field(ge=0)
+    window_s: float = Field(gt=0.0, allow_inf_nan=False)
+    source: str = "traces"
+
+
 class MarketSnapshot(_Frozen):
     """All pools at one time. ``stale`` marks data older than its TTL, kept
-    because nothing newer could be had."""
+    because nothing newer could be had. ``failure_domains``: the zones known
+    to revoke together (empty: every zone on its own)."""
 
     at: datetime
     pools: tuple[PoolSnapshot, ...]
     stale: bool = False
     source: str = "unknown"
+    failure_domains: tuple[FailureDomain, ...] = ()
 
     @field_validator("at")
     @classmethod
@@ -237,6 +260,13 @@ class MarketSnapshot(_Frozen):
 
     def zones(self) -> list[str]:
         return sorted({p.pool.zone for p in self.pools})
+
+    def domain_of(self, zone_key: str) -> FailureDomain | None:
+        """The failure domain holding ``zone_key`` (``None``: a zone on its own)."""
+        for d in self.failure_domains:
+            if zone_key in d.zones:
+                return d
+        return None
 
     def instance_types(self) -> list[str]:
         return sorted({p.pool.instance_type for p in self.pools})

@@ -176,6 +176,10 @@ MARKETS.add_lazy("default", "markets.default.market:open_default_market", defaul
 MARKETS.add_lazy("replay", "markets.replay:open_replay_market")
 MARKETS.add_lazy("aws", "markets.aws.market:open_aws_market")
 MARKETS.add_lazy("gcp", "markets.gcp.market:open_gcp_market")
+# A daemon's store as interruption history over another market: its opener is
+# a broker composition root (the store is the daemon's), named here as a lazy
+# target only, as ``policies.online.registry`` names the product's fleet rule.
+MARKETS.add_lazy("store", "broker.cli.store_market:open_store_market")
 
 
 def open_market(

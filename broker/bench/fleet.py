@@ -14,6 +14,12 @@ Every policy entry names the code that made its decisions (``decided_by``,
 that registers it (the product's adapter names the lifecycle manager), and
 the hindsight ILP for ``omniscient``.
 
+Failure domains side by side (``FleetSummary.failure_domains``): the
+``spotfolio`` entry again on the same windows with snapshots that carry the
+zones whose revocations came together in the record so far
+(``ProductFleet(failure_domains=True)``), its unserved replica-hours, cost
+and availability beside the entry's, and the windows where any figure moved.
+
 Every rule sees the same windows, sizes, prices, cold start and notice. A
 group's traces are cut to a common start and length and coarsened to ticks of
 at most ``FLEET_TICK_S`` (never shorter than the cold start); a window's
@@ -34,6 +40,7 @@ from typing import NotRequired, TypedDict
 import numpy as np
 
 from broker.bench import BenchData
+from broker.bench.product.fleet import ProductFleet
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.fleet import (
     NOTICE_S,
@@ -51,6 +58,7 @@ __all__ = [
     "POLICIES",
     "SIZES",
     "WINDOW_HOURS",
+    "DomainsBlock",
     "FleetBlock",
     "FleetMetrics",
     "FleetResult",
@@ -96,11 +104,28 @@ class FleetSettingInfo(TypedDict):
     groups: list[str]
 
 
+class DomainFigures(TypedDict):
+    availability: float
+    unserved_replica_hours: float
+    cost_vs_on_demand: float
+
+
+class DomainsBlock(TypedDict):
+    """``spotfolio`` without and with failure domains, on the same windows."""
+
+    windows: int
+    windows_changed: int
+    without: DomainFigures
+    with_domains: DomainFigures
+
+
 class FleetSummary(FleetBlock):
-    """The setting's JSON block: all fleet-days, per trace group, and (from
-    ``run``) the setting."""
+    """The setting's JSON block: all fleet-days, per trace group, failure
+    domains side by side (when ``spotfolio`` ran), and (from ``run``) the
+    setting."""
 
     groups: dict[str, FleetBlock]
+    failure_domains: NotRequired[DomainsBlock]
     setting: NotRequired[FleetSettingInfo]
 
 
@@ -111,6 +136,7 @@ class FleetResult:
     outcomes: dict[str, FleetOutcome]
     omniscient_usd: float
     on_demand_usd: float
+    with_domains: FleetOutcome | None = None  # ``spotfolio`` with failure domains
 
 
 def fleet_groups(
@@ -177,6 +203,9 @@ def evaluate_window(
     setting: FleetSetting, window: FleetWindow, policies: Sequence[str] = POLICIES
 ) -> FleetResult:
     outcomes = {p: simulate_fleet(setting, window, fleet_policy(p)) for p in policies}
+    domains = None
+    if "spotfolio" in policies:
+        domains = simulate_fleet(setting, window, ProductFleet(failure_domains=True))
     opt = omniscient_fleet(
         window.held,
         setting.replicas,
@@ -187,7 +216,7 @@ def evaluate_window(
     )
     hours = window.hours - setting.cold_start_s / 3600.0
     od = setting.replicas * hours * setting.on_demand_usd_per_hour
-    return FleetResult(window, setting.replicas, outcomes, opt.cost_usd, od)
+    return FleetResult(window, setting.replicas, outcomes, opt.cost_usd, od, domains)
 
 
 def _evaluate_job(job: tuple[FleetSetting, FleetWindow, tuple[str, ...]]) -> FleetResult:
@@ -243,13 +272,44 @@ def summarize(results: Sequence[FleetResult], policies: Sequence[str] = POLICIES
     groups: dict[str, list[FleetResult]] = {}
     for r in results:
         groups.setdefault(r.window.group, []).append(r)
-    return {
+    out: FleetSummary = {
         "windows": len(results),
         "policies": block,
         "groups": {
             g: {"windows": len(rs), "policies": {p: _metrics(rs, p) for p in policies}}
             for g, rs in sorted(groups.items())
         },
+    }
+    paired = [r for r in results if r.with_domains is not None and "spotfolio" in r.outcomes]
+    if paired:
+        out["failure_domains"] = _domains_block(paired)
+    return out
+
+
+def _figures(pairs: Sequence[tuple[FleetOutcome, FleetResult]]) -> DomainFigures:
+    return {
+        "availability": round(float(np.mean([o.availability for o, _ in pairs])), 5),
+        "unserved_replica_hours": round(float(sum(o.unserved_replica_hours for o, _ in pairs)), 3),
+        "cost_vs_on_demand": round(
+            float(np.mean([o.cost_usd / r.on_demand_usd for o, r in pairs])), 4
+        ),
+    }
+
+
+def _domains_block(results: Sequence[FleetResult]) -> DomainsBlock:
+    without = [(r.outcomes["spotfolio"], r) for r in results]
+    with_d = [(r.with_domains, r) for r in results if r.with_domains is not None]
+    changed = sum(
+        1
+        for (a, _), (b, _) in zip(without, with_d, strict=True)
+        if (a.unserved_replica_hours, a.cost_usd, a.launches)
+        != (b.unserved_replica_hours, b.cost_usd, b.launches)
+    )
+    return {
+        "windows": len(results),
+        "windows_changed": changed,
+        "without": _figures(without),
+        "with_domains": _figures(with_d),
     }
 
 

@@ -34,6 +34,7 @@ from broker.daemon.store.store import Store
 from broker.daemon.wiring import (
     LifecycleFactory,
     default_lifecycle,
+    learning_market,
     open_demand_sources,
     sim_options,
 )
@@ -113,12 +114,15 @@ def simulate_daemon(
     lifecycle: LifecycleFactory = default_lifecycle,
     wrap_provider: Callable[[SimCloud], Provider] | None = None,
     demand_sources: Mapping[str, MetricSource] | None = None,
+    learn_from_account: bool = True,
 ) -> SimReport:
     """Run a simulated account for ``hours`` from ``start`` (default: the
     market's first whole hour; see the module docstring). Live serving
     demand (``demand_metric``) is read from ``demand_sources``, by default
     the readers the workloads name (``open_demand_sources``): a metric
-    server queried at simulated times."""
+    server queried at simulated times. ``learn_from_account`` False: the
+    market's hazards as they are, without the account's own record
+    (``broker.daemon.wiring.learning_market``), for a comparison."""
     t_wall = time.perf_counter()
     if workloads is None:
         workloads = config.workload_set()
@@ -132,8 +136,9 @@ def simulate_daemon(
     if demand_sources is None:
         demand_sources = open_demand_sources(workloads)
     store = Store(store_url)
+    learned = learning_market(market, store, config.owner) if learn_from_account else market
     daemon = Daemon(
-        config, provider, market, store, lifecycle(workloads, clock, config), clock,
+        config, provider, learned, store, lifecycle(workloads, clock, config), clock,
         workloads=workloads, metrics=DaemonMetrics(), sleep=lambda s: _sleep(clock, s),
         demand_sources=demand_sources,
     )  # fmt: skip

@@ -7,7 +7,11 @@ computes new ones from old ones and returns them (the ``Daemon`` holds them):
 
 - ``refresh_market``: a new snapshot once the last is
   ``refresh_market_s`` old, limited to the clouds we launch in; on a
-  transient failure the last good snapshot is kept, marked stale;
+  transient failure the last good snapshot is kept, marked stale. Before
+  asking, the account's revocations and spot hours since the last count are
+  added to the store's ``pool_experience`` (``Tx.count_experience``): the
+  market the wiring hands in (``broker.daemon.wiring.learning_market``)
+  prices each pool's spot at the hazard learned from them;
 - ``restore``: generation, epoch and progress from the store after a restart
   (a configured ``horizon_start`` wins), the epoch handed to the lifecycle,
   and the plan in force itself (``plan_record``: the allocation columns
@@ -62,14 +66,19 @@ from broker.planning.plan import Plan
 from broker.planning.rolling import FLEET, RollingState, window_problem
 from markets.clock import Clock
 from markets.errors import AuthError, InfeasiblePlanError, InputError, SpotfolioError
-from markets.fleet import Instance
+from markets.fleet import Instance, NoticeKind
 from markets.keys import CommitmentKey, PoolKey
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import PriceSource
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
+# The notices that are a revocation of the instance they name (the account's
+# hazard evidence); a rebalance recommendation is a warning, not a loss.
+REVOCATION_KINDS = (NoticeKind.INTERRUPTION.value, NoticeKind.PREEMPTED.value)
+
 __all__ = [
+    "REVOCATION_KINDS",
     "PlanJob",
     "PlanState",
     "Progress",
@@ -179,6 +188,9 @@ class PlanJob:
             and (now - last.at).total_seconds() < self._config.intervals.refresh_market_s
         ):
             return last
+        if not self._dry_run:  # the account's own evidence, for the learned hazards
+            with self._store.transaction() as tx:
+                tx.count_experience(self._owner, now, REVOCATION_KINDS)
         try:
             snap = launchable(self._market.snapshot(now), self._config.launch_providers)
         except InputError:

@@ -6,7 +6,9 @@ from the daemon's config), ``LifecycleFactory`` (its signature, for a run
 that brings its own), ``open_account`` (the market, the provider and the
 clock a config names: a real cloud on the system clock, or the simulated
 cloud on its own), ``open_demand_sources`` (the metric readers a serving
-workload's ``demand_metric`` names) and ``build_daemon`` (the production daemon of a config:
+workload's ``demand_metric`` names), ``learning_market`` (a market whose snapshots carry the
+hazards learned from the account's own record in the store:
+``markets.hazard.learning``) and ``build_daemon`` (the production daemon of a config:
 store, workloads, metrics, lifecycle). This is the one place the daemon names the concrete
 lifecycle manager: the daemon and its jobs are typed against
 ``broker.daemon.lifecycle.Lifecycle``, and the annotated assignment in
@@ -30,10 +32,15 @@ from broker.daemon.executor import Request
 from broker.daemon.hooks import HookRunner
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.plan import REVOCATION_KINDS
 from broker.daemon.store.store import Store
 from broker.lifecycle import LifecycleConfig, LifecycleManager
 from markets.clock import Clock, SystemClock
 from markets.extras import needs_extra
+from markets.hazard.clustering import failure_domains
+from markets.hazard.learning import LearnedMarket
+from markets.hazard.posterior import Exposure
+from markets.model import FailureDomain
 from markets.protocols import MetricSource, PriceSource, Provider
 from markets.registry import open_market, open_provider
 from markets.secretref import EnvSecrets, SecretResolver
@@ -48,6 +55,7 @@ __all__ = [
     "build_daemon",
     "default_lifecycle",
     "hook_secrets",
+    "learning_market",
     "open_account",
     "open_config_market",
     "open_demand_sources",
@@ -177,6 +185,26 @@ def open_demand_sources(workloads: WorkloadSet) -> dict[str, MetricSource]:
     return out
 
 
+def learning_market(market: PriceSource, store: Store, owner: str) -> PriceSource:
+    """``market`` with each pool's hazard updated by the revocations and spot
+    hours the daemon ``owner`` recorded in ``store`` (counted by its plan
+    job: ``broker.daemon.plan``), and the failure domains its revocations
+    show."""
+
+    def experience() -> dict[str, Exposure]:
+        with store.transaction() as tx:
+            return {k: Exposure(n, h) for k, (n, h) in tx.experience(owner).items() if h > 0}
+
+    def domains() -> tuple[FailureDomain, ...]:
+        with store.transaction() as tx:
+            times, span_s = tx.revocation_times(owner, REVOCATION_KINDS)
+        if span_s <= 0:
+            return ()
+        return failure_domains(times, span_s=span_s, source="account")
+
+    return LearnedMarket(market, experience, domains)
+
+
 def build_daemon(
     config: DaemonConfig,
     *,
@@ -193,7 +221,7 @@ def build_daemon(
     daemon = Daemon(
         config,
         account.provider,
-        account.market,
+        learning_market(account.market, store, config.owner),
         store,
         default_lifecycle(workloads, account.clock, config),
         account.clock,

@@ -18,8 +18,10 @@ capacity may go), ``stretches`` (break-glass against the dollar cap),
   hedge above the non-revocable base, as a last resort;
 - ``replace``: launch the lost work in another acceptable spot pool, skipping
   pools and zones whose breaker is open and pools marked unavailable
-  (insufficient capacity, for ``UNAVAILABLE_OFFERING_TTL_S``), cheapest
-  *effective* cost first (``policies.cost_table``: the pool's hazard is in
+  (insufficient capacity, for ``UNAVAILABLE_OFFERING_TTL_S``), pools outside
+  the failure domain that just revoked first, a current placement score
+  under 4 last (``placement``: read per its TTL), then cheapest
+  *effective* cost (``policies.cost_table``: the pool's hazard is in
   it), then lowest hazard, then highest placement score, then the workload's
   preference (``fallback``); within the churn
   budget; within the workload's zone and pool shares if any pool allows it,

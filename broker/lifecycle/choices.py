@@ -4,7 +4,8 @@ Owns the choosing rules applied inside the notice window, over explicit
 inputs: ``Guards`` (what blocks a pool right now: the placement rule's
 ``Blockers``, its breaker, its zone's breaker, a recent launch failure, and
 the churn budget), ``find_spot`` (the best
-acceptable spot pool for some work), ``pick_on_demand``, ``shrink_size``,
+acceptable spot pool for some work, outside the failure domain that just
+revoked), ``pick_on_demand``, ``shrink_size``,
 ``deadline_slack`` and ``checkpoint_verdict``.
 
 Must not: change state (the manager records what it chose), read a clock, or
@@ -68,25 +69,34 @@ def find_spot(
     capacity_units: float,
     same_type: str | None = None,
     max_usd_per_work_hour: float | None = None,
+    avoid_zones: frozenset[str] = frozenset(),
 ) -> tuple[Candidate, int, bool] | str:
     """The first spot pool, in the placement rule's order
-    (``broker.lifecycle.fallback.options``: effective cost, hazard, placement
-    score, preference), that supplies ``work_per_hour`` without an open breaker, a
-    recent launch failure or going over the churn budget; one within the
-    workload's zone and pool shares if any, else the first over them (a gang
-    of three nodes in three zones cannot be restored otherwise; the next plan
-    spreads it again). Returns ``(pool, instances, over_share)``, or why none."""
+    (``broker.lifecycle.fallback.options``: a likely placement, effective
+    cost, hazard, placement score, preference), pools outside ``avoid_zones``
+    first (the failure domain that just revoked: its other zones are likely
+    next, ``markets.model.FailureDomain``; inside it only when no pool outside
+    passes), that supplies ``work_per_hour`` at most ``max_usd_per_work_hour``
+    without an open breaker, a recent launch failure or going over the churn
+    budget; one within the workload's zone and pool shares if any, else the
+    first over them (a gang of three nodes in three zones cannot be restored
+    otherwise; the next plan spreads it again). Returns ``(pool, instances,
+    over_share)``, or why none."""
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
     ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type))
-    for i, (c, blocked) in enumerate(ranked):
+    if avoid_zones:
+        ranked = [x for x in ranked if x[0].zone_key not in avoid_zones] + [
+            x for x in ranked if x[0].zone_key in avoid_zones
+        ]
+    for c, blocked in ranked:
         eff = c.spot_usd_per_work_hour
-        if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
-            skipped[f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"] = len(ranked) - i
-            break  # sorted by effective cost: the rest are dearer still
         n = c.instances_for(work_per_hour)
         units = n * c.units
-        if blocked is not None:
+        if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
+            # not sorted by cost alone (placement, domain): every pool is looked at
+            why = f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"
+        elif blocked is not None:
             why = blocked
         elif not guards.churn.allows(units, capacity_units, now_s):
             why = "over the churn budget"

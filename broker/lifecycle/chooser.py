@@ -6,6 +6,11 @@ chose: a launch counted until the fleet shows it (and against the churn budget
 when on spot), a break-glass stretch opened in the ``BreakGlassBook``, a
 resize time. Each method returns an ``Outcome``, or why it cannot.
 
+At reaction time the ranking reads the current placement scores
+(``broker.lifecycle.placement.CurrentScores``, asked per its TTL:
+``refresh_placement``), and a replacement avoids the failure domain of the
+pool just lost (``MarketSnapshot.failure_domains``); its reason says both.
+
 Must not: decide the order of the choices (``broker.lifecycle.manager`` does
 per workload class), read a clock, or do I/O.
 """
@@ -21,6 +26,7 @@ from broker.lifecycle.choices import (
     pick_on_demand,
     shrink_size,
 )
+from broker.lifecycle.placement import CurrentScores, PlacementReader, ScoreReading
 from broker.lifecycle.stretches import BreakGlassBook
 from broker.lifecycle.values import DecisionKind, LaunchIntent, LifecycleConfig
 from broker.lifecycle.view import Candidate, Candidates, FleetView, Pending
@@ -58,6 +64,7 @@ class Chooser:
         guards: Guards,
         book: BreakGlassBook,
         horizon_s: float,
+        placement: PlacementReader | None = None,
     ) -> None:
         self.workloads = workloads
         self.config = config
@@ -70,6 +77,18 @@ class Chooser:
         self._costs: CostTable | None = None
         self._cands: dict[str, Candidates] = {}
         self._by_key: dict[str, PoolSnapshot] = {}
+        self.scores = CurrentScores(placement)
+        self._reading: ScoreReading | None = None
+
+    def refresh_placement(self, now_s: float) -> ScoreReading | None:
+        """The placement scores in force at ``now_s`` (the reader asked when
+        its TTL has run out); a new reading re-ranks the candidates."""
+        if self._snapshot is None:
+            return None
+        reading = self.scores.at(now_s, self._snapshot)
+        if reading is not self._reading:
+            self._reading, self._cands = reading, {}
+        return reading
 
     def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         if snapshot is not self._snapshot:
@@ -82,6 +101,7 @@ class Chooser:
             self._costs = costs
             self._snapshot, self._cands = snapshot, {}
             self._by_key = snapshot.by_key()
+            self._reading = None
 
     def pool(self, pool_key: str) -> PoolSnapshot | None:
         """A pool of the snapshot last handed to ``on_market`` (``None``: not in it)."""
@@ -113,13 +133,18 @@ class Chooser:
         now_s: float,
         max_usd_per_work_hour: float | None = None,
     ) -> Outcome | str:
+        reading = self.refresh_placement(now_s)
+        lost_key = PoolKey.parse(inst.pool_key)
+        domain = None if self._snapshot is None else self._snapshot.domain_of(lost_key.zone_key)
+        avoid = frozenset(domain.zones) if domain is not None else frozenset()
         found = self.find_spot(
             w,
             lost_work,
             view,
             now_s,
-            PoolKey.parse(inst.pool_key).instance_type,
+            lost_key.instance_type,
             max_usd_per_work_hour,
+            avoid_zones=avoid,
         )
         if isinstance(found, str):
             return found
@@ -127,6 +152,13 @@ class Chooser:
         self.launch(nid, w, c, Tier.SPOT, n, view, now_s)
         eff = c.spot_usd_per_work_hour or 0.0
         note = ", above its zone/pool share until the next plan" if over_share else ""
+        if reading is not None:
+            note += f", {reading.describe(c.pool_key, now_s)}"
+        if domain is not None:
+            where = "inside" if c.zone_key in avoid else "outside"
+            note += f", {where} failure domain {'+'.join(domain.zones)} that just revoked"
+            if where == "inside":
+                note += ": no pool outside it passes"
         reason = (
             f"replace {inst.units} units lost in {inst.pool_key} with {n} x {c.instance_type} "
             f"spot in {c.pool_key} (${eff:.2f} per work-hour effective, "
@@ -235,6 +267,8 @@ class Chooser:
         now_s: float,
         lost_type: str,
         max_usd_per_work_hour: float | None = None,
+        *,
+        avoid_zones: frozenset[str] = frozenset(),
     ) -> tuple[Candidate, int, bool] | str:
         return find_spot(
             w,
@@ -246,12 +280,22 @@ class Chooser:
             capacity_units=view.total_units,
             same_type=self.same_type(w, lost_type),
             max_usd_per_work_hour=max_usd_per_work_hour,
+            avoid_zones=avoid_zones,
         )
+
+    def domain_pools(self, cands: Candidates, pool_key: str) -> set[str]:
+        """Pools of ``cands`` in the failure domain of ``pool_key`` (empty: none known)."""
+        zone = PoolKey.parse(pool_key).zone_key
+        d = None if self._snapshot is None else self._snapshot.domain_of(zone)
+        if d is None:
+            return set()
+        return {k for k, c in cands.by_pool.items() if c.zone_key in d.zones}
 
     def candidates(self, w: Workload) -> Candidates:
         c = self._cands.get(w.name)
         if c is None:
-            c = self._cands[w.name] = Candidates(w, self.costs, self.config.providers)
+            scores = None if self._reading is None else self._reading.scores
+            c = self._cands[w.name] = Candidates(w, self.costs, self.config.providers, scores)
         return c
 
     def slack(

@@ -22,6 +22,7 @@ from typing import Any
 from broker.lifecycle.choices import Guards, checkpoint_verdict
 from broker.lifecycle.chooser import Chooser, Outcome
 from broker.lifecycle.fallback import UnavailableOfferings, instead
+from broker.lifecycle.placement import PlacementReader
 from broker.lifecycle.stretches import (
     BreakGlassBook,
     Step,
@@ -60,7 +61,11 @@ class LifecycleManager:
     capacity over time (``tick``). See the package docstring."""
 
     def __init__(
-        self, workloads: WorkloadSet, clock: Clock, config: LifecycleConfig | None = None
+        self,
+        workloads: WorkloadSet,
+        clock: Clock,
+        config: LifecycleConfig | None = None,
+        placement: PlacementReader | None = None,
     ) -> None:
         cfg = self.config = config or LifecycleConfig()
         self._clock = clock
@@ -77,7 +82,7 @@ class LifecycleManager:
         self._rebalance = RebalancePrecision(
             cfg.rebalance_window_s, cfg.rebalance_min_samples, cfg.rebalance_min_precision
         )
-        self._choose = Chooser(workloads, cfg, self._guards, self._book, self._horizon_s)
+        self._choose = Chooser(workloads, cfg, self._guards, self._book, self._horizon_s, placement)
         self._decisions: OrderedDict[str, Decision] = OrderedDict()
         self._handled: dict[str, str] = {}  # instance id -> the notice that decided for it
         self._pending: list[Pending] = []
@@ -202,6 +207,8 @@ class LifecycleManager:
         w = self._workloads.get(workload)
         if w is None or not self._choose.has_market:
             return None
+        now_s = ensure_utc(now or self._clock.now()).timestamp()
+        self._choose.refresh_placement(now_s)  # rank with the score now (per its TTL)
         cands = self._choose.candidates(w)
         itype = PoolKey.parse(failed_pool).instance_type
         lost = cands.by_pool.get(failed_pool)
@@ -210,16 +217,22 @@ class LifecycleManager:
             if lost is not None
             else self._choose.units(failed_pool) * w.throughput_of(itype)
         )
-        now_s = ensure_utc(now or self._clock.now()).timestamp()
-        found = instead(
-            cands,
-            self._guards,
-            tier,
-            count * per_instance,
-            now_s=now_s,
-            same_type=self._choose.same_type(w, itype),
-            tried=tried,
-        )
+        # The failure domain of the pool that refused is tried last: its other
+        # zones are short or revoking too (``markets.model.FailureDomain``).
+        suspect = self._choose.domain_pools(cands, failed_pool) if tier is Tier.SPOT else set()
+        found = None
+        for skip in ([*tried, *suspect], tried) if suspect else (tried,):
+            found = instead(
+                cands,
+                self._guards,
+                tier,
+                count * per_instance,
+                now_s=now_s,
+                same_type=self._choose.same_type(w, itype),
+                tried=skip,
+            )
+            if found is not None:
+                break
         return None if found is None else (found[0].pool_key, found[1])
 
     @property

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from markets.fleet import Instance, InstanceState
@@ -27,7 +27,13 @@ from markets.model import Tier
 from policies.cost_table import CostTable
 from policies.workloads.spec import Workload
 
-__all__ = ["Candidate", "Candidates", "FleetView", "Pending", "Tally"]
+__all__ = ["LIKELY_PLACEMENT_SCORE", "Candidate", "Candidates", "FleetView", "Pending", "Tally"]
+
+# A spot pool whose placement score is below this is tried after every pool
+# at or above it (or without a score): AWS scores a request 1-10, 10 "highly
+# likely to succeed", and a launch refused in the notice window costs the
+# window. The lower third of the scale is our line, not AWS's.
+LIKELY_PLACEMENT_SCORE = 4
 
 # For counting only: an instance launched up to this long before a decision may
 # be that decision's launch (the cloud's clock and ours may differ slightly).
@@ -266,18 +272,21 @@ class Candidate:
 
 class Candidates:
     """A workload's pools in one snapshot's cost table (of ``providers`` only,
-        if given): spot-usable ranked by (effective cost, hazard, placement score
-    highest first, preference);
-        on-demand ranked by (cost per work, preference). Every hazard counts the
-        table's ``interruption_multiplier`` times over (in the effective cost
-        too): the manager widens risk margins this way while the snapshot is
-        stale."""
+    if given): spot-usable ranked by (placement score below
+    ``LIKELY_PLACEMENT_SCORE`` last, effective cost, hazard, placement score
+    highest first, preference); on-demand ranked by (cost per work,
+    preference). ``scores``: the placement scores at reaction time
+    (``broker.lifecycle.placement``) in place of the snapshot's. Every hazard
+    counts the table's ``interruption_multiplier`` times over (in the
+    effective cost too): the manager widens risk margins this way while the
+    snapshot is stale."""
 
     def __init__(
         self,
         workload: Workload,
         costs: CostTable,
         providers: Collection[str] | None = None,
+        scores: Mapping[str, int] | None = None,
     ) -> None:
         hazard_multiplier = costs.options.interruption_multiplier
         self.by_pool: dict[str, Candidate] = {}
@@ -300,12 +309,13 @@ class Candidates:
                 on_demand_usd_per_work_hour=od,
                 hazard_per_hour=s.hazard.rate_per_hour * hazard_multiplier,
                 preference_rank=e.preference_rank,
-                placement_score=s.placement_score,
+                placement_score=s.placement_score if scores is None else scores.get(e.pool_key),
             )
         cands = list(self.by_pool.values())
         self.spot = sorted(
             (c for c in cands if c.spot_usd_per_work_hour is not None),
             key=lambda c: (
+                c.placement_score is not None and c.placement_score < LIKELY_PLACEMENT_SCORE,
                 c.spot_usd_per_work_hour,
                 c.hazard_per_hour,
                 -(c.placement_score or 0),  # a likelier fulfilment first

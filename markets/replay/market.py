@@ -25,10 +25,10 @@ import pandas as pd
 from markets.clock import Clock, ensure_utc
 from markets.errors import InputError
 from markets.files.datadir import DataInventory, discover
-from markets.hazard.clustering import Clustering
+from markets.hazard.clustering import Clustering, failure_domains
 from markets.hazard.posterior import HazardEstimate, estimate_hazard
 from markets.hazard.prior import ASSUMED_PRIOR, HazardPrior
-from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot
+from markets.model import FailureDomain, InstanceType, MarketSnapshot, Pool, PoolSnapshot
 from markets.options import parse_names
 from markets.replay import resolve as rv
 from markets.replay.build import PoolData, build_pools
@@ -105,6 +105,7 @@ class ReplayMarket:
         self.source = source
         self._span_ns = span_ns or self._data_span()
         self._hazards: dict[_HazardKey, HazardEstimate] = {}
+        self._domains: dict[int, tuple[FailureDomain, ...]] = {}
 
     @classmethod
     def from_inventory(cls, inv: DataInventory, *, gpu_only: bool = False) -> ReplayMarket:
@@ -191,7 +192,28 @@ class ReplayMarket:
             snap, detail = self._pool_state(p, t, od[p.key], ratios.get(self._group(p)), clusters)
             snaps.append(snap)
             details.append(detail)
-        return MarketSnapshot(at=_dt(t), pools=tuple(snaps), source=self.source), details
+        market = MarketSnapshot(
+            at=_dt(t), pools=tuple(snaps), source=self.source, failure_domains=self._domains_at(t)
+        )
+        return market, details
+
+    def _domains_at(self, t: int) -> tuple[FailureDomain, ...]:
+        """Zones whose recorded revocations came together by ``t``
+        (``markets.hazard.clustering.failure_domains``, at the traces'
+        coarsest probe as resolution; one node revocation per time)."""
+        if t not in self._domains:
+            traced = [p for p in self._pools if p.traces]
+            starts = [tr.start_ns for p in traced for tr in p.traces if tr.start_ns <= t]
+            events = {
+                p.key: np.unique(np.concatenate([tr.revocation_times_s(t) for tr in p.traces]))
+                for p in traced
+            }
+            gap_s = max((tr.gap_ns / NS for p in traced for tr in p.traces), default=0.0)
+            span_s = (t - min(starts)) / NS if starts else 0.0
+            self._domains[t] = (
+                failure_domains(events, span_s=span_s, resolution_s=gap_s) if span_s > 0 else ()
+            )
+        return self._domains[t]
 
     def _pool_state(
         self,

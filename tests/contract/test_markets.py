@@ -112,9 +112,38 @@ def _open_gcp(fake_url: str) -> PriceSource:
     return market
 
 
+def _open_store() -> PriceSource:
+    """A daemon store (a SQLite file) holding one spot instance's day in the
+    default market's first pool, read over the default market."""
+    import tempfile
+    from pathlib import Path
+
+    from broker.daemon.store.store import Store
+    from markets.fleet import Instance, InstanceState
+
+    pool = MARKETS.get("default")().pools()[0].key
+    url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'state.db'}"
+    store = Store(url)
+    with store.transaction() as tx:
+        inst = Instance(
+            instance_id="i-1",
+            pool_key=pool,
+            tier="spot",
+            workload="w",
+            state=InstanceState.RUNNING,
+            units=1,
+            launched_at=T0,
+        )
+        tx.upsert_instances("me", [inst], T0)
+        tx.count_experience("me", T0 + timedelta(hours=24), ("interruption",))
+    store.close()
+    return MARKETS.get("store")(url=url)
+
+
 def _openers(moto_url: str) -> dict[str, Opener]:
     return {
         "default": lambda: MARKETS.get("default")(),
+        "store": _open_store,
         "replay": lambda: MARKETS.get("replay")(path=DATA),
         "aws": lambda: _open_aws(moto_url),
         "gcp": lambda: _open_gcp(moto_url),  # the URL of the fake Compute Engine

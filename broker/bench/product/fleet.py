@@ -13,7 +13,11 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
   trailing week's held share and a placement score from the zone's history
   before the window and the ticks seen since, as the replay market reports
   them (``markets.replay.market``). A new snapshot when a zone's spot comes
-  or goes, and at least every ``SNAPSHOT_REFRESH_S``;
+  or goes, and at least every ``SNAPSHOT_REFRESH_S``. With
+  ``failure_domains=True`` the snapshot also carries the zones whose
+  revocations came together in that same record (the week before and the
+  window so far: ``markets.hazard.clustering.failure_domains``), which the
+  lifecycle's replacements avoid after a revocation in one of them;
 - the plan: every ``REPLAN_S`` (the daemon's hourly replan) the fast path
   (``broker.planning.optimizer.fast.fast_plan``) on a one-hour problem from
   the snapshot in force, pools that just refused spot at zero capacity. The
@@ -88,8 +92,10 @@ from markets.fleet import (
     NoticeKind,
     TerminateRequest,
 )
+from markets.hazard.clustering import failure_domains
 from markets.hazard.prior import ASSUMED_PRIOR
 from markets.model import (
+    FailureDomain,
     Hazard,
     HazardSource,
     InstanceType,
@@ -171,12 +177,14 @@ class _Zone:
     seen: list[bool]
     events: int = 0  # revocations seen (held -> not held)
     held_hours: float = 0.0
+    event_ticks: list[int] = field(default_factory=list)  # when, in ticks seen
 
     def observe(self, held: bool, tick_h: float) -> None:
         if self.seen and self.seen[-1]:
             self.held_hours += tick_h
             if not held:
                 self.events += 1
+                self.event_ticks.append(len(self.seen))
         self.seen.append(held)
 
 
@@ -221,8 +229,9 @@ class ProductFleet:
 
     name = "spotfolio"
 
-    def __init__(self, **contract: float) -> None:
+    def __init__(self, *, failure_domains: bool = False, **contract: float) -> None:
         self.contract = contract  # workload fields over ``fleet_workloads``'s
+        self.failure_domains = failure_domains  # snapshots carry them (module docstring)
 
     def start(self, spec: FleetSpec) -> FleetRun:
         provider = spec.provider or "aws"
@@ -312,11 +321,24 @@ class ProductFleet:
                     observed_at=at,
                 )
             )
-        snap = MarketSnapshot(at=at, pools=tuple(pools), source="fleet-window")
+        domains = self._domains(run) if self.failure_domains else ()
+        snap = MarketSnapshot(
+            at=at, pools=tuple(pools), source="fleet-window", failure_domains=domains
+        )
         run.snapshot, run.snapshot_s, run.snapshot_avail = snap, now_s, run.avail
         run.book.set_snapshot(snap)
         run.manager.on_market(snap)
         return snap
+
+    @staticmethod
+    def _domains(run: FleetRun) -> tuple[FailureDomain, ...]:
+        """Zones whose revocations came together in the record seen so far."""
+        tick_s = run.spec.tick_hours * 3600.0
+        ticks = max((len(z.seen) for z in run.zones), default=0)
+        if ticks == 0:
+            return ()
+        events = {z.pool_key: np.asarray(z.event_ticks, dtype=float) * tick_s for z in run.zones}
+        return failure_domains(events, span_s=ticks * tick_s, resolution_s=tick_s, source="account")
 
     # --- the plan and reconcile (broker.daemon.plan, broker.daemon.reconcile) -------
 

@@ -3,7 +3,8 @@
 Owns: ``meta`` and the tables ``fleet``, ``plans``, ``actions`` (UNIQUE
 idempotency key), ``notices`` (notice id as key), ``decisions`` (UNIQUE
 notice id; NULL for the daemon's own), ``hook_results`` (one per notice:
-what its checkpoint hook did) and ``lease``; ``UtcDateTime`` (aware
+what its checkpoint hook did), ``pool_experience`` (revocations and spot
+hours held per pool, the account's own hazard evidence) and ``lease``; ``UtcDateTime`` (aware
 UTC in Python, naive UTC in the database, so both dialects compare times as
 values). ``broker.daemon.store.store`` and its ``store_*`` query modules read and write them.
 
@@ -30,6 +31,7 @@ __all__ = [
     "meta",
     "notices_t",
     "plans_t",
+    "pool_experience_t",
 ]
 
 
@@ -123,6 +125,16 @@ hook_results_t = Table(
     Column("ok", Boolean, nullable=False),
     Column("record", JSON, nullable=False),  # checkpoint_hook.HookResult.as_record()
     Column("created_at", UtcDateTime, nullable=False),
+)
+pool_experience_t = Table(
+    "pool_experience",
+    meta,
+    Column("owner", String(128), primary_key=True),
+    Column("pool_key", String(200), primary_key=True),
+    Column("revocations", Integer, nullable=False),
+    Column("held_hours", Float, nullable=False),
+    # counted up to here: held hours before it and notices dated before it are in
+    Column("counted_to", UtcDateTime, nullable=False),
 )
 lease_t = Table(
     "lease",

@@ -39,7 +39,8 @@ Rules the daemon relies on:
 ``Tx`` combines the query areas, each in its own module: the action log in
 ``broker.daemon.store.actions`` (``ActionRecord``), instances and plans in
 ``broker.daemon.store.fleet`` (``FleetRow``), notices, decisions and hook results in
-``broker.daemon.store.notices`` (``DecisionRecord``), all over ``broker.daemon.store.tx``
+``broker.daemon.store.notices`` (``DecisionRecord``), the account's hazard
+evidence in ``broker.daemon.store.experience``, all over ``broker.daemon.store.tx``
 (the connection and insert-or-ignore). Tables live in
 ``broker.daemon.store.schema``. Import the public names from here.
 
@@ -65,6 +66,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from broker.daemon.store.actions import ActionRecord, ActionsTx
+from broker.daemon.store.experience import ExperienceTx
 from broker.daemon.store.fleet import FleetRow, FleetTx
 from broker.daemon.store.migrations import upgrade
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
@@ -158,7 +160,7 @@ class Fence:
     epoch: int | None = None
 
 
-class Tx(ActionsTx, FleetTx, NoticesTx):
+class Tx(ActionsTx, FleetTx, NoticesTx, ExperienceTx):
     """Reads and writes inside one transaction (``Store.transaction``)."""
 
     # --- lease ---------------------------------------------------------------

@@ -43,7 +43,8 @@ Constraints:
   training, batch:        sum_{t < deadline} L_t work_{w,t} + U_w >= W_w
                           sum_{t < m} L_t work_{w,t} + U'_w >= W^m_w  (optional
                           milestone: a rolling horizon's uniform progress)
-  diversification:        sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z)
+  diversification:        sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z,
+                          and each failure domain of zones: ``domains``)
                           u S_{w,p,t} <= rho_w sum_p u S_{w,p,t}                 (each p)
   pool capacity:          sum_w S_{w,p,t} <= cap_{p,t}
   commitments:            sum_w K_{w,g,t} <= C_g
@@ -75,6 +76,7 @@ import pulp
 
 from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable
+from broker.planning.optimizer.domains import domain_caps, spread_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
@@ -158,8 +160,9 @@ def _spot_candidates(
     zones_needed = math.ceil(1.0 / w.max_zone_share) + 1
     chosen: list[CostEntry] = []
     zones: set[str] = set()
+    place = spread_key(problem.costs.snapshot.failure_domains)  # a domain counts once
     for e in usable:  # cheapest effective spot first
-        zone = e.key.zone
+        zone = place(e.key.zone_key)
         if len(chosen) < problem.options.max_spot_pools or zone not in zones:
             chosen.append(e)
             zones.add(zone)
@@ -487,6 +490,26 @@ def _workload_period(
     ):
         prob += _lin([*spot_units, *[(v, -w.max_spot_share * c) for v, c in units]]) <= 0
     _diversify(built, w, spot, spot_units, name)
+    _domains(problem, built, w, spot, spot_units, name)
+
+
+def _domains(
+    problem: PlanningProblem,
+    built: BuiltModel,
+    w: Workload,
+    spot: list[AllocVar],
+    spot_units: Terms,
+    name: _Namer,
+) -> None:
+    """The zone cap over failure domains (``broker.planning.optimizer.domains``)."""
+    rows = [(a.pool_key, a.var, float(a.units_per_instance)) for a in spot]
+    for cap in domain_caps(w, rows, problem.costs.snapshot.failure_domains):
+        cname = name("domain")
+        built.prob += (
+            _lin([*cap.terms, *[(v, -w.max_zone_share * c) for v, c in spot_units]]) <= 0,
+            cname,
+        )
+        built.described[cname] = cap.description
 
 
 def _diversify(

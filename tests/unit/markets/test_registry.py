@@ -58,7 +58,10 @@ def test_a_name_an_alias_or_a_default_registered_twice_is_a_bug() -> None:
 
 
 def test_markets_and_providers_are_registered_with_their_defaults() -> None:
-    assert MARKETS.names() == ["default", "replay", "aws", "gcp"] and MARKETS.default == "default"
+    assert (
+        MARKETS.names() == ["default", "replay", "aws", "gcp", "store"]
+        and MARKETS.default == "default"
+    )
     assert set(PROVIDERS) == {"aws", "gcp", "sim"} and PROVIDERS.default == "sim"
     with pytest.raises(InputError, match=r"^--market: expected one of aws, default, gcp, replay"):
         open_market("defualt")
