@@ -34,6 +34,11 @@ a list (sorted as ``--sort``, cut to ``--limit``) of pool objects:
   name the input or fallback that answered; ``origins``: the datasets that
   made the pool; ``traces``: trace ids).
 
+``calibration`` (replay with traces only, else null): the hazard's calibration
+on held-back trace periods, ``markets.hazard.calibration.CalibrationJson``
+(coverage of the 90 % predictive interval, log-likelihoods against the advisor
+prior and a pooled rate, per pool); over every trace whole, whatever ``--at``.
+
 ``datasets`` (replay only, else []): per dataset found (``markets.files.datadir``):
 ``name``, ``files``, ``rows``, ``rows_bad``, ``start``, ``end``, ``regions``,
 ``zones``, ``instance_types``. ``left_out``: per reason, ``count`` and up to
@@ -69,8 +74,10 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     from numpy.typing import NDArray
+    from rich.console import Console
 
     from markets.files.datadir import DataInventory, DatasetJson
+    from markets.hazard.calibration import CalibrationJson
     from markets.hazard.clustering import Clustering
     from markets.model import MarketSnapshot, PoolSnapshot
     from markets.replay import PoolDetail
@@ -180,6 +187,7 @@ class _ShowJson(TypedDict):
     pools_total: int
     pools_shown: int
     pools: list[_PoolJson]
+    calibration: CalibrationJson | None
     datasets: list[DatasetJson]
     left_out: dict[str, _LeftOutJson]
     skipped_files: list[str]
@@ -356,6 +364,19 @@ def _model_clustering(market: PriceSource, snap: MarketSnapshot) -> dict[str, Cl
     }
 
 
+def _calibration(
+    inv: DataInventory | None, details: list[PoolDetail | None]
+) -> CalibrationJson | None:
+    """The hazard calibration over the replay market's traces (null without)."""
+    # lazy: scipy; ``spotfolio --help`` imports this module
+    from markets.hazard.calibration import CalibrationTrace, calibrate
+
+    if inv is None or not inv.spot_traces:
+        return None
+    priors = {d.pool_key: d.hazard.prior for d in details if d is not None}
+    return calibrate(CalibrationTrace.from_spot_traces(inv.spot_traces, priors)).to_json()
+
+
 def _pool_json(
     p: PoolSnapshot, detail: PoolDetail | None, clusters: dict[str, Clustering]
 ) -> _PoolJson:
@@ -492,6 +513,7 @@ def show(
         "pools_total": len(rows),
         "pools_shown": len(shown),
         "pools": shown,
+        "calibration": _calibration(inv, details),
         "datasets": [d.to_dict() for d in inv.datasets] if inv else [],
         "left_out": {k: {"count": len(v), "examples": v[:5]} for k, v in left.items()},
         "skipped_files": list(inv.skipped) if inv else [],
@@ -534,7 +556,8 @@ def _render(out: _ShowJson) -> None:
         title=f"pools ({out['pools_shown']} of {out['pools_total']})", title_justify="left"
     )
     for col in ("pool", "units", "od $/h", "1y $/h", "3y $/h", "spot $/h", "disc", "score",
-                "hazard/h", "hazard src", "avail", "clust", "observed"):  # fmt: skip
+                "hazard/h", "90% interval", "hazard src", "avail", "clust",
+                "observed"):  # fmt: skip
         left = col in ("pool", "hazard src", "observed")
         table.add_column(col, justify="left" if left else "right", no_wrap=col == "pool")
     for r in out["pools"]:
@@ -546,6 +569,7 @@ def _render(out: _ShowJson) -> None:
             _fmt(r["committed_3y_usd_per_hour"], ".4g"),
             _fmt(r["spot_usd_per_hour"], ".4g"), _fmt(r["spot_discount"], ".0%"),
             _fmt(r["placement_score"], "d"), _fmt(hz["rate_per_hour"], ".2g"),
+            _interval(hz["ci_low_per_hour"], hz["ci_high_per_hour"]),
             f"{hz['source']} {hz['confidence']:.2f}", _fmt(r["available_share"], ".2f"),
             _fmt(clust, ".2f"), (r["observed_at"] or "-")[:16],
         )  # fmt: skip
@@ -554,3 +578,33 @@ def _render(out: _ShowJson) -> None:
         con.print(f"{out['pools_total'] - out['pools_shown']} more pools: raise --limit")
     for reason, info in out["left_out"].items():
         con.print(f"left out: {info['count']} ({reason}), e.g. {', '.join(info['examples'])}")
+    if out["calibration"] is not None:
+        _render_calibration(con, out["calibration"])
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "-" if low is None or high is None else f"{low:.2g}-{high:.2g}"
+
+
+def _render_calibration(con: Console, c: CalibrationJson) -> None:
+    if c["coverage"] is None:
+        con.print(
+            f"hazard calibration: not measured ({c['traces']} traces, "
+            f"{c['test_periods']} held-back periods of {c['period_hours']:g} h)"
+        )
+        return
+    cov, plain = c["coverage"], c["coverage_plain"]
+    lo, hi = c["coverage_target"]
+    met = {True: "[green]met[/]", False: "[red]NOT met[/]", None: "-"}[c["coverage_target_met"]]
+    con.print(
+        f"hazard calibration: fit on the first {c['train_share']:.0%} of {c['traces']} traces, "
+        f"{c['test_periods']} held-back pool-periods of {c['period_hours']:g} h: "
+        f"{c['level']:.0%} intervals cover {_fmt(cov, '.1%')} (target {lo:.0%}-{hi:.0%}: {met}; "
+        f"without over-dispersion {_fmt(plain, '.1%')}, fitted NB size "
+        f"{_fmt(c['dispersion_size'], '.3g')})"
+    )
+    ll = c["log_likelihood_per_period"]
+    con.print(
+        "  log-likelihood per held-back period: "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in ll.items())
+    )

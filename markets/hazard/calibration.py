@@ -1,6 +1,7 @@
 """Is the hazard calibrated? Fit on the first part of each trace, score the rest.
 
-Owns: ``CalibrationTrace`` (one probe trace with its pool's prior),
+Owns: ``CalibrationTrace`` (one probe trace with its pool's prior, built from
+loaded ``SpotTrace`` values),
 ``period_counts`` (a trace cut into periods: revocations and node-hours held),
 ``fit_overdispersion`` (the negative binomial size of period counts, by maximum
 likelihood), ``calibrate`` and its ``CalibrationReport``.
@@ -32,7 +33,8 @@ held back):
    same ``r``). Coverage: the share of periods whose ``k`` lies in the central
    ``level`` (0.9) predictive interval ``[F^-1(0.05), F^-1(0.95)]`` (counts are
    whole, so a calibrated interval covers at least ``level``); log-likelihood:
-   the sum of ``log p(k)``.
+   the sum of ``log p(k)``. Traces too short for one training period give a
+   report that measured nothing (no periods, ``None`` figures).
 
 Must not: read files (the caller passes loaded traces), call a cloud, or
 change a prior or a posterior used elsewhere (it reports; the callers decide).
@@ -42,19 +44,24 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, stats
 
 from markets.hazard.posterior import Exposure, Overdispersion, estimate_hazard
-from markets.hazard.prior import HazardPrior
+from markets.hazard.prior import ASSUMED_PRIOR, HazardPrior
+
+if TYPE_CHECKING:
+    from markets.files.traces import SpotTrace
 
 __all__ = [
     "DEFAULT_PERIOD_HOURS",
     "DEFAULT_TRAIN_SHARE",
+    "CalibrationJson",
     "CalibrationReport",
     "CalibrationTrace",
     "PoolCalibration",
@@ -80,6 +87,51 @@ class CalibrationTrace:
     counts: NDArray[np.int64] = field(repr=False)
     gap_s: float
     prior: HazardPrior
+
+    @classmethod
+    def from_spot_trace(cls, trace: SpotTrace, prior: HazardPrior) -> CalibrationTrace:
+        counts = trace.frame["available"].to_numpy().astype(np.int64)
+        return cls(trace.pool_key, trace.path, counts, trace.gap_seconds, prior)
+
+    @classmethod
+    def from_spot_traces(
+        cls, traces: Sequence[SpotTrace], priors: Mapping[str, HazardPrior]
+    ) -> list[CalibrationTrace]:
+        """Loaded traces, each with its pool's prior (``ASSUMED_PRIOR`` for a
+        pool ``priors`` does not name)."""
+        return [cls.from_spot_trace(tr, priors.get(tr.pool_key, ASSUMED_PRIOR)) for tr in traces]
+
+
+class PoolCalibrationJson(TypedDict):
+    pool_key: str
+    train_events: int
+    train_hours: float
+    rate_per_hour: float
+    ci_low_per_hour: float
+    ci_high_per_hour: float
+    test_periods: int
+    covered: int
+
+
+class CalibrationJson(TypedDict):
+    """``CalibrationReport.to_json``: what ``spotfolio bench`` reports as
+    ``markets.calibration`` and ``market show --json`` as ``calibration``."""
+
+    period_hours: float
+    train_share: float
+    level: float
+    traces: int
+    train_periods: int
+    test_periods: int
+    coverage: float | None
+    coverage_plain: float | None
+    coverage_target: list[float]
+    coverage_target_met: bool | None
+    dispersion_size: float | None
+    pooled_rate_per_hour: float | None
+    log_likelihood: dict[str, float]
+    log_likelihood_per_period: dict[str, float]
+    pools: list[PoolCalibrationJson]
 
 
 @dataclass(frozen=True)
@@ -107,8 +159,8 @@ class CalibrationReport:
     traces: int
     train_periods: int
     test_periods: int
-    dispersion_size: float
-    pooled_rate_per_hour: float
+    dispersion_size: float | None
+    pooled_rate_per_hour: float | None
     coverage: float | None
     coverage_plain: float | None
     log_likelihood: dict[str, float]
@@ -120,6 +172,44 @@ class CalibrationReport:
         if self.coverage is None:
             return None
         return self.level - 0.05 <= self.coverage <= self.level + 0.05
+
+    def to_json(self) -> CalibrationJson:
+        n = max(self.test_periods, 1)
+        return {
+            "period_hours": self.period_hours,
+            "train_share": self.train_share,
+            "level": self.level,
+            "traces": self.traces,
+            "train_periods": self.train_periods,
+            "test_periods": self.test_periods,
+            "coverage": _round(self.coverage, 4),
+            "coverage_plain": _round(self.coverage_plain, 4),
+            "coverage_target": [round(self.level - 0.05, 4), round(self.level + 0.05, 4)],
+            "coverage_target_met": self.coverage_target_met,
+            "dispersion_size": _round(self.dispersion_size, 4),
+            "pooled_rate_per_hour": _round(self.pooled_rate_per_hour, 6),
+            "log_likelihood": {k: round(v, 2) for k, v in self.log_likelihood.items()},
+            "log_likelihood_per_period": {
+                k: round(v / n, 4) for k, v in self.log_likelihood.items()
+            },
+            "pools": [
+                {
+                    "pool_key": p.pool_key,
+                    "train_events": p.train_events,
+                    "train_hours": round(p.train_hours, 2),
+                    "rate_per_hour": p.rate_per_hour,
+                    "ci_low_per_hour": p.ci_low_per_hour,
+                    "ci_high_per_hour": p.ci_high_per_hour,
+                    "test_periods": p.test_periods,
+                    "covered": p.covered,
+                }
+                for p in self.pools
+            ],
+        }
+
+
+def _round(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(x, digits)
 
 
 def period_counts(
@@ -241,6 +331,10 @@ def calibrate(
         for e in periods
         if e.hours > 0
     ]
+    if not rows:  # traces too short for one training period: nothing measured
+        return CalibrationReport(
+            period_hours, train_share, level, len(traces), 0, 0, None, None, None, None, {}, ()
+        )
     dispersion = fit_overdispersion(rows, period_hours)
     everything = sum(totals.values(), Exposure(0, 0.0))
     pooled = everything.events / everything.hours if everything.hours > 0 else 0.0

@@ -118,6 +118,21 @@ def test_show_lists_every_pool_with_tiers_risk_and_provenance(shared_show: Doc) 
     assert shared_show["left_out"]  # AWS types outside the catalog, GCP types without zones
 
 
+@needs_data
+def test_show_reports_no_estimate_outside_its_interval_and_a_calibration(
+    shared_show: Doc,
+) -> None:
+    for p in shared_show["pools"]:  # issue 18: 160 of 170 were outside on main
+        hz = p["hazard"]
+        assert hz["ci_low_per_hour"] <= hz["rate_per_hour"] <= hz["ci_high_per_hour"], p["pool_key"]
+    cal = shared_show["calibration"]
+    assert cal["traces"] == len(shared_show["datasets"][0]["files"]) or cal["traces"] >= 10
+    assert cal["test_periods"] >= 100 and cal["coverage_target_met"] is True
+    assert 0.85 <= cal["coverage"] <= 0.95 and cal["coverage_plain"] < cal["coverage"]
+    ll = cal["log_likelihood"]
+    assert ll["posterior"] > ll["pooled_rate"] > ll["advisor_prior"]
+
+
 def test_show_works_on_another_directory_of_the_same_layout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -134,6 +149,9 @@ def test_show_works_on_another_directory_of_the_same_layout(
     gang = {p["pool_key"]: p for p in out["pools"]}["aws/us-west-2/us-west-2c/p3.2xlarge"]
     assert gang["available_share"] == pytest.approx(1.0)  # 16 of 16 in the two ticks seen
     assert gang["spot_available"] is True
+    # three traces of hours, not days: too short for one pool-day, nothing measured
+    cal = out["calibration"]
+    assert (cal["traces"], cal["test_periods"], cal["coverage"]) == (3, 0, None)
 
 
 @pytest.mark.parametrize(
