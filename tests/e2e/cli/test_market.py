@@ -7,6 +7,7 @@ import csv
 import gzip
 import io
 import json
+import math
 from contextlib import redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -125,8 +126,10 @@ def test_show_reports_no_estimate_outside_its_interval_and_a_calibration(
     for p in shared_show["pools"]:  # issue 18: 160 of 170 were outside on main
         hz = p["hazard"]
         assert hz["ci_low_per_hour"] <= hz["rate_per_hour"] <= hz["ci_high_per_hour"], p["pool_key"]
+        if p["price"] is not None:  # a plan never prices spot below the price in force
+            assert p["price"]["planning_usd_per_hour"] >= p["spot_usd_per_hour"] * (1 - 1e-12)
     cal = shared_show["calibration"]
-    assert cal["traces"] == len(shared_show["datasets"][0]["files"]) or cal["traces"] >= 10
+    assert cal["traces"] == 16  # every availability and preemption trace
     assert cal["test_periods"] >= 100 and cal["coverage_target_met"] is True
     assert 0.85 <= cal["coverage"] <= 0.95 and cal["coverage_plain"] < cal["coverage"]
     ll = cal["log_likelihood"]
@@ -170,6 +173,32 @@ def test_show_at_gives_the_price_in_force(
     (pool,) = _json(capsys, argv)["pools"]
     assert pool["spot_usd_per_hour"] == pytest.approx(spot)
     assert pool["sources"]["spot"] == "aws-history"
+
+
+def test_show_reports_the_price_regime_volatility_and_zone_spread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # us-east-1a p3.2xlarge: 1.00 from T0 - 10 d, 0.80 from T0; us-east-1b: 1.20
+    write_mini(tmp_path)
+    at = T0 + timedelta(days=3)
+    argv = ["market", "show", "--source", str(tmp_path), "--at", at.isoformat()]
+    pools = {p["pool_key"]: p for p in _json(capsys, [*argv, "--match", "p3.2xlarge"])["pools"]}
+    a = pools["aws/us-east-1/us-east-1a/p3.2xlarge"]
+    price = a["price"]
+    assert (price["shifts"], price["regime_since"]) == (1, T0.isoformat())
+    assert price["last_shift"] == pytest.approx(-0.2)
+    assert price["regime_usd_per_hour"] == pytest.approx(0.8)
+    hours = 13 * 24  # the window starts at the first price
+    assert price["window_hours"] == hours
+    vol = math.sqrt(168 * math.log(0.8) ** 2 / hours)
+    assert price["weekly_volatility"] == pytest.approx(vol)
+    assert price["planning_usd_per_hour"] == pytest.approx(0.8 * math.exp(vol))
+    spread = a["zone_spread"]
+    assert (spread["zones"], spread["cheapest_zone"]) == (2, "us-east-1a")
+    assert spread["spread"] == pytest.approx(0.5) and spread["premium"] == pytest.approx(0.0)
+    b = pools["aws/us-east-1/us-east-1b/p3.2xlarge"]
+    assert b["zone_spread"]["premium"] == pytest.approx(0.5)
+    assert b["price"]["shifts"] == 0 and b["price"]["margin_usd_per_hour"] == 0.0
 
 
 def test_show_table_is_limited_and_says_so(
