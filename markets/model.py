@@ -1,8 +1,8 @@
 """The market data model: typed, validated values every package shares.
 
 Owns: ``Provider``, ``Tier``, ``InstanceType``, ``Pool``, ``Hazard``,
-``PoolSnapshot``, ``FailureDomain`` and ``MarketSnapshot``. Prices are US dollars per *instance*
-hour; per-unit prices are derived (``PoolSnapshot.price_per_unit_hour``).
+``SpotPriceRisk``, ``PoolSnapshot``, ``FailureDomain`` and ``MarketSnapshot``.
+Prices are US dollars per *instance* hour; per-unit prices are derived (``PoolSnapshot.price_per_unit_hour``).
 
 Must not: do I/O, know any cloud SDK, or hold decision rules (``policies``).
 Nonsense (negative prices, a placement score outside 1-10, a zone outside its
@@ -30,6 +30,7 @@ __all__ = [
     "Pool",
     "PoolSnapshot",
     "Provider",
+    "SpotPriceRisk",
     "Tier",
 ]
 
@@ -144,6 +145,26 @@ class Hazard(_Frozen):
         return float("inf") if self.rate_per_hour == 0 else 1.0 / self.rate_per_hour
 
 
+class SpotPriceRisk(_Frozen):
+    """How a pool's spot price has moved (``markets.price_analytics``): the
+    level of its current price regime, when that regime began (``None``: no
+    shift in the window), the shifts seen, the weekly volatility of its log
+    price, and the margin a plan adds for it. A plan prices spot at
+    ``planning_usd_per_hour``; a bill uses the price in force."""
+
+    regime_usd_per_hour: NonNegativeUsd
+    regime_since: datetime | None = None
+    shifts: int = Field(default=0, ge=0)
+    last_shift: float | None = None  # relative level change at the last shift
+    weekly_volatility: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    margin_usd_per_hour: NonNegativeUsd = 0.0
+    window_hours: float = Field(default=0.0, ge=0.0)
+
+    @property
+    def planning_usd_per_hour(self) -> float:
+        return self.regime_usd_per_hour + self.margin_usd_per_hour
+
+
 class PoolSnapshot(_Frozen):
     """What is known of one pool at one time.
 
@@ -165,6 +186,7 @@ class PoolSnapshot(_Frozen):
     available_share: float | None = Field(default=None, ge=0.0, le=1.0)
     spot_available: bool = True
     observed_at: datetime
+    spot_risk: SpotPriceRisk | None = None  # None: the price's movement is not known
 
     @field_validator("observed_at")
     @classmethod
@@ -181,6 +203,15 @@ class PoolSnapshot(_Frozen):
         if self.pool.provider != self.instance.provider:
             raise ValueError("instance.provider differs from pool.provider")
         return self
+
+    @property
+    def planning_spot_usd_per_hour(self) -> float | None:
+        """The spot price a decision plans with: the current regime's level
+        plus its volatility margin where ``spot_risk`` is known, else the
+        price in force (``None`` where spot is not offered)."""
+        if self.spot_usd_per_hour is None or self.spot_risk is None:
+            return self.spot_usd_per_hour
+        return self.spot_risk.planning_usd_per_hour
 
     def price(self, tier: Tier, *, term_years: int = 1) -> float | None:
         """Dollars per instance-hour on ``tier`` (``None`` if not offered)."""

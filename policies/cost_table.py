@@ -170,10 +170,12 @@ def cost_entries(
         prices: dict[Tier, float | None] = {
             Tier.ON_DEMAND: snap.on_demand_usd_per_hour / work,
             Tier.COMMITTED: None if committed is None else committed / work,
+            # spot at the price a plan holds it for: its current regime plus a
+            # volatility margin where the market knows them (markets.price_analytics)
             Tier.SPOT: (
                 None
-                if factor is None or snap.spot_usd_per_hour is None
-                else snap.spot_usd_per_hour * factor / work
+                if factor is None or (spot := snap.planning_spot_usd_per_hour) is None
+                else spot * factor / work
             ),
         }
         out.append(

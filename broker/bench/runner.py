@@ -17,9 +17,11 @@ Plugging in the portfolio setting and the solver measurements::
 The returned object: ``schema``, ``source``, ``windows``, ``seed``,
 ``deadline`` (``broker.bench.deadline.summarize``), ``fleet``
 (``broker.bench.fleet.summarize``), ``portfolio`` (``{}`` until plugged in),
-``machinery`` (``data_load_s``, ``data_load_peak_traced_mib``,
-``peak_rss_mib``, ``replay`` throughput, per-setting ``seconds``, ``solver``)
-and ``targets`` (each published target: measured value, limit, ``met``).
+``markets`` (``broker.bench.markets``: ``calibration``, the hazard's
+calibration on held-back trace periods), ``machinery`` (``data_load_s``,
+``data_load_peak_traced_mib``, ``peak_rss_mib``, ``replay`` throughput,
+per-setting ``seconds``, ``solver``) and ``targets`` (each published target:
+measured value, limit, ``met``).
 """
 
 from __future__ import annotations
@@ -117,6 +119,12 @@ def _reaction(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     return reaction.run(storm=storm, seed=seed, repeats=20 if storm == 1000 else 5)
 
 
+def _markets(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
+    from broker.bench import markets  # lazy: scipy, for this block only (see above)
+
+    return markets.run(data, windows, seed)
+
+
 SETTINGS: dict[str, SettingRun | None] = {
     "deadline": deadline_setting.run,
     "fleet": fleet_setting.run,
@@ -148,6 +156,9 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     # issue 6: notice -> decision -> launch request p99 <= 1 s on SQLite
     ("machinery", "reaction.single.launch_request_ms.p99", "<=", 1000.0),
     ("machinery", "reaction.storm.launch_request_ms.p99", "<=", 1000.0),
+    # issue 18: 90 % predictive intervals cover 85-95 % of held-back pool-days
+    ("markets", "calibration.coverage", ">=", 0.85),
+    ("markets", "calibration.coverage", "<=", 0.95),
 )
 
 
@@ -218,6 +229,7 @@ def _derived(out: Mapping[str, object]) -> dict[str, Mapping[str, object]]:
             "spread": obj(at(out, "portfolio", "spread")),
         },
         "machinery": obj(out.get("machinery")),
+        "markets": obj(out.get("markets")),
     }
 
 
@@ -286,6 +298,8 @@ def run_bench(
         else:
             out[name] = run(data, windows, seed)
         seconds[name] = round(clock.monotonic() - t, 2)
+    say("markets ...")
+    out["markets"] = _markets(data, windows, seed)
     say("machinery ...")
     machinery["replay"] = replay_throughput(data, seed, clock)
     for name, hook in MACHINERY_HOOKS.items():

@@ -26,13 +26,26 @@ a list (sorted as ``--sort``, cut to ``--limit``) of pool objects:
   ``confidence`` 0-1, ``observed_hours``, ``events``, ``ci_low_per_hour``,
   ``ci_high_per_hour``: the last three null where the market gives no
   posterior), ``available_share`` (share of recent time spot could be held),
-  ``spot_available``, ``clustering`` (the pool's zone: ``zone``,
+  ``spot_available``, ``price`` (the spot price's movement over the trailing
+  4 weeks, ``markets.price_analytics``; null where the market does not know it
+  or spot comes from a fallback: ``regime_usd_per_hour``, ``regime_since``,
+  ``shifts``, ``last_shift`` (relative), ``weekly_volatility`` (of the log
+  price), ``margin_usd_per_hour``, ``planning_usd_per_hour`` (what a plan
+  prices spot at), ``window_hours``), ``zone_spread`` (spot across the zones of
+  the pool's type in its region: ``zones``, ``spread`` (max / min - 1),
+  ``cheapest_zone``, ``premium`` (this pool over the cheapest); null with
+  fewer than two priced zones), ``clustering`` (the pool's zone: ``zone``,
   ``probability`` that a revocation is followed by another in the zone within
   ``effective_window_s``, ``events``, ``baseline`` (the same under
   independence); null without revocation data), ``observed_at``, and
   ``sources`` (replay only, else null: ``spot``, ``on_demand``, ``committed``
   name the input or fallback that answered; ``origins``: the datasets that
   made the pool; ``traces``: trace ids).
+
+``calibration`` (replay with traces only, else null): the hazard's calibration
+on held-back trace periods, ``markets.hazard.calibration.CalibrationJson``
+(coverage of the 90 % predictive interval, log-likelihoods against the advisor
+prior and a pooled rate, per pool); over every trace whole, whatever ``--at``.
 
 ``datasets`` (replay only, else []): per dataset found (``markets.files.datadir``):
 ``name``, ``files``, ``rows``, ``rows_bad``, ``start``, ``end``, ``regions``,
@@ -62,6 +75,7 @@ from markets.clock import SystemClock
 from markets.errors import InputError
 from markets.extras import needs_extra
 from markets.numbers import MAX_COUNT
+from markets.price_analytics import ZoneSpread, zone_spreads
 from markets.protocols import HistorySource, PriceSource
 from markets.registry import open_market
 
@@ -69,8 +83,10 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     from numpy.typing import NDArray
+    from rich.console import Console
 
     from markets.files.datadir import DataInventory, DatasetJson
+    from markets.hazard.calibration import CalibrationJson
     from markets.hazard.clustering import Clustering
     from markets.model import MarketSnapshot, PoolSnapshot
     from markets.replay import PoolDetail
@@ -78,7 +94,7 @@ if TYPE_CHECKING:
 __all__ = ["group"]
 
 TABLE_ROWS = 30  # --limit default for the table; --json shows every pool unless --limit
-TABLE_WIDTH = 200  # columns when stdout is not a terminal
+TABLE_WIDTH = 240  # columns when stdout is not a terminal
 SORTS = ("key", "spot", "discount", "hazard", "share")
 MAX_FETCH_DAYS = 90.0  # DescribeSpotPriceHistory keeps 90 days (EC2 API reference)
 _TRAILING = timedelta(days=7)  # clustering window for markets without recorded traces
@@ -125,6 +141,24 @@ class _ClusteringJson(TypedDict):
     baseline: float | None
 
 
+class _PriceJson(TypedDict):
+    regime_usd_per_hour: float
+    regime_since: str | None
+    shifts: int
+    last_shift: float | None
+    weekly_volatility: float
+    margin_usd_per_hour: float
+    planning_usd_per_hour: float
+    window_hours: float
+
+
+class _SpreadJson(TypedDict):
+    zones: int
+    spread: float
+    cheapest_zone: str
+    premium: float | None
+
+
 class _SourcesJson(TypedDict):
     spot: str
     on_demand: str
@@ -153,6 +187,8 @@ class _PoolJson(TypedDict):
     hazard: _HazardJson
     available_share: float | None
     spot_available: bool
+    price: _PriceJson | None
+    zone_spread: _SpreadJson | None
     clustering: _ClusteringJson | None
     observed_at: str | None
     sources: _SourcesJson | None
@@ -180,6 +216,7 @@ class _ShowJson(TypedDict):
     pools_total: int
     pools_shown: int
     pools: list[_PoolJson]
+    calibration: CalibrationJson | None
     datasets: list[DatasetJson]
     left_out: dict[str, _LeftOutJson]
     skipped_files: list[str]
@@ -356,8 +393,54 @@ def _model_clustering(market: PriceSource, snap: MarketSnapshot) -> dict[str, Cl
     }
 
 
+def _calibration(
+    inv: DataInventory | None, details: list[PoolDetail | None]
+) -> CalibrationJson | None:
+    """The hazard calibration over the replay market's traces (null without)."""
+    # lazy: scipy; ``spotfolio --help`` imports this module
+    from markets.hazard.calibration import CalibrationTrace, calibrate
+
+    if inv is None or not inv.spot_traces:
+        return None
+    priors = {d.pool_key: d.hazard.prior for d in details if d is not None}
+    return calibrate(CalibrationTrace.from_spot_traces(inv.spot_traces, priors)).to_json()
+
+
+def _price_json(p: PoolSnapshot) -> _PriceJson | None:
+    r = p.spot_risk
+    if r is None:
+        return None
+    return {
+        "regime_usd_per_hour": r.regime_usd_per_hour,
+        "regime_since": _iso(r.regime_since),
+        "shifts": r.shifts,
+        "last_shift": r.last_shift,
+        "weekly_volatility": r.weekly_volatility,
+        "margin_usd_per_hour": r.margin_usd_per_hour,
+        "planning_usd_per_hour": r.planning_usd_per_hour,
+        "window_hours": r.window_hours,
+    }
+
+
+def _spread_json(
+    p: PoolSnapshot, spreads: dict[tuple[str, str, str], ZoneSpread]
+) -> _SpreadJson | None:
+    s = spreads.get((p.pool.provider.value, p.pool.region, p.pool.instance_type))
+    if s is None:
+        return None
+    return {
+        "zones": s.zones,
+        "spread": s.spread,
+        "cheapest_zone": s.cheapest_zone,
+        "premium": None if p.spot_usd_per_hour is None else s.premium(p.spot_usd_per_hour),
+    }
+
+
 def _pool_json(
-    p: PoolSnapshot, detail: PoolDetail | None, clusters: dict[str, Clustering]
+    p: PoolSnapshot,
+    detail: PoolDetail | None,
+    clusters: dict[str, Clustering],
+    spreads: dict[tuple[str, str, str], ZoneSpread],
 ) -> _PoolJson:
     zone = f"{p.pool.provider.value}/{p.pool.zone}"
     est = detail.hazard if detail else None
@@ -392,6 +475,8 @@ def _pool_json(
         },
         "available_share": p.available_share,
         "spot_available": p.spot_available,
+        "price": _price_json(p),
+        "zone_spread": _spread_json(p, spreads),
         "clustering": _clustering_json(zone, c),
         "observed_at": _iso(p.observed_at),
         "sources": None
@@ -474,8 +559,9 @@ def show(
         snap = market.snapshot(at)
         details = [None] * len(snap.pools)
         clusters = _model_clustering(market, snap)
+    spreads = zone_spreads(snap.pools)
     rows = [
-        _pool_json(p, d, clusters)
+        _pool_json(p, d, clusters, spreads)
         for p, d in zip(snap.pools, details, strict=True)
         if match is None or match in p.pool.key
     ]
@@ -492,6 +578,7 @@ def show(
         "pools_total": len(rows),
         "pools_shown": len(shown),
         "pools": shown,
+        "calibration": _calibration(inv, details),
         "datasets": [d.to_dict() for d in inv.datasets] if inv else [],
         "left_out": {k: {"count": len(v), "examples": v[:5]} for k, v in left.items()},
         "skipped_files": list(inv.skipped) if inv else [],
@@ -534,7 +621,8 @@ def _render(out: _ShowJson) -> None:
         title=f"pools ({out['pools_shown']} of {out['pools_total']})", title_justify="left"
     )
     for col in ("pool", "units", "od $/h", "1y $/h", "3y $/h", "spot $/h", "disc", "score",
-                "hazard/h", "hazard src", "avail", "clust", "observed"):  # fmt: skip
+                "vol/wk", "plan $/h", "spread", "hazard/h", "90% interval", "hazard src",
+                "avail", "clust", "observed"):  # fmt: skip
         left = col in ("pool", "hazard src", "observed")
         table.add_column(col, justify="left" if left else "right", no_wrap=col == "pool")
     for r in out["pools"]:
@@ -545,7 +633,12 @@ def _render(out: _ShowJson) -> None:
             _fmt(r["committed_1y_usd_per_hour"], ".4g"),
             _fmt(r["committed_3y_usd_per_hour"], ".4g"),
             _fmt(r["spot_usd_per_hour"], ".4g"), _fmt(r["spot_discount"], ".0%"),
-            _fmt(r["placement_score"], "d"), _fmt(hz["rate_per_hour"], ".2g"),
+            _fmt(r["placement_score"], "d"),
+            _fmt(r["price"]["weekly_volatility"] if r["price"] else None, ".1%"),
+            _fmt(r["price"]["planning_usd_per_hour"] if r["price"] else None, ".4g"),
+            _fmt(r["zone_spread"]["spread"] if r["zone_spread"] else None, ".0%"),
+            _fmt(hz["rate_per_hour"], ".2g"),
+            _interval(hz["ci_low_per_hour"], hz["ci_high_per_hour"]),
             f"{hz['source']} {hz['confidence']:.2f}", _fmt(r["available_share"], ".2f"),
             _fmt(clust, ".2f"), (r["observed_at"] or "-")[:16],
         )  # fmt: skip
@@ -554,3 +647,36 @@ def _render(out: _ShowJson) -> None:
         con.print(f"{out['pools_total'] - out['pools_shown']} more pools: raise --limit")
     for reason, info in out["left_out"].items():
         con.print(f"left out: {info['count']} ({reason}), e.g. {', '.join(info['examples'])}")
+    if out["calibration"] is not None:
+        _render_calibration(con, out["calibration"])
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "-"
+    # a prior's lower bound can be 1e-108: zero at any precision a reader uses
+    return f"{low if low >= 1e-6 else 0:.2g}-{high:.2g}"
+
+
+def _render_calibration(con: Console, c: CalibrationJson) -> None:
+    if c["coverage"] is None:
+        con.print(
+            f"hazard calibration: not measured ({c['traces']} traces, "
+            f"{c['test_periods']} held-back periods of {c['period_hours']:g} h)"
+        )
+        return
+    cov, plain = c["coverage"], c["coverage_plain"]
+    lo, hi = c["coverage_target"]
+    met = {True: "[green]met[/]", False: "[red]NOT met[/]", None: "-"}[c["coverage_target_met"]]
+    con.print(
+        f"hazard calibration: fit on the first {c['train_share']:.0%} of {c['traces']} traces, "
+        f"{c['test_periods']} held-back pool-periods of {c['period_hours']:g} h: "
+        f"{c['level']:.0%} intervals cover {_fmt(cov, '.1%')} (target {lo:.0%}-{hi:.0%}: {met}; "
+        f"without over-dispersion {_fmt(plain, '.1%')}, fitted NB size "
+        f"{_fmt(c['dispersion_size'], '.3g')})"
+    )
+    ll = c["log_likelihood_per_period"]
+    con.print(
+        "  log-likelihood per held-back period: "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in ll.items())
+    )

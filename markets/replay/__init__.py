@@ -57,6 +57,9 @@ Each tier is a chain; the first link that knows answers, and the snapshot's
 * hazard: ``markets.hazard.posterior.estimate_hazard`` with the advisor bucket's
   prior for (region, type) (AWS; else the assumed prior), updated with every
   trace's revocations and node-hours held *before* ``at``.
+* spot price movement (``spot_risk``): ``markets.price_analytics.price_risk``
+  over the pool's own spot change points up to ``at`` (None where spot comes
+  from a fallback link).
 * placement score: AWS's score is not in any recorded dataset; while a trace
   covers ``at`` it is derived from fulfilment as the default market does,
   1 + round(9 x (0.5 x last day's held share + 0.5 x held now)); else None.

@@ -30,6 +30,7 @@ from markets.hazard.posterior import HazardEstimate, estimate_hazard
 from markets.hazard.prior import ASSUMED_PRIOR, HazardPrior
 from markets.model import FailureDomain, InstanceType, MarketSnapshot, Pool, PoolSnapshot
 from markets.options import parse_names
+from markets.price_analytics import price_risk
 from markets.replay import resolve as rv
 from markets.replay.build import PoolData, build_pools
 from markets.replay.coverage import Coverage, coverage
@@ -240,6 +241,7 @@ class ReplayMarket:
             recent = float(day[0]) if np.isfinite(day[0]) else instant[0]
             score = 1 + round(9.0 * (0.5 * recent + 0.5 * float(np.mean(instant))))
         est = self._hazard(p, t, share)
+        own = spot_usd is not None and int(spot.how[0]) == rv.FROM_OWN
         snap = PoolSnapshot(
             pool=p.pool,
             instance=p.instance,
@@ -252,6 +254,8 @@ class ReplayMarket:
             available_share=share,
             spot_available=any(x > 0 for x in instant) if instant else spot_usd is not None,
             observed_at=_dt(max(observed)) if observed else _dt(t),
+            # the price's own movement (regime, volatility), for the plan's price
+            spot_risk=price_risk(p.spot.t_ns, p.spot.values, t) if own else None,
         )
         detail = PoolDetail(
             pool_key=p.key,

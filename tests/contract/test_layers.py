@@ -49,6 +49,8 @@ MARKETS_CORE = frozenset(
         "redaction",
         "secretref",
         "extras",
+        # spot price movement (volatility, regimes, zone spread): values only
+        "price_analytics",
     )
 ) | {"markets"}
 CORE = "markets core"
@@ -81,6 +83,8 @@ COMPOSITION_ROOTS = {
     # the daemon's objects replayed on a market built from a trace (its hazard
     # on markets.hazard's prior, as a market adapter reports it)
     "broker.bench.product": "the benches' replay of the daemon's decision code",
+    # the hazard calibration on the loaded traces, with the replay market's priors
+    "broker.bench.markets": "the benchmark's market measurements",
 }
 ADAPTERS = (
     "markets.hazard",

@@ -100,6 +100,15 @@ def _check_schema(out: dict[str, Any]) -> None:
     assert pol["uniform_progress"]["decided_by"] != daemon != fpol["spothedge"]["decided_by"]
     if out["portfolio"]:
         _check_portfolio(out["portfolio"])
+    cal = out["markets"]["calibration"]
+    assert cal["traces"] >= 1 and cal["test_periods"] >= 1
+    assert 0.0 <= cal["coverage"] <= 1.0
+    assert set(cal["log_likelihood"]) == {
+        "posterior",
+        "posterior_plain",
+        "advisor_prior",
+        "pooled_rate",
+    }
     m = out["machinery"]
     assert {"data_load_s", "peak_rss_mib", "replay", "seconds", "solver"} <= set(m)
     assert m["replay"]["policy_windows_per_s"] > 0
@@ -195,6 +204,17 @@ def test_machinery_targets_read_the_solver_and_reaction_rows() -> None:
     assert rows["reaction.storm.launch_request_ms.p99"]["met"] is False
 
 
+def test_markets_targets_read_the_calibration_coverage() -> None:
+    rows = [
+        t
+        for t in runner.check_targets({"markets": {"calibration": {"coverage": 0.97}}})
+        if t["metric"] == "calibration.coverage"
+    ]
+    assert [(t["op"], t["met"]) for t in rows] == [(">=", True), ("<=", False)]
+    unmeasured = runner.check_targets({"markets": {"calibration": None}})
+    assert [t["met"] for t in unmeasured if t["setting"] == "markets"] == [None, None]
+
+
 def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _write_dir(tmp_path / "data")
     args = ["simulate", "--setting", "fleet", "--data", str(root), "--windows", "1"]
@@ -224,3 +244,8 @@ def test_bench_on_the_development_data(capsys: pytest.CaptureFixture[str]) -> No
     _check_schema(out)
     assert out["machinery"]["traces"] >= 10
     assert out["deadline"]["policies"]["spotfolio"]["deadline_misses"] == 0
+    # issue 18: 90 % intervals cover 85-95 % of the held-back pool-days
+    cal = out["markets"]["calibration"]
+    assert cal["test_periods"] >= 100 and 0.85 <= cal["coverage"] <= 0.95
+    rows = [t for t in out["targets"] if t["setting"] == "markets"]
+    assert len(rows) == 2 and all(t["met"] is True for t in rows)

@@ -330,7 +330,8 @@ def build_problem(
         if snap.pool.instance_type not in wanted:
             continue
         key = snap.pool.key
-        spot = np.full(hours, np.nan if snap.spot_usd_per_hour is None else snap.spot_usd_per_hour)
+        price = snap.planning_spot_usd_per_hour  # regime + volatility margin, as the cost table
+        spot = np.full(hours, np.nan if price is None else price)
         if spot_prices is not None and key in spot_prices:
             spot = np.asarray(spot_prices[key][:hours], dtype=float)
         cap = np.full(hours, _capacity(snap, options.spot_units_at_score_10))

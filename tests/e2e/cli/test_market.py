@@ -7,6 +7,7 @@ import csv
 import gzip
 import io
 import json
+import math
 from contextlib import redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -118,6 +119,23 @@ def test_show_lists_every_pool_with_tiers_risk_and_provenance(shared_show: Doc) 
     assert shared_show["left_out"]  # AWS types outside the catalog, GCP types without zones
 
 
+@needs_data
+def test_show_reports_no_estimate_outside_its_interval_and_a_calibration(
+    shared_show: Doc,
+) -> None:
+    for p in shared_show["pools"]:  # issue 18: 160 of 170 were outside on main
+        hz = p["hazard"]
+        assert hz["ci_low_per_hour"] <= hz["rate_per_hour"] <= hz["ci_high_per_hour"], p["pool_key"]
+        if p["price"] is not None:  # a plan never prices spot below the price in force
+            assert p["price"]["planning_usd_per_hour"] >= p["spot_usd_per_hour"] * (1 - 1e-12)
+    cal = shared_show["calibration"]
+    assert cal["traces"] == 16  # every availability and preemption trace
+    assert cal["test_periods"] >= 100 and cal["coverage_target_met"] is True
+    assert 0.85 <= cal["coverage"] <= 0.95 and cal["coverage_plain"] < cal["coverage"]
+    ll = cal["log_likelihood"]
+    assert ll["posterior"] > ll["pooled_rate"] > ll["advisor_prior"]
+
+
 def test_show_works_on_another_directory_of_the_same_layout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -134,6 +152,9 @@ def test_show_works_on_another_directory_of_the_same_layout(
     gang = {p["pool_key"]: p for p in out["pools"]}["aws/us-west-2/us-west-2c/p3.2xlarge"]
     assert gang["available_share"] == pytest.approx(1.0)  # 16 of 16 in the two ticks seen
     assert gang["spot_available"] is True
+    # three traces of hours, not days: too short for one pool-day, nothing measured
+    cal = out["calibration"]
+    assert (cal["traces"], cal["test_periods"], cal["coverage"]) == (3, 0, None)
 
 
 @pytest.mark.parametrize(
@@ -152,6 +173,32 @@ def test_show_at_gives_the_price_in_force(
     (pool,) = _json(capsys, argv)["pools"]
     assert pool["spot_usd_per_hour"] == pytest.approx(spot)
     assert pool["sources"]["spot"] == "aws-history"
+
+
+def test_show_reports_the_price_regime_volatility_and_zone_spread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # us-east-1a p3.2xlarge: 1.00 from T0 - 10 d, 0.80 from T0; us-east-1b: 1.20
+    write_mini(tmp_path)
+    at = T0 + timedelta(days=3)
+    argv = ["market", "show", "--source", str(tmp_path), "--at", at.isoformat()]
+    pools = {p["pool_key"]: p for p in _json(capsys, [*argv, "--match", "p3.2xlarge"])["pools"]}
+    a = pools["aws/us-east-1/us-east-1a/p3.2xlarge"]
+    price = a["price"]
+    assert (price["shifts"], price["regime_since"]) == (1, T0.isoformat())
+    assert price["last_shift"] == pytest.approx(-0.2)
+    assert price["regime_usd_per_hour"] == pytest.approx(0.8)
+    hours = 13 * 24  # the window starts at the first price
+    assert price["window_hours"] == hours
+    vol = math.sqrt(168 * math.log(0.8) ** 2 / hours)
+    assert price["weekly_volatility"] == pytest.approx(vol)
+    assert price["planning_usd_per_hour"] == pytest.approx(0.8 * math.exp(vol))
+    spread = a["zone_spread"]
+    assert (spread["zones"], spread["cheapest_zone"]) == (2, "us-east-1a")
+    assert spread["spread"] == pytest.approx(0.5) and spread["premium"] == pytest.approx(0.0)
+    b = pools["aws/us-east-1/us-east-1b/p3.2xlarge"]
+    assert b["zone_spread"]["premium"] == pytest.approx(0.5)
+    assert b["price"]["shifts"] == 0 and b["price"]["margin_usd_per_hour"] == 0.0
 
 
 def test_show_table_is_limited_and_says_so(

@@ -18,8 +18,11 @@ from markets.files.traces import SpotTrace, load_spot_traces
 from markets.hazard.clustering import CLUSTER_WINDOW_S, clustering, co_revocation, zone_correlations
 from markets.hazard.posterior import (
     Exposure,
+    Overdispersion,
     estimate_from_revocations,
     estimate_hazard,
+    gamma_cdf,
+    gamma_log_hdi,
     gamma_quantile,
 )
 from markets.hazard.prior import (
@@ -115,7 +118,49 @@ def test_posterior_is_the_conjugate_update() -> None:
     z = est.confidence  # posterior mean = Z * observed + (1 - Z) * prior
     assert est.rate_per_hour == pytest.approx(z * 19 / 900 + (1 - z) * 0.01)
     assert est.ci_low_per_hour < est.rate_per_hour < est.ci_high_per_hour
-    assert est.ci_high_per_hour == pytest.approx(gamma_quantile(0.95, 20.0) / 1000.0)
+    lo, hi = gamma_log_hdi(20.0, 0.9)
+    assert (est.ci_low_per_hour, est.ci_high_per_hour) == pytest.approx((lo / 1000, hi / 1000))
+
+
+@pytest.mark.parametrize("shape", [1e-6, 1e-4, 0.0094, 0.1, 1.0, 20.0, 2000.0])
+def test_log_hdi_holds_its_mass_and_the_mean(shape: float) -> None:
+    lo, hi = gamma_log_hdi(shape, 0.9)
+    assert lo <= shape <= hi  # the density of log Y peaks at log(mean)
+    if lo > 0:  # equal log-density at both ends: a highest-density interval
+        dens = [shape * math.log(x) - x for x in (lo, hi)]
+        assert dens[0] == pytest.approx(dens[1], abs=1e-6 * max(1.0, abs(dens[1])))
+    # mass: P(lo <= Y <= hi) = 0.9, from the CDF (tiny shapes) and by sampling
+    mass = gamma_cdf(hi, shape) - (gamma_cdf(lo, shape) if lo > 0 else 0.0)
+    if shape >= 0.1:
+        assert mass == pytest.approx(0.9, abs=1e-6)
+        y = np.random.default_rng(3).gamma(shape, size=100_000)
+        assert float(((y >= lo) & (y <= hi)).mean()) == pytest.approx(0.9, abs=0.005)
+
+
+def test_advisor_prior_alone_reports_its_mean_inside_its_interval() -> None:
+    # bucket 4 over one day: 0.0094 pseudo-events; the equal-tailed 90 % interval
+    # of that Gamma lies below its mean (the mean is its 95.7 % quantile)
+    prior = HazardPrior.from_advisor_bucket(4)
+    est = estimate_hazard(prior=prior)
+    assert gamma_quantile(0.95, prior.pseudo_events) / prior.pseudo_hours < est.rate_per_hour
+    assert est.ci_low_per_hour <= est.rate_per_hour <= est.ci_high_per_hour
+
+
+def test_overdispersion_keeps_the_mean_and_widens_the_interval() -> None:
+    prior = HazardPrior.from_advisor_bucket(4)
+    plain = estimate_hazard(Exposure(300, 600.0), prior=prior)
+    bursty = estimate_hazard(
+        Exposure(300, 600.0), prior=prior, dispersion=Overdispersion(size=0.5, period_hours=24.0)
+    )
+    assert bursty.rate_per_hour == pytest.approx(plain.rate_per_hour)
+    assert bursty.confidence == pytest.approx(plain.confidence)
+    # phi = 1 + 0.5/h * 24 h / 0.5 = 25: the interval ~ 5x wider (sqrt 25)
+    assert bursty.evidence_divisor == pytest.approx(1 + plain.rate_per_hour * 24 / 0.5)
+    ratio = (bursty.ci_high_per_hour - bursty.ci_low_per_hour) / (
+        plain.ci_high_per_hour - plain.ci_low_per_hour
+    )
+    assert 4.0 < ratio < 6.0
+    assert bursty.ci_low_per_hour <= bursty.rate_per_hour <= bursty.ci_high_per_hour
 
 
 def test_evidence_from_several_sources_adds_up() -> None:
@@ -339,10 +384,9 @@ def test_real_traces_hazard_and_held_share_are_plausible(real_traces: list[SpotT
         if tr.kind == "availability" and tr.nodes == 1:
             shares.append(est.available_share)
         assert est.ci_low_per_hour <= est.ci_high_per_hour
-        if est.events:
-            # (with no event the posterior shape is the prior's 0.009 pseudo-events:
-            # so skewed that its 95th percentile lies below its mean)
-            assert est.ci_low_per_hour <= est.rate_per_hour <= est.ci_high_per_hour
+        # (the log-density interval holds the mean even at the prior's 0.009
+        # pseudo-events, whose equal-tailed interval lies below it)
+        assert est.ci_low_per_hour <= est.rate_per_hour <= est.ci_high_per_hour
         if est.exposure_hours >= 24.0:
             observed = est.observed_rate_per_hour
             assert observed is not None and observed < 5.0, tr.path
