@@ -44,7 +44,7 @@ from broker.planning.optimizer.problem import (
     PoolSeries,
     build_problem,
 )
-from broker.planning.plan import ALLOCATION_COLUMNS, Plan
+from broker.planning.plan import ALLOCATION_COLUMNS, Plan, worst_status
 from markets.model import MarketSnapshot
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
@@ -294,6 +294,7 @@ def rolling_horizon(
     first: Plan | None = None
     unmet: dict[str, float] = {}
     gaps: list[float | None] = []
+    statuses: list[str] = []
     while state.hour - start_hour < total_hours:
         problem = window(state.hour - start_hour, state)
         if not state.remaining_unit_hours and state.generation == 0:
@@ -304,6 +305,7 @@ def rolling_horizon(
         plan = solve_fn(problem)
         times.append(time.perf_counter() - s)
         gaps.append(plan.meta_number("gap"))
+        statuses.append(plan.status)
         first = first or plan
         step = min(step_hours, total_hours - (state.hour - start_hour))
         taken = _first_rows(plan, step)
@@ -328,7 +330,7 @@ def rolling_horizon(
         commitments=tuple(
             dataclasses.replace(c, instances=committed.get(c.group, 0)) for c in first.commitments
         ),
-        allocations=table[ALLOCATION_COLUMNS], objective_usd=0.0, status="rolling",
+        allocations=table[ALLOCATION_COLUMNS], objective_usd=0.0, status=worst_status(statuses),
         solver=first.solver, solve_time_s=sum(times), integral=first.integral,
         unmet_unit_hours=unmet, meta={"solves": len(times), "gap": _worst(gaps)},
     )  # fmt: skip
