@@ -18,10 +18,12 @@ one carried state:
   moves closer, and a uniform-progress milestone (``milestones``) makes each
   step do its share, so re-plans cannot keep pushing work past the step
   they commit;
-- ``spent_usd``: dollars spent so far, per workload and for the fleet
-  (``FLEET``), charged against the horizon budgets (``budget_usd``): the
-  budget left is the budget less what was spent, so no sequence of re-plans
-  spends more than the budget.
+- ``spent_usd``: dollars spent so far, per workload, for the fleet
+  (``FLEET``) and per tier and UTC day (``budgets.tier_day_key``), charged
+  against the horizon and daily budgets (``budget_usd``,
+  ``tier_budget_usd_per_day``): the budget left is the budget less what was
+  spent, so no sequence of re-plans spends more than the budget
+  (``broker.planning.optimizer.budgets`` states which dollars each counts).
 
 Must not: know where forecasts or markets come from (the caller does), or
 call a provider.
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from broker.planning.optimizer.budgets import FLEET, spent_by_key
 from broker.planning.optimizer.problem import (
     FloatArray,
     PlanningProblem,
@@ -45,7 +48,7 @@ from broker.planning.optimizer.problem import (
     build_problem,
 )
 from broker.planning.plan import ALLOCATION_COLUMNS, Plan, worst_status
-from markets.model import MarketSnapshot
+from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
@@ -64,7 +67,6 @@ __all__ = [
     "window_problem",
 ]
 
-FLEET = ""  # the key of the fleet-wide total in ``RollingState.spent_usd``
 Slot = tuple[str, str, str]  # (workload, pool key, tier)
 
 
@@ -165,15 +167,17 @@ def step_done(plan: Plan, step: int) -> dict[str, float]:
 
 
 def step_spent(plan: Plan, step: int) -> dict[str, float]:
-    """Dollars the plan's first ``step`` hours spend, per workload and for
-    the fleet (``FLEET``, commitments included)."""
-    rows = _first_rows(plan, step)
-    hours = rows["hour_end"] - rows["hour_start"]
-    usd = rows["instances"] * rows["usd_per_instance_hour"] * hours
-    by = usd.groupby(rows["workload"]).sum()
-    out = {str(k): float(v) for k, v in by.items()}
-    out[FLEET] = float(usd.sum()) + plan.committed_usd_per_hour() * step
-    return out
+    """Dollars the plan's first ``step`` hours spend under every budget's key
+    (``budgets.spent_by_key``): per workload, for the fleet (``FLEET``:
+    commitments as bought, once) and per tier and UTC day."""
+    a = plan.hourly_instances()
+    a = a[a["hour"] < step]
+    usd = a["instances"].to_numpy(dtype=float) * a["usd_per_instance_hour"].to_numpy(dtype=float)
+    charges = [
+        (str(w), Tier(str(t)), int(h), float(x))
+        for w, t, h, x in zip(a["workload"], a["tier"], a["hour"], usd, strict=True)
+    ]
+    return spent_by_key(plan.start, step, plan.committed_usd_per_hour(), charges)
 
 
 def _running(plan: Plan, step: int) -> dict[Slot, float]:

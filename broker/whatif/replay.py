@@ -25,10 +25,10 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from broker.planning.demand import DemandSet
+from broker.planning.optimizer.budgets import Charge, spent_by_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem, PlanOptions
 from broker.planning.plan import Plan
 from broker.planning.rolling import (
-    FLEET,
     RollingResult,
     RollingState,
     StepOutcome,
@@ -133,8 +133,9 @@ def _step_actuals(plan: Plan, step: int, actuals: MarketActuals, offset: int) ->
     a = plan.hourly_instances()
     a = a[a["hour"] < step]
     done: dict[str, float] = {}
-    spent: dict[str, float] = {FLEET: plan.committed_usd_per_hour() * step}
-    spot = (a["tier"] == Tier.SPOT.value).to_numpy()
+    charges: list[Charge] = []
+    tiers = a["tier"].to_numpy()
+    spot = tiers == Tier.SPOT.value
     for i, (name, key, hour, n, work, usd) in enumerate(
         zip(
             a["workload"],
@@ -152,6 +153,6 @@ def _step_actuals(plan: Plan, step: int, actuals: MarketActuals, offset: int) ->
             w_done *= held
             paid = float(n) * actuals.price(str(key), offset + int(hour), float(usd)) * held
         done[str(name)] = done.get(str(name), 0.0) + w_done
-        spent[str(name)] = spent.get(str(name), 0.0) + paid
-        spent[FLEET] += paid
-    return done, spent
+        charges.append((str(name), Tier(str(tiers[i])), int(hour), paid))
+    # Commitments count once, as bought (``budgets.spent_by_key``).
+    return done, spent_by_key(plan.start, step, plan.committed_usd_per_hour(), charges)

@@ -34,7 +34,7 @@ Must not: import PuLP (the fast path uses this module; ``model`` turns
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Protocol
@@ -50,6 +50,7 @@ from policies.workloads.spec import WorkloadClass
 
 __all__ = [
     "FLEET",
+    "Charge",
     "Limit",
     "binding",
     "cap_allocations",
@@ -57,6 +58,7 @@ __all__ = [
     "limits",
     "milp_rows",
     "spend",
+    "spent_by_key",
     "tier_day_key",
 ]
 
@@ -69,6 +71,32 @@ _TOL_USD = 1e-6
 def tier_day_key(tier: Tier | str, day: date) -> str:
     """The key of dollars spent on ``tier`` on UTC ``day`` in ``spent_usd``."""
     return f"{Tier(tier).value}@{day.isoformat()}"
+
+
+Charge = tuple[str, Tier, int, float]  # (workload, tier, hour from start, dollars)
+
+
+def spent_by_key(
+    start: datetime, hours: int, committed_usd_per_hour: float, charges: Iterable[Charge]
+) -> dict[str, float]:
+    """Dollars spent over ``hours`` from ``start``, under every key a limit
+    reads in ``spent_usd``: per workload (its rows, committed usage
+    included), ``FLEET`` (the rows not on commitments, plus commitments as
+    bought) and ``tier_day_key`` per tier and UTC day (commitments on the
+    committed tier, as bought)."""
+    out: dict[str, float] = {FLEET: committed_usd_per_hour * hours}
+    for h in range(hours):
+        if committed_usd_per_hour > 0:
+            key = tier_day_key(Tier.COMMITTED, (start + timedelta(hours=h)).date())
+            out[key] = out.get(key, 0.0) + committed_usd_per_hour
+    for workload, tier, hour, usd in charges:
+        out[workload] = out.get(workload, 0.0) + usd
+        if tier is Tier.COMMITTED:
+            continue
+        out[FLEET] += usd
+        key = tier_day_key(tier, (start + timedelta(hours=hour)).date())
+        out[key] = out.get(key, 0.0) + usd
+    return out
 
 
 @dataclass(frozen=True)
