@@ -41,6 +41,7 @@ def worst_status(statuses: list[str]) -> str:
     rank = [PLAN_STATUSES.index(s) if s in PLAN_STATUSES else 2 for s in statuses]
     return PLAN_STATUSES[max(rank, default=2)]
 
+
 # One row per (period, workload, tier, pool) with instances > 0.
 ALLOCATION_COLUMNS = [
     "period",

@@ -299,6 +299,8 @@ def rolling_horizon(
     unmet: dict[str, float] = {}
     gaps: list[float | None] = []
     statuses: list[str] = []
+    met: list[bool] = []  # whether each step's solve proved the asked gap
+    limited: dict[str, None] = {}  # budgets that left a step's demand unmet, first first
     while state.hour - start_hour < total_hours:
         problem = window(state.hour - start_hour, state)
         if not state.remaining_unit_hours and state.generation == 0:
@@ -310,6 +312,9 @@ def rolling_horizon(
         times.append(time.perf_counter() - s)
         gaps.append(plan.meta_number("gap"))
         statuses.append(plan.status)
+        met.append(plan.meta.get("gap_met") is True)
+        for text in plan.budget_limited:  # the budget, not what was left of it then
+            limited.setdefault(text.split(" ($")[0], None)
         first = first or plan
         step = min(step_hours, total_hours - (state.hour - start_hour))
         taken = _first_rows(plan, step)
@@ -336,7 +341,9 @@ def rolling_horizon(
         ),
         allocations=table[ALLOCATION_COLUMNS], objective_usd=0.0, status=worst_status(statuses),
         solver=first.solver, solve_time_s=sum(times), integral=first.integral,
-        unmet_unit_hours=unmet, meta={"solves": len(times), "gap": _worst(gaps)},
+        unmet_unit_hours=unmet, meta={"solves": len(times), "gap": _worst(gaps),
+                                       "gap_met": all(met)},
+        budget_limited=tuple(limited),
     )  # fmt: skip
     objective = stitched.planned_cost_usd()
     stitched = dataclasses.replace(stitched, objective_usd=objective)

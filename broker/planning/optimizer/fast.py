@@ -300,6 +300,7 @@ def _cut_unmet(
 ) -> None:
     """Add the work a budget cut to ``unmet`` (unit-hours): serving per
     period, jobs against what they must finish."""
+
     def work(table: pd.DataFrame) -> pd.Series:
         hours = (table["hour_end"] - table["hour_start"]).astype(float)
         return (table["work_per_hour"] * hours).groupby(table["workload"]).sum()

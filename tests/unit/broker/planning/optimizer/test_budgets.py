@@ -144,7 +144,9 @@ def test_no_plan_or_re_plan_sequence_exceeds_a_budget(
     snap = _market(_pool("us-east-1a"), _pool("us-east-1b", spot=0.4))
     snap = snap.model_copy(update={"at": snap.at + timedelta(hours=start_hour)})
     arr = np.asarray(demand, dtype=float)
-    full = build_problem(snap, ws, {"api": arr}, hours=30, options=INTEGRAL)
+    # Continuous instance counts (commitments stay integer): LPs, solved fast.
+    opts = PlanOptions(integral=False, time_limit_s=120.0)
+    full = build_problem(snap, ws, {"api": arr}, hours=30, options=opts)
     for planner in (solve, fast_plan):
         try:
             plan = planner(full)

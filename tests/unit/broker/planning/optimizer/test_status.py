@@ -76,8 +76,9 @@ def test_solve_says_the_time_limit_was_hit(monkeypatch: pytest.MonkeyPatch) -> N
         return Outcome(pulp.LpSolutionNoSolutionFound, None, None)
 
     monkeypatch.setattr(solve_module, "run_solver", stopped)
-    problem = synthetic_problem(2, 2, 4, seed=0, options=PlanOptions(integral=True,
-                                                                     time_limit_s=7.0))
+    problem = synthetic_problem(
+        2, 2, 4, seed=0, options=PlanOptions(integral=True, time_limit_s=7.0)
+    )
     with pytest.raises(SolverTimeLimitError) as err:
         solve(problem)
     assert not isinstance(err.value, InfeasiblePlanError)
