@@ -20,8 +20,16 @@ actual demand and market. ``--json`` prints one object::
          "catch_up_usd": float,                  # on-demand to finish jobs behind at the deadline
          "budget_exceeded_hours": int,
          "committed_instances": {group: int},
-         "planned_cost_usd": float}
+         "planned_cost_usd": float,
+         "plan_gap": float | null, "plan_status": "optimal" | "within_gap" | "feasible" | null,
+         "gap_met": bool | null,                 # null: not an optimizer's plan
+         "budget_limited": [str]}                # budgets that left its demand unmet
       ],
+      "budget_unmet": [{"scenario": str, "unmet_unit_hours": float, "budgets": [str]}],
+      "stress": {"interruption_multiplier": float, "availability_multiplier": float,
+                 "label": str,
+                 "scenarios": [{"name": str, "x1_total_cost_usd": float,
+                                "stressed_total_cost_usd": float, ...}]},  # [] at x1
       "committed_sweep": [                       # only with --committed
         {"share_of_peak": float, "committed_units": float, "group": str,
          "instances": int, "total_cost_usd": float, "marginal_occupancy": float | null}
@@ -31,7 +39,11 @@ actual demand and market. ``--json`` prints one object::
       "seconds": {...}
     }
 
-``plan`` runs one optimization and prints the plan with its explanation.
+``plan`` runs one optimization and prints the plan with its explanation
+(JSON: ``status``, ``gap``, ``gap_met``, ``lower_bound_usd``, ``budget_unmet``
+beside the allocations). Both warn on stderr when a budget leaves demand
+unmet or a ``--gap`` target is missed, and exit 3 on the former with
+``--strict``.
 
 Owns: both commands, the options they share (declared once in
 ``_COMMON_OPTIONS`` and stacked by ``_common_options``, which hands a command
