@@ -326,16 +326,26 @@ def cap_allocations(
                 break
             if usd <= 0:
                 continue
-            _scale(table, rows, max(0.0, 1.0 - excess / usd) * (1.0 - 1e-9), gangs)
+            _scale(table, rows, period == t, max(0.0, 1.0 - excess / usd) * (1.0 - 1e-9), gangs)
             if lim.text not in cut:
                 cut.append(lim.text)
     return table[table["instances"] > 1e-9].reset_index(drop=True), cut
 
 
-def _scale(table: pd.DataFrame, rows: npt.NDArray[np.intp], keep: float, gangs: set[str]) -> None:
-    names = table["workload"].to_numpy()
-    k = np.array([0.0 if str(names[i]) in gangs and keep < 1.0 else keep for i in rows])
+def _scale(
+    table: pd.DataFrame,
+    rows: npt.NDArray[np.intp],
+    in_period: npt.NDArray[np.bool_],
+    keep: float,
+    gangs: set[str],
+) -> None:
+    """Scale ``rows`` by ``keep``; a gang any of them belongs to goes whole:
+    all its rows of the period (every tier) to zero."""
+    names = table["workload"].to_numpy().astype(str)
+    factor = np.ones(len(table))
+    factor[rows] = keep
+    cut_gangs = {n for n in names[rows] if n in gangs} if keep < 1.0 else set()
+    for gang in cut_gangs:
+        factor[in_period & (names == gang)] = 0.0
     for col in ("instances", "units", "work_per_hour"):
-        values = table[col].to_numpy(dtype=float).copy()
-        values[rows] *= k
-        table[col] = values
+        table[col] = table[col].to_numpy(dtype=float) * factor

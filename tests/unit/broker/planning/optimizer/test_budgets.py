@@ -159,3 +159,21 @@ def test_no_plan_or_re_plan_sequence_exceeds_a_budget(
     except InfeasiblePlanError:
         return
     assert _broken(full, rolled.plan) == []
+
+
+def test_a_budget_cut_takes_a_gang_whole_or_not_at_all() -> None:
+    # The gang's 4-unit minimum must sit on on-demand at $1/unit-hour; the
+    # on-demand tier may spend $2/h: no gang fits, and none runs half-sized
+    # on the spot it would otherwise add.
+    train = {"name": "train", "class": "training", "instance_types": ["g1"], "min_units": 4,
+             "max_units": 8, "step_units": 4, "elastic": True, "unit_hours": 40,
+             "deadline_hours": 24, "min_on_non_revocable": True, "max_zone_share": 1.0,
+             "max_pool_share": 1.0}  # fmt: skip
+    ws = parse_workloads({"tier_budget_usd_per_hour": {"on_demand": 2}, "workloads": [train]},
+                         demand_supplied=True)  # fmt: skip
+    problem = build_problem(_market(_pool("us-east-1a", committed=None)), ws, {}, hours=12)
+    plan = fast_plan(problem)
+    assert _broken(problem, plan) == []
+    assert plan.allocations.empty  # no spot-only remnant of a gang without its minimum
+    assert plan.unmet_unit_hours["train"] == pytest.approx(40.0 * 12 / 24)
+    assert plan.budget_limited == ("fleet on_demand budget $2.00/h",)
