@@ -16,6 +16,7 @@ SDK exceptions are translated at the adapter boundary with ``raise ... from e``.
     │       └── StaleDataError    no usable market data at all
     └── ExplainableError          a decision that cannot be made; say why
         ├── InfeasiblePlanError   the constraints conflict (lists them)
+        ├── SolverTimeLimitError  the solver stopped at its time limit with no plan
         └── SpotNeverFinishesError  lambda * (R + L) >= 1
 
 ``InputError`` carries the file, the field path and the expectation so that the
@@ -34,6 +35,7 @@ __all__ = [
     "InfeasiblePlanError",
     "InputError",
     "QuotaExceededError",
+    "SolverTimeLimitError",
     "SpotNeverFinishesError",
     "SpotfolioError",
     "StaleDataError",
@@ -121,6 +123,21 @@ class InfeasiblePlanError(ExplainableError):
         if self.conflicts:
             text += "\n" + "\n".join(f"  - {c}" for c in self.conflicts)
         super().__init__(text)
+
+
+class SolverTimeLimitError(ExplainableError):
+    """The solver reached its time limit before finding any feasible plan.
+
+    Not a conflict between constraints: nothing was proven infeasible. More
+    time (``--time-limit``) or a smaller model may find one.
+    """
+
+    def __init__(self, time_limit_s: float) -> None:
+        self.time_limit_s = time_limit_s
+        super().__init__(
+            f"the solver hit its time limit ({time_limit_s:g} s) before finding any feasible "
+            "plan (none proven infeasible): allow more time (--time-limit) or a shorter horizon"
+        )
 
 
 class SpotNeverFinishesError(ExplainableError):

@@ -20,8 +20,16 @@ actual demand and market. ``--json`` prints one object::
          "catch_up_usd": float,                  # on-demand to finish jobs behind at the deadline
          "budget_exceeded_hours": int,
          "committed_instances": {group: int},
-         "planned_cost_usd": float}
+         "planned_cost_usd": float,
+         "plan_gap": float | null, "plan_status": "optimal" | "within_gap" | "feasible" | null,
+         "gap_met": bool | null,                 # null: not an optimizer's plan
+         "budget_limited": [str]}                # budgets that left its demand unmet
       ],
+      "budget_unmet": [{"scenario": str, "unmet_unit_hours": float, "budgets": [str]}],
+      "stress": {"interruption_multiplier": float, "availability_multiplier": float,
+                 "label": str,
+                 "scenarios": [{"name": str, "x1_total_cost_usd": float,
+                                "stressed_total_cost_usd": float, ...}]},  # [] at x1
       "committed_sweep": [                       # only with --committed
         {"share_of_peak": float, "committed_units": float, "group": str,
          "instances": int, "total_cost_usd": float, "marginal_occupancy": float | null}
@@ -35,7 +43,11 @@ actual demand and market. ``--json`` prints one object::
                                                  # span replayed and its sources
     }
 
-``plan`` runs one optimization and prints the plan with its explanation.
+``plan`` runs one optimization and prints the plan with its explanation
+(JSON: ``status``, ``gap``, ``gap_met``, ``lower_bound_usd``, ``budget_unmet``
+beside the allocations). Both warn on stderr when a budget leaves demand
+unmet or a ``--gap`` target is missed, and exit 3 on the former with
+``--strict``.
 
 Owns: both commands, the options they share (declared once in
 ``_COMMON_OPTIONS`` and stacked by ``_common_options``, which hands a command
@@ -47,7 +59,7 @@ stays fast.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -62,7 +74,7 @@ from broker.cli._output import console, emit_json, err_console
 from broker.cli._plot import check_plot_path, plot_whatif
 from broker.jsondoc import at, number, obj
 from markets.clock import ensure_utc
-from markets.errors import InputError
+from markets.errors import InfeasiblePlanError, InputError
 from markets.extras import require
 from markets.numbers import MAX_COUNT
 from markets.protocols import PriceSource
@@ -71,6 +83,7 @@ from markets.registry import open_market
 if TYPE_CHECKING:
     from broker.planning.demand import DemandSet
     from broker.planning.optimizer.problem import PlanOptions
+    from broker.whatif.run import WhatIfResult
     from policies.workloads.spec import WorkloadSet
 
 __all__ = ["plan_command", "whatif_command"]
@@ -198,7 +211,105 @@ def _start(text: str | None) -> datetime | None:
     return at
 
 
+# --- budgets that leave demand unmet, what a plan proved, the stressed market ---
+# (issue 14 points 3, 4, 10: one block, shared by both commands)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """``--strict`` and ``--availability-multiplier`` (``_CHECK_OPTIONS``)."""
+
+    strict: bool
+    availability_multiplier: float
+
+
+_CHECK_OPTIONS: list[OptionDecorator] = [
+    click.option("--availability-multiplier", type=ranged(ge=0, le=1), default=1.0,
+                 show_default=True,
+                 help="Scale every pool's spot availability (held share and capacity): "
+                      "the plan and the billed market (what-if: shown beside x1)."),
+    click.option("--strict", is_flag=True,
+                 help="Exit 3, naming the budgets, when a budget leaves demand unmet."),
+]  # fmt: skip
+_check_options = bundled(CheckOptions, _CHECK_OPTIONS)
+
+
+def _budget_unmet(name: str, unmet: float, budgets: Sequence[str]) -> dict[str, object] | None:
+    """The JSON of budgets that left demand unmet (``None``: none did), and
+    the warning line that always goes with it."""
+    if not budgets or unmet <= 1e-6:
+        return None
+    err_console.print(f"warning: {name}: budgets leave {unmet:,.1f} unit-hours of demand unmet "
+                      f"({'; '.join(budgets)}): not a saving", soft_wrap=True)  # fmt: skip
+    return {"scenario": name, "unmet_unit_hours": round(unmet, 3), "budgets": list(budgets)}
+
+
+def _strict(checks: CheckOptions, found: Sequence[Mapping[str, object]]) -> None:
+    if checks.strict and found:
+        conflicts = [f"{f['scenario']}: {b}" for f in found for b in _texts(f["budgets"])]
+        raise InfeasiblePlanError("budgets leave demand unmet (--strict)", conflicts)
+
+
+def _texts(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _gap_warning(common: CommonOptions, what: str, gap: object, met: object) -> None:
+    """A missed ``--gap`` target is said, not only recorded as ``gap_met: false``."""
+    if common.gap is None or met is True:
+        return
+    got = "nothing proven" if not isinstance(gap, int | float) else f"proven {float(gap):.2%}"
+    err_console.print(f"warning: {what} missed the --gap target {common.gap:.2%} ({got}; "
+                      "gap_met: false)", soft_wrap=True)  # fmt: skip
+
+
+def _stress_rows(result: WhatIfResult, ws: WorkloadSet) -> list[dict[str, object]]:
+    """x1 beside the stressed market, per scenario (JSON ``stress.scenarios``)."""
+    if result.unstressed is None:
+        return []
+    x1_od = result.unstressed.scenario("on_demand").bill.total_usd
+    od = result.scenario("on_demand").bill.total_usd
+    out = []
+    for s in result.scenarios:
+        base = result.unstressed.scenario(s.name).to_dict(x1_od, ws)
+        now = s.to_dict(od, ws)
+        out.append({"name": s.name,
+                    "x1_total_cost_usd": base["total_cost_usd"],
+                    "stressed_total_cost_usd": now["total_cost_usd"],
+                    "x1_unmet_unit_hours": base["unmet_unit_hours"],
+                    "stressed_unmet_unit_hours": now["unmet_unit_hours"],
+                    "x1_expected_revocations": base["expected_revocations"],
+                    "stressed_expected_revocations": now["expected_revocations"]})  # fmt: skip
+    return out
+
+
+def _print_stress(out: Mapping[str, object]) -> None:
+    from rich.table import Table
+
+    stress = obj(out.get("stress"))
+    rows = _rows(stress.get("scenarios"))
+    if not rows:
+        return
+    t = Table(title=f"stressed market ({stress['label']}) beside x1", title_justify="left")
+    for col in ("scenario", "x1 total $", "stressed total $", "change", "x1 unmet u-h",
+                "stressed unmet u-h", "x1 revocations", "stressed revocations"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "scenario" else "right")
+    for r in rows:
+        x1, st = number(r["x1_total_cost_usd"], "x1"), number(r["stressed_total_cost_usd"], "st")
+        change = f"{st / x1 - 1:+.1%}" if x1 > 0 else "-"
+        t.add_row(str(r["name"]), f"{x1:,.0f}", f"{st:,.0f}", change,
+                  f"{number(r['x1_unmet_unit_hours'], 'u'):,.1f}",
+                  f"{number(r['stressed_unmet_unit_hours'], 'u'):,.1f}",
+                  f"{number(r['x1_expected_revocations'], 'r'):,.1f}",
+                  f"{number(r['stressed_expected_revocations'], 'r'):,.1f}")  # fmt: skip
+    console.print(t)
+
+
+# --- end of the block -------------------------------------------------------------
+
+
 @click.command(name="whatif")
+@_check_options
 @_common_options
 @click.option(
     "--committed",
@@ -232,6 +343,7 @@ def _start(text: str | None) -> datetime | None:
                    "tag, else one workload per instance type).")  # fmt: skip
 def whatif_command(
     common: CommonOptions,
+    checks: CheckOptions,
     committed: str | None,
     seed: int,
     replan_hours: int,
@@ -286,10 +398,16 @@ def whatif_command(
     with err_console.status("planning...", spinner="dots") as status:
         result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
                             options=opts, committed_levels=levels, seed=seed,
-                            progress=lambda m: status.update(m),
-                            replan_hours=replan_hours)  # fmt: skip
+                            progress=lambda m: status.update(m), replan_hours=replan_hours,
+                            availability_multiplier=checks.availability_multiplier)  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
     rows = [s.to_dict(od, ws) for s in result.scenarios]
+    found = [f for s, r in zip(result.scenarios, rows, strict=True)
+             if (f := _budget_unmet(s.name, number(r["unmet_unit_hours"], "unmet"),
+                                    s.budget_limited())) is not None]  # fmt: skip
+    _strict(checks, found)
+    ours = next(r for r in rows if r["name"] == "spotfolio")
+    _gap_warning(common, "spotfolio's re-plans", ours["plan_gap"], ours["gap_met"])
     out: dict[str, object] = {
         "schema": "spotfolio.whatif/1",
         "market": result.market,
@@ -299,6 +417,13 @@ def whatif_command(
         "scenarios": rows,
         "explanation": result.scenario("spotfolio").plan.explain().splitlines(),
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+        "budget_unmet": found,
+        "stress": {
+            "interruption_multiplier": result.stress.interruption_multiplier,
+            "availability_multiplier": result.stress.availability_multiplier,
+            "label": result.stress.label(),
+            "scenarios": _stress_rows(result, ws),
+        },
     }
     if billed is not None:
         out["usage"] = billed.to_dict()
@@ -344,6 +469,7 @@ def _print_whatif(out: Mapping[str, object]) -> None:
                   f"{n(s, 'unmet_unit_hours'):,.1f}", f"{n(s, 'expected_revocations'):,.1f}",
                   f"{n(s, 'break_glass_usd'):,.0f}", f"{n(s, 'catch_up_usd'):,.0f}")  # fmt: skip
     console.print(t)
+    _print_stress(out)
     if "committed_sweep" in out:
         st = Table(title="committed sweep (share of peak serving demand)", title_justify="left")
         for col in ("share", "group", "instances", "total $", "occupancy of added units"):
@@ -367,16 +493,20 @@ def _rows(value: object) -> list[Mapping[str, object]]:
 
 
 @click.command(name="plan")
+@_check_options
 @_common_options
-def plan_command(common: CommonOptions) -> None:
+def plan_command(common: CommonOptions, checks: CheckOptions) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
     from broker.planning.demand import DemandSet
     from broker.planning.optimizer.problem import build_problem
     from broker.planning.optimizer.solve import solve
+    from broker.whatif.stress import MarketStress, stressed
 
     start = _start(common.start)
     src, ws, dem = _inputs(common)
+    # The plan's hazard multiplier is the PlanOptions'; availability, the market's.
+    src = stressed(src, MarketStress(availability_multiplier=checks.availability_multiplier))
     snapshot = src.snapshot(start)
     hours = common.days * 24
     # Plans run on whole hours; a recorded market's latest time rarely is one.
@@ -387,15 +517,22 @@ def plan_command(common: CommonOptions) -> None:
     serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
     opts = _options(common)
     plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts))
+    found = [f for f in [_budget_unmet("plan", plan.unmet_total(), plan.budget_limited)] if f]
+    _strict(checks, found)
+    _gap_warning(common, "the plan", plan.meta.get("gap"), plan.meta.get("gap_met"))
     if not common.as_json:
         console.print(plan.explain())
         bound, got = plan.meta.get("lower_bound_usd"), plan.meta.get("gap")
         if bound is not None and got is not None:
-            console.print(f"lower bound ${bound:,.2f}: the plan is within {got:.2%} of the optimum")
+            console.print(f"status {plan.status}: lower bound ${bound:,.2f}, the plan is within "
+                          f"{got:.2%} of the optimum")  # fmt: skip
         return
     emit_json({
         "schema": "spotfolio.plan/1",
         "start": plan.start.isoformat(), "hours": plan.hours, "status": plan.status,
+        "gap": plan.meta.get("gap"), "gap_met": plan.meta.get("gap_met"),
+        "lower_bound_usd": plan.meta.get("lower_bound_usd"),
+        "budget_unmet": found[0] if found else None,
         "objective_usd": round(plan.objective_usd, 2),
         "planned_cost_by_tier_usd": {
             k: round(v, 2) for k, v in plan.planned_cost_by_tier().items()

@@ -18,7 +18,9 @@ computes new ones from old ones and returns them (the ``Daemon`` holds them):
   reconcile reads, kept only if made for the same workloads and planning
   settings), so a restart does not replan from a fleet mid-notice-window;
 - ``track_progress``: live units x throughput x time since the last count,
-  and the dollars those instances cost at the snapshot's prices;
+  and the dollars those instances cost at the snapshot's prices, under every
+  budget's key (per workload with its committed usage, the fleet with
+  commitments as bought, per tier and UTC day);
 - ``propose`` and ``commit``: one step of the planning loop
   (``broker.planning.rolling``, the loop the what-if and the benches
   replay). ``rolling_state`` says where the loop stands (hours since the
@@ -60,12 +62,19 @@ from broker.planning.optimizer import PlanningProblem, PlanOptions
 
 # Both solvers are imported here (PuLP with the MILP one, ~0.1 s at start-up):
 # the daemon picks one by its config, and a daemon starts once.
+from broker.planning.optimizer.budgets import tier_day_key
 from broker.planning.optimizer.fast import fast_plan
 from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
 from broker.planning.rolling import FLEET, RollingState, window_problem
 from markets.clock import Clock
-from markets.errors import AuthError, InfeasiblePlanError, InputError, SpotfolioError
+from markets.errors import (
+    AuthError,
+    InfeasiblePlanError,
+    InputError,
+    SolverTimeLimitError,
+    SpotfolioError,
+)
 from markets.fleet import Instance, NoticeKind
 from markets.keys import CommitmentKey, PoolKey
 from markets.model import MarketSnapshot, Tier
@@ -262,14 +271,20 @@ class PlanJob:
         done = dict(progress.work_done)
         spent = dict(progress.spent_usd)
         snap = self._book.snapshot
+        day = last.date()  # the interval's dollars count on the day it began
         for inst in fleet:
             w = self._book.workload(inst.workload)
             if w is None:
                 continue
-            if snap is not None and inst.tier is not Tier.COMMITTED:
+            if snap is not None:
                 usd = self._book.price(inst.pool_key, inst.tier) * hours
+                # A workload's budgets charge its committed usage; the fleet's
+                # and the tiers' charge commitments as bought (below).
                 spent[w.name] = spent.get(w.name, 0.0) + usd
-                spent[FLEET] = spent.get(FLEET, 0.0) + usd
+                if inst.tier is not Tier.COMMITTED:
+                    spent[FLEET] = spent.get(FLEET, 0.0) + usd
+                    key = tier_day_key(inst.tier, day)
+                    spent[key] = spent.get(key, 0.0) + usd
             if w.workload_class is WorkloadClass.SERVING:
                 continue
             itype = PoolKey.parse(inst.pool_key).instance_type
@@ -278,6 +293,8 @@ class PlanJob:
         if snap is not None and self._config.committed:
             committed = _committed_usd_per_hour(snap, self._config.committed)
             spent[FLEET] = spent.get(FLEET, 0.0) + committed * hours
+            key = tier_day_key(Tier.COMMITTED, day)
+            spent[key] = spent.get(key, 0.0) + committed * hours
         for name, total in done.items():
             self._lifecycle.report_progress(name, total)
         return Progress(done, now, spent)
@@ -341,9 +358,12 @@ class PlanJob:
         )
         try:
             plan = self._solve(problem)
-        except InfeasiblePlanError as e:
+        except (InfeasiblePlanError, SolverTimeLimitError) as e:
             log.error(kv("plan_infeasible", error=e, kept_generation=state.generation))
             return None
+        if plan.budget_limited:
+            log.warning(kv("plan_budget_limited", unmet_unit_hours=f"{plan.unmet_total():.1f}",
+                           budgets="; ".join(plan.budget_limited)))  # fmt: skip
         return Proposal(plan, now, epoch, snap.stale, options.interruption_multiplier)
 
     def commit(self, proposal: Proposal, state: PlanState, progress: Progress) -> PlanState:

@@ -18,9 +18,29 @@ import pandas as pd
 from markets.keys import CommitmentKey
 from markets.model import Tier
 
-__all__ = ["ALLOCATION_COLUMNS", "Commitment", "Plan", "PlanMetaValue", "WorkloadExplanation"]
+__all__ = [
+    "ALLOCATION_COLUMNS",
+    "PLAN_STATUSES",
+    "Commitment",
+    "Plan",
+    "PlanMetaValue",
+    "WorkloadExplanation",
+    "worst_status",
+]
 
 PlanMetaValue = float | int | str | None  # a figure or a name; None: not known
+
+# What a plan's ``status`` may say, best first: ``optimal`` only with a proven
+# nil gap, ``within_gap`` proven within the asked gap, ``feasible`` nothing
+# more (``broker.planning.optimizer.solve.plan_status``).
+PLAN_STATUSES = ("optimal", "within_gap", "feasible")
+
+
+def worst_status(statuses: list[str]) -> str:
+    """The weakest of several plans' statuses (unknown ones count as feasible)."""
+    rank = [PLAN_STATUSES.index(s) if s in PLAN_STATUSES else 2 for s in statuses]
+    return PLAN_STATUSES[max(rank, default=2)]
+
 
 # One row per (period, workload, tier, pool) with instances > 0.
 ALLOCATION_COLUMNS = [
@@ -109,6 +129,12 @@ class Plan:
     explanations: dict[str, WorkloadExplanation] = field(default_factory=dict)
     # How the plan was made: build_s, gap, lower_bound_usd, method, solves, ...
     meta: dict[str, PlanMetaValue] = field(default_factory=dict)
+    # Budgets the plan spends all of while demand goes unmet: the unmet part is
+    # the budget's doing (``broker.planning.optimizer.budgets``), never a saving.
+    budget_limited: tuple[str, ...] = ()
+
+    def unmet_total(self) -> float:
+        return float(sum(self.unmet_unit_hours.values()))
 
     def meta_number(self, key: str) -> float | None:
         """``meta[key]`` if it is a number (``None``: absent or not a number)."""
@@ -157,8 +183,10 @@ class Plan:
         return out
 
     def explain(self) -> str:
+        gap = self.meta_number("gap")
+        proof = "no proven bound" if gap is None else f"proven gap {gap:.2%}"
         lines = [
-            f"plan {self.status} by {self.solver} in {self.solve_time_s:.2f} s, "
+            f"plan {self.status} ({proof}) by {self.solver} in {self.solve_time_s:.2f} s, "
             f"objective ${self.objective_usd:,.2f}",
         ]
         for c in self.commitments:
@@ -167,6 +195,11 @@ class Plan:
                     f"commit {c.instances} x {c.group} ({c.units} units, "
                     f"{c.term_years}-year term, ${c.usd_per_instance_hour:.3f}/instance-hour)"
                 )
+        if self.budget_limited:
+            lines.append(
+                f"BUDGET: {self.unmet_total():,.1f} unit-hours of demand left unmet by "
+                + "; ".join(self.budget_limited)
+            )
         for e in self.explanations.values():
             lines.extend(e.lines())
         return "\n".join(lines)

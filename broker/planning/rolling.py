@@ -18,10 +18,12 @@ one carried state:
   moves closer, and a uniform-progress milestone (``milestones``) makes each
   step do its share, so re-plans cannot keep pushing work past the step
   they commit;
-- ``spent_usd``: dollars spent so far, per workload and for the fleet
-  (``FLEET``), charged against the horizon budgets (``budget_usd``): the
-  budget left is the budget less what was spent, so no sequence of re-plans
-  spends more than the budget.
+- ``spent_usd``: dollars spent so far, per workload, for the fleet
+  (``FLEET``) and per tier and UTC day (``budgets.tier_day_key``), charged
+  against the horizon and daily budgets (``budget_usd``,
+  ``tier_budget_usd_per_day``): the budget left is the budget less what was
+  spent, so no sequence of re-plans spends more than the budget
+  (``broker.planning.optimizer.budgets`` states which dollars each counts).
 
 Must not: know where forecasts or markets come from (the caller does), or
 call a provider.
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from broker.planning.optimizer.budgets import FLEET, spent_by_key
 from broker.planning.optimizer.problem import (
     FloatArray,
     PlanningProblem,
@@ -44,8 +47,8 @@ from broker.planning.optimizer.problem import (
     PoolSeries,
     build_problem,
 )
-from broker.planning.plan import ALLOCATION_COLUMNS, Plan
-from markets.model import MarketSnapshot
+from broker.planning.plan import ALLOCATION_COLUMNS, Plan, worst_status
+from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
@@ -64,7 +67,6 @@ __all__ = [
     "window_problem",
 ]
 
-FLEET = ""  # the key of the fleet-wide total in ``RollingState.spent_usd``
 Slot = tuple[str, str, str]  # (workload, pool key, tier)
 
 
@@ -165,15 +167,17 @@ def step_done(plan: Plan, step: int) -> dict[str, float]:
 
 
 def step_spent(plan: Plan, step: int) -> dict[str, float]:
-    """Dollars the plan's first ``step`` hours spend, per workload and for
-    the fleet (``FLEET``, commitments included)."""
-    rows = _first_rows(plan, step)
-    hours = rows["hour_end"] - rows["hour_start"]
-    usd = rows["instances"] * rows["usd_per_instance_hour"] * hours
-    by = usd.groupby(rows["workload"]).sum()
-    out = {str(k): float(v) for k, v in by.items()}
-    out[FLEET] = float(usd.sum()) + plan.committed_usd_per_hour() * step
-    return out
+    """Dollars the plan's first ``step`` hours spend under every budget's key
+    (``budgets.spent_by_key``): per workload, for the fleet (``FLEET``:
+    commitments as bought, once) and per tier and UTC day."""
+    a = plan.hourly_instances()
+    a = a[a["hour"] < step]
+    usd = a["instances"].to_numpy(dtype=float) * a["usd_per_instance_hour"].to_numpy(dtype=float)
+    charges = [
+        (str(w), Tier(str(t)), int(h), float(x))
+        for w, t, h, x in zip(a["workload"], a["tier"], a["hour"], usd, strict=True)
+    ]
+    return spent_by_key(plan.start, step, plan.committed_usd_per_hour(), charges)
 
 
 def _running(plan: Plan, step: int) -> dict[Slot, float]:
@@ -294,6 +298,9 @@ def rolling_horizon(
     first: Plan | None = None
     unmet: dict[str, float] = {}
     gaps: list[float | None] = []
+    statuses: list[str] = []
+    met: list[bool] = []  # whether each step's solve proved the asked gap
+    limited: dict[str, None] = {}  # budgets that left a step's demand unmet, first first
     while state.hour - start_hour < total_hours:
         problem = window(state.hour - start_hour, state)
         if not state.remaining_unit_hours and state.generation == 0:
@@ -304,6 +311,10 @@ def rolling_horizon(
         plan = solve_fn(problem)
         times.append(time.perf_counter() - s)
         gaps.append(plan.meta_number("gap"))
+        statuses.append(plan.status)
+        met.append(plan.meta.get("gap_met") is True)
+        for text in plan.budget_limited:  # the budget, not what was left of it then
+            limited.setdefault(text.split(" ($")[0], None)
         first = first or plan
         step = min(step_hours, total_hours - (state.hour - start_hour))
         taken = _first_rows(plan, step)
@@ -328,9 +339,11 @@ def rolling_horizon(
         commitments=tuple(
             dataclasses.replace(c, instances=committed.get(c.group, 0)) for c in first.commitments
         ),
-        allocations=table[ALLOCATION_COLUMNS], objective_usd=0.0, status="rolling",
+        allocations=table[ALLOCATION_COLUMNS], objective_usd=0.0, status=worst_status(statuses),
         solver=first.solver, solve_time_s=sum(times), integral=first.integral,
-        unmet_unit_hours=unmet, meta={"solves": len(times), "gap": _worst(gaps)},
+        unmet_unit_hours=unmet, meta={"solves": len(times), "gap": _worst(gaps),
+                                       "gap_met": all(met)},
+        budget_limited=tuple(limited),
     )  # fmt: skip
     objective = stitched.planned_cost_usd()
     stitched = dataclasses.replace(stitched, objective_usd=objective)

@@ -120,6 +120,8 @@ class Bill:
     spot_instance_hours: float = 0.0
     expected_revocations: float = 0.0
     budget_exceeded_hours: int = 0
+    # Demand left unmet because a top-up would have broken the fleet's hourly budget.
+    budget_cut_unit_hours: float = 0.0
     # bill_reacted only: the lifecycle's decisions by kind, the code that made
     # them, its break-glass ledger (extra dollars over spot, <= the cap) and
     # the spot launches markets refused.
@@ -403,7 +405,9 @@ def _within_budget(
         return np.asarray(top_up, dtype=np.float64), np.asarray(hourly_cost, dtype=np.float64)
     room = np.maximum(budget_h - hourly_cost, 0.0)
     allowed = np.asarray(np.minimum(top_up, room), dtype=np.float64)
-    bill.unmet_unit_hours[name] += float(((top_up - allowed) / unit_price).sum())
+    cut = float(((top_up - allowed) / unit_price).sum())
+    bill.unmet_unit_hours[name] += cut
+    bill.budget_cut_unit_hours += cut
     return allowed, np.asarray(hourly_cost + allowed, dtype=np.float64)
 
 

@@ -25,10 +25,10 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from broker.planning.demand import DemandSet
+from broker.planning.optimizer.budgets import Charge, spent_by_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem, PlanOptions
 from broker.planning.plan import Plan
 from broker.planning.rolling import (
-    FLEET,
     RollingResult,
     RollingState,
     StepOutcome,
@@ -144,8 +144,9 @@ def _step_actuals(plan: Plan, step: int, actuals: MarketActuals, offset: int) ->
     a = plan.hourly_instances()
     a = a[a["hour"] < step]
     done: dict[str, float] = {}
-    spent: dict[str, float] = {FLEET: plan.committed_usd_per_hour() * step}
-    spot = (a["tier"] == Tier.SPOT.value).to_numpy()
+    charges: list[Charge] = []
+    tiers = a["tier"].to_numpy()
+    spot = tiers == Tier.SPOT.value
     for i, (name, key, hour, n, work, usd) in enumerate(
         zip(
             a["workload"],
@@ -163,9 +164,9 @@ def _step_actuals(plan: Plan, step: int, actuals: MarketActuals, offset: int) ->
             w_done *= held
             paid = float(n) * actuals.price(str(key), offset + int(hour), float(usd)) * held
         done[str(name)] = done.get(str(name), 0.0) + w_done
-        spent[str(name)] = spent.get(str(name), 0.0) + paid
-        spent[FLEET] += paid
-    return done, spent
+        charges.append((str(name), Tier(str(tiers[i])), int(hour), paid))
+    # Commitments count once, as bought (``budgets.spent_by_key``).
+    return done, spent_by_key(plan.start, step, plan.committed_usd_per_hour(), charges)
 
 
 def _step_reacted(
@@ -183,14 +184,8 @@ def _step_reacted(
     a = plan.hourly_instances()
     a = a[a["hour"] < step]
     done: dict[str, float] = {}
-    spent: dict[str, float] = {FLEET: plan.committed_usd_per_hour() * step}
+    charges: list[Charge] = []
     spot = Tier.SPOT.value
-
-    def add(name: str, work: float, usd: float) -> None:
-        done[name] = done.get(name, 0.0) + work
-        spent[name] = spent.get(name, 0.0) + usd
-        spent[FLEET] += usd
-
     for name, key, hour, n, work, usd, tier in zip(
         a["workload"], a["pool_key"], a["hour"], a["instances"], a["work_per_hour"],
         a["usd_per_instance_hour"], a["tier"], strict=True,
@@ -203,7 +198,8 @@ def _step_reacted(
             held = reactor.plan_held.get(k, 0.0) / whole if whole else actuals.held(str(key), h)
             w_done *= held
             paid = float(n) * actuals.price(str(key), h, float(usd)) * held
-        add(str(name), w_done, paid)
+        done[str(name)] = done.get(str(name), 0.0) + w_done
+        charges.append((str(name), Tier(str(tier)), int(hour), paid))
     pools = snapshot.by_key()
     costs = reactor.costs
     for (h, name, key, tier_name), ih in reactor.launched.items():
@@ -216,5 +212,6 @@ def _step_reacted(
             unit_usd = actuals.price(key, h, listed if listed is not None else 0.0)
         else:
             unit_usd = 0.0 if snap is None else (snap.price(tier) or snap.on_demand_usd_per_hour)
-        add(name, ih * work_per_held_hour(costs, name, key, tier), ih * unit_usd)
-    return done, spent
+        done[name] = done.get(name, 0.0) + ih * work_per_held_hour(costs, name, key, tier)
+        charges.append((name, tier, h - offset, ih * unit_usd))
+    return done, spent_by_key(plan.start, step, plan.committed_usd_per_hour(), charges)

@@ -10,6 +10,9 @@ market (``broker.whatif.billing``: the baselines with an autoscaler's
 top-up, Spotfolio's plans through the lifecycle manager's decisions,
 ``broker.whatif.reaction``); optionally sweep fixed
 commitment levels ("raise committed capacity from 40 % to 60 % of peak?").
+Under stress (``--interruption-multiplier``, ``--availability-multiplier``)
+all of that runs on the stressed market (``broker.whatif.stress``), billed
+on it too, and once more on the market as recorded, for the side-by-side.
 
 Effective costs are computed here, once per ``CostOptions`` the run needs
 (``CostTable``), and the same table object handed to the optimizer, the
@@ -40,6 +43,7 @@ from broker.whatif.baselines import all_on_demand, committed_quantile, static_mi
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted, bill_reaction
 from broker.whatif.reaction import Reactor, lifecycle_cost_options
 from broker.whatif.replay import replay
+from broker.whatif.stress import X1, MarketStress, stressed
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
@@ -95,8 +99,22 @@ class Scenario:
             "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),
             # the optimizer's proof (None for baselines): objective vs its bound
             "plan_gap": _rounded(self.plan.meta.get("gap"), 6),
+            "plan_status": self.plan.status if "gap" in self.plan.meta else None,
+            "gap_met": self.plan.meta.get("gap_met") if "gap" in self.plan.meta else None,
+            # budgets that left demand unmet: that part of any saving is no saving
+            "budget_limited": list(self.budget_limited()),
             **self._reaction(),
         }
+
+    def budget_limited(self) -> tuple[str, ...]:
+        """The budgets that left this scenario's demand unmet (none if all was met)."""
+        unmet = max(sum(self.bill.unmet_unit_hours.values()), self.plan.unmet_total())
+        if unmet <= 1e-6:
+            return ()
+        out = list(self.plan.budget_limited)
+        if self.bill.budget_cut_unit_hours > 1e-6:
+            out.append("fleet budget per hour (the top-up on on-demand)")
+        return tuple(out)
 
     def _reaction(self) -> dict[str, object]:
         """What the lifecycle decided, for a scenario billed on its decisions."""
@@ -135,6 +153,10 @@ class WhatIfResult:
     sweep: list[SweepPoint] = field(default_factory=list)
     breakeven_occupancy: float | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    # Under stress (``broker.whatif.stress``): the stress, and the same what-if
+    # on the market as recorded, shown beside it.
+    stress: MarketStress = X1
+    unstressed: WhatIfResult | None = None
 
     def scenario(self, name: str) -> Scenario:
         return next(s for s in self.scenarios if s.name == name)
@@ -192,13 +214,57 @@ def run_whatif(
     progress: Callable[[str], None] | None = None,
     replan_hours: int = REPLAN_HOURS,
     horizon_hours: int = HORIZON_HOURS,
+    availability_multiplier: float = 1.0,
 ) -> WhatIfResult:
     """Plan and bill every scenario over ``days`` from ``start``. The
     ``spotfolio`` scenario is the daemon's planning loop replayed
     (``broker.whatif.replay``: re-planned every ``replan_hours``,
     ``horizon_hours`` ahead, on what was known at each step) with the
     commitments the whole-period plan buys; that plan stays the sweep's
-    reference."""
+    reference.
+
+    Stress: ``options.interruption_multiplier`` and ``availability_multiplier``
+    make a stressed market (``broker.whatif.stress``) that every scenario is
+    planned on *and billed on*; the same what-if on the market as recorded
+    (x1) is run beside it (``WhatIfResult.unstressed``)."""
+    opts = options or PlanOptions(period_hours=0 if days * 24 > 24 * 7 else 1)
+    stress = MarketStress(opts.interruption_multiplier, availability_multiplier)
+    if stress.is_x1:
+        return _run(market, workloads, start=start, days=days, demand=demand, options=opts,
+                    committed_levels=committed_levels, seed=seed, progress=progress,
+                    replan_hours=replan_hours, horizon_hours=horizon_hours)  # fmt: skip
+    say = progress or (lambda _msg: None)
+    # The stressed market carries the hazard: the plan's cost table is not
+    # told again (that would count the multiplier twice).
+    x1_opts = dataclasses.replace(opts, interruption_multiplier=1.0)
+    say("the stressed market")
+    result = _run(stressed(market, stress), workloads, start=start, days=days, demand=demand,
+                  options=x1_opts, committed_levels=committed_levels, seed=seed,
+                  progress=progress, replan_hours=replan_hours,
+                  horizon_hours=horizon_hours)  # fmt: skip
+    say("the market as recorded (x1)")
+    result.unstressed = _run(market, workloads, start=start, days=days, demand=demand,
+                             options=x1_opts, seed=seed, progress=progress,
+                             replan_hours=replan_hours, horizon_hours=horizon_hours)  # fmt: skip
+    result.stress = stress
+    return result
+
+
+def _run(
+    market: PriceSource,
+    workloads: WorkloadSet,
+    *,
+    start: datetime | None,
+    days: int,
+    demand: DemandSet | None,
+    options: PlanOptions,
+    committed_levels: tuple[float, ...] = (),
+    seed: int,
+    progress: Callable[[str], None] | None,
+    replan_hours: int,
+    horizon_hours: int,
+) -> WhatIfResult:
+    """One what-if on ``market`` as given (``run_whatif``)."""
     from broker.planning.optimizer.solve import solve  # PuLP only when planning
 
     say = progress or (lambda _msg: None)
@@ -219,7 +285,7 @@ def run_whatif(
     actuals = _actuals(market, snapshot, start, hours)
     clock["inputs_s"] = time.perf_counter() - t
 
-    opts = options or PlanOptions(period_hours=0 if hours > 24 * 7 else 1)
+    opts = options
     tables = _CostTables(snapshot, workloads)
     costs = tables.get(opts.cost_options)
     say("planning with the optimizer")

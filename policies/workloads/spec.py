@@ -41,6 +41,7 @@ from typing import Annotated, Self
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from markets.errors import InputError
+from markets.model import Tier
 from markets.numbers import DAY_S, MAX_HOURS, MAX_UNITS, MAX_USD, Bounded
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
 from policies.workloads.classes import (
@@ -318,6 +319,14 @@ class WorkloadSet(StrictModel):
     budget_usd: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
     # Most extra dollars break-glass may spend moving spot to on-demand (horizon).
     break_glass_cap_usd: Annotated[float, Bounded(ge=0.0, le=MAX_USD)] | None = None
+    # Fleet-wide dollars per tier, per hour and per UTC day (e.g. on-demand at
+    # most $500 a day); commitments count on the committed tier as bought.
+    tier_budget_usd_per_hour: dict[Tier, Annotated[float, Bounded(gt=0.0, le=MAX_USD)]] = Field(
+        default_factory=dict
+    )
+    tier_budget_usd_per_day: dict[Tier, Annotated[float, Bounded(gt=0.0, le=MAX_USD)]] = Field(
+        default_factory=dict
+    )
     # Each workload adds its own variables and rows to the plan: a thousand
     # is beyond any fleet and keeps the solver's model in memory.
     workloads: list[Workload] = Field(min_length=1, max_length=MAX_WORKLOADS)

@@ -443,7 +443,7 @@ _COMMANDS: tuple[tuple[list[str], tuple[str, ...], bool], ...] = (
     (["cost", "reserve", "--demand", "3,4,5,6", "--on-demand", "2"],
      ("--on-demand", "--committed", "--discount", "--alternative"), True),
     (["plan"], ("--days", "--interruption-multiplier", "--checkpoint-minutes", "--period-hours",
-     "--gap", "--time-limit"), False),
+     "--gap", "--time-limit", "--availability-multiplier"), False),
     (["whatif"], ("--seed", "--replan-hours", "--days"), False),
     (["bench"], ("--windows", "--seed", "--workers"), False),
     (["simulate", "--setting", "deadline"], ("--windows", "--seed", "--workers"), False),

@@ -2,8 +2,10 @@
 
 Owns: ``run_solver`` (a solve with a relative gap, a time limit and an
 optional warm start from the variables' current values) and ``Outcome``:
-the solution status, the objective and the best *proven lower bound* the
-solver reached (an LP's optimum; a MILP's best bound), so callers can report
+the solution status (a time limit reached with no solution is "not
+solved", ``Outcome.stopped_without_plan``, never "infeasible"), the objective
+and the best *proven lower bound* the solver reached (an LP's optimum; a
+MILP's best bound), so callers can report
 a gap that is a fact, not a hope.
 
 CBC (bundled with PuLP, the default) runs as a process on an MPS file; its
@@ -79,6 +81,12 @@ class Outcome:
     @property
     def has_solution(self) -> bool:
         return self.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+
+    @property
+    def stopped_without_plan(self) -> bool:
+        """The solver stopped (its time limit) before it found any solution,
+        and proved nothing: PuLP's "not solved", not "infeasible"."""
+        return bool(self.sol_status == pulp.LpSolutionNoSolutionFound)
 
 
 def _is_mip(prob: LpProblem) -> bool:

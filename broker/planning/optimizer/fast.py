@@ -12,7 +12,12 @@ Spot water-filling: for a spot target S, a pool may take at most
 ``min(capacity left, max_pool_share * S)`` and its zone at most
 ``max_zone_share * S``; what spot cannot take goes to on-demand. The MILP's
 cost is a lower bound for this plan's objective on the same problem (the bench
-reports the gap).
+reports the gap); proving none itself, a fast plan's status is ``feasible``.
+
+Budgets: the greedy plan is then cut to every dollar limit the MILP honours
+(``broker.planning.optimizer.budgets.cap_allocations``, per hour, horizon,
+tier and day, less what was spent); the work cut is unmet, and the plan names
+the budgets that cut it (``Plan.budget_limited``).
 
 Must not: import PuLP.
 """
@@ -26,8 +31,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from broker.planning.optimizer.budgets import cap_allocations
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
+from markets.keys import CommitmentKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
 from policies.workloads.spec import Workload, WorkloadClass
@@ -253,18 +260,59 @@ def fast_plan(problem: PlanningProblem) -> Plan:
         else:
             unmet[w.name] = 0.0
     table = pd.DataFrame(rows, columns=ALLOCATION_COLUMNS)
+    fixed_usd_h = sum(n * committed_price.get(g, _fixed_price(problem, g))
+                      for g, n in bought.items())  # fmt: skip
+    capped, limited = cap_allocations(problem, table, fixed_usd_h)
+    if limited:
+        _cut_unmet(problem, table, capped, unmet)
+        table = capped
     commitments = tuple(
         Commitment(g, commit_pool[g].pool_key if g in commit_pool else "", n, 0,
-                   committed_price.get(g, 0.0), problem.options.term_years)
+                   committed_price.get(g, _fixed_price(problem, g)), problem.options.term_years)
         for g, n in sorted((problem.committed_fixed or {}).items())
     )  # fmt: skip
+    # No bound is proven here: a fast plan is only ever "feasible".
     plan = Plan(problem.start, problem.hours, problem.options.period_hours, commitments, table,
-                0.0, "greedy", "fast", time.perf_counter() - t0, False,
-                unmet_unit_hours=unmet)  # fmt: skip
+                0.0, "feasible", "fast", time.perf_counter() - t0, False,
+                unmet_unit_hours=unmet,
+                meta={"method": "greedy", "gap": None, "lower_bound_usd": None},
+                budget_limited=tuple(limited) if sum(unmet.values()) > 1e-6 else ())  # fmt: skip
     cost = plan.planned_cost_usd() + sum(
         unmet[w.name] * w.unmet_penalty_usd_per_unit_hour for w in problem.workloads.workloads
     )
     return Plan(**{**plan.__dict__, "objective_usd": cost})
+
+
+def _fixed_price(problem: PlanningProblem, group: str) -> float:
+    """Dollars per instance-hour of a commitment group no workload used."""
+    prices = [
+        float(price)
+        for p in problem.pools
+        if (price := p.snap.price(Tier.COMMITTED)) is not None
+        and str(CommitmentKey(p.snap.pool.provider.value, p.snap.pool.region,
+                              p.snap.pool.instance_type)) == group
+    ]  # fmt: skip
+    return min(prices, default=0.0)
+
+
+def _cut_unmet(
+    problem: PlanningProblem, before: pd.DataFrame, after: pd.DataFrame, unmet: dict[str, float]
+) -> None:
+    """Add the work a budget cut to ``unmet`` (unit-hours): serving per
+    period, jobs against what they must finish."""
+
+    def work(table: pd.DataFrame) -> pd.Series:
+        hours = (table["hour_end"] - table["hour_start"]).astype(float)
+        return (table["work_per_hour"] * hours).groupby(table["workload"]).sum()
+
+    was, now = work(before), work(after)
+    for w in problem.workloads.workloads:
+        lost = float(was.get(w.name, 0.0)) - float(now.get(w.name, 0.0))
+        if w.workload_class is WorkloadClass.SERVING:
+            unmet[w.name] = unmet.get(w.name, 0.0) + max(lost, 0.0)
+        else:
+            required = problem.required_unit_hours(w)
+            unmet[w.name] = max(required - float(now.get(w.name, 0.0)), 0.0)
 
 
 def _all_demand(problem: PlanningProblem, w: Workload) -> float:

@@ -48,8 +48,9 @@ Constraints:
                           u S_{w,p,t} <= rho_w sum_p u S_{w,p,t}                 (each p)
   pool capacity:          sum_w S_{w,p,t} <= cap_{p,t}
   commitments:            sum_w K_{w,g,t} <= C_g
-  budgets:                fleet and per-workload cost per hour <= B^h, over the
-                          horizon <= B (committed usage charged at c_g)
+  budgets:                fleet, per-workload and per-tier cost per hour <= B^h,
+                          over the horizon (or a UTC day) <= what is left of B
+                          (``broker.planning.optimizer.budgets`` states them)
   churn:                  D_{w,x,t} >= X_{w,x,t} - X_{w,x,t-1}
 
 Structure exploited: on-demand and commitments are aggregated to one option
@@ -76,6 +77,7 @@ import pulp
 
 from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable
+from broker.planning.optimizer.budgets import milp_rows
 from broker.planning.optimizer.domains import domain_caps, spread_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from markets.errors import InfeasiblePlanError
@@ -283,13 +285,11 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     objective: Terms = [(v, built.commit_price[g] * H) for g, v in built.commit_vars.items()]
     commit_use: dict[tuple[str, int], Terms] = {}
     pool_use: dict[tuple[str, int], Terms] = {}
-    fleet_cost: list[Terms] = [[] for _ in range(n_t)]
 
     for w in problem.workloads.workloads:
         od, com, spot = per_w[w.name]
         built.spot_pools[w.name] = [e.pool_key for e in spot]
         last = problem.last_hour(w)
-        w_cost: list[Terms] = [[] for _ in range(n_t)]
         prev: dict[tuple[Tier, str], LpVariable] = {}
         for t, (h0, _h1) in enumerate(periods):
             if w.workload_class is not WorkloadClass.SERVING and h0 >= last:
@@ -353,8 +353,6 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             for a in allocs:
                 if a.tier is not Tier.COMMITTED:
                     objective.append((a.var, L * a.usd_per_instance_hour))
-                    fleet_cost[t].append((a.var, a.usd_per_instance_hour))
-                w_cost[t].append((a.var, a.usd_per_instance_hour))
                 # churn on launches of on-demand and spot
                 if a.tier is not Tier.COMMITTED and opts.churn_usd_per_unit > 0:
                     key = (a.tier, a.group)
@@ -371,22 +369,6 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                     prev[key] = a.var
             _workload_period(problem, built, w, t, L, allocs, objective, name)
         _workload_totals(problem, built, w, objective, name)
-        if w.budget_usd_per_hour is not None:
-            for t in range(n_t):
-                if w_cost[t]:
-                    cname = name("budget_w_h")
-                    prob += _lin(w_cost[t]) <= w.budget_usd_per_hour, cname
-                    built.described[cname] = f"{w.name}: budget ${w.budget_usd_per_hour:,.2f}/h"
-        if w.budget_usd is not None:
-            terms = [(v, c * float(lengths[t])) for t in range(n_t) for v, c in w_cost[t]]
-            if terms:
-                cname = name("budget_w")
-                left = max(0.0, w.budget_usd - problem.spent_usd.get(w.name, 0.0))
-                prob += _lin(terms) <= left, cname
-                built.described[cname] = (
-                    f"{w.name}: budget ${w.budget_usd:,.2f} over the horizon"
-                    f" (${left:,.2f} left to spend)"
-                )
 
     for (g, _t), terms in commit_use.items():
         cname = name("commit")
@@ -397,22 +379,12 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         cname = name("cap")
         prob += _lin(terms) <= cap, cname
         built.described[cname] = f"spot capacity of {p}: {cap:g} instances"
+    # Every budget (workload, fleet, tier; per hour, horizon, day): ``budgets``.
     commit_hourly = [(v, built.commit_price[g]) for g, v in built.commit_vars.items()]
-    ws = problem.workloads
-    if ws.budget_usd_per_hour is not None:
-        for t in range(n_t):
-            cname = name("budget_h")
-            prob += _lin([*commit_hourly, *fleet_cost[t]]) <= ws.budget_usd_per_hour, cname
-            built.described[cname] = f"fleet budget ${ws.budget_usd_per_hour:,.2f}/h"
-    if ws.budget_usd is not None:
-        terms = [(v, c * H) for v, c in commit_hourly]
-        terms += [(v, c * float(lengths[t])) for t in range(n_t) for v, c in fleet_cost[t]]
+    for terms, rhs, text in milp_rows(problem, built.allocs, commit_hourly):
         cname = name("budget")
-        left = max(0.0, ws.budget_usd - problem.spent_usd.get("", 0.0))
-        prob += _lin(terms) <= left, cname
-        built.described[cname] = (
-            f"fleet budget ${ws.budget_usd:,.2f} over the horizon (${left:,.2f} left to spend)"
-        )
+        prob += _lin(terms) <= rhs, cname
+        built.described[cname] = text
 
     prob += _lin(objective)
     return built

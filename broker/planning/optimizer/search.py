@@ -19,7 +19,9 @@ extra steps N_b); everything else is continuous. So:
 
 The bound reported is always a proven one: the LP optimum, or the MILP
 solver's best bound, of the model as built (``model``: spot pools beyond the
-``max_spot_pools`` cheapest per workload are not in it).
+``max_spot_pools`` cheapest per workload are not in it). ``Search.status`` is
+never "optimal" for a rounded plan: whether it is optimal, or within the asked
+gap, is for its gap to that bound to say (``solve.plan_status``).
 
 Must not: read plans or explain (``solve``); build the model (``model``).
 """
@@ -96,7 +98,9 @@ def relax_and_fix(
             out.steps["rounding_s"] = time.perf_counter() - t
             if fixed is None:
                 return None
-            out.status = pulp.LpSolutionOptimal  # of the LP with everything fixed, as before
+            # A plan, optimal only for the LP with its integers fixed: what it
+            # proves is its gap to the bound (``solve.plan_status``).
+            out.status = pulp.LpSolutionIntegerFeasible
             return out
         n = pattern_search(problem, built, lp, lambda: left() - 0.5 * opts.time_limit_s)
         out.steps["pattern_lps"] = float(n)

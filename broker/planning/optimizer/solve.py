@@ -2,11 +2,16 @@
 
 Owns: the solve's course (small models as one MILP, larger ones by
 relax-and-fix, ``search``), the proven lower bound and gap in ``plan.meta``,
+the plan's status from that proof (``plan_status``: ``optimal`` only when the
+gap to a proven bound is nil, ``within_gap`` when it is within the asked
+``options.gap``, else ``feasible``; a solver's own "optimal" means "within its
+gap tolerance" and is not taken at its word),
 reading the solution into the plan's allocation table, the per-workload
 explanations (effective-cost ranking, constraints that bound, wait or run
 now: ``waits``), and turning an
 infeasible model into an ``InfeasiblePlanError`` that lists the conflicting
-constraints in words.
+constraints in words (and a solve that stopped at its time limit with no plan
+into a ``SolverTimeLimitError``: nothing was proven infeasible).
 
 Must not: build the model (``model``), drive a solver (``backend``: CBC
 inside PuLP by default, HiGHS when ``highspy`` is installed) or bill a plan
@@ -15,37 +20,69 @@ inside PuLP by default, HiGHS when ``highspy`` is installed) or bill a plan
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pandas as pd
 import pulp
 
 from broker.planning.optimizer.backend import LpVariable, run_solver
+from broker.planning.optimizer.budgets import binding
 from broker.planning.optimizer.model import BuiltModel, build_model
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.search import relax_and_fix
 from broker.planning.optimizer.waits import wait_advice
-from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan, WorkloadExplanation
-from markets.errors import InfeasiblePlanError
+from broker.planning.plan import (
+    ALLOCATION_COLUMNS,
+    PLAN_STATUSES,
+    Commitment,
+    Plan,
+    WorkloadExplanation,
+)
+from markets.errors import InfeasiblePlanError, SolverTimeLimitError
 from markets.model import Tier
 from policies.waiting import WaitVerdict
 from policies.workloads.spec import WorkloadClass
 
-__all__ = ["solve"]
+__all__ = ["OPTIMAL_GAP", "gap_met", "plan_status", "solve"]
 
 _EPS = 1e-6
+_UNMET_EPS = 1e-6  # unit-hours
+# A plan is "optimal" only when its gap to a proven lower bound is at most
+# this (the solvers' own tolerances are 1e-6 to 1e-9 relative).
+OPTIMAL_GAP = 1e-6
+
+
+def plan_status(gap: float | None, target: float) -> str:
+    """One of ``PLAN_STATUSES``: ``optimal`` (proven gap nil), ``within_gap`` (proven within
+    ``target``) or ``feasible`` (nothing proven, or a gap above ``target``)."""
+    optimal, within, feasible = PLAN_STATUSES
+    if gap is None:
+        return feasible
+    if gap <= OPTIMAL_GAP:
+        return optimal
+    return within if gap_met(gap, target) else feasible
+
+
+def gap_met(gap: float | None, target: float) -> bool:
+    """Whether a proven ``gap`` reaches ``target`` (``None``: nothing proven)."""
+    return gap is not None and gap <= target * (1.0 + 1e-9) + 1e-12
 
 
 def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     """Build, solve and explain. Raises ``InfeasiblePlanError`` when no plan
-    meets the hard constraints (budgets, fixed commitments).
+    meets the hard constraints (budgets, fixed commitments), and
+    ``SolverTimeLimitError`` when the solver stopped at its time limit
+    before it found any plan (the model may well be feasible).
 
     Small models (integer instance counts) go to the MILP solver directly.
     Larger ones are solved by relax-and-fix (``broker.planning.optimizer.search``):
     LP bound, whole gang blocks, an integer completion, and, with
     ``options.polish_s``, the MILP warm-started from that plan until it
     proves ``options.gap``. Either way ``plan.meta`` carries the proven
-    ``lower_bound_usd`` and the ``gap`` to it (``None`` if nothing was proven).
+    ``lower_bound_usd`` and the ``gap`` to it (``None`` if nothing was proven),
+    ``gap_target`` (``options.gap``) and ``gap_met``; ``plan.status`` says
+    what that proves (``plan_status``).
     """
     opts = problem.options
     t0 = time.perf_counter()
@@ -66,16 +103,26 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
         proven_by = search.proven_by
     solve_s = time.perf_counter() - t1
     if sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        if sol_status == pulp.LpSolutionNoSolutionFound:
+            # CBC and HiGHS stop at the time limit with "not solved": no
+            # plan found, and nothing proven about whether one exists.
+            raise SolverTimeLimitError(opts.time_limit_s)
         raise _infeasible(problem, built)
-    plan = _extract(problem, built, build_s, solve_s, opts.solver, sol_status)
+    objective = float(pulp.value(built.prob.objective) or 0.0)
     gap = None
     if bound is not None:
-        gap = max(0.0, (plan.objective_usd - bound) / max(abs(plan.objective_usd), 1e-9))
+        gap = max(0.0, (objective - bound) / max(abs(objective), 1e-9))
+    status = plan_status(gap, opts.gap)
+    plan = _extract(problem, built, build_s, solve_s, opts.solver, status)
     plan.meta.update(
-        {"lower_bound_usd": bound, "gap": gap, "method": method, "bound_from": proven_by}
-    )
+        {"lower_bound_usd": bound, "gap": gap, "gap_target": opts.gap,
+         "gap_met": gap_met(gap, opts.gap), "method": method, "bound_from": proven_by}
+    )  # fmt: skip
     if search is not None:
         plan.meta.update(search.steps)
+    if plan.unmet_total() > _UNMET_EPS:  # a budget that binds is why, not a saving
+        limited = binding(problem, plan.allocations, plan.committed_usd_per_hour())
+        plan = dataclasses.replace(plan, budget_limited=tuple(limited))
     return plan
 
 
@@ -90,7 +137,7 @@ def _extract(
     build_s: float,
     solve_s: float,
     solver: str,
-    sol_status: int,
+    status: str,
 ) -> Plan:
     periods = problem.period_bounds
     rows = []
@@ -141,7 +188,7 @@ def _extract(
         commitments=tuple(sorted(commitments, key=lambda c: c.group)),
         allocations=table,
         objective_usd=float(pulp.value(built.prob.objective) or 0.0),
-        status="optimal" if sol_status == pulp.LpSolutionOptimal else "feasible",
+        status=status,
         solver=solver,
         solve_time_s=build_s + solve_s,
         integral=built.integral,

@@ -106,7 +106,11 @@ def test_bad_demand_file_exits_2_naming_line(
 def test_plan_json_lists_commitments_and_explanation(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--days", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["status"] in ("optimal", "feasible")
+    assert out["status"] in ("optimal", "within_gap", "feasible")
+    # "optimal" only when proven; the gap and whether it met the target are given
+    assert out["status"] != "optimal" or out["gap"] <= 1e-6
+    assert out["gap_met"] is (out["gap"] is not None and out["gap"] <= 0.005)
+    assert out["budget_unmet"] is None
     assert out["allocations"] and out["explanation"][0].startswith("plan ")
     tiers = {a["tier"] for a in out["allocations"]}
     assert tiers <= {"committed", "on_demand", "spot"}
@@ -168,3 +172,62 @@ def test_whatif_with_gap_proves_spotfolio_plan(capsys: pytest.CaptureFixture[str
     assert quick["on_demand"]["plan_gap"] is None
     # baselines are not optimized: no gap to report, and the same bills
     assert proven["on_demand"]["total_cost_usd"] == quick["on_demand"]["total_cost_usd"]
+
+
+def _tight_budget(tmp_path: Path, usd_per_hour: float = 1.0) -> Path:
+    """The example fleet with a fleet budget far below what its demand costs."""
+    import yaml
+
+    src = Path(__file__).parents[3] / "policies" / "examples" / "workloads.yaml"
+    data = yaml.safe_load(src.read_text())
+    data["budget_usd_per_hour"] = usd_per_hour
+    out = tmp_path / "tight.yaml"
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
+def test_a_budget_that_leaves_demand_unmet_is_said_and_strict_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # On main: rc 0, no word of the budget, the plan's saving as if all were met.
+    tight = str(_tight_budget(tmp_path))
+    assert main(["plan", "--days", "1", "--json", "--policies", tight]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["budget_unmet"]["budgets"] == ["fleet budget $1.00/h"]
+    assert out["budget_unmet"]["unmet_unit_hours"] > 0
+    [warning] = [line for line in captured.err.splitlines() if "budgets leave" in line]
+    assert warning.startswith("warning: plan:") and "fleet budget $1.00/h" in warning
+    assert main(["plan", "--days", "1", "--strict", "--policies", tight]) == 3
+    err = capsys.readouterr().err
+    assert "budgets leave demand unmet (--strict)" in err and "plan: fleet budget $1.00/h" in err
+
+
+@pytest.mark.slow
+def test_whatif_strict_names_the_budget_that_left_demand_unmet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tight = str(_tight_budget(tmp_path))
+    assert main(["whatif", "--days", "1", "--json", "--policies", tight]) == 0
+    captured = capsys.readouterr()
+    found = {f["scenario"]: f for f in json.loads(captured.out)["budget_unmet"]}
+    assert "fleet budget $1.00/h" in found["spotfolio"]["budgets"]
+    assert "warning: spotfolio: budgets leave" in captured.err
+    assert main(["whatif", "--days", "1", "--strict", "--policies", tight]) == 3
+    assert "spotfolio: fleet budget $1.00/h" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_whatif_stress_shows_x1_beside_the_stressed_market(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["whatif", "--days", "1", "--json", "--interruption-multiplier", "5",
+            "--availability-multiplier", "0.8"]  # fmt: skip
+    assert main(args) == 0
+    stress = json.loads(capsys.readouterr().out)["stress"]
+    assert stress["interruption_multiplier"] == 5 and stress["availability_multiplier"] == 0.8
+    rows = {r["name"]: r for r in stress["scenarios"]}
+    assert set(rows) == {"on_demand", "committed_quantile", "static_mix", "spotfolio"}
+    mix = rows["static_mix"]
+    assert mix["stressed_total_cost_usd"] != mix["x1_total_cost_usd"]
+    assert mix["stressed_expected_revocations"] > mix["x1_expected_revocations"]

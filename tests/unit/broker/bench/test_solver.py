@@ -25,7 +25,7 @@ def test_solver_bench_reports_the_proven_gap_and_its_bound() -> None:
     assert quick["lower_bound_usd"] <= row["lower_bound_usd"] + 0.01
     assert quick["objective_usd"] >= quick["lower_bound_usd"] - 0.01
     # the naive integer formulation, solved in the same run
-    assert row["naive_status"] in ("optimal", "feasible")
+    assert row["naive_status"] in ("optimal", "within_gap", "feasible")
     assert row["naive_variables"] > row["variables"]
     assert row["objective_vs_naive"] == pytest.approx(
         row["objective_usd"] / row["naive_objective_usd"], abs=1e-3

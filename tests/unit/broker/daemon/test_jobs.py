@@ -254,3 +254,24 @@ def test_upkeep_launches_and_records_an_on_demand_open_for_a_waiting_deadline_jo
     fresh = LifecycleManager(ws, clock)
     StretchJob(fresh, store, executor, launcher, clock, DaemonMetrics(), owner=OWNER).restore()
     assert set(fresh.break_glass_stretches()) == {rec.payload["allocation_id"]}
+
+
+def test_progress_charges_committed_usage_to_its_workload_and_tiers_per_day() -> None:
+    # A workload's budgets count its committed usage (the plan's do); the
+    # fleet's count commitments as bought (none configured here), once.
+    lc = QuietLifecycle()
+    job, _book = _plan_job(TinyMarket(), lc)
+    job.refresh_market(None, force=True)
+    fleet = [
+        Instance(instance_id=f"i-{tier.value}", pool_key=A, tier=tier, workload="sweeps",
+                 state=InstanceState.RUNNING, units=1, launched_at=T0)
+        for tier in (Tier.COMMITTED, Tier.SPOT)
+    ]  # fmt: skip
+    start = job.track_progress(Progress(), fleet, T0)
+    later = job.track_progress(start, fleet, T0 + timedelta(hours=2))
+    day = T0.date().isoformat()
+    assert later.spent_usd == {
+        "sweeps": pytest.approx(2 * 2.0 + 2 * 1.0),  # committed $2/h, spot $1/h
+        "": pytest.approx(2 * 1.0),
+        f"spot@{day}": pytest.approx(2 * 1.0),
+    }

@@ -77,17 +77,19 @@ def test_one_table_serves_the_optimizer_baselines_bills_and_sweep(
     assert len(handed["bill"]) == 4 + 2  # every scenario and every sweep level
 
 
-def test_a_stress_option_prices_the_optimizer_apart_and_the_baselines_as_listed(
+def test_a_stress_is_the_market_s_and_every_part_reads_the_stressed_one(
     handed: dict[str, list[CostTable]],
 ) -> None:
     opts = PlanOptions(interruption_multiplier=3.0)
-    whatif_run.run_whatif(TinyMarket(), _workloads(), days=1, options=opts)
-    computed = handed["computed"]
-    # the run's stressed table, the listed one (the lifecycle manager ranks on
-    # it from the replay's first step; the baselines are priced on it), the
-    # replay's later steps (stressed)
-    assert [t.options.interruption_multiplier for t in computed] == [3.0, 1.0] + [3.0] * 3
-    stressed, listed = computed[0], computed[1]
-    assert handed["plan"] == [stressed]
-    assert all(t is listed for t in handed["baseline"])
-    assert all(t is stressed for t in handed["bill"])
+    result = whatif_run.run_whatif(TinyMarket(), _workloads(), days=1, options=opts)
+    # The stressed market carries the hazard (``broker.whatif.stress``), so no
+    # table counts the multiplier again; the x1 run beside it has its own.
+    assert {t.options.interruption_multiplier for t in handed["computed"]} == {1.0}
+    stressed_plan, x1_plan = handed["plan"]
+    rates = [p.hazard.rate_per_hour for p in stressed_plan.snapshot.pools]
+    assert rates == [pytest.approx(0.03)] * 3
+    assert [p.hazard.rate_per_hour for p in x1_plan.snapshot.pools] == [pytest.approx(0.01)] * 3
+    n = len(handed["bill"]) // 2  # the stressed run's bills, then the x1 run's
+    assert all(t.snapshot is stressed_plan.snapshot for t in handed["bill"][:n])
+    assert all(t is stressed_plan for t in handed["baseline"][:3])
+    assert result.unstressed is not None
