@@ -27,6 +27,8 @@ type) for commitments; zone z):
 Objective (dollars):
 
   min  sum_g C_g * c_g * H                                  committed, used or not
+     + term terms (``commitments``: the rest of the term's obligation, less
+       what persistent demand saves with it beyond the horizon)
      + sum_t L_t * ( sum O * o_j + sum S * s_{p,t} )        on-demand, spot
      + sum_t L_t * sum_w pi_w U_{w,t} + sum_w pi_w U_w      unmet, class weight pi
      + kappa * sum u * D                                    churn (launches)
@@ -75,6 +77,7 @@ import pulp
 
 from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable
+from broker.planning.optimizer.commitments import TermTerms, add_term_valuation
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
@@ -118,6 +121,7 @@ class BuiltModel:
     integral: bool = False
     serving_demand: dict[str, FloatArray] = field(default_factory=dict)  # per period
     spot_pools: dict[str, list[str]] = field(default_factory=dict)
+    term: TermTerms | None = None  # commitments valued over their term (``commitments``)
 
 
 class _Namer:
@@ -385,6 +389,16 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                     f" (${left:,.2f} left to spend)"
                 )
 
+    committed_work: dict[tuple[str, int], Terms] = {}
+    for a in built.allocs:
+        if a.tier is Tier.COMMITTED:
+            committed_work.setdefault((a.workload, a.period), []).append(
+                (a.var, a.work_per_instance)
+            )
+    # Commitments priced over their whole term (broker.planning.optimizer.commitments).
+    built.term = add_term_valuation(
+        problem, prob, built.commit_vars, built.commit_price, committed_work, objective, name
+    )
     for (g, _t), terms in commit_use.items():
         cname = name("commit")
         prob += _lin([*terms, (built.commit_vars[g], -1.0)]) <= 0, cname

@@ -14,12 +14,14 @@ inside PuLP by default, HiGHS when ``highspy`` is installed) or bill a plan
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pandas as pd
 import pulp
 
 from broker.planning.optimizer.backend import LpVariable, run_solver
+from broker.planning.optimizer.commitments import appraise, obligation_hours
 from broker.planning.optimizer.model import BuiltModel, build_model
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.search import relax_and_fix
@@ -44,6 +46,25 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     proves ``options.gap``. Either way ``plan.meta`` carries the proven
     ``lower_bound_usd`` and the ``gap`` to it (``None`` if nothing was proven).
     """
+    first, built = _solve(problem, integral)
+    if built.term is None:
+        return first
+    # The buy decision was made on the term's economics; the plan is the
+    # horizon's with those commitments fixed (sunk from now on), so its
+    # objective, bound and gap are in the horizon's dollars as before.
+    plan, _ = _solve(dataclasses.replace(problem, committed_fixed=first.committed_instances()),
+                     integral)  # fmt: skip
+    plan.meta.update(
+        {
+            "commitments_by": "term valuation",
+            "term_objective_usd": first.objective_usd,
+            "term_solve_s": first.meta_number("solve_s"),
+        }
+    )
+    return plan
+
+
+def _solve(problem: PlanningProblem, integral: bool | None) -> tuple[Plan, BuiltModel]:
     opts = problem.options
     t0 = time.perf_counter()
     built = build_model(problem, integral=integral)
@@ -73,7 +94,7 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     )
     if search is not None:
         plan.meta.update(search.steps)
-    return plan
+    return plan, built
 
 
 def _val(v: LpVariable) -> float:
@@ -112,9 +133,16 @@ def _extract(
         )
     table = pd.DataFrame(rows, columns=ALLOCATION_COLUMNS)
     commitments = []
+    used: dict[str, dict[tuple[str, int], float]] = {}
+    for a in built.allocs:
+        if a.tier is Tier.COMMITTED:
+            cell = used.setdefault(a.group, {})
+            cell[(a.workload, a.period)] = cell.get((a.workload, a.period), 0.0) + _val(a.var)
+    term_h = obligation_hours(problem)
     for g, v in built.commit_vars.items():
         n = round(_val(v))
         pool = problem.pool(built.commit_pool[g])
+        worth = appraise(problem, g, n, built.commit_price[g], used.get(g, {}))
         commitments.append(
             Commitment(
                 g,
@@ -123,6 +151,10 @@ def _extract(
                 n * pool.snap.instance.units,
                 built.commit_price[g],
                 problem.options.term_years,
+                obligation_usd=worth.obligation_usd,
+                monthly_saving_usd=worth.monthly_saving_usd(term_h),
+                utilisation=worth.utilisation,
+                breakeven_utilisation=worth.breakeven_utilisation,
             )
         )
     lengths = problem.period_lengths
