@@ -20,13 +20,24 @@ actual demand and market. ``--json`` prints one object::
          "catch_up_usd": float,                  # on-demand to finish jobs behind at the deadline
          "budget_exceeded_hours": int,
          "committed_instances": {group: int},
+         "commitments": [{"group": str, "instances": int, "term_years": int,
+                          "payment": str, "usd_per_instance_hour": float,
+                          "obligation_usd": float,       # the whole term
+                          "monthly_saving_usd": float,   # vs the spot/on-demand mix
+                          "utilisation": float, "breakeven_utilisation": float}],
          "planned_cost_usd": float}
       ],
       "committed_sweep": [                       # only with --committed
         {"share_of_peak": float, "committed_units": float, "group": str,
-         "instances": int, "total_cost_usd": float, "marginal_occupancy": float | null}
+         "instances": int, "total_cost_usd": float, "marginal_occupancy": float | null,
+         "obligation_usd": float,                # the level's commitment over its term
+         "delta_usd": float | null,              # total less the previous level's
+         "monthly_delta_usd": float | null,
+         "verdict": "pays" | "costs" | null}     # from the totals: pays iff delta < 0
       ],
       "breakeven_occupancy": float | null,       # a committed unit pays above this occupancy
+                                                 # against the spot/on-demand mix
+      "breakeven_occupancy_on_demand": float | null,  # ... against on-demand alone
       "explanation": [str],                      # the optimizer's reasons, one line each
       "seconds": {...}
     }
@@ -253,10 +264,16 @@ def whatif_command(
             {"share_of_peak": p.share_of_peak, "committed_units": round(p.committed_units, 2),
              "group": p.group, "instances": p.instances,
              "total_cost_usd": round(p.scenario.bill.total_usd, 2),
-             "marginal_occupancy": p.marginal_occupancy}
+             "marginal_occupancy": p.marginal_occupancy,
+             "obligation_usd": round(p.obligation_usd, 2),
+             "delta_usd": None if p.delta_usd is None else round(p.delta_usd, 2),
+             "monthly_delta_usd": (None if p.delta_usd is None
+                                   else round(p.monthly_delta_usd(result.hours) or 0.0, 2)),
+             "verdict": None if p.pays is None else ("pays" if p.pays else "costs")}
             for p in result.sweep
         ]  # fmt: skip
         out["breakeven_occupancy"] = result.breakeven_occupancy
+        out["breakeven_occupancy_on_demand"] = result.breakeven_occupancy_on_demand
     if plot is not None:
         plot_whatif(result, plot)
     if common.as_json:
@@ -288,17 +305,26 @@ def _print_whatif(out: Mapping[str, object]) -> None:
     console.print(t)
     if "committed_sweep" in out:
         st = Table(title="committed sweep (share of peak serving demand)", title_justify="left")
-        for col in ("share", "group", "instances", "total $", "occupancy of added units"):
+        for col in ("share", "group", "instances", "obligation $", "total $", "vs previous $",
+                    "verdict", "occupancy of added units"):  # fmt: skip
             st.add_column(col)
         for p in _rows(out["committed_sweep"]):
             occ = "-" if p["marginal_occupancy"] is None else f"{n(p, 'marginal_occupancy'):.0%}"
+            delta = "-" if p["delta_usd"] is None else f"{n(p, 'delta_usd'):+,.0f}"
             st.add_row(f"{n(p, 'share_of_peak'):.0%}", str(p["group"]), str(p["instances"]),
-                       f"{n(p, 'total_cost_usd'):,.0f}", occ)  # fmt: skip
+                       f"{n(p, 'obligation_usd'):,.0f}", f"{n(p, 'total_cost_usd'):,.0f}",
+                       delta, str(p["verdict"] or "-"), occ)  # fmt: skip
         console.print(st)
         be = out.get("breakeven_occupancy")
         if be is not None:
             share = number(be, "breakeven_occupancy")
-            console.print(f"a committed unit pays off when used more than {share:.0%} of hours")
+            line = f"a committed unit pays off when used more than {share:.0%} of hours"
+            od_be = out.get("breakeven_occupancy_on_demand")
+            if od_be is not None:
+                line += (f" against the spot/on-demand mix "
+                         f"({number(od_be, 'breakeven_occupancy_on_demand'):.0%} against "
+                         "on-demand alone); the verdict is the billed totals'")  # fmt: skip
+            console.print(line)
     explanation = out["explanation"]
     console.print("\n".join(explanation) if isinstance(explanation, list) else "")
 
@@ -344,7 +370,10 @@ def plan_command(common: CommonOptions) -> None:
         },
         "commitments": [
             {"group": c.group, "instances": c.instances, "units": c.units,
-             "usd_per_instance_hour": c.usd_per_instance_hour, "term_years": c.term_years}
+             "usd_per_instance_hour": c.usd_per_instance_hour, "term_years": c.term_years,
+             "payment": c.payment, "obligation_usd": c.obligation_usd,
+             "monthly_saving_usd": c.monthly_saving_usd, "utilisation": c.utilisation,
+             "breakeven_utilisation": c.breakeven_utilisation}
             for c in plan.commitments if c.instances
         ],
         "allocations": plan.allocations.to_dict(orient="records"),

@@ -23,9 +23,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
+from markets.commitments import term_hours
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostEntry, CostTable
-from markets.commitments import term_hours
 from policies.reservations import committed_count, persists
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 

@@ -34,12 +34,14 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.planning.demand import DemandSet
+from broker.planning.optimizer.commitments import alternative_usd_per_work_hour, obligation_hours
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
-from broker.planning.plan import Plan
+from broker.planning.plan import Commitment, Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
 from broker.whatif.reaction import lifecycle_cost_options
 from broker.whatif.replay import replay
+from markets.commitments import HOURS_PER_MONTH
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
@@ -92,6 +94,7 @@ class Scenario:
             "work_ahead_usd": round(self.bill.work_ahead_usd, 2),
             "budget_exceeded_hours": self.bill.budget_exceeded_hours,
             "committed_instances": self.plan.committed_instances(),
+            "commitments": [_commitment(c) for c in self.plan.commitments if c.instances],
             "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),
             # the optimizer's proof (None for baselines): objective vs its bound
             "plan_gap": _rounded(self.plan.meta.get("gap"), 6),
@@ -111,18 +114,49 @@ class Scenario:
         }
 
 
+def _commitment(c: Commitment) -> dict[str, object]:
+    """A commitment with its term figures (``Commitment``'s docs)."""
+    return {
+        "group": c.group,
+        "instances": c.instances,
+        "term_years": c.term_years,
+        "payment": c.payment,
+        "usd_per_instance_hour": round(c.usd_per_instance_hour, 6),
+        "obligation_usd": _rounded(c.obligation_usd, 2),
+        "monthly_saving_usd": _rounded(c.monthly_saving_usd, 2),
+        "utilisation": _rounded(c.utilisation, 6),
+        "breakeven_utilisation": _rounded(c.breakeven_utilisation, 6),
+    }
+
+
 def _rounded(x: object, digits: int) -> float | None:
     return None if not isinstance(x, int | float) else round(float(x), digits)
 
 
 @dataclass(frozen=True)
 class SweepPoint:
+    """One committed level, billed. ``delta_usd``: its total less the previous
+    level's (``None`` for the first); the verdict is read from the totals,
+    never from occupancy alone (``pays``). ``obligation_usd``: the level's
+    commitment over its whole term."""
+
     share_of_peak: float
     committed_units: float
     group: str
     instances: int
     scenario: Scenario
     marginal_occupancy: float | None  # occupancy of the units added since the previous level
+    delta_usd: float | None = None
+    obligation_usd: float = 0.0
+
+    @property
+    def pays(self) -> bool | None:
+        """Whether moving here from the previous level lowers the billed total."""
+        return None if self.delta_usd is None else self.delta_usd < 0
+
+    def monthly_delta_usd(self, hours: int) -> float | None:
+        """``delta_usd`` per average month (730 h) of the billed horizon."""
+        return None if self.delta_usd is None else self.delta_usd * HOURS_PER_MONTH / hours
 
 
 @dataclass
@@ -133,7 +167,11 @@ class WhatIfResult:
     stale: bool
     scenarios: list[Scenario]
     sweep: list[SweepPoint] = field(default_factory=list)
+    # A committed unit's break-even occupancy against the best alternative
+    # (the spot/on-demand mix the workload would run), and against on-demand
+    # alone (the textbook figure, above it where spot is cheaper).
     breakeven_occupancy: float | None = None
+    breakeven_occupancy_on_demand: float | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
     def scenario(self, name: str) -> Scenario:
@@ -350,8 +388,14 @@ def _sweep(
     total = np.sum([forecast[w.name] for w in serving], axis=0)
     peak = float(np.max(total))
     group, work_per_instance, c_price, alt_price = _sweep_group(problem, plan, serving[0])
-    result.breakeven_occupancy = breakeven_occupancy(c_price, alt_price)
+    base_usd, top_usd = alternative_usd_per_work_hour(problem, serving[0])
+    sigma = serving[0].max_spot_share
+    mix_usd = (1.0 - sigma) * base_usd + sigma * top_usd
+    result.breakeven_occupancy = breakeven_occupancy(c_price, mix_usd)
+    result.breakeven_occupancy_on_demand = breakeven_occupancy(c_price, alt_price)
+    term_h = obligation_hours(problem)
     prev_units: float | None = None
+    prev_total: float | None = None
     for share in levels:
         say(f"committed sweep: {share:.0%} of peak")
         units = share * peak
@@ -368,8 +412,12 @@ def _sweep(
         occ = None
         if prev_units is not None and units > prev_units:
             occ = marginal_occupancy(np.ceil(total), math.ceil(prev_units), math.ceil(units))
-        result.sweep.append(SweepPoint(share, units, group, n, sc, occ))
+        billed = sc.bill.total_usd
+        delta = None if prev_total is None else billed - prev_total
+        obligation = n * c_price * work_per_instance * term_h
+        result.sweep.append(SweepPoint(share, units, group, n, sc, occ, delta, obligation))
         prev_units = units
+        prev_total = billed
 
 
 def _sweep_group(

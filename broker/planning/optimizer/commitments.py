@@ -203,7 +203,7 @@ def appraise(
 ) -> CommitmentValue:
     """Appraise ``instances`` of ``group`` given the committed instances each
     (workload, period) of the solved horizon ran on it (``used``)."""
-    O = float(obligation_hours(problem))
+    term_h = float(obligation_hours(problem))
     H = float(problem.hours)
     lengths = problem.period_lengths
     value = 0.0
@@ -229,12 +229,12 @@ def appraise(
         base = (1.0 - w.max_spot_share) * need
         work = n * entry.work_per_instance_hour
         hour_value = base_usd * min(work, base) + top_usd * max(0.0, min(work, need) - base)
-        repeat = O / H if persists(w) else 1.0
+        repeat = term_h / H if persists(w) else 1.0
         L = float(lengths[t])
         value += hour_value * L * repeat
         busy += n * L * repeat
-    obligation = instances * usd_per_instance_hour * O
-    utilisation = None if instances == 0 else min(1.0, busy / (instances * O))
+    obligation = instances * usd_per_instance_hour * term_h
+    utilisation = None if instances == 0 else min(1.0, busy / (instances * term_h))
     per_busy_hour = value / busy if busy > 0 else None
     breakeven = (
         None

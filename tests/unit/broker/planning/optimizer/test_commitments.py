@@ -27,7 +27,7 @@ def _market(*, od: float = 1.0, discount: float, spot: float | None = None) -> M
         PoolSnapshot(
             pool=Pool(
                 provider=Provider.AWS, region="us-east-1", zone=f"us-east-1{z}", instance_type="g1"
-            ),  # fmt: skip
+            ),
             instance=inst,
             on_demand_usd_per_hour=od,
             spot_usd_per_hour=spot,
