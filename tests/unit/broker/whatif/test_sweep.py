@@ -4,6 +4,8 @@ against the spot/on-demand mix the workload would otherwise run."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from broker.whatif.run import run_whatif
@@ -30,8 +32,8 @@ def _workloads() -> WorkloadSet:
 def test_each_level_says_pays_iff_its_total_falls() -> None:
     result = run_whatif(TinyMarket(), _workloads(), days=1, committed_levels=(0.2, 0.5, 1.0))
     points = result.sweep
-    assert [p.pays for p in points][0] is None
-    for before, after in zip(points, points[1:], strict=False):
+    assert points[0].pays is None
+    for before, after in itertools.pairwise(points):
         delta = after.scenario.bill.total_usd - before.scenario.bill.total_usd
         assert after.delta_usd == pytest.approx(delta)
         assert after.pays is (delta < 0)
