@@ -259,10 +259,11 @@ def _owned(row: _Row) -> OwnedCommitment:
 def parse_owned(rows: Sequence[Mapping[str, object]], source: str) -> tuple[OwnedCommitment, ...]:
     """Owned commitments from parsed rows (numbered from 1 in errors)."""
     out = [_owned(_Row(source, i, r)) for i, r in enumerate(rows, start=1)]
-    ids = [c.id for c in out]
+    seen: set[str] = set()
     for i, c in enumerate(out, start=1):
-        if ids.count(c.id) > 1:
+        if c.id in seen:
             raise InputError(source, f"row {i}: id", "ids listed once", got=c.id)
+        seen.add(c.id)
     return tuple(out)
 
 

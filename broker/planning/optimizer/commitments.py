@@ -48,15 +48,18 @@ a baseline) are sunk: no term terms, the horizon charges their hourly share.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pulp
 
 from broker.planning.optimizer.backend import LpVariable
 from broker.planning.optimizer.problem import PlanningProblem
+from markets.catalog import payment_ratio
 from markets.commitments import HOURS_PER_MONTH, TERM_HOURS
 from markets.model import Tier
+from policies.cost_table import CostEntry
 from policies.reservations import persists
 from policies.workloads.spec import Workload, WorkloadClass
 
@@ -66,10 +69,24 @@ __all__ = [
     "add_term_valuation",
     "alternative_usd_per_work_hour",
     "appraise",
+    "committed_usd_per_instance_hour",
     "obligation_hours",
+    "owned_instances",
+    "owned_tail_instances",
 ]
 
 Terms = list[tuple[LpVariable, float]]
+
+
+def committed_usd_per_instance_hour(problem: PlanningProblem, e: CostEntry) -> float | None:
+    """The effective hourly price of one committed instance of ``e``'s group,
+    paid the problem's way (``PlanOptions.payment``, ``markets.catalog.payment_ratio``)."""
+    price = e.usd_per_work_hour[Tier.COMMITTED]
+    if price is None:
+        return None
+    opts = problem.options
+    ratio = payment_ratio(e.key.provider, opts.term_years, opts.payment)
+    return price * e.work_per_instance_hour * ratio
 
 
 def obligation_hours(problem: PlanningProblem) -> int:
@@ -100,6 +117,45 @@ def _need(problem: PlanningProblem, w: Workload, t: int) -> float:
     return problem.required_unit_hours(w) / last if last > 0 else 0.0
 
 
+def owned_instances(problem: PlanningProblem, group: str) -> list[float]:
+    """Instances of ``group`` already owned and active through each period
+    (an instance commitment counts in a period it covers whole: one expiring
+    mid-period no longer does)."""
+    out = []
+    for h0, h1 in problem.period_bounds:
+        t0 = problem.start + timedelta(hours=h0)
+        t1 = problem.start + timedelta(hours=h1)
+        out.append(
+            float(
+                sum(
+                    c.count
+                    for c in problem.owned
+                    if c.group == group and c.start <= t0 and c.end >= t1
+                )
+            )
+        )
+    return out
+
+
+def owned_tail_instances(problem: PlanningProblem, group: str) -> float:
+    """Owned instances of ``group`` over the rest of a new term (hours ``H``
+    to ``O``), weighted by the share of it each is still active."""
+    H = problem.hours
+    rest = obligation_hours(problem) - H
+    if rest <= 0:
+        return 0.0
+    t0 = problem.start + timedelta(hours=H)
+    t1 = problem.start + timedelta(hours=H + rest)
+    total = 0.0
+    for c in problem.owned:
+        if c.group != group:
+            continue
+        lo, hi = max(c.start, t0), min(c.end, t1)
+        if hi > lo:
+            total += c.count * (hi - lo).total_seconds() / 3600.0 / rest
+    return total
+
+
 @dataclass(frozen=True)
 class TermTerms:
     """What ``add_term_valuation`` added: the factor ``f`` and the credit
@@ -117,11 +173,17 @@ def add_term_valuation(
     committed_work: Mapping[tuple[str, int], Terms],
     objective: Terms,
     name: Callable[[str], str],
+    *,
+    owned_tail_work: float = 0.0,
+    group_work: Mapping[str, float] | None = None,
 ) -> TermTerms | None:
     """Add the module docstring's term terms for ``problem``'s free
     commitments. ``committed_work`` maps (workload, period) to its committed
-    allocations as (variable, work per instance-hour). ``None`` when nothing
-    is bought here (every commitment fixed, or the horizon covers the term)."""
+    allocations as (variable, work per instance-hour); ``owned_tail_work``
+    the work per hour owned commitments still do after the horizon
+    (``owned_tail_instances``), ``group_work`` the most work per hour one
+    instance of each group does. ``None`` when nothing is bought here (every
+    commitment fixed, or the horizon covers the term)."""
     if problem.committed_fixed is not None or not commit_vars:
         return None
     H = float(problem.hours)
@@ -129,6 +191,7 @@ def add_term_valuation(
     if rest <= 0:
         return None
     factor = rest / H
+    group_work = group_work or {}
     for g, v in commit_vars.items():
         objective.append((v, commit_price[g] * rest))
     lengths = problem.period_lengths
@@ -159,6 +222,19 @@ def add_term_valuation(
             objective.append((ym, -factor * L * top_usd))
             credits[(w.name, t)] = (yb, ym)
             ceiling += factor * L * (base_usd * base + top_usd * max(0.0, need - base))
+    if problem.owned:
+        # Owned commitments still active after the horizon cover persistent
+        # demand first: new ones earn only the need they leave, and no more
+        # than the new instances can do (in the horizon the owned ones did).
+        new_work = [(v, group_work.get(g, 0.0)) for g, v in commit_vars.items()]
+        for t in range(len(lengths)):
+            cell = [(w, t) for w in problem.workloads.names() if (w, t) in credits]
+            if not cell:
+                continue
+            need_t = sum(_need(problem, problem.workloads.by_name(w), t) for w, _t in cell)
+            terms = [(y, 1.0) for key in cell for y in credits[key]]
+            prob += pulp.LpAffineExpression(terms) <= max(0.0, need_t - owned_tail_work)
+            prob += pulp.LpAffineExpression([*terms, *[(v, -a) for v, a in new_work]]) <= 0
     if ceiling > 0:
         one = pulp.LpVariable(name("TERM"), lowBound=1, upBound=1)
         objective.append((one, ceiling))
@@ -200,16 +276,24 @@ def appraise(
     instances: int,
     usd_per_instance_hour: float,
     used: Mapping[tuple[str, int], float],
+    owned: Sequence[float] = (),
 ) -> CommitmentValue:
     """Appraise ``instances`` of ``group`` given the committed instances each
-    (workload, period) of the solved horizon ran on it (``used``)."""
+    (workload, period) of the solved horizon ran on it (``used``); ``owned``
+    per period are used first (``owned_instances``), the rest is the new
+    ones'."""
+    left = list(owned)
     term_h = float(obligation_hours(problem))
     H = float(problem.hours)
     lengths = problem.period_lengths
     value = 0.0
     busy = 0.0
-    for (wname, t), n in used.items():
-        if n <= 0:
+    for (wname, t), n_used in sorted(used.items(), key=lambda kv: kv[0][1]):
+        take = min(n_used, left[t]) if t < len(left) else 0.0
+        if t < len(left):
+            left[t] -= take
+        n = n_used - take
+        if n <= 1e-9:
             continue
         w = problem.workloads.by_name(wname)
         entry = next(

@@ -77,7 +77,13 @@ import pulp
 
 from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable
-from broker.planning.optimizer.commitments import TermTerms, add_term_valuation
+from broker.planning.optimizer.commitments import (
+    TermTerms,
+    add_term_valuation,
+    committed_usd_per_instance_hour,
+    owned_instances,
+    owned_tail_instances,
+)
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
@@ -122,6 +128,7 @@ class BuiltModel:
     serving_demand: dict[str, FloatArray] = field(default_factory=dict)  # per period
     spot_pools: dict[str, list[str]] = field(default_factory=dict)
     term: TermTerms | None = None  # commitments valued over their term (``commitments``)
+    owned: dict[str, list[float]] = field(default_factory=dict)  # group -> owned per period
 
 
 class _Namer:
@@ -190,10 +197,9 @@ def _aggregate(
         for e in com:
             g = _group_key(e)
             groups.setdefault(g, {})[w] = e
-            price.setdefault(
-                g, (e.usd_per_work_hour[Tier.COMMITTED] or 0.0) * e.work_per_instance_hour
-            )
+            price.setdefault(g, committed_usd_per_instance_hour(problem, e) or 0.0)
     fixed = {g for g, n in (problem.committed_fixed or {}).items() if n > 0}
+    fixed |= {c.group for c in problem.owned if c.group is not None}
     kept = undominated_commitments(groups, price, keep=fixed)
     return {
         w: (
@@ -226,6 +232,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
 
     per_w: dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]] = {}
     n_alloc = 0
+    owned_groups = {c.group for c in problem.owned if c.group is not None}
     for w in problem.workloads.workloads:
         entries = problem.entries(w)
         od = _cheapest_per_type(entries, Tier.ON_DEMAND)
@@ -236,7 +243,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         for e in entries:
             g = _group_key(e)
             if (
-                (problem.committed_fixed or {}).get(g, 0) > 0
+                ((problem.committed_fixed or {}).get(g, 0) > 0 or g in owned_groups)
                 and g not in have
                 and (e.usd_per_work_hour[Tier.COMMITTED] is not None)
             ):
@@ -265,13 +272,13 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             g = _group_key(e)
             if g in built.commit_vars:
                 continue
-            price = e.usd_per_work_hour[Tier.COMMITTED]
+            price = committed_usd_per_instance_hour(problem, e)
             assert price is not None
             fixed = None if problem.committed_fixed is None else problem.committed_fixed.get(g, 0)
             built.commit_vars[g] = pulp.LpVariable(
                 name("C"), lowBound=fixed or 0, upBound=fixed, cat=pulp.LpInteger
             )
-            built.commit_price[g] = price * e.work_per_instance_hour
+            built.commit_price[g] = price
             built.commit_pool[g] = e.pool_key
     if problem.committed_fixed:
         unknown = set(problem.committed_fixed) - set(built.commit_vars)
@@ -395,13 +402,23 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             committed_work.setdefault((a.workload, a.period), []).append(
                 (a.var, a.work_per_instance)
             )
-    # Commitments priced over their whole term (broker.planning.optimizer.commitments).
-    built.term = add_term_valuation(
-        problem, prob, built.commit_vars, built.commit_price, committed_work, objective, name
-    )
-    for (g, _t), terms in commit_use.items():
+    # Commitments priced over their whole term, around those already owned
+    # (broker.planning.optimizer.commitments).
+    group_work: dict[str, float] = {}
+    for a in built.allocs:
+        if a.tier is Tier.COMMITTED:
+            group_work[a.group] = max(group_work.get(a.group, 0.0), a.work_per_instance)
+    owned = {g: owned_instances(problem, g) for g in built.commit_vars if g in owned_groups}
+    tail_work = sum(owned_tail_instances(problem, g) * group_work.get(g, 0.0) for g in owned)
+    built.owned = owned
+    built.term = add_term_valuation(problem, prob, built.commit_vars, built.commit_price,
+                                    committed_work, objective, name,
+                                    owned_tail_work=tail_work,
+                                    group_work=group_work)  # fmt: skip
+    for (g, t), terms in commit_use.items():
         cname = name("commit")
-        prob += _lin([*terms, (built.commit_vars[g], -1.0)]) <= 0, cname
+        have_owned = owned[g][t] if g in owned else 0.0
+        prob += _lin([*terms, (built.commit_vars[g], -1.0)]) <= have_owned, cname
         built.described[cname] = f"committed {g}: usage within what was bought"
     for (p, t), terms in pool_use.items():
         cap = float(caps[p][t])

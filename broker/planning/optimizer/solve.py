@@ -54,6 +54,8 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     # objective, bound and gap are in the horizon's dollars as before.
     plan, _ = _solve(dataclasses.replace(problem, committed_fixed=first.committed_instances()),
                      integral)  # fmt: skip
+    if problem.owned:
+        plan.meta["owned_commitments"] = len(problem.owned)
     plan.meta.update(
         {
             "commitments_by": "term valuation",
@@ -142,7 +144,8 @@ def _extract(
     for g, v in built.commit_vars.items():
         n = round(_val(v))
         pool = problem.pool(built.commit_pool[g])
-        worth = appraise(problem, g, n, built.commit_price[g], used.get(g, {}))
+        worth = appraise(problem, g, n, built.commit_price[g], used.get(g, {}),
+                         built.owned.get(g, []))  # fmt: skip
         commitments.append(
             Commitment(
                 g,
@@ -155,6 +158,7 @@ def _extract(
                 monthly_saving_usd=worth.monthly_saving_usd(term_h),
                 utilisation=worth.utilisation,
                 breakeven_utilisation=worth.breakeven_utilisation,
+                payment=problem.options.payment,
             )
         )
     lengths = problem.period_lengths

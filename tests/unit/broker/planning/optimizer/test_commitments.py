@@ -3,7 +3,7 @@ that persists does, and every appraisal agrees with itself."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from broker.planning.optimizer.problem import PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
-from markets.commitments import TERM_HOURS
+from markets.commitments import TERM_HOURS, CommitmentKind, OwnedCommitment
 from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Provider
 from policies.workloads.spec import parse_workloads
 
@@ -133,3 +133,41 @@ def test_a_fixed_commitment_is_appraised_against_the_mix() -> None:
     assert c.utilisation == pytest.approx(48 / (2 * 8760))
     assert c.monthly_saving_usd is not None and c.monthly_saving_usd < 0
     assert c.breakeven_utilisation == pytest.approx(0.6)
+
+
+def _owned(count: int, end_hours: float) -> OwnedCommitment:
+    return OwnedCommitment(
+        id="ri-1",
+        provider=Provider.AWS,
+        kind=CommitmentKind.RESERVED,
+        start=T0 - timedelta(days=300),
+        end=T0 + timedelta(hours=end_hours),
+        region="us-east-1",
+        instance_type="g1",
+        count=count,
+    )
+
+
+@pytest.mark.parametrize(
+    ("end_hours", "bought"),
+    [
+        # owned for two more years: they cover 6 of the 10, buy the 4 left
+        pytest.param(2 * 8760, 4, id="owned-outlive-the-term"),
+        # owned expire as the horizon ends: the year ahead needs all 10 anew
+        pytest.param(24, 10, id="owned-expire-now"),
+    ],
+)
+def test_what_to_buy_next_given_what_is_owned_and_when_it_expires(
+    end_hours: float, bought: int
+) -> None:
+    ws = parse_workloads({"workloads": [{"name": "api", "class": "serving",
+                                         "instance_types": ["g1"], "max_spot_share": 0.0}]},
+                         demand_supplied=True)  # fmt: skip
+    opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False)
+    problem = build_problem(_market(discount=0.4), ws, {"api": np.full(24, 10.0)}, hours=24,
+                            options=opts, owned=(_owned(6, end_hours),))  # fmt: skip
+    plan = solve(problem)
+    assert plan.committed_instances() == {GROUP: bought}
+    assert plan.unmet_unit_hours["api"] == pytest.approx(0.0, abs=1e-6)
+    # the owned 6 serve in the horizon: the plan pays on-demand for nothing
+    assert plan.planned_cost_by_tier()["on_demand"] == pytest.approx(0.0, abs=1e-6)
