@@ -38,6 +38,9 @@ actual demand and market. ``--json`` prints one object::
       "breakeven_occupancy": float | null,       # a committed unit pays above this occupancy
                                                  # against the spot/on-demand mix
       "breakeven_occupancy_on_demand": float | null,  # ... against on-demand alone
+      "owned": [{"id": str, "kind": str, "group": str | null, "count": int,   # only with
+                 "usd_per_hour": float, "end": str, "hours_left": float}],   # --owned
+      "next_buy": [<a commitment, as in "commitments">],  # bought on top of the owned
       "explanation": [str],                      # the optimizer's reasons, one line each
       "seconds": {...}
     }
@@ -54,11 +57,11 @@ stays fast.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -78,6 +81,7 @@ from markets.registry import open_market
 if TYPE_CHECKING:
     from broker.planning.demand import DemandSet
     from broker.planning.optimizer.problem import PlanOptions
+    from markets.commitments import OwnedCommitment
     from policies.workloads.spec import WorkloadSet
 
 __all__ = ["plan_command", "whatif_command"]
@@ -205,8 +209,45 @@ def _start(text: str | None) -> datetime | None:
     return at
 
 
+# --- commitments: term, payment, what is owned (broker.planning.optimizer.commitments)
+_TERMS = {"1y": 1, "3y": 3}
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def _commitment_options(f: _F) -> _F:
+    """``--term``, ``--payment`` and ``--owned``, handed to the command as
+    ``term``, ``payment`` and ``owned``."""
+    options = [
+        click.option("--term", type=click.Choice(list(_TERMS)), default="1y", show_default=True,
+                     help="Commitment term bought (valued over the whole term)."),
+        click.option("--payment", type=click.Choice(["no_upfront", "partial_upfront",
+                                                     "all_upfront"]),
+                     default="no_upfront", show_default=True,
+                     help="How commitments are paid (the catalog's price ratios; GCP CUDs "
+                          "are monthly only)."),
+        click.option("--owned", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Commitments already owned (YAML or CSV: markets/commitments.py): "
+                          "plan around them and say what to buy next."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _with_commitments(opts: PlanOptions, term: str, payment: str) -> PlanOptions:
+    return replace(opts, term_years=_TERMS[term], payment=payment)
+
+
+def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
+    # lazy: YAML; ``spotfolio --help`` imports this module
+    from markets.commitments import load_owned
+
+    return () if path is None else load_owned(path)
+
+
 @click.command(name="whatif")
 @_common_options
+@_commitment_options
 @click.option(
     "--committed",
     "committed",
@@ -228,11 +269,12 @@ def _start(text: str | None) -> datetime | None:
     help="Write a PNG: cost by tier per scenario and the committed sweep.",
 )
 def whatif_command(
-    common: CommonOptions, committed: str | None, seed: int, replan_hours: int, plot: Path | None
-) -> None:
+    common: CommonOptions, committed: str | None, seed: int, replan_hours: int, plot: Path | None,
+    term: str, payment: str, owned: Path | None,
+) -> None:  # fmt: skip
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
-    from broker.whatif.run import run_whatif
+    from broker.whatif.run import commitment_dict, owned_dict, run_whatif
 
     if plot is not None:  # before a minute of planning, not after
         require("matplotlib", "--plot", got=str(plot))
@@ -240,13 +282,14 @@ def whatif_command(
     if plot is not None:
         check_plot_path(plot)  # before the run: a bad --plot fails in a second, not an hour
     start = _start(common.start)
+    have = _load_owned(owned)
     src, ws, dem = _inputs(common)
-    opts = _options(common)
+    opts = _with_commitments(_options(common), term, payment)
     with err_console.status("planning...", spinner="dots") as status:
         result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
                             options=opts, committed_levels=levels, seed=seed,
                             progress=lambda m: status.update(m),
-                            replan_hours=replan_hours)  # fmt: skip
+                            replan_hours=replan_hours, owned=have)  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
     rows = [s.to_dict(od, ws) for s in result.scenarios]
     out: dict[str, object] = {
@@ -274,6 +317,9 @@ def whatif_command(
         ]  # fmt: skip
         out["breakeven_occupancy"] = result.breakeven_occupancy
         out["breakeven_occupancy_on_demand"] = result.breakeven_occupancy_on_demand
+    if have:
+        out["owned"] = [owned_dict(c, result.start) for c in result.owned]
+        out["next_buy"] = [commitment_dict(c) for c in result.next_buy]
     if plot is not None:
         plot_whatif(result, plot)
     if common.as_json:
@@ -325,6 +371,20 @@ def _print_whatif(out: Mapping[str, object]) -> None:
                          f"({number(od_be, 'breakeven_occupancy_on_demand'):.0%} against "
                          "on-demand alone); the verdict is the billed totals'")  # fmt: skip
             console.print(line)
+    if "owned" in out:
+        lines = ["given what is owned:"]
+        for c in _rows(out["owned"]):
+            what = c["group"] or f"{c['kind']} ${n(c, 'usd_per_hour'):,.2f}/h (not planned yet)"
+            lines.append(f"  owned {c['id']}: {c['count'] or ''} {what}, "
+                         f"{n(c, 'hours_left'):,.0f} h left (ends {c['end']})")  # fmt: skip
+        buys = _rows(out.get("next_buy"))
+        for c in buys:
+            lines.append(f"  buy next: {c['instances']} x {c['group']} ({c['term_years']}-year, "
+                         f"{c['payment']}): obligation ${n(c, 'obligation_usd'):,.0f}, "
+                         f"saves ${n(c, 'monthly_saving_usd'):,.0f}/month")  # fmt: skip
+        if not buys:
+            lines.append("  buy next: nothing (what is owned covers what pays)")
+        console.print("\n".join(lines))
     explanation = out["explanation"]
     console.print("\n".join(explanation) if isinstance(explanation, list) else "")
 
@@ -336,7 +396,8 @@ def _rows(value: object) -> list[Mapping[str, object]]:
 
 @click.command(name="plan")
 @_common_options
-def plan_command(common: CommonOptions) -> None:
+@_commitment_options
+def plan_command(common: CommonOptions, term: str, payment: str, owned: Path | None) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
     from broker.planning.demand import DemandSet
@@ -344,6 +405,7 @@ def plan_command(common: CommonOptions) -> None:
     from broker.planning.optimizer.solve import solve
 
     start = _start(common.start)
+    have = _load_owned(owned)
     src, ws, dem = _inputs(common)
     snapshot = src.snapshot(start)
     hours = common.days * 24
@@ -353,8 +415,8 @@ def plan_command(common: CommonOptions) -> None:
         dem = DemandSet.from_shapes(ws, at - timedelta(days=28), 28 * 24 + hours)
     window = dem.window(at, hours)
     serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
-    opts = _options(common)
-    plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts))
+    opts = _with_commitments(_options(common), term, payment)
+    plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts, owned=have))
     if not common.as_json:
         console.print(plan.explain())
         bound, got = plan.meta.get("lower_bound_usd"), plan.meta.get("gap")

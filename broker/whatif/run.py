@@ -41,7 +41,7 @@ from broker.whatif.baselines import all_on_demand, committed_quantile, static_mi
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
 from broker.whatif.reaction import lifecycle_cost_options
 from broker.whatif.replay import replay
-from markets.commitments import HOURS_PER_MONTH
+from markets.commitments import HOURS_PER_MONTH, OwnedCommitment
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
@@ -56,6 +56,8 @@ __all__ = [
     "Scenario",
     "SweepPoint",
     "WhatIfResult",
+    "commitment_dict",
+    "owned_dict",
     "run_whatif",
 ]
 
@@ -94,7 +96,7 @@ class Scenario:
             "work_ahead_usd": round(self.bill.work_ahead_usd, 2),
             "budget_exceeded_hours": self.bill.budget_exceeded_hours,
             "committed_instances": self.plan.committed_instances(),
-            "commitments": [_commitment(c) for c in self.plan.commitments if c.instances],
+            "commitments": [commitment_dict(c) for c in self.plan.commitments if c.instances],
             "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),
             # the optimizer's proof (None for baselines): objective vs its bound
             "plan_gap": _rounded(self.plan.meta.get("gap"), 6),
@@ -114,7 +116,20 @@ class Scenario:
         }
 
 
-def _commitment(c: Commitment) -> dict[str, object]:
+def owned_dict(c: OwnedCommitment, at: datetime) -> dict[str, object]:
+    """An owned commitment as the what-if's JSON lists it."""
+    return {
+        "id": c.id,
+        "kind": c.kind.value,
+        "group": c.group,
+        "count": c.count,
+        "usd_per_hour": c.usd_per_hour,
+        "end": c.end.isoformat(),
+        "hours_left": round(c.hours_left(at), 1),
+    }
+
+
+def commitment_dict(c: Commitment) -> dict[str, object]:
     """A commitment with its term figures (``Commitment``'s docs)."""
     return {
         "group": c.group,
@@ -172,6 +187,10 @@ class WhatIfResult:
     # alone (the textbook figure, above it where spot is cheaper).
     breakeven_occupancy: float | None = None
     breakeven_occupancy_on_demand: float | None = None
+    # With owned commitments: what they are, and what the optimizer buys on
+    # top of them over the period (the "what to buy next" answer).
+    owned: tuple[OwnedCommitment, ...] = ()
+    next_buy: tuple[Commitment, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
 
     def scenario(self, name: str) -> Scenario:
@@ -230,13 +249,16 @@ def run_whatif(
     progress: Callable[[str], None] | None = None,
     replan_hours: int = REPLAN_HOURS,
     horizon_hours: int = HORIZON_HOURS,
+    owned: tuple[OwnedCommitment, ...] = (),
 ) -> WhatIfResult:
     """Plan and bill every scenario over ``days`` from ``start``. The
     ``spotfolio`` scenario is the daemon's planning loop replayed
     (``broker.whatif.replay``: re-planned every ``replan_hours``,
     ``horizon_hours`` ahead, on what was known at each step) with the
     commitments the whole-period plan buys; that plan stays the sweep's
-    reference."""
+    reference. ``owned``: commitments already bought; the whole-period plan
+    is solved once more around them and ``next_buy`` says what it buys on top
+    (the scenarios stay those of a fleet owning nothing, billed alike)."""
     from broker.planning.optimizer.solve import solve  # PuLP only when planning
 
     say = progress or (lambda _msg: None)
@@ -312,6 +334,13 @@ def run_whatif(
     scenarios.append(Scenario("spotfolio", rolled.plan, ours))
     clock["baselines_s"] = time.perf_counter() - t
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
+    if owned:
+        say("planning around the commitments owned")
+        t = time.perf_counter()
+        around = solve(dataclasses.replace(problem, owned=owned))
+        result.owned = owned
+        result.next_buy = tuple(c for c in around.commitments if c.instances > 0)
+        clock["owned_s"] = time.perf_counter() - t
     if committed_levels:
         t = time.perf_counter()
         _sweep(
