@@ -46,9 +46,16 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     proves ``options.gap``. Either way ``plan.meta`` carries the proven
     ``lower_bound_usd`` and the ``gap`` to it (``None`` if nothing was proven).
     """
-    first, built = _solve(problem, integral)
-    if built.term is None:
-        return first
+    if problem.committed_fixed is not None:
+        return _solve(problem, integral)[0]
+    # The buy decision is the quick solve's: a proof (``polish_s``) is for
+    # the horizon's plan below, which gets the whole time limit.
+    proof = problem.options.polish_s > 0
+    quick = dataclasses.replace(problem.options, polish_s=0.0)
+    first, built = _solve(dataclasses.replace(problem, options=quick) if proof else problem,
+                          integral)  # fmt: skip
+    if built.term is None:  # nothing valued over a term: this is the plan
+        return _solve(problem, integral)[0] if proof else first
     # The buy decision was made on the term's economics; the plan is the
     # horizon's with those commitments fixed (sunk from now on), so its
     # objective, bound and gap are in the horizon's dollars as before.
