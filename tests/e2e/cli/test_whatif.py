@@ -176,3 +176,18 @@ def test_whatif_with_gap_proves_spotfolio_plan(capsys: pytest.CaptureFixture[str
     assert quick["on_demand"]["plan_gap"] is None
     # baselines are not optimized: no gap to report, and the same bills
     assert proven["on_demand"]["total_cost_usd"] == quick["on_demand"]["total_cost_usd"]
+
+
+@pytest.mark.parametrize("command", ["whatif", "plan"])
+def test_a_bad_owned_file_exits_2_naming_file_row_and_field(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    owned = tmp_path / "owned.csv"
+    owned.write_text(
+        "id,provider,kind,region,instance_type,count,start,end\n"
+        "ri-1,aws,reserved,us-east-1,p4d.24xlarge,2,2026-01-01,2027-01-01\n"
+        "ri-2,aws,reserved,us-east-1,p4d.24xlarge,-1,2026-01-01,2027-01-01\n"
+    )
+    assert main([command, "--days", "1", "--owned", str(owned)]) == 2
+    err = capsys.readouterr().err
+    assert str(owned) in err and "row 2: count" in err
