@@ -443,7 +443,8 @@ def _sweep(
             occ = marginal_occupancy(np.ceil(total), math.ceil(prev_units), math.ceil(units))
         billed = sc.bill.total_usd
         delta = None if prev_total is None else billed - prev_total
-        obligation = n * c_price * work_per_instance * term_h
+        # the plan's own price (paid the way the options say) over the term
+        obligation = p.committed_usd_per_hour() * term_h
         result.sweep.append(SweepPoint(share, units, group, n, sc, occ, delta, obligation))
         prev_units = units
         prev_total = billed
