@@ -316,7 +316,9 @@ def appraise(
         repeat = term_h / H if persists(w) else 1.0
         L = float(lengths[t])
         value += hour_value * L * repeat
-        busy += n * L * repeat
+        # busy: the instances doing needed work (a plan may hold idle
+        # committed instances: they cost nothing more in the horizon)
+        busy += min(n, need / entry.work_per_instance_hour) * L * repeat
     obligation = instances * usd_per_instance_hour * term_h
     utilisation = None if instances == 0 else min(1.0, busy / (instances * term_h))
     per_busy_hour = value / busy if busy > 0 else None
