@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from markets.commitments import PaymentOption
 from markets.errors import InputError
 from markets.model import InstanceType, Provider
 
@@ -29,11 +30,13 @@ __all__ = [
     "GPU_THROUGHPUT_VS_V100",
     "REFERENCE_REGION",
     "TRACE_ALIASES",
+    "UPFRONT_SHARE",
     "CatalogEntry",
     "UnknownInstanceTypeError",
     "committed_price",
     "instance_type",
     "list_price",
+    "payment_ratio",
     "regions",
     "throughput_factor",
     "trace_instance_type",
@@ -121,6 +124,38 @@ _COMMITTED_DISCOUNT: Mapping[str, tuple[float, float] | None] = MappingProxyType
         "a2-ultragpu": None,
         "a3-highgpu": (0.306, 0.561),
         "g2-standard": (0.37, 0.55),
+    }
+)
+
+# Payment options: the effective hourly price (upfront amortised over the
+# term) of each option against the option the discounts above are quoted for
+# (1-year: no upfront; 3-year: all upfront). AWS Standard RIs and Savings
+# Plans are sold no/partial/all upfront, a little cheaper the more is paid
+# upfront: on the EC2 RI pricing page (p3.2xlarge, us-east-1, Linux, as listed
+# in 2024) 1-year Standard no upfront $1.989/h (35 % off $3.06), partial
+# upfront ~$1.703/h effective (44 %), all upfront ~$1.669/h (45 %); 3-year no
+# upfront ~$1.369/h (55 %), partial ~$1.173/h (62 %), all upfront ~$1.102/h
+# (64 %). The ratios below are those, rounded; family-level approximations
+# like the discounts (the AWS adapter reads exact offerings). GCP bills
+# resource-based CUDs monthly (CUD docs: "you pay the monthly fee for the
+# term"): no upfront option is sold, so a CUD keeps its monthly price.
+_PAYMENT_RATIO: Mapping[tuple[Provider, int, PaymentOption], float] = MappingProxyType(
+    {
+        (AWS, 1, PaymentOption.NO_UPFRONT): 1.0,
+        (AWS, 1, PaymentOption.PARTIAL_UPFRONT): 1.703 / 1.989,
+        (AWS, 1, PaymentOption.ALL_UPFRONT): 1.669 / 1.989,
+        (AWS, 3, PaymentOption.NO_UPFRONT): 1.369 / 1.102,
+        (AWS, 3, PaymentOption.PARTIAL_UPFRONT): 1.173 / 1.102,
+        (AWS, 3, PaymentOption.ALL_UPFRONT): 1.0,
+    }
+)
+# The upfront share of the term's obligation per option (AWS: all upfront
+# pays it all at purchase; partial upfront about half, RI pricing page).
+UPFRONT_SHARE: Mapping[PaymentOption, float] = MappingProxyType(
+    {
+        PaymentOption.NO_UPFRONT: 0.0,
+        PaymentOption.PARTIAL_UPFRONT: 0.5,
+        PaymentOption.ALL_UPFRONT: 1.0,
     }
 )
 
@@ -357,6 +392,16 @@ def committed_price(
     disc = e.committed_discount_1y if term_years == 1 else e.committed_discount_3y
     od = list_price(provider, region, name)
     return None if disc is None else od * (1.0 - disc)
+
+
+def payment_ratio(provider: Provider | str, term_years: int, payment: PaymentOption | str) -> float:
+    """The effective hourly price of ``payment`` against the catalog's quoted
+    option for ``term_years`` (1.0 where the provider sells one option only:
+    GCP CUDs are monthly)."""
+    p, option = Provider(provider), PaymentOption(payment)
+    if term_years not in (1, 3):
+        raise InputError("term_years", None, "1 or 3", got=term_years)
+    return _PAYMENT_RATIO.get((p, term_years, option), 1.0)
 
 
 def zones_for(name: str) -> list[tuple[Provider, str, str]]:

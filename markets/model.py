@@ -2,7 +2,8 @@
 
 Owns: ``Provider``, ``Tier``, ``InstanceType``, ``Pool``, ``Hazard``,
 ``SpotPriceRisk``, ``PoolSnapshot``, ``FailureDomain`` and ``MarketSnapshot``.
-Prices are US dollars per *instance* hour; per-unit prices are derived (``PoolSnapshot.price_per_unit_hour``).
+Prices are US dollars per *instance* hour; per-unit prices are derived
+(``PoolSnapshot.price_per_unit_hour``).
 
 Must not: do I/O, know any cloud SDK, or hold decision rules (``policies``).
 Nonsense (negative prices, a placement score outside 1-10, a zone outside its

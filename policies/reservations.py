@@ -19,6 +19,16 @@ demand (a 40 % discount commits the 40th percentile).
 
 Demand is counted in whole units: fractional hourly demand is rounded up
 (capacity is bought in whole units), after forgiving float noise of 1e-9.
+
+The term. A commitment bills every hour of its term (``term_hours``: 8,760 for
+one year), not only the hours of the series. Demand that persists (serving,
+a recurring job: ``persists``) is taken to repeat the series' pattern over the
+term, so the rule above holds as is. A finite series (a job that ends) is
+demand for its own hours only, zero for the rest of the term: the k-th unit is
+busy ``count(D >= k) / term_hours`` of the term, so a 20-day job never
+justifies a 1-year commitment at any real discount (``480 / 8760 = 5.5 %``).
+Pass ``term_hours`` for a finite series; leave it ``None`` for one that
+repeats.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from policies.workloads.spec import Workload, WorkloadClass
+
 __all__ = [
     "CommitmentComparison",
     "CommitmentCost",
@@ -40,6 +52,7 @@ __all__ = [
     "committed_count",
     "compare_commitment_levels",
     "marginal_occupancy",
+    "persists",
 ]
 
 # Relative slack for ties: P(D >= k) within this of p_R / p_alt is a tie.
@@ -63,6 +76,23 @@ def _check_prices(committed: float, alternative: float) -> None:
         raise ValueError(f"alternative_usd_per_unit_hour must be > 0, got {alternative!r}")
 
 
+def persists(w: Workload) -> bool:
+    """Whether ``w``'s demand is expected over a commitment's term: serving
+    profiles always, training and batch jobs only when marked ``recurring``."""
+    return w.workload_class is WorkloadClass.SERVING or w.recurring
+
+
+def _billed_hours(n: int, term_hours: int | None) -> int:
+    """Hours a commitment bills against a series of ``n`` hours: the series'
+    (it repeats over the term) or the term's (a finite series), whichever is
+    longer (a series longer than the term renews it)."""
+    if term_hours is None:
+        return n
+    if term_hours <= 0:
+        raise ValueError(f"term_hours must be > 0, got {term_hours!r}")
+    return max(n, int(term_hours))
+
+
 def breakeven_occupancy(
     committed_usd_per_unit_hour: float, alternative_usd_per_unit_hour: float
 ) -> float:
@@ -79,8 +109,11 @@ def committed_count(
     hourly_demand: Sequence[float] | npt.ArrayLike,
     committed_usd_per_unit_hour: float,
     alternative_usd_per_unit_hour: float,
+    *,
+    term_hours: int | None = None,
 ) -> int:
-    """Units to commit: the largest k with ``P(D >= k) > p_R / p_alt`` (0 if none).
+    """Units to commit: the largest k with ``P(D >= k) > p_R / p_alt`` (0 if none);
+    with ``term_hours`` (a finite series) ``P`` is over the term's hours.
 
     Ties: a unit exactly at break-even (``P(D >= k) == p_R / p_alt`` within a
     relative 1e-9) costs the same committed or not; it is NOT committed, so the
@@ -93,13 +126,13 @@ def committed_count(
     """
     q = breakeven_occupancy(committed_usd_per_unit_hour, alternative_usd_per_unit_hour)
     d = _as_units(hourly_demand)
-    n = d.size
+    n = _billed_hours(d.size, term_hours)
     # The k-th unit pays iff count(D >= k) > q n, i.e. iff at least m hours
     # have D >= k, m = the smallest integer strictly above q n (tie-tolerant).
     # Then K is the m-th largest demand.
     qn = q * n
     m = math.floor(qn * (1.0 + _TIE_TOL) + _TIE_TOL) + 1
-    if m > n:
+    if m > d.size:
         return 0
     desc = np.sort(d)[::-1]
     return int(desc[m - 1])
@@ -130,15 +163,19 @@ def commitment_cost(
     committed_units: int,
     committed_usd_per_unit_hour: float,
     alternative_usd_per_unit_hour: float,
+    *,
+    term_hours: int | None = None,
 ) -> CommitmentCost:
-    """What committing ``committed_units`` costs against this demand series."""
+    """What committing ``committed_units`` costs against this demand series;
+    with ``term_hours`` (a finite series) the commitment bills the whole term
+    (``hours``) and the demand is nil after the series."""
     _check_prices(committed_usd_per_unit_hour, alternative_usd_per_unit_hour)
     if committed_units < 0:
         raise ValueError(f"committed_units must be >= 0, got {committed_units}")
     d = _as_units(hourly_demand)
     used = np.minimum(d, committed_units).sum()
     overflow = float(np.maximum(d - committed_units, 0).sum())
-    hours = int(d.size)
+    hours = _billed_hours(int(d.size), term_hours)
     return CommitmentCost(
         committed_units=committed_units,
         hours=hours,
@@ -150,9 +187,14 @@ def commitment_cost(
 
 
 def marginal_occupancy(
-    hourly_demand: Sequence[float] | npt.ArrayLike, from_units: int, to_units: int
+    hourly_demand: Sequence[float] | npt.ArrayLike,
+    from_units: int,
+    to_units: int,
+    *,
+    term_hours: int | None = None,
 ) -> float:
-    """Mean occupancy of the units between two commitment levels.
+    """Mean occupancy of the units between two commitment levels (over the
+    term with ``term_hours``, a finite series).
 
     Raising the commitment from ``from_units`` to ``to_units`` pays iff this
     exceeds the break-even occupancy (lowering it pays iff it falls below).
@@ -164,7 +206,7 @@ def marginal_occupancy(
         raise ValueError("the two commitment levels are equal: no marginal units")
     d = _as_units(hourly_demand)
     used = np.clip(d - lo, 0, hi - lo).sum()
-    return float(used) / ((hi - lo) * d.size)
+    return float(used) / ((hi - lo) * _billed_hours(d.size, term_hours))
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,17 +239,20 @@ def compare_commitment_levels(
     levels_units: Sequence[int],
     committed_usd_per_unit_hour: float,
     alternative_usd_per_unit_hour: float,
+    *,
+    term_hours: int | None = None,
 ) -> CommitmentComparison:
     """Cost of each commitment level, the optimum, and each step between levels in order.
 
     Answers "should we raise committed capacity from 40 % to 60 % of peak?":
     pass both levels; ``steps[0].pays`` says whether the move saves money and
     ``steps[0].marginal_occupancy`` vs ``breakeven_occupancy`` says why.
+    ``term_hours``: the series is finite (see the module docstring).
     """
     q = breakeven_occupancy(committed_usd_per_unit_hour, alternative_usd_per_unit_hour)
     prices = (committed_usd_per_unit_hour, alternative_usd_per_unit_hour)
     d = _as_units(hourly_demand)
-    levels = tuple(commitment_cost(d, int(k), *prices) for k in levels_units)
+    levels = tuple(commitment_cost(d, int(k), *prices, term_hours=term_hours) for k in levels_units)
     steps = tuple(
         CommitmentStep(
             from_units=a.committed_units,
@@ -215,13 +260,16 @@ def compare_commitment_levels(
             marginal_occupancy=(
                 None
                 if a.committed_units == b.committed_units
-                else marginal_occupancy(d, a.committed_units, b.committed_units)
+                else marginal_occupancy(
+                    d, a.committed_units, b.committed_units, term_hours=term_hours
+                )
             ),
             delta_usd=b.total_usd - a.total_usd,
         )
         for a, b in itertools.pairwise(levels)
     )
-    best = commitment_cost(d, committed_count(d, *prices), *prices)
+    k = committed_count(d, *prices, term_hours=term_hours)
+    best = commitment_cost(d, k, *prices, term_hours=term_hours)
     return CommitmentComparison(
         breakeven_occupancy=q,
         peak_units=int(d.max()),

@@ -20,6 +20,11 @@ actual demand and market. ``--json`` prints one object::
          "catch_up_usd": float,                  # on-demand to finish jobs behind at the deadline
          "budget_exceeded_hours": int,
          "committed_instances": {group: int},
+         "commitments": [{"group": str, "instances": int, "term_years": int,
+                          "payment": str, "usd_per_instance_hour": float,
+                          "obligation_usd": float,       # the whole term
+                          "monthly_saving_usd": float,   # vs the spot/on-demand mix
+                          "utilisation": float, "breakeven_utilisation": float}],
          "planned_cost_usd": float,
          "plan_gap": float | null, "plan_status": "optimal" | "within_gap" | "feasible" | null,
          "gap_met": bool | null,                 # null: not an optimizer's plan
@@ -32,9 +37,18 @@ actual demand and market. ``--json`` prints one object::
                                 "stressed_total_cost_usd": float, ...}]},  # [] at x1
       "committed_sweep": [                       # only with --committed
         {"share_of_peak": float, "committed_units": float, "group": str,
-         "instances": int, "total_cost_usd": float, "marginal_occupancy": float | null}
+         "instances": int, "total_cost_usd": float, "marginal_occupancy": float | null,
+         "obligation_usd": float,                # the level's commitment over its term
+         "delta_usd": float | null,              # total less the previous level's
+         "monthly_delta_usd": float | null,
+         "verdict": "pays" | "costs" | null}     # from the totals: pays iff delta < 0
       ],
       "breakeven_occupancy": float | null,       # a committed unit pays above this occupancy
+                                                 # against the spot/on-demand mix
+      "breakeven_occupancy_on_demand": float | null,  # ... against on-demand alone
+      "owned": [{"id": str, "kind": str, "group": str | null, "count": int,   # only with
+                 "usd_per_hour": float, "end": str, "hours_left": float}],   # --owned
+      "next_buy": [<a commitment, as in "commitments">],  # bought on top of the owned
       "explanation": [str],                      # the optimizer's reasons, one line each
       "seconds": {...},
       "usage": {...},                            # only with --usage: the bill read
@@ -59,11 +73,11 @@ stays fast.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -84,6 +98,7 @@ if TYPE_CHECKING:
     from broker.planning.demand import DemandSet
     from broker.planning.optimizer.problem import PlanOptions
     from broker.whatif.run import WhatIfResult
+    from markets.commitments import OwnedCommitment
     from policies.workloads.spec import WorkloadSet
 
 __all__ = ["plan_command", "whatif_command"]
@@ -308,9 +323,46 @@ def _print_stress(out: Mapping[str, object]) -> None:
 # --- end of the block -------------------------------------------------------------
 
 
+# --- commitments: term, payment, what is owned (broker.planning.optimizer.commitments)
+_TERMS = {"1y": 1, "3y": 3}
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def _commitment_options(f: _F) -> _F:
+    """``--term``, ``--payment`` and ``--owned``, handed to the command as
+    ``term``, ``payment`` and ``owned``."""
+    options = [
+        click.option("--term", type=click.Choice(list(_TERMS)), default="1y", show_default=True,
+                     help="Commitment term bought (valued over the whole term)."),
+        click.option("--payment", type=click.Choice(["no_upfront", "partial_upfront",
+                                                     "all_upfront"]),
+                     default="no_upfront", show_default=True,
+                     help="How commitments are paid (the catalog's price ratios; GCP CUDs "
+                          "are monthly only)."),
+        click.option("--owned", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Commitments already owned (YAML or CSV: markets/commitments.py): "
+                          "plan around them and say what to buy next."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _with_commitments(opts: PlanOptions, term: str, payment: str) -> PlanOptions:
+    return replace(opts, term_years=_TERMS[term], payment=payment)
+
+
+def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
+    # lazy: YAML; ``spotfolio --help`` imports this module
+    from markets.commitments import load_owned
+
+    return () if path is None else load_owned(path)
+
+
 @click.command(name="whatif")
 @_check_options
 @_common_options
+@_commitment_options
 @click.option(
     "--committed",
     "committed",
@@ -350,10 +402,13 @@ def whatif_command(
     plot: Path | None,
     usage: Path | None,
     usage_rules: Path | None,
+    term: str,
+    payment: str,
+    owned: Path | None,
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
-    from broker.whatif.run import run_whatif
+    from broker.whatif.run import commitment_dict, owned_dict, run_whatif
 
     if plot is not None:  # before a minute of planning, not after
         require("matplotlib", "--plot", got=str(plot))
@@ -361,6 +416,7 @@ def whatif_command(
     if plot is not None:
         check_plot_path(plot)  # before the run: a bad --plot fails in a second, not an hour
     start = _start(common.start)
+    have = _load_owned(owned)
     billed = None
     if usage is not None:  # --usage: the bill's hourly usage per workload is the demand
         if common.demand is not None:
@@ -394,12 +450,13 @@ def whatif_command(
             start, days, recorded = src.coverage().replay(common.days)
             common = replace(common, days=days)
             err_console.print("\n".join(recorded), markup=False, highlight=False, soft_wrap=True)
-    opts = _options(common)
+    opts = _with_commitments(_options(common), term, payment)
     with err_console.status("planning...", spinner="dots") as status:
         result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
                             options=opts, committed_levels=levels, seed=seed,
                             progress=lambda m: status.update(m), replan_hours=replan_hours,
-                            availability_multiplier=checks.availability_multiplier)  # fmt: skip
+                            availability_multiplier=checks.availability_multiplier,
+                            owned=have)  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
     rows = [s.to_dict(od, ws) for s in result.scenarios]
     found = [f for s, r in zip(result.scenarios, rows, strict=True)
@@ -434,10 +491,19 @@ def whatif_command(
             {"share_of_peak": p.share_of_peak, "committed_units": round(p.committed_units, 2),
              "group": p.group, "instances": p.instances,
              "total_cost_usd": round(p.scenario.bill.total_usd, 2),
-             "marginal_occupancy": p.marginal_occupancy}
+             "marginal_occupancy": p.marginal_occupancy,
+             "obligation_usd": round(p.obligation_usd, 2),
+             "delta_usd": None if p.delta_usd is None else round(p.delta_usd, 2),
+             "monthly_delta_usd": (None if p.delta_usd is None
+                                   else round(p.monthly_delta_usd(result.hours) or 0.0, 2)),
+             "verdict": None if p.pays is None else ("pays" if p.pays else "costs")}
             for p in result.sweep
         ]  # fmt: skip
         out["breakeven_occupancy"] = result.breakeven_occupancy
+        out["breakeven_occupancy_on_demand"] = result.breakeven_occupancy_on_demand
+    if have:
+        out["owned"] = [owned_dict(c, result.start) for c in result.owned]
+        out["next_buy"] = [commitment_dict(c) for c in result.next_buy]
     if plot is not None:
         plot_whatif(result, plot)
     if common.as_json:
@@ -472,17 +538,40 @@ def _print_whatif(out: Mapping[str, object]) -> None:
     _print_stress(out)
     if "committed_sweep" in out:
         st = Table(title="committed sweep (share of peak serving demand)", title_justify="left")
-        for col in ("share", "group", "instances", "total $", "occupancy of added units"):
+        for col in ("share", "group", "instances", "obligation $", "total $", "vs previous $",
+                    "verdict", "occupancy of added units"):  # fmt: skip
             st.add_column(col)
         for p in _rows(out["committed_sweep"]):
             occ = "-" if p["marginal_occupancy"] is None else f"{n(p, 'marginal_occupancy'):.0%}"
+            delta = "-" if p["delta_usd"] is None else f"{n(p, 'delta_usd'):+,.0f}"
             st.add_row(f"{n(p, 'share_of_peak'):.0%}", str(p["group"]), str(p["instances"]),
-                       f"{n(p, 'total_cost_usd'):,.0f}", occ)  # fmt: skip
+                       f"{n(p, 'obligation_usd'):,.0f}", f"{n(p, 'total_cost_usd'):,.0f}",
+                       delta, str(p["verdict"] or "-"), occ)  # fmt: skip
         console.print(st)
         be = out.get("breakeven_occupancy")
         if be is not None:
             share = number(be, "breakeven_occupancy")
-            console.print(f"a committed unit pays off when used more than {share:.0%} of hours")
+            line = f"a committed unit pays off when used more than {share:.0%} of hours"
+            od_be = out.get("breakeven_occupancy_on_demand")
+            if od_be is not None:
+                line += (f" against the spot/on-demand mix "
+                         f"({number(od_be, 'breakeven_occupancy_on_demand'):.0%} against "
+                         "on-demand alone); the verdict is the billed totals'")  # fmt: skip
+            console.print(line)
+    if "owned" in out:
+        lines = ["given what is owned:"]
+        for c in _rows(out["owned"]):
+            what = c["group"] or f"{c['kind']} ${n(c, 'usd_per_hour'):,.2f}/h (not planned yet)"
+            lines.append(f"  owned {c['id']}: {c['count'] or ''} {what}, "
+                         f"{n(c, 'hours_left'):,.0f} h left (ends {c['end']})")  # fmt: skip
+        buys = _rows(out.get("next_buy"))
+        for c in buys:
+            lines.append(f"  buy next: {c['instances']} x {c['group']} ({c['term_years']}-year, "
+                         f"{c['payment']}): obligation ${n(c, 'obligation_usd'):,.0f}, "
+                         f"saves ${n(c, 'monthly_saving_usd'):,.0f}/month")  # fmt: skip
+        if not buys:
+            lines.append("  buy next: nothing (what is owned covers what pays)")
+        console.print("\n".join(lines))
     explanation = out["explanation"]
     console.print("\n".join(explanation) if isinstance(explanation, list) else "")
 
@@ -495,7 +584,10 @@ def _rows(value: object) -> list[Mapping[str, object]]:
 @click.command(name="plan")
 @_check_options
 @_common_options
-def plan_command(common: CommonOptions, checks: CheckOptions) -> None:
+@_commitment_options
+def plan_command(
+    common: CommonOptions, checks: CheckOptions, term: str, payment: str, owned: Path | None
+) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
     from broker.planning.demand import DemandSet
@@ -504,6 +596,7 @@ def plan_command(common: CommonOptions, checks: CheckOptions) -> None:
     from broker.whatif.stress import MarketStress, stressed
 
     start = _start(common.start)
+    have = _load_owned(owned)
     src, ws, dem = _inputs(common)
     # The plan's hazard multiplier is the PlanOptions'; availability, the market's.
     src = stressed(src, MarketStress(availability_multiplier=checks.availability_multiplier))
@@ -515,8 +608,8 @@ def plan_command(common: CommonOptions, checks: CheckOptions) -> None:
         dem = DemandSet.from_shapes(ws, at - timedelta(days=28), 28 * 24 + hours)
     window = dem.window(at, hours)
     serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
-    opts = _options(common)
-    plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts))
+    opts = _with_commitments(_options(common), term, payment)
+    plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts, owned=have))
     found = [f for f in [_budget_unmet("plan", plan.unmet_total(), plan.budget_limited)] if f]
     _strict(checks, found)
     _gap_warning(common, "the plan", plan.meta.get("gap"), plan.meta.get("gap_met"))
@@ -539,7 +632,10 @@ def plan_command(common: CommonOptions, checks: CheckOptions) -> None:
         },
         "commitments": [
             {"group": c.group, "instances": c.instances, "units": c.units,
-             "usd_per_instance_hour": c.usd_per_instance_hour, "term_years": c.term_years}
+             "usd_per_instance_hour": c.usd_per_instance_hour, "term_years": c.term_years,
+             "payment": c.payment, "obligation_usd": c.obligation_usd,
+             "monthly_saving_usd": c.monthly_saving_usd, "utilisation": c.utilisation,
+             "breakeven_utilisation": c.breakeven_utilisation}
             for c in plan.commitments if c.instances
         ],
         "allocations": plan.allocations.to_dict(orient="records"),

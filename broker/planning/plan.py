@@ -67,6 +67,15 @@ class Commitment:
     units: int
     usd_per_instance_hour: float
     term_years: int
+    # Over the whole term (``broker.planning.optimizer.commitments``; None:
+    # not appraised): every hour of the term at the price, the expected
+    # saving against the best alternative (the spot/on-demand mix) per month,
+    # the expected busy share and the share at which it pays.
+    obligation_usd: float | None = None
+    monthly_saving_usd: float | None = None
+    utilisation: float | None = None
+    breakeven_utilisation: float | None = None
+    payment: str = "no_upfront"
 
     @property
     def key(self) -> CommitmentKey:
@@ -195,6 +204,17 @@ class Plan:
                     f"commit {c.instances} x {c.group} ({c.units} units, "
                     f"{c.term_years}-year term, ${c.usd_per_instance_hour:.3f}/instance-hour)"
                 )
+                if c.obligation_usd is not None and c.monthly_saving_usd is not None:
+                    util = "-" if c.utilisation is None else f"{c.utilisation:.0%}"
+                    be = (
+                        "-" if c.breakeven_utilisation is None else f"{c.breakeven_utilisation:.0%}"
+                    )
+                    verb = "saves" if c.monthly_saving_usd > 0 else "COSTS"
+                    lines.append(
+                        f"  obligation ${c.obligation_usd:,.0f} over the term; {verb} "
+                        f"${abs(c.monthly_saving_usd):,.0f}/month against the spot/on-demand mix; "
+                        f"busy {util} of hours, pays above {be}"
+                    )
         if self.budget_limited:
             lines.append(
                 f"BUDGET: {self.unmet_total():,.1f} unit-hours of demand left unmet by "

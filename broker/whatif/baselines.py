@@ -23,9 +23,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
+from markets.commitments import term_hours
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostEntry, CostTable
-from policies.reservations import committed_count
+from policies.reservations import committed_count, persists
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["STATIC_MIX_ON_DEMAND_SHARE", "all_on_demand", "committed_quantile", "static_mix"]
@@ -134,8 +135,9 @@ def committed_quantile(
     costs: CostTable,
 ) -> Plan:
     """Commit, per workload, the count the quantile rule gives against
-    on-demand (``policies.reservations.committed_count``); the rest on-demand.
-    The term bought is the table's (``costs.options.term_years``)."""
+    on-demand (``policies.reservations.committed_count``, over the term: a
+    finite job's demand is nil after it ends); the rest on-demand. The term
+    bought is the table's (``costs.options.term_years``)."""
     costs.check(snapshot, workloads)
     term_years = costs.options.term_years
     rows: list[tuple[object, ...]] = []
@@ -155,10 +157,12 @@ def committed_quantile(
         if com is not None:
             c_price = com.usd_per_work_hour[Tier.COMMITTED] or 0.0
             in_instances = np.ceil(need_work / com.work_per_instance_hour - 1e-9)
+            # Over the term: a finite job's hours are all it would use of it.
             n = committed_count(
                 in_instances,
                 c_price * com.work_per_instance_hour,
                 (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * com.work_per_instance_hour,
+                term_hours=None if persists(w) else term_hours(term_years),
             )
         covered = np.zeros(hours)
         if n > 0 and com is not None:

@@ -37,13 +37,15 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.planning.demand import DemandSet
+from broker.planning.optimizer.commitments import alternative_usd_per_work_hour, obligation_hours
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
-from broker.planning.plan import Plan
+from broker.planning.plan import Commitment, Plan
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted, bill_reaction
 from broker.whatif.reaction import Reactor, lifecycle_cost_options
 from broker.whatif.replay import replay
 from broker.whatif.stress import X1, MarketStress, stressed
+from markets.commitments import HOURS_PER_MONTH, OwnedCommitment
 from markets.errors import InputError
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
@@ -58,6 +60,8 @@ __all__ = [
     "Scenario",
     "SweepPoint",
     "WhatIfResult",
+    "commitment_dict",
+    "owned_dict",
     "run_whatif",
 ]
 
@@ -96,6 +100,7 @@ class Scenario:
             "work_ahead_usd": round(self.bill.work_ahead_usd, 2),
             "budget_exceeded_hours": self.bill.budget_exceeded_hours,
             "committed_instances": self.plan.committed_instances(),
+            "commitments": [commitment_dict(c) for c in self.plan.commitments if c.instances],
             "planned_cost_usd": round(self.plan.planned_cost_usd(), 2),
             # the optimizer's proof (None for baselines): objective vs its bound
             "plan_gap": _rounded(self.plan.meta.get("gap"), 6),
@@ -129,18 +134,62 @@ class Scenario:
         }
 
 
+def owned_dict(c: OwnedCommitment, at: datetime) -> dict[str, object]:
+    """An owned commitment as the what-if's JSON lists it."""
+    return {
+        "id": c.id,
+        "kind": c.kind.value,
+        "group": c.group,
+        "count": c.count,
+        "usd_per_hour": c.usd_per_hour,
+        "end": c.end.isoformat(),
+        "hours_left": round(c.hours_left(at), 1),
+    }
+
+
+def commitment_dict(c: Commitment) -> dict[str, object]:
+    """A commitment with its term figures (``Commitment``'s docs)."""
+    return {
+        "group": c.group,
+        "instances": c.instances,
+        "term_years": c.term_years,
+        "payment": c.payment,
+        "usd_per_instance_hour": round(c.usd_per_instance_hour, 6),
+        "obligation_usd": _rounded(c.obligation_usd, 2),
+        "monthly_saving_usd": _rounded(c.monthly_saving_usd, 2),
+        "utilisation": _rounded(c.utilisation, 6),
+        "breakeven_utilisation": _rounded(c.breakeven_utilisation, 6),
+    }
+
+
 def _rounded(x: object, digits: int) -> float | None:
     return None if not isinstance(x, int | float) else round(float(x), digits)
 
 
 @dataclass(frozen=True)
 class SweepPoint:
+    """One committed level, billed. ``delta_usd``: its total less the previous
+    level's (``None`` for the first); the verdict is read from the totals,
+    never from occupancy alone (``pays``). ``obligation_usd``: the level's
+    commitment over its whole term."""
+
     share_of_peak: float
     committed_units: float
     group: str
     instances: int
     scenario: Scenario
     marginal_occupancy: float | None  # occupancy of the units added since the previous level
+    delta_usd: float | None = None
+    obligation_usd: float = 0.0
+
+    @property
+    def pays(self) -> bool | None:
+        """Whether moving here from the previous level lowers the billed total."""
+        return None if self.delta_usd is None else self.delta_usd < 0
+
+    def monthly_delta_usd(self, hours: int) -> float | None:
+        """``delta_usd`` per average month (730 h) of the billed horizon."""
+        return None if self.delta_usd is None else self.delta_usd * HOURS_PER_MONTH / hours
 
 
 @dataclass
@@ -151,7 +200,15 @@ class WhatIfResult:
     stale: bool
     scenarios: list[Scenario]
     sweep: list[SweepPoint] = field(default_factory=list)
+    # A committed unit's break-even occupancy against the best alternative
+    # (the spot/on-demand mix the workload would run), and against on-demand
+    # alone (the textbook figure, above it where spot is cheaper).
     breakeven_occupancy: float | None = None
+    breakeven_occupancy_on_demand: float | None = None
+    # With owned commitments: what they are, and what the optimizer buys on
+    # top of them over the period (the "what to buy next" answer).
+    owned: tuple[OwnedCommitment, ...] = ()
+    next_buy: tuple[Commitment, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
     # Under stress (``broker.whatif.stress``): the stress, and the same what-if
     # on the market as recorded, shown beside it.
@@ -215,13 +272,16 @@ def run_whatif(
     replan_hours: int = REPLAN_HOURS,
     horizon_hours: int = HORIZON_HOURS,
     availability_multiplier: float = 1.0,
+    owned: tuple[OwnedCommitment, ...] = (),
 ) -> WhatIfResult:
     """Plan and bill every scenario over ``days`` from ``start``. The
     ``spotfolio`` scenario is the daemon's planning loop replayed
     (``broker.whatif.replay``: re-planned every ``replan_hours``,
     ``horizon_hours`` ahead, on what was known at each step) with the
     commitments the whole-period plan buys; that plan stays the sweep's
-    reference.
+    reference. ``owned``: commitments already bought; the whole-period plan
+    is solved once more around them and ``next_buy`` says what it buys on top
+    (the scenarios stay those of a fleet owning nothing, billed alike).
 
     Stress: ``options.interruption_multiplier`` and ``availability_multiplier``
     make a stressed market (``broker.whatif.stress``) that every scenario is
@@ -232,7 +292,8 @@ def run_whatif(
     if stress.is_x1:
         return _run(market, workloads, start=start, days=days, demand=demand, options=opts,
                     committed_levels=committed_levels, seed=seed, progress=progress,
-                    replan_hours=replan_hours, horizon_hours=horizon_hours)  # fmt: skip
+                    replan_hours=replan_hours, horizon_hours=horizon_hours,
+                    owned=owned)  # fmt: skip
     say = progress or (lambda _msg: None)
     # The stressed market carries the hazard: the plan's cost table is not
     # told again (that would count the multiplier twice).
@@ -241,7 +302,7 @@ def run_whatif(
     result = _run(stressed(market, stress), workloads, start=start, days=days, demand=demand,
                   options=x1_opts, committed_levels=committed_levels, seed=seed,
                   progress=progress, replan_hours=replan_hours,
-                  horizon_hours=horizon_hours)  # fmt: skip
+                  horizon_hours=horizon_hours, owned=owned)  # fmt: skip
     say("the market as recorded (x1)")
     result.unstressed = _run(market, workloads, start=start, days=days, demand=demand,
                              options=x1_opts, seed=seed, progress=progress,
@@ -263,6 +324,7 @@ def _run(
     progress: Callable[[str], None] | None,
     replan_hours: int,
     horizon_hours: int,
+    owned: tuple[OwnedCommitment, ...] = (),
 ) -> WhatIfResult:
     """One what-if on ``market`` as given (``run_whatif``)."""
     from broker.planning.optimizer.solve import solve  # PuLP only when planning
@@ -346,6 +408,13 @@ def _run(
     scenarios.append(Scenario("spotfolio", rolled.plan, ours))
     clock["baselines_s"] = time.perf_counter() - t
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
+    if owned:
+        say("planning around the commitments owned")
+        t = time.perf_counter()
+        around = solve(dataclasses.replace(problem, owned=owned))
+        result.owned = owned
+        result.next_buy = tuple(c for c in around.commitments if c.instances > 0)
+        clock["owned_s"] = time.perf_counter() - t
     if committed_levels:
         t = time.perf_counter()
         _sweep(
@@ -422,8 +491,14 @@ def _sweep(
     total = np.sum([forecast[w.name] for w in serving], axis=0)
     peak = float(np.max(total))
     group, work_per_instance, c_price, alt_price = _sweep_group(problem, plan, serving[0])
-    result.breakeven_occupancy = breakeven_occupancy(c_price, alt_price)
+    base_usd, top_usd = alternative_usd_per_work_hour(problem, serving[0])
+    sigma = serving[0].max_spot_share
+    mix_usd = (1.0 - sigma) * base_usd + sigma * top_usd
+    result.breakeven_occupancy = breakeven_occupancy(c_price, mix_usd)
+    result.breakeven_occupancy_on_demand = breakeven_occupancy(c_price, alt_price)
+    term_h = obligation_hours(problem)
     prev_units: float | None = None
+    prev_total: float | None = None
     for share in levels:
         say(f"committed sweep: {share:.0%} of peak")
         units = share * peak
@@ -440,8 +515,13 @@ def _sweep(
         occ = None
         if prev_units is not None and units > prev_units:
             occ = marginal_occupancy(np.ceil(total), math.ceil(prev_units), math.ceil(units))
-        result.sweep.append(SweepPoint(share, units, group, n, sc, occ))
+        billed = sc.bill.total_usd
+        delta = None if prev_total is None else billed - prev_total
+        # the plan's own price (paid the way the options say) over the term
+        obligation = p.committed_usd_per_hour() * term_h
+        result.sweep.append(SweepPoint(share, units, group, n, sc, occ, delta, obligation))
         prev_units = units
+        prev_total = billed
 
 
 def _sweep_group(

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AWS_API_CALLS",
+    "AWS_COMMITMENT_API_CALLS",
     "AWS_MARKET_API_CALLS",
     "AWS_PROVIDER_API_CALLS",
     "AWS_PROVIDER_IMPLIED_PERMISSIONS",
@@ -84,7 +85,17 @@ AWS_PROVIDER_API_CALLS: frozenset[str] = frozenset(
 AWS_SECRET_API_CALLS: frozenset[str] = frozenset(
     {"ssm:GetParameter", "secretsmanager:GetSecretValue"}
 )
-AWS_API_CALLS: frozenset[str] = AWS_MARKET_API_CALLS | AWS_PROVIDER_API_CALLS | AWS_SECRET_API_CALLS
+# What the account already owns (``markets.aws.commitments``): read-only.
+AWS_COMMITMENT_API_CALLS: frozenset[str] = frozenset(
+    {
+        "ec2:DescribeReservedInstances",
+        "savingsplans:DescribeSavingsPlans",
+        "savingsplans:DescribeSavingsPlanRates",
+    }
+)
+AWS_API_CALLS: frozenset[str] = (
+    AWS_MARKET_API_CALLS | AWS_PROVIDER_API_CALLS | AWS_SECRET_API_CALLS | AWS_COMMITMENT_API_CALLS
+)
 # Permissions IAM checks although no call is named after them: RunInstances
 # with TagSpecifications is also authorised as ec2:CreateTags (condition
 # ec2:CreateAction = RunInstances; EC2 User Guide, "Grant permission to tag

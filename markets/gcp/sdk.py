@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     )
     from google.cloud.compute_v1.services.instances import pagers as instances_pagers
     from google.cloud.compute_v1.services.machine_types import pagers as machine_types_pagers
+    from google.cloud.compute_v1.services.region_commitments import (
+        pagers as region_commitments_pagers,
+    )
     from google.cloud.compute_v1.services.zone_operations import (
         pagers as zone_operations_pagers,
     )
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GCP_API_CALLS",
+    "GCP_COMMITMENT_API_CALLS",
     "GCP_IAM_PERMISSIONS",
     "GCP_MARKET_API_CALLS",
     "GCP_PROVIDER_API_CALLS",
@@ -52,6 +56,7 @@ __all__ = [
     "ComputeClients",
     "InstancesApi",
     "MachineTypesApi",
+    "RegionCommitmentsApi",
     "RequestDict",
     "ZoneOperationsApi",
     "ZonesApi",
@@ -77,7 +82,11 @@ GCP_PROVIDER_API_CALLS: frozenset[str] = frozenset(
         "compute.zoneOperations.wait",
     }
 )
-GCP_API_CALLS: frozenset[str] = GCP_MARKET_API_CALLS | GCP_PROVIDER_API_CALLS
+# What the project already owns (``markets.gcp.commitments``): read-only.
+GCP_COMMITMENT_API_CALLS: frozenset[str] = frozenset({"compute.regionCommitments.aggregatedList"})
+GCP_API_CALLS: frozenset[str] = (
+    GCP_MARKET_API_CALLS | GCP_PROVIDER_API_CALLS | GCP_COMMITMENT_API_CALLS
+)
 
 # IAM permissions for a custom role. aggregatedList and wait are authorised
 # by the list/get permission of their resource. Creating a VM the way the
@@ -103,6 +112,7 @@ GCP_IAM_PERMISSIONS: frozenset[str] = frozenset(
         "compute.instanceTemplates.useReadOnly",
         "compute.zoneOperations.list",
         "compute.zoneOperations.get",
+        "compute.commitments.list",
     }
 )
 
@@ -142,6 +152,14 @@ class AcceleratorTypesApi(Protocol):
     def aggregated_list(
         self, *, request: RequestDict, retry: Retry, timeout: float
     ) -> accelerator_types_pagers.AggregatedListPager: ...
+
+
+class RegionCommitmentsApi(Protocol):
+    """``compute_v1.RegionCommitmentsClient``: ``aggregated_list`` only."""
+
+    def aggregated_list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> region_commitments_pagers.AggregatedListPager: ...
 
 
 class InstancesApi(Protocol):
@@ -229,6 +247,7 @@ class ComputeClients:
     accelerator_types: AcceleratorTypesApi | None = None
     instances: InstancesApi | None = None
     zone_operations: ZoneOperationsApi | None = None
+    region_commitments: RegionCommitmentsApi | None = None
 
 
 def build_compute_clients(
@@ -270,6 +289,9 @@ def build_compute_clients(
             transport="rest", client_options=opts, credentials=credentials
         ),
         zone_operations=compute_v1.ZoneOperationsClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        region_commitments=compute_v1.RegionCommitmentsClient(
             transport="rest", client_options=opts, credentials=credentials
         ),
     )

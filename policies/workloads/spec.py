@@ -168,6 +168,10 @@ class Workload(StrictModel):
     )
     # A deadline only bounds the work, it sizes no array: a century of hours.
     deadline_hours: Annotated[float, Bounded(gt=0.0, le=1e6, unit="hours")] | None = None
+    # The job comes back (a nightly retrain, a standing sweep queue): its demand
+    # is expected over a 1- or 3-year commitment term, so it may justify one.
+    # A finite job (the default) only counts for the hours it runs.
+    recurring: bool = False
     min_dwell_minutes: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS * 60, unit="minutes")] = 0.0
 
     @model_validator(mode="before")

@@ -44,6 +44,7 @@ MARKETS_CORE = frozenset(
         "validation",
         "numbers",
         "catalog",
+        "commitments",
         "cache",
         "escape",
         "redaction",

@@ -5,7 +5,8 @@ the google-cloud-compute REST clients (``client_options={"api_endpoint":
 fake.url}``, ``AnonymousCredentials()``, ``transport="rest"``) with the JSON
 shapes Compute Engine documents: zones.list, machineTypes.list /
 aggregatedList (``accelerators`` per type), acceleratorTypes.list /
-aggregatedList, instances.insert / get / list / aggregatedList / delete
+aggregatedList, regionCommitments.aggregatedList (``add_commitment``),
+instances.insert / get / list / aggregatedList / delete
 (labels, metadata, ``scheduling.provisioningModel``,
 ``instanceTerminationAction``, ``guestAccelerators``), zoneOperations.list /
 get / wait (``compute.instances.preempted``). Lists paginate with
@@ -142,6 +143,7 @@ class FakeCompute:
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}
         self.operations: dict[tuple[str, str], dict[str, Any]] = {}
         self.by_request_id: dict[str, tuple[str, str]] = {}
+        self.commitments: dict[str, list[dict[str, Any]]] = {}  # region -> commitments
         self._inject: dict[str, list[Injected]] = {}
         self._quota: dict[str, str] = {}  # machine type -> "http" | "operation"
         self._stockout: dict[tuple[str, str], int] = {}  # -> spare inserts left
@@ -211,6 +213,39 @@ class FakeCompute:
             inst = self._new_instance(zone, {"name": name, "machineType": machine_type, **fields})
             inst["status"] = "RUNNING"
             return inst
+
+    def add_commitment(
+        self,
+        region: str,
+        name: str,
+        *,
+        accelerator: str | None,
+        amount: int,
+        start: datetime,
+        end: datetime,
+        plan: str = "TWELVE_MONTH",
+        status: str = "ACTIVE",
+    ) -> dict[str, Any]:
+        """A region commitment as ``regionCommitments`` lists it: GPUs of one
+        accelerator type (or vCPUs with ``accelerator=None``)."""
+        resources = (
+            [{"type": "ACCELERATOR", "amount": str(amount), "acceleratorType": accelerator}]
+            if accelerator
+            else [{"type": "VCPU", "amount": str(amount)}]
+        )
+        item = {
+            "kind": "compute#commitment",
+            "id": str(next(self._ids)),
+            "name": name,
+            "region": f"{API}/projects/{self.project}/regions/{region}",
+            "status": status,
+            "plan": plan,
+            "startTimestamp": stamp(start),
+            "endTimestamp": stamp(end),
+            "resources": resources,
+        }
+        self.commitments.setdefault(region, []).append(item)
+        return item
 
     def preempt(self, zone: str, name: str, *, at: datetime | None = None) -> dict[str, Any]:
         """Preempt a VM: a ``compute.instances.preempted`` operation, then the
@@ -397,6 +432,12 @@ class FakeCompute:
             if rid:
                 self.by_request_id[rid] = (zone, op["name"])
             return 200, op
+        if method == "compute.regionCommitments.aggregatedList":
+            regions = sorted({z.rsplit("-", 1)[0] for z in self.offerings} | set(self.commitments))
+            return self._aggregated(
+                {r: self.commitments.get(r, []) for r in regions}, "commitments", q, flt,
+                scope="regions",
+            )  # fmt: skip
         if method == "compute.zoneOperations.list":
             ops = [o for (z, _), o in self.operations.items() if z == zone]
             ops.sort(key=lambda o: (o["insertTime"], o["id"]))
@@ -463,14 +504,20 @@ class FakeCompute:
         return 200, reply
 
     def _aggregated(
-        self, scoped: dict[str, list[dict[str, Any]]], key: str, q: dict[str, str], flt: str
+        self,
+        scoped: dict[str, list[dict[str, Any]]],
+        key: str,
+        q: dict[str, str],
+        flt: str,
+        *,
+        scope: str = "zones",
     ) -> tuple[int, Any]:
         flat = [{"_scope": z, **i} for z in sorted(scoped) for i in scoped[z]]
         status, page = self._page(flat, q, flt)
-        grouped: dict[str, Any] = {f"zones/{z}": {} for z in sorted(scoped)}
+        grouped: dict[str, Any] = {f"{scope}/{z}": {} for z in sorted(scoped)}
         for item in page["items"]:
-            scope = item.pop("_scope")
-            grouped[f"zones/{scope}"].setdefault(key, []).append(item)
+            where = item.pop("_scope")
+            grouped[f"{scope}/{where}"].setdefault(key, []).append(item)
         for value in grouped.values():
             if key not in value:
                 value["warning"] = {
@@ -494,6 +541,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", "/aggregated/instances", "compute.instances.aggregatedList"),
         ("GET", "/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "compute.instances.get"),
         ("DELETE", "/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "compute.instances.delete"),
+        ("GET", "/aggregated/commitments", "compute.regionCommitments.aggregatedList"),
         ("GET", "/zones/(?P<zone>[^/]+)/operations", "compute.zoneOperations.list"),
         ("GET", "/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)", "compute.zoneOperations.get"),
         (

@@ -53,7 +53,9 @@ checkpoint), ``exact``.
 
 ``spotfolio.cost.reserve/1``: ``hours``, ``peak_units``, ``mean_units``,
 ``committed_usd_per_unit_hour``, ``alternative_usd_per_unit_hour``,
-``breakeven_occupancy``, ``optimal`` and ``no_commitment`` (level objects),
+``breakeven_occupancy``, ``term_hours`` (null: the series repeats over the
+term; else ``--finite``'s term, every hour billed), ``monthly_saving_usd``
+(the optimum against no commitment), ``optimal`` and ``no_commitment`` (level objects),
 ``levels`` (list of level objects), ``steps`` (list: ``from_units``,
 ``to_units``, ``marginal_occupancy``, ``delta_usd``, ``pays``). A level object:
 ``committed_units``, ``share_of_peak``, ``committed_usd``,

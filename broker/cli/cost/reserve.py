@@ -57,6 +57,14 @@ __all__ = ["reserve"]
     "or the effective spot price for restart-tolerant work).",
 )
 @click.option("--levels", default=None, help="Commitment levels to compare: 40%,60% or 24,36.")
+@click.option(
+    "--finite",
+    "finite_term",
+    type=click.Choice(["1y", "3y"]),
+    default=None,
+    help="The series is a finite job's whole demand: a commitment of this term bills "
+    "every hour of it (default: the series repeats over the term).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (stable schema).")
 def reserve(
     demand: str,
@@ -66,10 +74,12 @@ def reserve(
     discount: float | None,
     alternative: float | None,
     levels: str | None,
+    finite_term: str | None,
     as_json: bool,
 ) -> None:
     """How many units to commit for an hourly demand series, and what-if levels."""
     # lazy: policies pulls numpy; ``spotfolio --help`` imports this module
+    from markets.commitments import HOURS_PER_MONTH, term_hours
     from policies.reservations import commitment_cost, compare_commitment_levels
 
     od = on_demand
@@ -89,8 +99,11 @@ def reserve(
     hourly = read_demand(demand, column)
     peak = math.ceil(max(hourly) - 1e-9)
     level_units = parse_levels(levels, peak)
-    cmp = compare_commitment_levels(hourly, level_units, committed_usd, alt)
-    none = commitment_cost(hourly, 0, committed_usd, alt)
+    term_h = None if finite_term is None else term_hours(int(finite_term[0]))
+    cmp = compare_commitment_levels(hourly, level_units, committed_usd, alt, term_hours=term_h)
+    none = commitment_cost(hourly, 0, committed_usd, alt, term_hours=term_h)
+    # Per average month of the hours billed (the term for a finite series).
+    monthly = (none.total_usd - cmp.optimal.total_usd) * HOURS_PER_MONTH / cmp.optimal.hours
 
     def level(c: CommitmentCost) -> dict[str, object]:
         raw = {
@@ -114,6 +127,8 @@ def reserve(
                 "committed_usd_per_unit_hour": round_field("_usd_per_unit_hour", committed_usd),
                 "alternative_usd_per_unit_hour": round_field("_usd_per_unit_hour", alt),
                 "breakeven_occupancy": round_field("breakeven_occupancy", cmp.breakeven_occupancy),
+                "term_hours": term_h,
+                "monthly_saving_usd": round_field("monthly_saving_usd", monthly),
                 "optimal": level(cmp.optimal),
                 "no_commitment": level(none),
                 "levels": [level(c) for c in cmp.levels],
@@ -135,7 +150,10 @@ def reserve(
         ("break-even occupancy", f"{cmp.breakeven_occupancy:.1%}"),
         ("commit", f"{cmp.optimal.committed_units} units: {fmt_usd(cmp.optimal.total_usd)}"),
         ("commit nothing", fmt_usd(none.total_usd)),
+        ("saving per month", fmt_usd(monthly)),
     ]
+    if term_h is not None:
+        rows.insert(1, ("finite series", f"billed over the {term_h:,} h term"))
     rows += [(f"at {c.committed_units} units", fmt_usd(c.total_usd)) for c in cmp.levels]
     for s in cmp.steps:
         occ = "-" if s.marginal_occupancy is None else f"{s.marginal_occupancy:.1%}"

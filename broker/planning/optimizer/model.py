@@ -27,6 +27,8 @@ type) for commitments; zone z):
 Objective (dollars):
 
   min  sum_g C_g * c_g * H                                  committed, used or not
+     + term terms (``commitments``: the rest of the term's obligation, less
+       what persistent demand saves with it beyond the horizon)
      + sum_t L_t * ( sum O * o_j + sum S * s_{p,t} )        on-demand, spot
      + sum_t L_t * sum_w pi_w U_{w,t} + sum_w pi_w U_w      unmet, class weight pi
      + kappa * sum u * D                                    churn (launches)
@@ -78,6 +80,13 @@ import pulp
 from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable
 from broker.planning.optimizer.budgets import milp_rows
+from broker.planning.optimizer.commitments import (
+    TermTerms,
+    add_term_valuation,
+    committed_usd_per_instance_hour,
+    owned_instances,
+    owned_tail_instances,
+)
 from broker.planning.optimizer.domains import domain_caps, spread_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from markets.errors import InfeasiblePlanError
@@ -122,6 +131,8 @@ class BuiltModel:
     integral: bool = False
     serving_demand: dict[str, FloatArray] = field(default_factory=dict)  # per period
     spot_pools: dict[str, list[str]] = field(default_factory=dict)
+    term: TermTerms | None = None  # commitments valued over their term (``commitments``)
+    owned: dict[str, list[float]] = field(default_factory=dict)  # group -> owned per period
 
 
 class _Namer:
@@ -191,10 +202,9 @@ def _aggregate(
         for e in com:
             g = _group_key(e)
             groups.setdefault(g, {})[w] = e
-            price.setdefault(
-                g, (e.usd_per_work_hour[Tier.COMMITTED] or 0.0) * e.work_per_instance_hour
-            )
+            price.setdefault(g, committed_usd_per_instance_hour(problem, e) or 0.0)
     fixed = {g for g, n in (problem.committed_fixed or {}).items() if n > 0}
+    fixed |= {c.group for c in problem.owned if c.group is not None}
     kept = undominated_commitments(groups, price, keep=fixed)
     return {
         w: (
@@ -227,6 +237,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
 
     per_w: dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]] = {}
     n_alloc = 0
+    owned_groups = {c.group for c in problem.owned if c.group is not None}
     for w in problem.workloads.workloads:
         entries = problem.entries(w)
         od = _cheapest_per_type(entries, Tier.ON_DEMAND)
@@ -237,7 +248,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         for e in entries:
             g = _group_key(e)
             if (
-                (problem.committed_fixed or {}).get(g, 0) > 0
+                ((problem.committed_fixed or {}).get(g, 0) > 0 or g in owned_groups)
                 and g not in have
                 and (e.usd_per_work_hour[Tier.COMMITTED] is not None)
             ):
@@ -266,13 +277,13 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             g = _group_key(e)
             if g in built.commit_vars:
                 continue
-            price = e.usd_per_work_hour[Tier.COMMITTED]
+            price = committed_usd_per_instance_hour(problem, e)
             assert price is not None
             fixed = None if problem.committed_fixed is None else problem.committed_fixed.get(g, 0)
             built.commit_vars[g] = pulp.LpVariable(
                 name("C"), lowBound=fixed or 0, upBound=fixed, cat=pulp.LpInteger
             )
-            built.commit_price[g] = price * e.work_per_instance_hour
+            built.commit_price[g] = price
             built.commit_pool[g] = e.pool_key
     if problem.committed_fixed:
         unknown = set(problem.committed_fixed) - set(built.commit_vars)
@@ -370,9 +381,29 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             _workload_period(problem, built, w, t, L, allocs, objective, name)
         _workload_totals(problem, built, w, objective, name)
 
-    for (g, _t), terms in commit_use.items():
+    committed_work: dict[tuple[str, int], Terms] = {}
+    for a in built.allocs:
+        if a.tier is Tier.COMMITTED:
+            committed_work.setdefault((a.workload, a.period), []).append(
+                (a.var, a.work_per_instance)
+            )
+    # Commitments priced over their whole term, around those already owned
+    # (broker.planning.optimizer.commitments).
+    group_work: dict[str, float] = {}
+    for a in built.allocs:
+        if a.tier is Tier.COMMITTED:
+            group_work[a.group] = max(group_work.get(a.group, 0.0), a.work_per_instance)
+    owned = {g: owned_instances(problem, g) for g in built.commit_vars if g in owned_groups}
+    tail_work = sum(owned_tail_instances(problem, g) * group_work.get(g, 0.0) for g in owned)
+    built.owned = owned
+    built.term = add_term_valuation(problem, prob, built.commit_vars, built.commit_price,
+                                    committed_work, objective, name,
+                                    owned_tail_work=tail_work,
+                                    group_work=group_work)  # fmt: skip
+    for (g, t), terms in commit_use.items():
         cname = name("commit")
-        prob += _lin([*terms, (built.commit_vars[g], -1.0)]) <= 0, cname
+        have_owned = owned[g][t] if g in owned else 0.0
+        prob += _lin([*terms, (built.commit_vars[g], -1.0)]) <= have_owned, cname
         built.described[cname] = f"committed {g}: usage within what was bought"
     for (p, t), terms in pool_use.items():
         cap = float(caps[p][t])

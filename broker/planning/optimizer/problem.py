@@ -27,6 +27,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from markets.commitments import OwnedCommitment
 from markets.errors import InputError
 from markets.model import MarketSnapshot, PoolSnapshot
 from policies.cost_table import CostEntry, CostOptions, CostTable
@@ -77,6 +78,10 @@ class PlanOptions:
     """
 
     term_years: int = 1
+    # How commitments bought here are paid (markets.commitments.PaymentOption):
+    # the price is the market's for its quoted option times the catalog's
+    # ratio for this one (markets.catalog.payment_ratio).
+    payment: str = "no_upfront"
     period_hours: int = 1  # 0: adaptive periods (see PlanningProblem._adaptive_bounds)
     period_tolerance: float = 0.05
     max_period_hours: int = 12
@@ -151,6 +156,10 @@ class PlanningProblem:
     # fleet under "" (``broker.planning.rolling.FLEET``). The budget left is
     # the budget less this.
     spent_usd: Mapping[str, float] = field(default_factory=dict)
+    # Commitments already bought (``markets.commitments``): sunk, usable in
+    # their group while active; what the problem buys comes on top of them
+    # (``broker.planning.optimizer.commitments``).
+    owned: tuple[OwnedCommitment, ...] = ()
 
     def __post_init__(self) -> None:
         # Also on dataclasses.replace: a variant with other cost knobs needs
@@ -304,6 +313,7 @@ def build_problem(
     previous_instances: Mapping[tuple[str, str, str], float] | None = None,
     milestones: Mapping[str, tuple[int, float]] | None = None,
     spent_usd: Mapping[str, float] | None = None,
+    owned: tuple[OwnedCommitment, ...] = (),
 ) -> PlanningProblem:
     """A problem over ``hours`` from ``snapshot``: prices flat at the snapshot's
     unless hourly ``spot_prices`` / ``spot_capacity_instances`` (pool key ->
@@ -366,4 +376,5 @@ def build_problem(
         previous_instances={} if previous_instances is None else previous_instances,
         milestones={} if milestones is None else milestones,
         spent_usd={} if spent_usd is None else spent_usd,
+        owned=owned,
     )

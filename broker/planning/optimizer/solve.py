@@ -28,6 +28,7 @@ import pulp
 
 from broker.planning.optimizer.backend import LpVariable, run_solver
 from broker.planning.optimizer.budgets import binding
+from broker.planning.optimizer.commitments import appraise, obligation_hours
 from broker.planning.optimizer.model import BuiltModel, build_model
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.search import relax_and_fix
@@ -84,6 +85,34 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     ``gap_target`` (``options.gap``) and ``gap_met``; ``plan.status`` says
     what that proves (``plan_status``).
     """
+    if problem.committed_fixed is not None:
+        return _solve(problem, integral)[0]
+    # The buy decision is the quick solve's: a proof (``polish_s``) is for
+    # the horizon's plan below, which gets the whole time limit.
+    proof = problem.options.polish_s > 0
+    quick = dataclasses.replace(problem.options, polish_s=0.0)
+    first, built = _solve(dataclasses.replace(problem, options=quick) if proof else problem,
+                          integral)  # fmt: skip
+    if built.term is None:  # nothing valued over a term: this is the plan
+        return _solve(problem, integral)[0] if proof else first
+    # The buy decision was made on the term's economics; the plan is the
+    # horizon's with those commitments fixed (sunk from now on), so its
+    # objective, bound and gap are in the horizon's dollars as before.
+    plan, _ = _solve(dataclasses.replace(problem, committed_fixed=first.committed_instances()),
+                     integral)  # fmt: skip
+    if problem.owned:
+        plan.meta["owned_commitments"] = len(problem.owned)
+    plan.meta.update(
+        {
+            "commitments_by": "term valuation",
+            "term_objective_usd": first.objective_usd,
+            "term_solve_s": first.meta_number("solve_s"),
+        }
+    )
+    return plan
+
+
+def _solve(problem: PlanningProblem, integral: bool | None) -> tuple[Plan, BuiltModel]:
     opts = problem.options
     t0 = time.perf_counter()
     built = build_model(problem, integral=integral)
@@ -123,7 +152,7 @@ def solve(problem: PlanningProblem, *, integral: bool | None = None) -> Plan:
     if plan.unmet_total() > _UNMET_EPS:  # a budget that binds is why, not a saving
         limited = binding(problem, plan.allocations, plan.committed_usd_per_hour())
         plan = dataclasses.replace(plan, budget_limited=tuple(limited))
-    return plan
+    return plan, built
 
 
 def _val(v: LpVariable) -> float:
@@ -162,9 +191,17 @@ def _extract(
         )
     table = pd.DataFrame(rows, columns=ALLOCATION_COLUMNS)
     commitments = []
+    used: dict[str, dict[tuple[str, int], float]] = {}
+    for a in built.allocs:
+        if a.tier is Tier.COMMITTED:
+            cell = used.setdefault(a.group, {})
+            cell[(a.workload, a.period)] = cell.get((a.workload, a.period), 0.0) + _val(a.var)
+    term_h = obligation_hours(problem)
     for g, v in built.commit_vars.items():
         n = round(_val(v))
         pool = problem.pool(built.commit_pool[g])
+        worth = appraise(problem, g, n, built.commit_price[g], used.get(g, {}),
+                         built.owned.get(g, []))  # fmt: skip
         commitments.append(
             Commitment(
                 g,
@@ -173,6 +210,11 @@ def _extract(
                 n * pool.snap.instance.units,
                 built.commit_price[g],
                 problem.options.term_years,
+                obligation_usd=worth.obligation_usd,
+                monthly_saving_usd=worth.monthly_saving_usd(term_h),
+                utilisation=worth.utilisation,
+                breakeven_utilisation=worth.breakeven_utilisation,
+                payment=problem.options.payment,
             )
         )
     lengths = problem.period_lengths

@@ -89,6 +89,18 @@ data "aws_iam_policy_document" "daemon" {
     }
   }
 
+  # markets.aws commitments: what the account already owns (read-only). The
+  # Savings Plans API is global: no region to narrow it to.
+  statement {
+    sid = "ReadCommitments"
+    actions = [
+      "ec2:DescribeReservedInstances",
+      "savingsplans:DescribeSavingsPlans",
+      "savingsplans:DescribeSavingsPlanRates",
+    ]
+    resources = ["*"]
+  }
+
   # markets.aws provider: list the fleet by tag, look up launch keys, check
   # ownership before terminating.
   statement {

@@ -31,6 +31,7 @@ locals {
   # markets.gcp.sdk.GCP_IAM_PERMISSIONS, minus what acts on one VM (below).
   daemon_permissions = [
     "compute.acceleratorTypes.list",
+    "compute.commitments.list",
     "compute.disks.create",
     "compute.images.useReadOnly",
     "compute.instanceTemplates.useReadOnly",

@@ -134,6 +134,23 @@ def test_reserve_quantile_rule_from_a_comma_list(capsys: pytest.CaptureFixture[s
     assert out["peak_units"] == 100
 
 
+def test_reserve_a_finite_series_never_justifies_a_year(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 20 days of a steady 16-unit job: committed every hour of it (100 %
+    # occupancy) while it runs, 5.5 % of a year's hours.
+    demand = ",".join(["16"] * 480)
+    base = ["cost", "reserve", "--demand", demand, "--on-demand", "2", "--discount", "0.4"]
+    assert _json(capsys, base)["optimal"]["committed_units"] == 16
+    out = _json(capsys, [*base, "--finite", "1y"])
+    assert out["term_hours"] == 8760
+    assert out["optimal"]["committed_units"] == 0
+    assert out["monthly_saving_usd"] == 0.0
+    level = _json(capsys, [*base, "--finite", "1y", "--levels", "16"])["levels"][0]
+    assert level["committed_usd"] == pytest.approx(16 * 1.2 * 8760)
+    assert level["occupancy"] == pytest.approx(480 / 8760, abs=1e-6)
+
+
 def test_reserve_what_if_40_to_60_percent_from_csv(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

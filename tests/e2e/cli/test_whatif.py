@@ -57,6 +57,14 @@ def test_committed_sweep_answers_40_vs_60_percent(whatif_json: Doc) -> None:
     assert all(p["total_cost_usd"] > 0 for p in sweep)
     assert 0 < whatif_json["breakeven_occupancy"] < 1
     assert sweep[1]["marginal_occupancy"] is not None
+    # The verdict is the totals' (it said "pays" at 71 % > 63 % while the
+    # total rose $612: that break-even was against on-demand, not the mix).
+    assert sweep[0]["verdict"] is None
+    rose = sweep[1]["total_cost_usd"] - sweep[0]["total_cost_usd"]
+    assert sweep[1]["verdict"] == ("pays" if sweep[1]["delta_usd"] < 0 else "costs")
+    assert sweep[1]["delta_usd"] == pytest.approx(rose, abs=0.02)
+    assert whatif_json["breakeven_occupancy"] >= whatif_json["breakeven_occupancy_on_demand"]
+    assert all(p["obligation_usd"] > p["total_cost_usd"] for p in sweep)  # a year > 30 days
 
 
 def _bad(tmp_path: Path, text: str) -> Path:
@@ -231,3 +239,18 @@ def test_whatif_stress_shows_x1_beside_the_stressed_market(
     mix = rows["static_mix"]
     assert mix["stressed_total_cost_usd"] != mix["x1_total_cost_usd"]
     assert mix["stressed_expected_revocations"] > mix["x1_expected_revocations"]
+
+
+@pytest.mark.parametrize("command", ["whatif", "plan"])
+def test_a_bad_owned_file_exits_2_naming_file_row_and_field(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    owned = tmp_path / "owned.csv"
+    owned.write_text(
+        "id,provider,kind,region,instance_type,count,start,end\n"
+        "ri-1,aws,reserved,us-east-1,p4d.24xlarge,2,2026-01-01,2027-01-01\n"
+        "ri-2,aws,reserved,us-east-1,p4d.24xlarge,-1,2026-01-01,2027-01-01\n"
+    )
+    assert main([command, "--days", "1", "--owned", str(owned)]) == 2
+    err = capsys.readouterr().err
+    assert str(owned) in err and "row 2: count" in err

@@ -2,7 +2,11 @@
 the embedded default market): the baselines keep their own published reaction
 (``bill_plan``), so billing Spotfolio through the lifecycle manager must not
 move theirs. (The static mix moved once, from $60,142.34, when spot work
-stopped being scaled by the pool's expected held share: issue 13.)"""
+stopped being scaled by the pool's expected held share: issue 13. The
+committed quantile moved once, from $68,769.79, when commitments came to be
+valued over their term: the finite jobs' a2-highgpu-8g and a2-highgpu-1g
+reservations, 20 and 30 days of use of a 1-year obligation, are no longer
+bought: issue 14.)"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from policies.workloads.spec import default_workloads
 # ``spotfolio whatif --json`` before the change (issue 13), dollars.
 BASELINES_USD = {
     "on_demand": 81_904.86,
-    "committed_quantile": 68_769.79,
+    "committed_quantile": 74_450.58,
     "static_mix": 62_573.95,
 }
 

@@ -879,6 +879,7 @@ def _api_names_in_code() -> set[str]:
         "sqs": boto3.client("sqs", region_name=REGION, **CREDS),
         "ssm": boto3.client("ssm", region_name=REGION, **CREDS),
         "secretsmanager": boto3.client("secretsmanager", region_name=REGION, **CREDS),
+        "savingsplans": boto3.client("savingsplans", region_name=REGION, **CREDS),
     }
     mapping = {
         (s, method): api

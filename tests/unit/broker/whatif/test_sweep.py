@@ -1,0 +1,48 @@
+"""The committed sweep's verdict is its own totals': a level "pays" iff its
+billed total is below the previous level's, and the break-even it prints is
+against the spot/on-demand mix the workload would otherwise run."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from broker.whatif.run import run_whatif
+from policies.workloads.spec import WorkloadSet, parse_workloads
+from tests.fakes.tiny_market import TinyMarket
+
+
+def _workloads() -> WorkloadSet:
+    return parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "max_spot_share": 0.5,
+                    "demand": {"base_units": 2, "peak_units": 6},
+                }
+            ]
+        }
+    )
+
+
+def test_each_level_says_pays_iff_its_total_falls() -> None:
+    result = run_whatif(TinyMarket(), _workloads(), days=1, committed_levels=(0.2, 0.5, 1.0))
+    points = result.sweep
+    assert points[0].pays is None
+    for before, after in itertools.pairwise(points):
+        delta = after.scenario.bill.total_usd - before.scenario.bill.total_usd
+        assert after.delta_usd == pytest.approx(delta)
+        assert after.pays is (delta < 0)
+    # The committed price over the whole term, and a verdict that is not
+    # against on-demand alone: spot is cheaper, so the mix's break-even is higher.
+    assert result.breakeven_occupancy is not None
+    assert result.breakeven_occupancy_on_demand is not None
+    assert result.breakeven_occupancy > result.breakeven_occupancy_on_demand
+    for p in points:
+        assert p.obligation_usd == pytest.approx(
+            p.instances * p.scenario.plan.committed_usd_per_hour() / max(p.instances, 1) * 8760
+        )
