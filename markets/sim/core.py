@@ -56,6 +56,7 @@ class _Inst:
     usd_per_hour: float  # 0 for spot: billed at the hour's price
     ended_at: datetime | None = None
     revoke_at: datetime | None = None
+    terminated: bool = False  # ended by the caller's TerminateRequest, not revoked
 
 
 @dataclass
