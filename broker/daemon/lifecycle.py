@@ -22,6 +22,7 @@ from typing import Protocol
 
 from broker.daemon.store.tx import Json
 from broker.lifecycle import Decision, SpotReturn, UnavailableOfferings
+from broker.lifecycle.disruption import DisruptionBudget
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
@@ -54,6 +55,12 @@ class Lifecycle(Protocol):
     @property
     def unavailable(self) -> UnavailableOfferings:
         """The one book of pools that refused capacity, shared with the daemon."""
+        ...
+
+    @property
+    def disruption(self) -> DisruptionBudget:
+        """The one disruption budget: notice decisions and the reconcile's
+        plan-driven moves spend it together."""
         ...
 
     def instead(

@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from broker.lifecycle.disruption import DisruptionBudget
 from broker.lifecycle.fallback import Blockers, options
 from broker.lifecycle.values import CheckpointVerdict
 from broker.lifecycle.view import Candidate, Candidates, Tally
 from markets.model import Tier
-from policies.breakglass import ChurnBudget
 from policies.checkpoint import NOTICE_SECONDS, daly_interval, notice_checkpoint_fits
 from policies.workloads.spec import Workload, WorkloadClass
 
@@ -40,9 +40,10 @@ _EPS = 1e-9
 @dataclass(slots=True)
 class Guards(Blockers):
     """The manager's rule state that can block a pool now: the placement
-    rule's blockers (``broker.lifecycle.fallback``) and the churn budget."""
+    rule's blockers (``broker.lifecycle.fallback``) and the churn budget (the
+    one disruption budget, ``broker.lifecycle.disruption``)."""
 
-    churn: ChurnBudget
+    churn: DisruptionBudget
 
 
 def shares_ok(w: Workload, tally: Tally, c: Candidate, units: float) -> bool:

@@ -302,4 +302,4 @@ class Chooser:
             )
         )
         if tier is Tier.SPOT:
-            self.guards.churn.record(n * c.units, now_s)
+            self.guards.churn.record(n * c.units, now_s, w.name)

@@ -21,6 +21,7 @@ from typing import Any
 
 from broker.lifecycle.choices import Guards, checkpoint_verdict
 from broker.lifecycle.chooser import Chooser, Outcome
+from broker.lifecycle.disruption import DisruptionBudget
 from broker.lifecycle.fallback import UnavailableOfferings, instead
 from broker.lifecycle.stretches import (
     BreakGlassBook,
@@ -45,7 +46,7 @@ from markets.clock import Clock, ensure_utc
 from markets.fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
-from policies.breakglass import ChurnBudget, CircuitBreakers, RebalancePrecision
+from policies.breakglass import CircuitBreakers, RebalancePrecision
 from policies.cost_table import CostTable
 from policies.online.deadline import Mode
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
@@ -71,7 +72,13 @@ class LifecycleManager:
             pool_breakers=CircuitBreakers(cfg.pool_breaker),
             zone_breakers=CircuitBreakers(cfg.zone_breaker),
             unavailable=UnavailableOfferings(),
-            churn=ChurnBudget(cfg.churn_window_s, cfg.churn_max_share, cfg.churn_floor_units),
+            churn=DisruptionBudget(
+                cfg.churn_window_s,
+                cfg.churn_max_share,
+                cfg.churn_floor_units,
+                cfg.resize_budget_interval_s,
+                workloads.workloads,
+            ),
         )
         self._book = BreakGlassBook(workloads.break_glass_cap_usd, cfg)
         self._rebalance = RebalancePrecision(
@@ -184,6 +191,13 @@ class LifecycleManager:
         """The one book of pools that refused capacity (the daemon marks and
         reads this same object)."""
         return self._guards.unavailable
+
+    @property
+    def disruption(self) -> DisruptionBudget:
+        """The one disruption budget (``broker.lifecycle.disruption``): the
+        lifecycle's spot (re)placements and the daemon's plan-driven moves
+        spend the same one."""
+        return self._guards.churn
 
     def instead(
         self,

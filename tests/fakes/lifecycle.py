@@ -10,12 +10,14 @@ assert on it. Subclass it to answer one method differently.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.store.tx import Json
 from broker.lifecycle import Decision, DecisionKind, SpotReturn, UnavailableOfferings
+from broker.lifecycle.disruption import DisruptionBudget
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
@@ -30,6 +32,8 @@ class QuietLifecycle:
         self.calls: list[tuple[object, ...]] = []
         self.committed_usd = 0.0
         self._unavailable = UnavailableOfferings()
+        # Unbounded: a quiet lifecycle holds no move back.
+        self._disruption = DisruptionBudget(600.0, 1.0, math.inf, 0.0)
 
     def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         self.calls.append(("on_market", snapshot, costs))
@@ -46,6 +50,10 @@ class QuietLifecycle:
     @property
     def unavailable(self) -> UnavailableOfferings:
         return self._unavailable
+
+    @property
+    def disruption(self) -> DisruptionBudget:
+        return self._disruption
 
     def instead(
         self,
