@@ -22,7 +22,7 @@ from typing import Any
 from broker.lifecycle.choices import Guards, checkpoint_verdict
 from broker.lifecycle.chooser import Chooser, Outcome
 from broker.lifecycle.disruption import DisruptionBudget
-from broker.lifecycle.fallback import UnavailableOfferings, instead
+from broker.lifecycle.fallback import UnavailableOfferings, instead, upgrades
 from broker.lifecycle.stretches import (
     BreakGlassBook,
     Step,
@@ -211,7 +211,9 @@ class LifecycleManager:
         """The placement rule (``broker.lifecycle.fallback.instead``) for the
         work of ``count`` instances of ``failed_pool``: the pool to use
         instead on ``tier`` and its instance count, never one of ``tried``
-        (``None``: no pool is left, or no snapshot yet). Ranked on the cost
+        (``None``: no pool is left, or no snapshot yet). In the
+        out-of-capacity order (the refused type elsewhere, the workload's
+        preference, then upgrades if it allows them), ranked on the cost
         table of the snapshot last handed to ``on_market``."""
         w = self._workloads.get(workload)
         if w is None or not self._choose.has_market:
@@ -225,6 +227,12 @@ class LifecycleManager:
             else self._choose.units(failed_pool) * w.throughput_of(itype)
         )
         now_s = ensure_utc(now or self._clock.now()).timestamp()
+        snap = self._choose.pool(failed_pool)
+        ups = (
+            upgrades(lost, snap.instance, self._choose.costs.pools.values(), w.instance_types)
+            if w.allow_upgrade and lost is not None and snap is not None
+            else ()
+        )
         found = instead(
             cands,
             self._guards,
@@ -233,6 +241,8 @@ class LifecycleManager:
             now_s=now_s,
             same_type=self._choose.same_type(w, itype),
             tried=tried,
+            failed_type=itype,  # out of capacity: the workload's order, then upgrades
+            extra=ups,
         )
         return None if found is None else (found[0].pool_key, found[1])
 
