@@ -76,6 +76,14 @@ class Lifecycle(Protocol):
         instances give the same work (``None``: none is left)."""
         ...
 
+    def seed_rebalance_history(self, pool_key: str, hits: int, resolved: int) -> None:
+        """After a restart: a pool's rebalance record the store kept."""
+        ...
+
+    def rebalance_outcomes(self) -> list[tuple[str, bool]]:
+        """Rebalance recommendations resolved since the last call, for the store."""
+        ...
+
     def restore_break_glass(self, committed_usd: float, stretches: Sequence[Json] = ()) -> None:
         """After a restart: the store's break-glass total and the stretches
         still open (``stretch_state`` records)."""

@@ -14,6 +14,7 @@ do I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from broker.lifecycle.disruption import DisruptionBudget
@@ -69,6 +70,7 @@ def find_spot(
     capacity_units: float,
     same_type: str | None = None,
     max_usd_per_work_hour: float | None = None,
+    avoid: Collection[str] = (),
 ) -> tuple[Candidate, int, bool] | str:
     """The first spot pool, in the placement rule's order
     (``broker.lifecycle.fallback.options``: effective cost, hazard, placement
@@ -76,10 +78,11 @@ def find_spot(
     recent launch failure or going over the churn budget; one within the
     workload's zone and pool shares if any, else the first over them (a gang
     of three nodes in three zones cannot be restored otherwise; the next plan
-    spreads it again). Returns ``(pool, instances, over_share)``, or why none."""
+    spreads it again). ``avoid``: pools and zones never used (at risk).
+    Returns ``(pool, instances, over_share)``, or why none."""
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
-    ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type))
+    ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type, tried=avoid))
     for i, (c, blocked) in enumerate(ranked):
         eff = c.spot_usd_per_work_hour
         if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:

@@ -12,6 +12,7 @@ per workload class), read a clock, or do I/O.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from broker.lifecycle.choices import (
@@ -112,6 +113,8 @@ class Chooser:
         view: FleetView,
         now_s: float,
         max_usd_per_work_hour: float | None = None,
+        *,
+        avoid: Collection[str] = (),
     ) -> Outcome | str:
         found = self.find_spot(
             w,
@@ -120,6 +123,7 @@ class Chooser:
             now_s,
             PoolKey.parse(inst.pool_key).instance_type,
             max_usd_per_work_hour,
+            avoid=avoid,
         )
         if isinstance(found, str):
             return found
@@ -235,6 +239,8 @@ class Chooser:
         now_s: float,
         lost_type: str,
         max_usd_per_work_hour: float | None = None,
+        *,
+        avoid: Collection[str] = (),
     ) -> tuple[Candidate, int, bool] | str:
         return find_spot(
             w,
@@ -246,6 +252,7 @@ class Chooser:
             capacity_units=view.total_units,
             same_type=self.same_type(w, lost_type),
             max_usd_per_work_hour=max_usd_per_work_hour,
+            avoid=avoid,
         )
 
     def candidates(self, w: Workload) -> Candidates:

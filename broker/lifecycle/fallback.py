@@ -183,7 +183,8 @@ def options(
     extra: Sequence[Candidate] = (),
 ) -> Iterator[tuple[Candidate, str | None]]:
     """The workload's pools usable on ``tier`` in rank order (module
-    docstring), ``same_type`` only if given, none of ``tried``; each with why
+    docstring), ``same_type`` only if given, none of ``tried`` (pool or zone
+    keys: a zone's every pool is out); each with why
     it is blocked now (``None``: it is not). With ``failed_type`` (out of
     capacity), in the fallback order instead, ``extra`` (upgrades) last."""
     ranked: Sequence[Candidate] = cands.spot if tier is Tier.SPOT else cands.on_demand
@@ -196,7 +197,9 @@ def options(
             same_type = None
             ranked = [c for c in ranked if c.instance_type in keep]
     for c in ranked:
-        if (same_type is not None and c.instance_type != same_type) or c.pool_key in tried:
+        if same_type is not None and c.instance_type != same_type:
+            continue
+        if c.pool_key in tried or c.zone_key in tried:
             continue
         yield c, blockers.why_blocked(c, tier, now_s)
 

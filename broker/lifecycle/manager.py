@@ -46,9 +46,10 @@ from markets.clock import Clock, ensure_utc
 from markets.fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
-from policies.breakglass import CircuitBreakers, RebalancePrecision
+from policies.breakglass import CircuitBreakers
 from policies.cost_table import CostTable
 from policies.online.deadline import Mode
+from policies.rebalance import RebalanceRecord
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["LifecycleManager"]
@@ -81,8 +82,11 @@ class LifecycleManager:
             ),
         )
         self._book = BreakGlassBook(workloads.break_glass_cap_usd, cfg)
-        self._rebalance = RebalancePrecision(
-            cfg.rebalance_window_s, cfg.rebalance_min_samples, cfg.rebalance_min_precision
+        self._rebalance = RebalanceRecord(
+            cfg.rebalance_window_s,
+            prior_samples=cfg.rebalance_prior_samples,
+            min_fleet_samples=cfg.rebalance_min_samples,
+            min_precision=cfg.rebalance_min_precision,
         )
         self._choose = Chooser(workloads, cfg, self._guards, self._book, self._horizon_s)
         self._decisions: OrderedDict[str, Decision] = OrderedDict()
@@ -183,6 +187,11 @@ class LifecycleManager:
     def seed_rebalance_history(self, pool_key: str, hits: int, resolved: int) -> None:
         """Recorded rebalance outcomes of a pool (from the store, after a restart)."""
         self._rebalance.seed(pool_key, hits, resolved)
+
+    def rebalance_outcomes(self) -> list[tuple[str, bool]]:
+        """``(pool, followed by an interruption)`` of the recommendations
+        resolved since the last call: for the daemon to persist."""
+        return self._rebalance.outcomes()
 
     # --- what the daemon reads -----------------------------------------------------
 
@@ -348,21 +357,31 @@ class LifecycleManager:
             )
         self._rebalance.expire(now_s)
         self._rebalance.record_rebalance(inst.instance_id, inst.pool_key, at_s)
-        hits, resolved = self._rebalance.counts(inst.pool_key)
+        rb = self._rebalance
+        hits, resolved = rb.counts(inst.pool_key)
         record = (
             f"{hits} of {resolved} rebalances in {inst.pool_key} were followed by an "
-            f"interruption within {cfg.rebalance_window_s / 60:.0f} min"
+            f"interruption within {cfg.rebalance_window_s / 60:.0f} min; confidence "
+            f"{rb.confidence(inst.pool_key):.0%} with the fleet's {rb.fleet_rate():.0%}"
         )
-        if not self._rebalance.predictive(inst.pool_key):
-            need = f"acting needs {cfg.rebalance_min_samples} and {cfg.rebalance_min_precision:.0%}"
+        if not rb.acts(inst.pool_key):
+            need = (
+                f"acting needs {cfg.rebalance_min_samples} resolved in the fleet and "
+                f"over {cfg.rebalance_min_precision:.0%}"
+            )
             return self._ignore(notice, f"rebalance recommendation ignored: {record} ({need})", w)
         view.remove(inst)
         lost_work = inst.units * view.throughput(w.name, PoolKey.parse(inst.pool_key).instance_type)
-        out = self._choose.replace(notice.notice_id, w, inst, lost_work, view, now_s)
+        # The pool and its zone are at risk: the replacement goes elsewhere.
+        at_risk = (inst.pool_key, PoolKey.parse(inst.pool_key).zone_key)
+        out = self._choose.replace(notice.notice_id, w, inst, lost_work, view, now_s, avoid=at_risk)
         if isinstance(out, str):
             view.restore(inst)
             return self._ignore(notice, f"rebalance: {record}, but {out}; awaiting a notice", w)
         self._handled[inst.instance_id] = notice.notice_id
+        # We end it ourselves: whether it would have been interrupted is never
+        # seen, so it counts neither as a hit nor as a miss.
+        rb.forget(inst.instance_id)
         out = Outcome(out.kind, f"launch before terminate ({record}): {out.reason}", out.launches)
         return self._decision(notice, out, w.name, inst, lbt=True)
 

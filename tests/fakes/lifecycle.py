@@ -68,6 +68,12 @@ class QuietLifecycle:
         self.calls.append(("instead", workload, failed_pool, tier, count))
         return None
 
+    def seed_rebalance_history(self, pool_key: str, hits: int, resolved: int) -> None:
+        self.calls.append(("seed_rebalance_history", pool_key, hits, resolved))
+
+    def rebalance_outcomes(self) -> list[tuple[str, bool]]:
+        return []
+
     def restore_break_glass(self, committed_usd: float, stretches: Sequence[Json] = ()) -> None:
         self.calls.append(("restore_break_glass", committed_usd, list(stretches)))
         self.committed_usd = committed_usd

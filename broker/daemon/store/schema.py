@@ -3,7 +3,9 @@
 Owns: ``meta`` and the tables ``fleet``, ``plans``, ``actions`` (UNIQUE
 idempotency key), ``notices`` (notice id as key), ``decisions`` (UNIQUE
 notice id; NULL for the daemon's own), ``hook_results`` (one per notice:
-what its checkpoint hook did) and ``lease``; ``UtcDateTime`` (aware
+what its checkpoint hook did), ``rebalance_record`` (per owner and pool:
+rebalance recommendations resolved and those followed by an interruption)
+and ``lease``; ``UtcDateTime`` (aware
 UTC in Python, naive UTC in the database, so both dialects compare times as
 values). ``broker.daemon.store.store`` and its ``store_*`` query modules read and write them.
 
@@ -30,6 +32,7 @@ __all__ = [
     "meta",
     "notices_t",
     "plans_t",
+    "rebalance_t",
 ]
 
 
@@ -123,6 +126,15 @@ hook_results_t = Table(
     Column("ok", Boolean, nullable=False),
     Column("record", JSON, nullable=False),  # checkpoint_hook.HookResult.as_record()
     Column("created_at", UtcDateTime, nullable=False),
+)
+rebalance_t = Table(
+    "rebalance_record",
+    meta,
+    Column("owner", String(128), primary_key=True),
+    Column("pool_key", String(200), primary_key=True),
+    Column("hits", Integer, nullable=False),  # followed by an interruption in the window
+    Column("resolved", Integer, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
 )
 lease_t = Table(
     "lease",

@@ -39,7 +39,8 @@ Rules the daemon relies on:
 ``Tx`` combines the query areas, each in its own module: the action log in
 ``broker.daemon.store.actions`` (``ActionRecord``), instances and plans in
 ``broker.daemon.store.fleet`` (``FleetRow``), notices, decisions and hook results in
-``broker.daemon.store.notices`` (``DecisionRecord``), all over ``broker.daemon.store.tx``
+``broker.daemon.store.notices`` (``DecisionRecord``), the rebalance track
+record in ``broker.daemon.store.rebalance``, all over ``broker.daemon.store.tx``
 (the connection and insert-or-ignore). Tables live in
 ``broker.daemon.store.schema``. Import the public names from here.
 
@@ -68,6 +69,7 @@ from broker.daemon.store.actions import ActionRecord, ActionsTx
 from broker.daemon.store.fleet import FleetRow, FleetTx
 from broker.daemon.store.migrations import upgrade
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
+from broker.daemon.store.rebalance import RebalanceTx
 from broker.daemon.store.schema import lease_t
 from markets.errors import FatalError, InputError
 from markets.extras import MissingExtraError, extra_for
@@ -158,7 +160,7 @@ class Fence:
     epoch: int | None = None
 
 
-class Tx(ActionsTx, FleetTx, NoticesTx):
+class Tx(ActionsTx, FleetTx, NoticesTx, RebalanceTx):
     """Reads and writes inside one transaction (``Store.transaction``)."""
 
     # --- lease ---------------------------------------------------------------
