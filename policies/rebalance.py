@@ -19,6 +19,10 @@ record outweighs it once ``n`` passes ``k``: no pool needs ten samples of its
 own. ``acts(pool)``: the fleet has ``min_fleet_samples`` resolved and the
 confidence is above ``min_precision``.
 
+A recommendation acted on (``acted``: the caller replaces the instance and
+ends it) resolves as a hit if its interruption is still seen, and otherwise
+not at all: that it would have been interrupted is never known.
+
 ``outcomes()`` hands out the resolutions since the last call, for the
 caller to persist; ``seed`` takes persisted counts back after a restart.
 
@@ -56,6 +60,7 @@ class RebalanceRecord:
         self._pending: dict[str, tuple[str, float]] = {}  # instance -> (pool, at)
         self._order: deque[tuple[float, str]] = deque()
         self._new: list[tuple[str, bool]] = []
+        self._acted: set[str] = set()
 
     def seed(self, pool_key: str, hits: int, resolved: int) -> None:
         """Counts recorded before (the store's), added to the pool's."""
@@ -80,13 +85,17 @@ class RebalanceRecord:
 
     def record_interruption(self, instance_id: str, at_s: float) -> None:
         pending = self._pending.pop(instance_id, None)
+        self._acted.discard(instance_id)
         if pending is not None:
             pool, rb_at = pending
             self._resolve(pool, 0.0 <= at_s - rb_at <= self.window_s)
 
-    def forget(self, instance_id: str) -> None:
-        """Drop a recommendation unresolved (acted on: its outcome is never seen)."""
-        self._pending.pop(instance_id, None)
+    def acted(self, instance_id: str) -> None:
+        """The caller acted on this recommendation (it ends the instance
+        itself): an interruption seen before that still counts as a hit, but
+        a window that passes is no miss, only an outcome never seen."""
+        if instance_id in self._pending:
+            self._acted.add(instance_id)
 
     def expire(self, now_s: float) -> None:
         """Resolve, as misses, recommendations whose window has passed."""
@@ -95,7 +104,10 @@ class RebalanceRecord:
             pending = self._pending.get(iid)
             if pending is not None and pending[1] == at_s:
                 del self._pending[iid]
-                self._resolve(pending[0], False)
+                if iid in self._acted:
+                    self._acted.discard(iid)  # ended by the caller: not seen
+                else:
+                    self._resolve(pending[0], False)
 
     def outcomes(self) -> list[tuple[str, bool]]:
         """``(pool, hit)`` resolved since the last call (then forgotten here)."""

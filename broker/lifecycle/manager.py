@@ -379,9 +379,9 @@ class LifecycleManager:
             view.restore(inst)
             return self._ignore(notice, f"rebalance: {record}, but {out}; awaiting a notice", w)
         self._handled[inst.instance_id] = notice.notice_id
-        # We end it ourselves: whether it would have been interrupted is never
-        # seen, so it counts neither as a hit nor as a miss.
-        rb.forget(inst.instance_id)
+        # We end it ourselves: unless its interruption comes first, whether it
+        # would have been interrupted is never seen (no miss).
+        rb.acted(inst.instance_id)
         out = Outcome(out.kind, f"launch before terminate ({record}): {out.reason}", out.launches)
         return self._decision(notice, out, w.name, inst, lbt=True)
 
