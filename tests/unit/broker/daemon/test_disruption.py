@@ -26,6 +26,7 @@ from broker.lifecycle.disruption import DisruptionBudget
 from broker.planning.plan import Plan
 from broker.planning.reconcile import hold, leaving
 from markets.clock import ManualClock
+from markets.errors import InputError
 from markets.fleet import OWNER_TAG, Instance, InstanceState, Notice, NoticeKind, TerminateRequest
 from markets.model import Tier
 from markets.sim.cloud import SimCloud, SimOptions
@@ -189,3 +190,17 @@ def test_hold_keeps_the_instances_and_holds_back_the_same_work_elsewhere() -> No
 
     kept = hold(want, {"w": [moves["w"][1]]}, fleet, OWNER, work)
     assert kept == {("w", A, "spot"): 1, ("w", B, "spot"): 1}
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        pytest.param({"max_share": 1.5}, "disruption.max_share", id="share-above-one"),
+        pytest.param({"window_minutes": 0}, "disruption.window_minutes", id="empty-window"),
+        pytest.param({"every": 5}, "disruption.every", id="unknown-key"),
+    ],
+)
+def test_a_bad_disruption_block_names_its_field(block: dict[str, Any], field: str) -> None:
+    with pytest.raises(InputError) as e:
+        _gang(disruption=block)
+    assert f"workloads[0].{field}" in str(e.value)
