@@ -76,11 +76,12 @@ class DisruptionBudget(ChurnBudget):
                 self._own[name] = ChurnBudget(window, d.max_share, 0.0)
 
     def interval_s(self, workload: str) -> float:
-        """Least time between two moves of ``workload``."""
+        """Least time between two moves of ``workload`` (its own interval
+        only ever lengthens the fleet's)."""
         d = self._specs.get(workload)
         if d is None or d.min_interval_minutes is None:
             return self.min_interval_s
-        return d.min_interval_minutes * 60.0
+        return max(self.min_interval_s, d.min_interval_minutes * 60.0)
 
     def last_move_s(self, workload: str) -> float | None:
         return self._last_move_s.get(workload)

@@ -204,3 +204,12 @@ def test_a_bad_disruption_block_names_its_field(block: dict[str, Any], field: st
     with pytest.raises(InputError) as e:
         _gang(disruption=block)
     assert f"workloads[0].{field}" in str(e.value)
+
+
+def test_a_workloads_own_interval_lengthens_the_fleets_never_shortens_it() -> None:
+    assert _budget(min_interval_minutes=240).interval_s("w") == 4 * 3600.0
+    assert _budget(min_interval_minutes=5).interval_s("w") == 3600.0
+    b = _budget(min_interval_minutes=240)
+    b.record(8.0, T0.timestamp(), "w")
+    later = T0.timestamp() + 2 * 3600.0
+    assert b.block_reason("w", later) is not None  # 2 h after: still inside its 4 h
