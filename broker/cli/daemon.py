@@ -35,6 +35,12 @@ when ``spotfolio`` starts: every ``spotfolio`` invocation imports this module.
      "counters": {"launch_requests", "launches", "instances_launched", "replays",
                   "terminations", "notices_sent", "throttled", "capacity_refusals",
                   "plan_generation"},
+     "disruption": {workload: {"broker_terminations": int,  # spot, or a gang's any tier
+                               "broker_terminations_all_tiers": int, "revocations": int,
+                               "job_hours": int, "hours_with_broker_terminations": int,
+                               "broker_terminations_per_job_hour": float},
+                    "fleet": {"broker_terminations", "revocations", "job_hours",
+                              "broker_terminations_per_job_hour"}},
      "seconds": float}                    # wall-clock seconds the simulation took
 """
 

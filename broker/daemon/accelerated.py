@@ -9,6 +9,11 @@ jumps the clock to the next moment something is due: a job's next run, or
 the next notice the cloud will deliver (rounded up to the daemon's polling
 grid, so notice latency includes the wait for the next poll).
 
+Disruption: per workload, the instances the daemon itself terminated
+(re-plans moving capacity, scale-downs, returns) beside the cloud's
+revocations, over the hours the workload held capacity (its job-hours):
+``disruption`` in the report (``SimCloud.endings``).
+
 Accelerated cadence: jobs run at the config's intervals in simulated time;
 the lease is renewed at every reconcile (nobody else contends for it here).
 
@@ -40,9 +45,10 @@ from broker.daemon.wiring import (
 )
 from markets.clock import ManualClock, ensure_utc
 from markets.fleet import NoticeKind
+from markets.model import Tier
 from markets.protocols import HistorySource, MetricSource, Provider
-from markets.sim.cloud import SimCloud
-from policies.workloads.spec import WorkloadSet
+from markets.sim.cloud import Endings, SimCloud
+from policies.workloads.spec import WorkloadClass, WorkloadSet
 
 __all__ = ["SimReport", "simulate_daemon"]
 
@@ -65,6 +71,7 @@ class SimReport:
     break_glass_cap_usd: float | None
     window_missed: int
     counters: dict[str, int] = field(default_factory=dict)
+    disruption: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,6 +97,7 @@ class SimReport:
             "break_glass_cap_exceeded": self.break_glass_cap_usd is not None
             and self.break_glass_usd > self.break_glass_cap_usd + 1e-6,
             "counters": self.counters,
+            "disruption": self.disruption,
             "seconds": round(self.seconds, 3),
         }
 
@@ -226,5 +234,36 @@ def _report(
             "capacity_refusals": c.capacity_refusals,
             "plan_generation": d.state.generation,
         },
+        disruption=_disruption(cloud.endings(t0, hours), ws),
         seconds=secs,
     )
+
+
+def _disruption(endings: dict[str, Endings], ws: WorkloadSet) -> dict[str, dict[str, Any]]:
+    """Per workload (and ``"fleet"``): broker-made terminations (of running
+    spot or, for a training gang, of any tier: the ones that disrupt work)
+    beside revocations, per job-hour."""
+    out: dict[str, dict[str, Any]] = {}
+    fleet = {"broker_terminations": 0, "revocations": 0, "job_hours": 0}
+    for name, e in sorted(endings.items()):
+        w = ws.by_name(name) if name in ws.names() else None
+        gang = w is not None and w.workload_class is WorkloadClass.TRAINING
+        moved = e.terminated if gang else e.terminated_by_tier.get(Tier.SPOT.value, 0)
+        out[name] = {
+            "broker_terminations": moved,
+            "broker_terminations_all_tiers": e.terminated,
+            "revocations": e.revoked,
+            "job_hours": e.hours_live,
+            "hours_with_broker_terminations": e.hours_terminating,
+            "broker_terminations_per_job_hour": round(moved / max(e.hours_live, 1), 4),
+        }
+        fleet["broker_terminations"] += moved
+        fleet["revocations"] += e.revoked
+        fleet["job_hours"] += e.hours_live
+    out["fleet"] = {
+        **fleet,
+        "broker_terminations_per_job_hour": round(
+            fleet["broker_terminations"] / max(fleet["job_hours"], 1), 4
+        ),
+    }
+    return out

@@ -117,6 +117,13 @@ class SimSettings(StrictModel):
     reorder: bool = False
     listing_lag_s: Annotated[float, Bounded(ge=0, le=DAY_S, unit="seconds")] = 0.0
     throttle_rate: Annotated[float, Bounded(ge=0, le=1)] = 0.0
+    # Rebalance recommendations (markets.sim.events states the model): the
+    # share of revocations preceded by one (0: none sent), how far before the
+    # interruption notice at most, and the share of recommendations that are
+    # followed by a revocation (the rest are false alarms).
+    rebalance_coverage: Annotated[float, Bounded(ge=0, le=1)] = 0.0
+    rebalance_precision: Annotated[float, Bounded(gt=0, le=1)] = 0.5
+    rebalance_lead_s: Annotated[float, Bounded(ge=0, le=DAY_S, unit="seconds")] = 1800.0
     # Running daemon only (not --hours): simulated time passes at the real
     # rate from here (default: the market's first hour), and with a
     # state_file the account lives in that file, so it outlives the process

@@ -240,6 +240,7 @@ class Daemon:
             )
         )
         self.stretches.restore()
+        self._restore_rebalance_record()
         self.refresh_market(force=True)
         self._sense(now)  # the first plan holds the live demand, not the minimum
         if self._replan_due(now):
@@ -405,7 +406,23 @@ class Daemon:
             done = self.reconciler.run(self.state, fleet, now)
             self.reconciler.view(now)
             self.update_fleet_metrics(now)
+            self._save_rebalance_outcomes(now)
         return done
+
+    def _restore_rebalance_record(self) -> None:
+        """The rebalance track record the store kept, back in the lifecycle."""
+        with self.fenced_store.transaction() as tx:
+            rows = tx.rebalance_record(self.owner)
+        for pool, hits, resolved in rows:
+            self.lifecycle.seed_rebalance_history(pool, hits, resolved)
+
+    def _save_rebalance_outcomes(self, now: datetime) -> None:
+        """The recommendations the lifecycle resolved since the last save,
+        into the store's record (nothing written in a dry run)."""
+        outcomes = self.lifecycle.rebalance_outcomes()
+        if outcomes and not self.dry_run:
+            with self.fenced_store.transaction() as tx:
+                tx.add_rebalance_outcomes(self.owner, outcomes, now)
 
     def _upkeep(self, now: datetime, fleet: list[Instance]) -> list[Instance]:
         """The lifecycle's break-glass upkeep, carried out; the fleet after it."""
@@ -482,6 +499,8 @@ class Daemon:
                 break
         if total:
             self.update_fleet_metrics(self.clock.now())
+            with self.lock:
+                self._save_rebalance_outcomes(self.clock.now())
         return total
 
     # --- what the notice job measured (for the simulation's report and bench) ---

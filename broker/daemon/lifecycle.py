@@ -22,6 +22,7 @@ from typing import Protocol
 
 from broker.daemon.store.tx import Json
 from broker.lifecycle import Decision, SpotReturn, UnavailableOfferings
+from broker.lifecycle.disruption import DisruptionBudget
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
@@ -56,6 +57,12 @@ class Lifecycle(Protocol):
         """The one book of pools that refused capacity, shared with the daemon."""
         ...
 
+    @property
+    def disruption(self) -> DisruptionBudget:
+        """The one disruption budget: notice decisions and the reconcile's
+        plan-driven moves spend it together."""
+        ...
+
     def instead(
         self,
         workload: str,
@@ -67,6 +74,14 @@ class Lifecycle(Protocol):
     ) -> tuple[str, int] | None:
         """Which pool instead of ``failed_pool`` on ``tier``, and how many
         instances give the same work (``None``: none is left)."""
+        ...
+
+    def seed_rebalance_history(self, pool_key: str, hits: int, resolved: int) -> None:
+        """After a restart: a pool's rebalance record the store kept."""
+        ...
+
+    def rebalance_outcomes(self) -> list[tuple[str, bool]]:
+        """Rebalance recommendations resolved since the last call, for the store."""
         ...
 
     def restore_break_glass(self, committed_usd: float, stretches: Sequence[Json] = ()) -> None:

@@ -16,6 +16,14 @@ that refuses capacity is marked unavailable and the diff is taken again, so
 the next acceptable pool gets its count before anything is terminated
 (``_PASSES`` at most).
 
+Disruption budget: a re-plan that ends running spot capacity, or any
+capacity of a training gang, is a broker-made move and spends the one
+disruption budget the lifecycle's notice decisions spend
+(``Lifecycle.disruption``, ``broker.lifecycle.disruption``): what it does not
+grant stays, and the launches that would have replaced it wait
+(``broker.planning.reconcile.hold``); what was ended is recorded after the
+terminations are sent.
+
 A plan that resizes an elastic training job (its units in the plan's
 current hour differ from the last reconcile's) is told to the lifecycle
 (``Lifecycle.record_resize``), so the job's shrink dwell counts from the
@@ -27,6 +35,7 @@ call the provider's mutating API except through the launcher and executor.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
 
 from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
@@ -40,10 +49,13 @@ from broker.planning.reconcile import (
     apply_deltas,
     desired_now,
     diff,
+    hold,
+    leaving,
     live_ours,
     warm_up_seconds,
 )
 from markets.fleet import Instance, LaunchRequest, TerminateRequest
+from markets.keys import PoolKey
 from markets.protocols import Provider
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
@@ -85,7 +97,11 @@ class ReconcileJob:
             if w.elastic and w.workload_class is WorkloadClass.TRAINING
         )
         self._plan_units: dict[str, int] = {}  # elastic training job -> units last planned
+        self._gangs = frozenset(w.name for w in workloads.of_class(WorkloadClass.TRAINING))
+        # Moves the disruption budget granted at the last ``desired``: id -> (workload, units)
+        self._moving: dict[str, tuple[str, int]] = {}
         self._warm_s = warm_up_seconds(workloads)  # make before break (serving)
+        self._priority = {w.name: w.priority for w in workloads.workloads}
         self._owner = owner
         self._grace_s = listing_grace_s
         self._dry_run = dry_run
@@ -113,7 +129,48 @@ class ReconcileJob:
         book = self._book
         want = substitute(want, book, now)
         want = book.protect(want, self._store, now)  # replacements inside their window
-        return stick(want, book.counts(book.last_fleet), book, STICK_MARGIN)
+        want = stick(want, book.counts(book.last_fleet), book, STICK_MARGIN)
+        return self._within_disruption(want, now)
+
+    def _within_disruption(self, want: dict[Slot, int], now: datetime) -> dict[Slot, int]:
+        """``want`` less the broker-made moves the disruption budget does not
+        grant now (module docstring); remembers the granted ones."""
+        fleet, doomed = list(self._book.last_fleet), self._book.doomed_ids(now)
+        moves = leaving(want, fleet, self._owner, self._gangs, doomed=doomed)
+        self._moving = {}
+        if not moves:
+            return want
+        budget, now_s = self._lifecycle.disruption, now.timestamp()
+        live = [i for i in live_ours(fleet, self._owner) if i.instance_id not in doomed]
+        units_of: dict[str, float] = defaultdict(float)
+        for i in live:
+            units_of[i.workload] += i.units
+        granted_units = 0.0
+        kept: dict[str, list[Instance]] = {}
+        for w in sorted(moves, key=lambda name: (-self._priority.get(name, 0), name)):
+            insts = moves[w]
+            n = budget.grant(
+                w,
+                [i.units for i in insts],
+                capacity_units=sum(units_of.values()),
+                workload_units=units_of[w],
+                now_s=now_s,
+                whole=w in self._gangs,
+                granted_units=granted_units,
+            )
+            granted_units += sum(i.units for i in insts[:n])
+            self._moving.update({i.instance_id: (w, i.units) for i in insts[:n]})
+            if n < len(insts):
+                kept[w] = insts[n:]
+        return hold(want, kept, fleet, self._owner, self._work_of, doomed=doomed)
+
+    def _work_of(self, workload: str, pool_key: str) -> float:
+        """Work of one instance of ``pool_key`` for ``workload`` (its stated
+        throughput factor, else 1.0): what ``hold`` trades kept for launched."""
+        w = self._book.workload(workload)
+        itype = PoolKey.parse(pool_key).instance_type
+        factor = w.throughput.get(itype, 1.0) if w is not None else 1.0
+        return self._book.units(pool_key) * factor
 
     def _note_resizes(self, planned: dict[Slot, int], now: datetime) -> None:
         """Tell the lifecycle of each elastic training job the plan resized."""
@@ -158,8 +215,15 @@ class ReconcileJob:
             if not refused:
                 break
             fleet = self.view(now)
+        moved: dict[str, float] = defaultdict(float)
         for req in requests:
             if isinstance(req, TerminateRequest):
                 self._executor.run(req, context={"source": "reconcile"})
                 done.append(req)
+                for iid in req.instance_ids:
+                    if iid in self._moving:
+                        w, n_units = self._moving[iid]
+                        moved[w] += n_units
+        for w, total in sorted(moved.items()):
+            self._lifecycle.disruption.record(total, now.timestamp(), w)
         return done

@@ -97,6 +97,9 @@ def sim_options(config: DaemonConfig) -> SimOptions:
         reorder=s.reorder,
         listing_lag_s=s.listing_lag_s,
         throttle_rate=s.throttle_rate,
+        rebalance_coverage=s.rebalance_coverage,
+        rebalance_precision=s.rebalance_precision,
+        rebalance_lead_s=s.rebalance_lead_s,
         providers=config.launch_providers,
     )
 

@@ -15,13 +15,14 @@ do I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
+from broker.lifecycle.disruption import DisruptionBudget
 from broker.lifecycle.fallback import Blockers, options
 from broker.lifecycle.values import CheckpointVerdict
 from broker.lifecycle.view import Candidate, Candidates, Tally
 from markets.model import Tier
-from policies.breakglass import ChurnBudget
 from policies.checkpoint import NOTICE_SECONDS, daly_interval, notice_checkpoint_fits
 from policies.workloads.spec import Workload, WorkloadClass
 
@@ -41,9 +42,10 @@ _EPS = 1e-9
 @dataclass(slots=True)
 class Guards(Blockers):
     """The manager's rule state that can block a pool now: the placement
-    rule's blockers (``broker.lifecycle.fallback``) and the churn budget."""
+    rule's blockers (``broker.lifecycle.fallback``) and the churn budget (the
+    one disruption budget, ``broker.lifecycle.disruption``)."""
 
-    churn: ChurnBudget
+    churn: DisruptionBudget
 
 
 def shares_ok(w: Workload, tally: Tally, c: Candidate, units: float) -> bool:
@@ -70,6 +72,7 @@ def find_spot(
     same_type: str | None = None,
     max_usd_per_work_hour: float | None = None,
     avoid_zones: frozenset[str] = frozenset(),
+    avoid: Collection[str] = (),
 ) -> tuple[Candidate, int, bool] | str:
     """The first spot pool, in the placement rule's order
     (``broker.lifecycle.fallback.options``: a likely placement, effective
@@ -80,11 +83,12 @@ def find_spot(
     without an open breaker, a recent launch failure or going over the churn
     budget; one within the workload's zone and pool shares if any, else the
     first over them (a gang of three nodes in three zones cannot be restored
-    otherwise; the next plan spreads it again). Returns ``(pool, instances,
-    over_share)``, or why none."""
+    otherwise; the next plan spreads it again). ``avoid``: pools and zones
+    never used (at risk: a rebalance recommendation). Returns ``(pool,
+    instances, over_share)``, or why none."""
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
-    ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type))
+    ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type, tried=avoid))
     if avoid_zones:
         ranked = [x for x in ranked if x[0].zone_key not in avoid_zones] + [
             x for x in ranked if x[0].zone_key in avoid_zones

@@ -17,6 +17,7 @@ per workload class), read a clock, or do I/O.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from broker.lifecycle.choices import (
@@ -132,11 +133,13 @@ class Chooser:
         view: FleetView,
         now_s: float,
         max_usd_per_work_hour: float | None = None,
+        *,
+        avoid: Collection[str] = (),
     ) -> Outcome | str:
         reading = self.refresh_placement(now_s)
         lost_key = PoolKey.parse(inst.pool_key)
         domain = None if self._snapshot is None else self._snapshot.domain_of(lost_key.zone_key)
-        avoid = frozenset(domain.zones) if domain is not None else frozenset()
+        domain_zones = frozenset(domain.zones) if domain is not None else frozenset()
         found = self.find_spot(
             w,
             lost_work,
@@ -144,7 +147,8 @@ class Chooser:
             now_s,
             lost_key.instance_type,
             max_usd_per_work_hour,
-            avoid_zones=avoid,
+            avoid_zones=domain_zones,
+            avoid=avoid,
         )
         if isinstance(found, str):
             return found
@@ -269,6 +273,7 @@ class Chooser:
         max_usd_per_work_hour: float | None = None,
         *,
         avoid_zones: frozenset[str] = frozenset(),
+        avoid: Collection[str] = (),
     ) -> tuple[Candidate, int, bool] | str:
         return find_spot(
             w,
@@ -281,6 +286,7 @@ class Chooser:
             same_type=self.same_type(w, lost_type),
             max_usd_per_work_hour=max_usd_per_work_hour,
             avoid_zones=avoid_zones,
+            avoid=avoid,
         )
 
     def domain_pools(self, cands: Candidates, pool_key: str) -> set[str]:
@@ -346,4 +352,4 @@ class Chooser:
             )
         )
         if tier is Tier.SPOT:
-            self.guards.churn.record(n * c.units, now_s)
+            self.guards.churn.record(n * c.units, now_s, w.name)

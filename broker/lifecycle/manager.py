@@ -21,7 +21,8 @@ from typing import Any
 
 from broker.lifecycle.choices import Guards, checkpoint_verdict
 from broker.lifecycle.chooser import Chooser, Outcome
-from broker.lifecycle.fallback import UnavailableOfferings, instead
+from broker.lifecycle.disruption import DisruptionBudget
+from broker.lifecycle.fallback import UnavailableOfferings, instead, upgrades
 from broker.lifecycle.placement import PlacementReader
 from broker.lifecycle.stretches import (
     BreakGlassBook,
@@ -46,9 +47,10 @@ from markets.clock import Clock, ensure_utc
 from markets.fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
-from policies.breakglass import ChurnBudget, CircuitBreakers, RebalancePrecision
+from policies.breakglass import CircuitBreakers
 from policies.cost_table import CostTable
 from policies.online.deadline import Mode
+from policies.rebalance import RebalanceRecord
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = ["LifecycleManager"]
@@ -76,11 +78,20 @@ class LifecycleManager:
             pool_breakers=CircuitBreakers(cfg.pool_breaker),
             zone_breakers=CircuitBreakers(cfg.zone_breaker),
             unavailable=UnavailableOfferings(),
-            churn=ChurnBudget(cfg.churn_window_s, cfg.churn_max_share, cfg.churn_floor_units),
+            churn=DisruptionBudget(
+                cfg.churn_window_s,
+                cfg.churn_max_share,
+                cfg.churn_floor_units,
+                cfg.resize_budget_interval_s,
+                workloads.workloads,
+            ),
         )
         self._book = BreakGlassBook(workloads.break_glass_cap_usd, cfg)
-        self._rebalance = RebalancePrecision(
-            cfg.rebalance_window_s, cfg.rebalance_min_samples, cfg.rebalance_min_precision
+        self._rebalance = RebalanceRecord(
+            cfg.rebalance_window_s,
+            prior_samples=cfg.rebalance_prior_samples,
+            min_fleet_samples=cfg.rebalance_min_samples,
+            min_precision=cfg.rebalance_min_precision,
         )
         self._choose = Chooser(workloads, cfg, self._guards, self._book, self._horizon_s, placement)
         self._decisions: OrderedDict[str, Decision] = OrderedDict()
@@ -182,6 +193,11 @@ class LifecycleManager:
         """Recorded rebalance outcomes of a pool (from the store, after a restart)."""
         self._rebalance.seed(pool_key, hits, resolved)
 
+    def rebalance_outcomes(self) -> list[tuple[str, bool]]:
+        """``(pool, followed by an interruption)`` of the recommendations
+        resolved since the last call: for the daemon to persist."""
+        return self._rebalance.outcomes()
+
     # --- what the daemon reads -----------------------------------------------------
 
     @property
@@ -189,6 +205,13 @@ class LifecycleManager:
         """The one book of pools that refused capacity (the daemon marks and
         reads this same object)."""
         return self._guards.unavailable
+
+    @property
+    def disruption(self) -> DisruptionBudget:
+        """The one disruption budget (``broker.lifecycle.disruption``): the
+        lifecycle's spot (re)placements and the daemon's plan-driven moves
+        spend the same one."""
+        return self._guards.churn
 
     def instead(
         self,
@@ -202,7 +225,9 @@ class LifecycleManager:
         """The placement rule (``broker.lifecycle.fallback.instead``) for the
         work of ``count`` instances of ``failed_pool``: the pool to use
         instead on ``tier`` and its instance count, never one of ``tried``
-        (``None``: no pool is left, or no snapshot yet). Ranked on the cost
+        (``None``: no pool is left, or no snapshot yet). In the
+        out-of-capacity order (the refused type elsewhere, the workload's
+        preference, then upgrades if it allows them), ranked on the cost
         table of the snapshot last handed to ``on_market``."""
         w = self._workloads.get(workload)
         if w is None or not self._choose.has_market:
@@ -217,6 +242,12 @@ class LifecycleManager:
             if lost is not None
             else self._choose.units(failed_pool) * w.throughput_of(itype)
         )
+        snap = self._choose.pool(failed_pool)
+        ups = (
+            upgrades(lost, snap.instance, self._choose.costs.pools.values(), w.instance_types)
+            if w.allow_upgrade and lost is not None and snap is not None
+            else ()
+        )
         # The failure domain of the pool that refused is tried last: its other
         # zones are short or revoking too (``markets.model.FailureDomain``).
         suspect = self._choose.domain_pools(cands, failed_pool) if tier is Tier.SPOT else set()
@@ -230,6 +261,8 @@ class LifecycleManager:
                 now_s=now_s,
                 same_type=self._choose.same_type(w, itype),
                 tried=skip,
+                failed_type=itype,  # out of capacity: the workload's order, then upgrades
+                extra=ups,
             )
             if found is not None:
                 break
@@ -337,21 +370,31 @@ class LifecycleManager:
             )
         self._rebalance.expire(now_s)
         self._rebalance.record_rebalance(inst.instance_id, inst.pool_key, at_s)
-        hits, resolved = self._rebalance.counts(inst.pool_key)
+        rb = self._rebalance
+        hits, resolved = rb.counts(inst.pool_key)
         record = (
             f"{hits} of {resolved} rebalances in {inst.pool_key} were followed by an "
-            f"interruption within {cfg.rebalance_window_s / 60:.0f} min"
+            f"interruption within {cfg.rebalance_window_s / 60:.0f} min; confidence "
+            f"{rb.confidence(inst.pool_key):.0%} with the fleet's {rb.fleet_rate():.0%}"
         )
-        if not self._rebalance.predictive(inst.pool_key):
-            need = f"acting needs {cfg.rebalance_min_samples} and {cfg.rebalance_min_precision:.0%}"
+        if not rb.acts(inst.pool_key):
+            need = (
+                f"acting needs {cfg.rebalance_min_samples} resolved in the fleet and "
+                f"over {cfg.rebalance_min_precision:.0%}"
+            )
             return self._ignore(notice, f"rebalance recommendation ignored: {record} ({need})", w)
         view.remove(inst)
         lost_work = inst.units * view.throughput(w.name, PoolKey.parse(inst.pool_key).instance_type)
-        out = self._choose.replace(notice.notice_id, w, inst, lost_work, view, now_s)
+        # The pool and its zone are at risk: the replacement goes elsewhere.
+        at_risk = (inst.pool_key, PoolKey.parse(inst.pool_key).zone_key)
+        out = self._choose.replace(notice.notice_id, w, inst, lost_work, view, now_s, avoid=at_risk)
         if isinstance(out, str):
             view.restore(inst)
             return self._ignore(notice, f"rebalance: {record}, but {out}; awaiting a notice", w)
         self._handled[inst.instance_id] = notice.notice_id
+        # We end it ourselves: unless its interruption comes first, whether it
+        # would have been interrupted is never seen (no miss).
+        rb.acted(inst.instance_id)
         out = Outcome(out.kind, f"launch before terminate ({record}): {out.reason}", out.launches)
         return self._decision(notice, out, w.name, inst, lbt=True)
 

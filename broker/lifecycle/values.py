@@ -223,10 +223,12 @@ class LifecycleConfig(BaseModel):
     max_spot_lifetime_hours: Annotated[float, Bounded(gt=0.0, le=MAX_HOURS, unit="hours")] = 168.0
     # A rebalance recommendation can come well before the 2-min warning, or
     # never be followed by one (EC2 User Guide, "rebalance recommendations"):
-    # act only where >= min_samples resolved ones were followed by an
-    # interruption within the window at least min_precision of the time.
+    # act where the pool's confidence (its record shrunk to the fleet's rate
+    # with prior_samples pseudo-samples, policies.rebalance) is above
+    # min_precision, once the fleet has min_samples resolved ones.
     rebalance_window_s: Annotated[float, Bounded(gt=0.0, le=WEEK_S, unit="seconds")] = 3600.0
     rebalance_min_samples: Annotated[int, Bounded(ge=1, le=MAX_COUNT)] = 10
+    rebalance_prior_samples: Annotated[float, Bounded(ge=0.0, le=MAX_COUNT)] = 5.0
     rebalance_min_precision: Annotated[float, Bounded(ge=0.0, le=1.0)] = 0.5
     rebalance_stale_s: Annotated[float, Bounded(gt=0.0, le=WEEK_S, unit="seconds")] = 600.0
     # Time a job needs before a notice checkpoint can start writing (quiesce).

@@ -29,6 +29,14 @@ Make before break: for serving workloads (``warm_up_seconds``) a ready
 instance the plan no longer wants stays until the instances replacing it are
 ready (``diff``).
 
+Disruption: ``leaving`` names the running instances a diff would end that
+disrupt work (spot, or any tier of a training gang), per workload, in the
+order ``diff`` ends them; ``hold`` keeps some of them where they are (the
+disruption budget did not grant their move, ``broker.lifecycle.disruption``)
+and holds back the same work of the workload's launches elsewhere, in whole
+instances and never more than the kept work: the plan's move waits instead
+of running twice over.
+
 Safety: only instances whose ``OWNER_TAG`` equals ``owner`` are counted or
 terminated; instances about to be revoked (``doomed``) count as gone and are
 never terminated (their workload may be checkpointing in the notice window).
@@ -40,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from broker.planning.plan import Plan
@@ -54,7 +62,9 @@ __all__ = [
     "apply_deltas",
     "desired_now",
     "diff",
+    "hold",
     "launch_key",
+    "leaving",
     "live_ours",
     "plan_hour",
     "terminate_key",
@@ -119,6 +129,85 @@ def apply_deltas(desired: Mapping[Slot, int], deltas: Mapping[Slot, int]) -> dic
 def live_ours(fleet: Iterable[Instance], owner: str) -> list[Instance]:
     """Live instances that carry our ownership tag (everything else is ignored)."""
     return [i for i in fleet if i.state in _LIVE and i.tags.get(OWNER_TAG) == owner]
+
+
+def _have(
+    fleet: Sequence[Instance], owner: str, doomed: frozenset[str]
+) -> dict[Slot, list[Instance]]:
+    have: dict[Slot, list[Instance]] = defaultdict(list)
+    for inst in live_ours(fleet, owner):
+        if inst.instance_id not in doomed:
+            have[(inst.workload, inst.pool_key, inst.tier.value)].append(inst)
+    return have
+
+
+def _newest_first(insts: Iterable[Instance]) -> list[Instance]:
+    return sorted(insts, key=lambda i: (i.launched_at, i.instance_id), reverse=True)
+
+
+def leaving(
+    desired: Mapping[Slot, int],
+    fleet: Sequence[Instance],
+    owner: str,
+    gangs: Collection[str],
+    *,
+    doomed: frozenset[str] = frozenset(),
+) -> dict[str, list[Instance]]:
+    """Per workload, the running instances ``diff`` would end to reach
+    ``desired`` that disrupt work: spot ones, and any tier of a workload in
+    ``gangs`` (training: a node leaving restarts the job). Pending ones end
+    first and disrupt nothing. Slot by slot in sorted order, newest first."""
+    out: dict[str, list[Instance]] = defaultdict(list)
+    for slot, got in sorted(_have(fleet, owner, doomed).items()):
+        extra = len(got) - desired.get(slot, 0)
+        if extra <= 0:
+            continue
+        workload, _pool, tier = slot
+        if tier != Tier.SPOT.value and workload not in gangs:
+            continue
+        for inst in _newest_first(got)[:extra]:
+            if inst.state is InstanceState.RUNNING:
+                out[workload].append(inst)
+    return dict(out)
+
+
+def hold(
+    desired: Mapping[Slot, int],
+    kept: Mapping[str, Sequence[Instance]],
+    fleet: Sequence[Instance],
+    owner: str,
+    work_of: Callable[[str, str], float],
+    *,
+    doomed: frozenset[str] = frozenset(),
+) -> dict[Slot, int]:
+    """``desired`` with the ``kept`` instances staying in their slots, and
+    per workload its launches (slots above what they hold) cut by whole
+    instances while the kept work (``work_of(workload, pool)`` per instance)
+    covers them: same tier first, then slot order."""
+    out = dict(desired)
+    if not any(kept.values()):
+        return out
+    have = _have(fleet, owner, doomed)
+    for workload, insts in sorted(kept.items()):
+        if not insts:
+            continue
+        held: dict[str, float] = defaultdict(float)
+        for inst in insts:
+            slot = (workload, inst.pool_key, inst.tier.value)
+            out[slot] = out.get(slot, 0) + 1
+            held[inst.tier.value] += work_of(workload, inst.pool_key)
+        left = sum(held.values())
+        growing = [s for s in sorted(out) if s[0] == workload and out[s] > len(have.get(s, ()))]
+        growing.sort(key=lambda s: (s[2] not in held, s))
+        for slot in growing:
+            each = work_of(workload, slot[1])
+            if each <= 0:
+                continue
+            cut = min(out[slot] - len(have.get(slot, ())), math.floor(left / each + _EPS))
+            if cut > 0:
+                out[slot] -= cut
+                left -= cut * each
+    return {k: v for k, v in out.items() if v > 0}
 
 
 def diff(

@@ -193,6 +193,7 @@ class SimAccount(SimEvents):
             s = self._instances.get(iid)
             if s is not None and s.ended_at is None:
                 s.revoke_at = None
+                s.terminated = True
                 self._end(s, now)
                 self.counters.terminations += 1
         if refused:

@@ -30,7 +30,10 @@ What it simulates, from a market (``HistorySource``):
   what a retry that lost its idempotency key looks like; **orphans**: live
   instances that a given set of known ids (the store's) does not contain.
   Billing is per second at the hour's spot price, the pool's on-demand price,
-  or its 1-year committed price, per hour bucket.
+  or its 1-year committed price, per hour bucket. **Endings** per workload
+  (``endings``): instances the caller terminated (by tier) beside those the
+  cloud revoked, and the hours the workload held any instance: what a
+  caller's own disruption is measured against.
 
 Modules: ``markets.sim.core`` (options, the account's state, faults),
 ``markets.sim.queue`` (the notice queue), ``markets.sim.events``
@@ -44,6 +47,8 @@ Must not: decide anything, or use the wall clock.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -54,7 +59,21 @@ from markets.model import Tier
 from markets.sim.account import SimAccount
 from markets.sim.core import SimOptions
 
-__all__ = ["SimCloud", "SimOptions"]
+__all__ = ["Endings", "SimCloud", "SimOptions"]
+
+
+@dataclass
+class Endings:
+    """How one workload's instances ended within a span of hours."""
+
+    terminated_by_tier: dict[str, int] = field(default_factory=dict)  # by the caller
+    revoked: int = 0  # taken back by the cloud
+    hours_live: int = 0  # hours in which the workload held any instance
+    hours_terminating: int = 0  # hours in which the caller ended one of them
+
+    @property
+    def terminated(self) -> int:
+        return sum(self.terminated_by_tier.values())
 
 
 class SimCloud(SimAccount):
@@ -73,6 +92,33 @@ class SimCloud(SimAccount):
             for s in self._instances.values()
             if s.ended_at is None and s.inst.instance_id not in known_ids
         )
+
+    def endings(self, start: datetime, hours: int) -> dict[str, Endings]:
+        """Per workload, how its instances ended in the ``hours`` from
+        ``start`` (see ``Endings``); instances still alive count only in
+        ``hours_live``."""
+        end_all = min(self.clock.now(), start + timedelta(hours=hours))
+        live: dict[str, set[int]] = defaultdict(set)
+        ending: dict[str, set[int]] = defaultdict(set)
+        out: dict[str, Endings] = {}
+        for s in self._instances.values():
+            w = s.inst.workload
+            e = out.setdefault(w, Endings())
+            a, b = max(s.inst.launched_at, start), min(s.ended_at or end_all, end_all)
+            first = int((a - start).total_seconds() // 3600)
+            last = int(((b - start).total_seconds() - 1e-6) // 3600)
+            live[w].update(range(max(first, 0), min(last, hours - 1) + 1))
+            if s.ended_at is None or not start <= s.ended_at < start + timedelta(hours=hours):
+                continue
+            if s.terminated:
+                tier = s.inst.tier.value
+                e.terminated_by_tier[tier] = e.terminated_by_tier.get(tier, 0) + 1
+                ending[w].add(int((s.ended_at - start).total_seconds() // 3600))
+            else:
+                e.revoked += 1
+        for w, e in out.items():
+            e.hours_live, e.hours_terminating = len(live[w]), len(ending[w])
+        return out
 
     def hourly_cost_usd(
         self, start: datetime, hours: int

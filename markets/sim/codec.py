@@ -101,6 +101,7 @@ class _InstRecord(_Record):
     usd_per_hour: float
     ended_at: Utc | None = None
     revoke_at: Utc | None = None
+    terminated: bool = False
 
 
 class _QueuedRecord(_Record):
@@ -198,7 +199,11 @@ def encode(core: SimCore) -> AccountState:
         seq=core._seq,
         instances=[
             _InstRecord(
-                inst=s.inst, usd_per_hour=s.usd_per_hour, ended_at=s.ended_at, revoke_at=s.revoke_at
+                inst=s.inst,
+                usd_per_hour=s.usd_per_hour,
+                ended_at=s.ended_at,
+                revoke_at=s.revoke_at,
+                terminated=s.terminated,
             )
             for s in core._instances.values()
         ],
@@ -235,7 +240,7 @@ def restore(core: SimCore, state: AccountState) -> None:
     core.counters = counters
     core._seq = state.seq
     core._instances = {
-        r.inst.instance_id: _Inst(r.inst, r.usd_per_hour, r.ended_at, r.revoke_at)
+        r.inst.instance_id: _Inst(r.inst, r.usd_per_hour, r.ended_at, r.revoke_at, r.terminated)
         for r in state.instances
     }
     core._order = dict(state.order)

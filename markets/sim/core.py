@@ -42,6 +42,13 @@ class SimOptions:
     throttle_rate: float = 0.0  # share of mutating calls throttled
     state_change_notices: bool = True
     providers: tuple[str, ...] | None = None  # clouds it launches in (None: any pool)
+    # Rebalance recommendations (markets.sim.events): the share of revocations
+    # preceded by one, up to rebalance_lead_s before the interruption notice
+    # (0: off), and the share of all recommendations that precede a
+    # revocation (the rest are false alarms in the same pool).
+    rebalance_coverage: float = 0.0
+    rebalance_precision: float = 0.5
+    rebalance_lead_s: float = 1800.0
 
 
 # (owner, workload, pool, tier): the instances a launch adds to, indexed.
@@ -56,6 +63,7 @@ class _Inst:
     usd_per_hour: float  # 0 for spot: billed at the hour's price
     ended_at: datetime | None = None
     revoke_at: datetime | None = None
+    terminated: bool = False  # ended by the caller's TerminateRequest, not revoked
 
 
 @dataclass

@@ -8,8 +8,23 @@ pool, read from the market and cached; revocation times (the market's
 seeded random minutes); ``_advance``, which every call runs first: each
 revocation up to now + the notice window dooms a random spot instance held in
 the pool and sends its interruption notice, and doomed instances whose time
-has come end (with a state-change notice); ``revoke`` (chaos and tests) and
-``next_event_at`` (what lets a simulation jump ahead).
+has come end (with a state-change notice); rebalance recommendations
+(below); ``revoke`` (chaos and tests) and ``next_event_at`` (what lets a
+simulation jump ahead).
+
+Rebalance recommendations, a stated model (``SimOptions.rebalance_*``;
+off unless ``rebalance_coverage`` > 0). AWS says the signal marks an
+elevated risk of interruption, can come sooner than the two-minute notice,
+sometimes only with it, and is sent on a best-effort basis; it publishes no
+shares (EC2 User Guide, "EC2 instance rebalance recommendations"), so these
+are ours: a share ``rebalance_coverage`` of the revocations is preceded by a
+recommendation for the same instance, uniformly 0 to ``rebalance_lead_s``
+before its interruption notice; for each such one, ``(1 - p) / p`` false
+alarms on average (``p = rebalance_precision``: the share of all
+recommendations that precede a revocation) go at the same moment to other
+spot instances held in the same pool, which are not revoked for it. The
+victim of a revocation is then chosen when its recommendation is due, up to
+``rebalance_lead_s`` early.
 
 Must not: launch or terminate on a caller's behalf, decide anything, or use
 the wall clock.
@@ -87,8 +102,8 @@ class SimEvents(NoticeQueue):
     # --- time ----------------------------------------------------------------
     def _advance(self) -> None:
         now = self.clock.now()
-        # Events up to and including now + notice (the scan is half-open).
-        horizon = now + timedelta(seconds=self.options.notice_seconds, microseconds=1)
+        # Events up to and including now + the lead (the scan is half-open).
+        horizon = now + timedelta(seconds=self._lead_s(), microseconds=1)
         for pool, by_id in list(self._spot_held.items()):
             if not by_id:
                 continue
@@ -98,7 +113,9 @@ class SimEvents(NoticeQueue):
             for t in self._events(pool, start, horizon):
                 victims = [s for s in held if s.revoke_at is None and s.inst.launched_at <= t]
                 if victims:
-                    self._doom(self.rng.choice(victims), t)
+                    victim = self.rng.choice(victims)
+                    self._doom(victim, t)
+                    self._recommend(victim, held, t)
             self._scanned[pool] = horizon
         due: list[_Inst] = []
         while self._due and self._due[0][0] <= now:
@@ -110,6 +127,25 @@ class SimEvents(NoticeQueue):
             assert s.revoke_at is not None
             self._end(s, s.revoke_at)
             self.counters.revocations += 1
+
+    def _lead_s(self) -> float:
+        """How far ahead of a revocation its first notice can come."""
+        o = self.options
+        return o.notice_seconds + (o.rebalance_lead_s if o.rebalance_coverage > 0 else 0.0)
+
+    def _recommend(self, victim: _Inst, held: list[_Inst], t: datetime) -> None:
+        """The rebalance model (module docstring) for ``victim``'s revocation at ``t``."""
+        o = self.options
+        if o.rebalance_coverage <= 0 or not self.rng.random() < o.rebalance_coverage:
+            return
+        lead = timedelta(seconds=o.notice_seconds + self.rng.uniform(0.0, o.rebalance_lead_s))
+        at = max(victim.inst.launched_at, t - lead)
+        self._send(NoticeKind.REBALANCE, victim.inst, at)
+        false_per_true = (1.0 - o.rebalance_precision) / max(o.rebalance_precision, 1e-9)
+        n = int(false_per_true) + int(self.rng.random() < false_per_true - int(false_per_true))
+        others = [s for s in held if s.revoke_at is None and s.inst.launched_at <= at]
+        for s in self.rng.sample(others, min(n, len(others))):
+            self._send(NoticeKind.REBALANCE, s.inst, at)
 
     def _doom(self, s: _Inst, t: datetime) -> None:
         s.revoke_at = t
@@ -144,7 +180,7 @@ class SimEvents(NoticeQueue):
             for t, _, iid in self._due
             if self._instances[iid].ended_at is None and self._instances[iid].revoke_at == t
         ]
-        notice = timedelta(seconds=self.options.notice_seconds)
+        notice = timedelta(seconds=self._lead_s())
         for pool in [p for p, held in self._spot_held.items() if held]:
             start = self._scanned.get(pool, now)
             cached = self._next_event.get(pool)

@@ -59,6 +59,7 @@ __all__ = [
     "ClassPolicy",
     "DemandMetric",
     "DemandShape",
+    "Disruption",
     "Workload",
     "WorkloadClass",
     "WorkloadSet",
@@ -114,6 +115,28 @@ MAX_INSTANCE_TYPES = 500  # the catalogs list a few hundred GPU types in all
 # A workloads file is a few KB; 16 MiB is beyond any hand-written fleet.
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_PRIORITY = 1_000_000
+
+
+class Disruption(StrictModel):
+    """A workload's own disruption budget, like a Karpenter NodePool's
+    ``disruption.budgets``: it tightens the fleet-wide one (the lifecycle's
+    ``churn_*`` settings: at most 5 % of capacity moved per 10 minutes, one
+    move per job per hour), never loosens it. Left out, each field takes the
+    fleet's value.
+
+    ``max_share``: at most this share of the workload's own running units
+    ended by the broker's moves per window (0: the broker never moves it; it
+    changes only as its capacity ends otherwise); ``window_minutes``: that
+    window; ``min_interval_minutes``: a job moved at most once per this.
+    """
+
+    max_share: Annotated[float, Bounded(ge=0.0, le=1.0)] | None = None
+    window_minutes: Annotated[float, Bounded(gt=0.0, le=MAX_HOURS * 60, unit="minutes")] | None = (
+        None
+    )
+    min_interval_minutes: (
+        Annotated[float, Bounded(ge=0.0, le=MAX_HOURS * 60, unit="minutes")] | None
+    ) = None
 
 
 class Workload(StrictModel):
@@ -173,6 +196,12 @@ class Workload(StrictModel):
     # A finite job (the default) only counts for the hours it runs.
     recurring: bool = False
     min_dwell_minutes: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS * 60, unit="minutes")] = 0.0
+    # How far the broker's own moves (re-plans ending running spot or gang
+    # capacity) may disrupt this workload, beside the fleet-wide budget.
+    disruption: Disruption = Field(default_factory=Disruption)
+    # Out of capacity, after every listed type: larger types of the same
+    # family (g5.xlarge -> g5.2xlarge, p4d.24xlarge -> p4de.24xlarge).
+    allow_upgrade: bool = False
 
     @model_validator(mode="before")
     @classmethod

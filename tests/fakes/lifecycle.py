@@ -10,12 +10,14 @@ assert on it. Subclass it to answer one method differently.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.store.tx import Json
 from broker.lifecycle import Decision, DecisionKind, SpotReturn, UnavailableOfferings
+from broker.lifecycle.disruption import DisruptionBudget
 from markets.fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
@@ -30,6 +32,8 @@ class QuietLifecycle:
         self.calls: list[tuple[object, ...]] = []
         self.committed_usd = 0.0
         self._unavailable = UnavailableOfferings()
+        # Unbounded: a quiet lifecycle holds no move back.
+        self._disruption = DisruptionBudget(600.0, 1.0, math.inf, 0.0)
 
     def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         self.calls.append(("on_market", snapshot, costs))
@@ -47,6 +51,10 @@ class QuietLifecycle:
     def unavailable(self) -> UnavailableOfferings:
         return self._unavailable
 
+    @property
+    def disruption(self) -> DisruptionBudget:
+        return self._disruption
+
     def instead(
         self,
         workload: str,
@@ -59,6 +67,12 @@ class QuietLifecycle:
         """No pool instead: a quiet lifecycle knows no market."""
         self.calls.append(("instead", workload, failed_pool, tier, count))
         return None
+
+    def seed_rebalance_history(self, pool_key: str, hits: int, resolved: int) -> None:
+        self.calls.append(("seed_rebalance_history", pool_key, hits, resolved))
+
+    def rebalance_outcomes(self) -> list[tuple[str, bool]]:
+        return []
 
     def restore_break_glass(self, committed_usd: float, stretches: Sequence[Json] = ()) -> None:
         self.calls.append(("restore_break_glass", committed_usd, list(stretches)))

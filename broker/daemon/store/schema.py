@@ -4,7 +4,9 @@ Owns: ``meta`` and the tables ``fleet``, ``plans``, ``actions`` (UNIQUE
 idempotency key), ``notices`` (notice id as key), ``decisions`` (UNIQUE
 notice id; NULL for the daemon's own), ``hook_results`` (one per notice:
 what its checkpoint hook did), ``pool_experience`` (revocations and spot
-hours held per pool, the account's own hazard evidence) and ``lease``; ``UtcDateTime`` (aware
+hours held per pool, the account's own hazard evidence), ``rebalance_record``
+(per owner and pool: rebalance recommendations resolved and those followed by
+an interruption) and ``lease``; ``UtcDateTime`` (aware
 UTC in Python, naive UTC in the database, so both dialects compare times as
 values). ``broker.daemon.store.store`` and its ``store_*`` query modules read and write them.
 
@@ -32,6 +34,7 @@ __all__ = [
     "notices_t",
     "plans_t",
     "pool_experience_t",
+    "rebalance_t",
 ]
 
 
@@ -135,6 +138,15 @@ pool_experience_t = Table(
     Column("held_hours", Float, nullable=False),
     # counted up to here: held hours before it and notices dated before it are in
     Column("counted_to", UtcDateTime, nullable=False),
+)
+rebalance_t = Table(
+    "rebalance_record",
+    meta,
+    Column("owner", String(128), primary_key=True),
+    Column("pool_key", String(200), primary_key=True),
+    Column("hits", Integer, nullable=False),  # followed by an interruption in the window
+    Column("resolved", Integer, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
 )
 lease_t = Table(
     "lease",

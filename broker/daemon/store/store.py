@@ -40,7 +40,8 @@ Rules the daemon relies on:
 ``broker.daemon.store.actions`` (``ActionRecord``), instances and plans in
 ``broker.daemon.store.fleet`` (``FleetRow``), notices, decisions and hook results in
 ``broker.daemon.store.notices`` (``DecisionRecord``), the account's hazard
-evidence in ``broker.daemon.store.experience``, all over ``broker.daemon.store.tx``
+evidence in ``broker.daemon.store.experience``, the rebalance track record in
+``broker.daemon.store.rebalance``, all over ``broker.daemon.store.tx``
 (the connection and insert-or-ignore). Tables live in
 ``broker.daemon.store.schema``. Import the public names from here.
 
@@ -70,6 +71,7 @@ from broker.daemon.store.experience import ExperienceTx
 from broker.daemon.store.fleet import FleetRow, FleetTx
 from broker.daemon.store.migrations import upgrade
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
+from broker.daemon.store.rebalance import RebalanceTx
 from broker.daemon.store.schema import lease_t
 from markets.errors import FatalError, InputError
 from markets.extras import MissingExtraError, extra_for
@@ -160,7 +162,7 @@ class Fence:
     epoch: int | None = None
 
 
-class Tx(ActionsTx, FleetTx, NoticesTx, ExperienceTx):
+class Tx(ActionsTx, FleetTx, NoticesTx, ExperienceTx, RebalanceTx):
     """Reads and writes inside one transaction (``Store.transaction``)."""
 
     # --- lease ---------------------------------------------------------------

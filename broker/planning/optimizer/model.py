@@ -31,7 +31,9 @@ Objective (dollars):
        what persistent demand saves with it beyond the horizon)
      + sum_t L_t * ( sum O * o_j + sum S * s_{p,t} )        on-demand, spot
      + sum_t L_t * sum_w pi_w U_{w,t} + sum_w pi_w U_w      unmet, class weight pi
-     + kappa * sum u * D                                    churn (launches)
+     + sum (kappa u + r_w c) * D                            churn (launches: cold
+                                                            start, and the restart
+                                                            r_w hours billed at c)
 
 Constraints:
 
@@ -376,7 +378,11 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                         prob += _lin([(d, 1.0), (a.var, -1.0)]) >= -start
                     else:
                         prob += _lin([(d, 1.0), (a.var, -1.0), (before, 1.0)]) >= 0
-                    objective.append((d, opts.churn_usd_per_unit * a.units_per_instance))
+                    # A launch also pays the moved work's restart: the new
+                    # instance is billed while the job restores (restart_minutes).
+                    restart_usd = w.restart_hours * a.usd_per_instance_hour
+                    kappa = opts.churn_usd_per_unit * a.units_per_instance
+                    objective.append((d, kappa + restart_usd))
                     prev[key] = a.var
             _workload_period(problem, built, w, t, L, allocs, objective, name)
         _workload_totals(problem, built, w, objective, name)
