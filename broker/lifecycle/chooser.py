@@ -159,7 +159,7 @@ class Chooser:
         if reading is not None:
             note += f", {reading.describe(c.pool_key, now_s)}"
         if domain is not None:
-            where = "inside" if c.zone_key in avoid else "outside"
+            where = "inside" if c.zone_key in domain_zones else "outside"
             note += f", {where} failure domain {'+'.join(domain.zones)} that just revoked"
             if where == "inside":
                 note += ": no pool outside it passes"
