@@ -35,6 +35,7 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.plan import REVOCATION_KINDS
 from broker.daemon.store.store import Store
 from broker.lifecycle import LifecycleConfig, LifecycleManager
+from broker.lifecycle.placement import PlacementReader
 from markets.clock import Clock, SystemClock
 from markets.extras import needs_extra
 from markets.hazard.clustering import failure_domains
@@ -65,12 +66,20 @@ __all__ = [
 LifecycleFactory = Callable[[WorkloadSet, Clock, DaemonConfig], Lifecycle]
 
 
-def default_lifecycle(workloads: WorkloadSet, clock: Clock, config: DaemonConfig) -> Lifecycle:
+def default_lifecycle(
+    workloads: WorkloadSet,
+    clock: Clock,
+    config: DaemonConfig,
+    *,
+    placement: PlacementReader | None = None,
+) -> Lifecycle:
     """The project's lifecycle manager, configured from the daemon's config:
     its ``lifecycle:`` settings, plus what the daemon knows better, unless
     set there: the clouds it launches in (``launch_providers``), the plan
     epoch (``horizon_start``; else the daemon passes its first plan's start)
-    and the stale-market hazard multiplier."""
+    and the stale-market hazard multiplier. ``placement``: what reads the
+    current placement scores at reaction time (the AWS market; else the
+    snapshot's scores)."""
     # The config's free-form ``lifecycle:`` mapping, validated here.
     settings: dict[str, object] = {
         "providers": config.launch_providers,
@@ -82,7 +91,8 @@ def default_lifecycle(workloads: WorkloadSet, clock: Clock, config: DaemonConfig
         cfg = LifecycleConfig.model_validate(settings)
     except ValidationError as e:
         raise input_error_from("config", e, prefix="lifecycle") from e
-    manager: Lifecycle = LifecycleManager(workloads, clock, cfg)  # mypy: it satisfies the protocol
+    # mypy: it satisfies the protocol
+    manager: Lifecycle = LifecycleManager(workloads, clock, cfg, placement=placement)
     return manager
 
 
@@ -226,7 +236,13 @@ def build_daemon(
         account.provider,
         learning_market(account.market, store, config.owner),
         store,
-        default_lifecycle(workloads, account.clock, config),
+        default_lifecycle(
+            workloads,
+            account.clock,
+            config,
+            # A market that can read the scores now (AWS) ranks reactions with them.
+            placement=account.market if isinstance(account.market, PlacementReader) else None,
+        ),
         account.clock,
         workloads=workloads,
         metrics=DaemonMetrics(),

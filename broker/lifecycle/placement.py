@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from markets.errors import TransientError
 from markets.model import MarketSnapshot
@@ -31,6 +31,7 @@ from markets.ttl import SPOT_PLACEMENT_SCORE_TTL_S
 __all__ = ["CurrentScores", "PlacementReader", "ScoreReading"]
 
 
+@runtime_checkable
 class PlacementReader(Protocol):
     """Current placement scores, 1-10, by pool key (a pool missing: no score)."""
 

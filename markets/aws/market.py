@@ -333,6 +333,30 @@ class AwsMarket:
 
         return self._cache.get(f"spot/{region}", ttl.SPOT_PRICE_TTL_S, fetch)
 
+    def placement_scores(self) -> dict[str, int]:
+        """The current placement score of every offered pool, by pool key (the
+        lifecycle's ``PlacementReader``: a replacement or a fallback ranks with
+        the score now, not the snapshot's): the score of the pool's zone, or of
+        its region with ``placement="region"``, read at most once per
+        ``SPOT_PLACEMENT_SCORE_TTL_S`` (the same cache as the snapshot's);
+        ``{}`` with ``placement="off"``."""
+        if self._placement == "off":
+            return {}
+        zones = {r: self._zones(r) for r in self.regions}
+        scores = self._scores(zones)
+        out: dict[str, int] = {}
+        for region in self.regions:
+            for itype, zone_names in self._offerings(region, zones[region]).items():
+                for zone in zone_names:
+                    if self._zone_filter is not None and zone not in self._zone_filter:
+                        continue
+                    score = scores.get(zone if self._placement == "zone" else region)
+                    if score is not None:
+                        key = Pool(provider=Provider.AWS, region=region, zone=zone,
+                                   instance_type=itype).key  # fmt: skip
+                        out[key] = score
+        return out
+
     def _scores(self, zones: Mapping[str, Sequence[Zone]]) -> dict[str, int]:
         by_id = {z.zone_id: z.name for zs in zones.values() for z in zs}
         return self._cache.get(

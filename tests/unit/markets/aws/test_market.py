@@ -27,6 +27,7 @@ from botocore.compat import HTTPHeaders
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+from broker.lifecycle.placement import PlacementReader
 from markets import catalog, ttl
 from markets.aws import errors as aws_errors
 from markets.aws.hazard import advisor_hazard, assumed_hazard
@@ -929,3 +930,24 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     yield
+
+
+def test_the_market_reads_current_placement_scores_per_pool_for_reactions() -> None:
+    # The lifecycle's PlacementReader: every offered pool keyed by its pool
+    # key, the score of its zone; a second read within the TTL asks nothing
+    # (the Stubber would fail on an unqueued call).
+    aws = StubbedAws()
+    full_round(aws)
+    clock = ManualClock(T0)
+    market = aws.market(clock)
+    market.snapshot()
+    aws.all_answered()
+    assert isinstance(market, PlacementReader)
+    scores = market.placement_scores()
+    assert scores == {
+        f"aws/{REGION}/us-east-1a/g5.xlarge": 9,
+        f"aws/{REGION}/us-east-1b/g5.xlarge": 3,
+    }
+    clock.advance(ttl.SPOT_PLACEMENT_SCORE_TTL_S - 1)
+    assert market.placement_scores() == scores
+    assert aws.market(clock, placement="off").placement_scores() == {}
