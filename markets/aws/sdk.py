@@ -42,6 +42,7 @@ __all__ = [
     "AWS_API_CALLS",
     "AWS_COMMITMENT_API_CALLS",
     "AWS_MARKET_API_CALLS",
+    "AWS_METRIC_API_CALLS",
     "AWS_PROVIDER_API_CALLS",
     "AWS_PROVIDER_IMPLIED_PERMISSIONS",
     "AWS_SECRET_API_CALLS",
@@ -93,8 +94,16 @@ AWS_COMMITMENT_API_CALLS: frozenset[str] = frozenset(
         "savingsplans:DescribeSavingsPlanRates",
     }
 )
+# A serving workload's live demand from CloudWatch (``markets.signals.cloudwatch``,
+# through ``cloudwatch_client`` here): read-only, granted in the regions the
+# deployment names (the Terraform module's ``demand_metric_regions``).
+AWS_METRIC_API_CALLS: frozenset[str] = frozenset({"cloudwatch:GetMetricData"})
 AWS_API_CALLS: frozenset[str] = (
-    AWS_MARKET_API_CALLS | AWS_PROVIDER_API_CALLS | AWS_SECRET_API_CALLS | AWS_COMMITMENT_API_CALLS
+    AWS_MARKET_API_CALLS
+    | AWS_PROVIDER_API_CALLS
+    | AWS_SECRET_API_CALLS
+    | AWS_COMMITMENT_API_CALLS
+    | AWS_METRIC_API_CALLS
 )
 # Permissions IAM checks although no call is named after them: RunInstances
 # with TagSpecifications is also authorised as ec2:CreateTags (condition

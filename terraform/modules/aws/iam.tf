@@ -101,6 +101,23 @@ data "aws_iam_policy_document" "daemon" {
     resources = ["*"]
   }
 
+  # markets.signals.cloudwatch: a serving workload's live demand
+  # (demand_metric, source: cloudwatch). GetMetricData has no resource-level
+  # permissions; it is granted only in the regions named.
+  dynamic "statement" {
+    for_each = length(var.demand_metric_regions) > 0 ? [1] : []
+    content {
+      sid       = "ReadDemandMetrics"
+      actions   = ["cloudwatch:GetMetricData"]
+      resources = ["*"]
+      condition {
+        test     = "StringEquals"
+        variable = "aws:RequestedRegion"
+        values   = var.demand_metric_regions
+      }
+    }
+  }
+
   # markets.aws provider: list the fleet by tag, look up launch keys, check
   # ownership before terminating.
   statement {

@@ -263,6 +263,17 @@ variable "secret_arns" {
   }
 }
 
+variable "demand_metric_regions" {
+  description = "Regions whose CloudWatch metrics a serving workload's demand_metric reads (source: cloudwatch): the daemon may call GetMetricData there and nowhere else. Empty: no CloudWatch access."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for r in var.demand_metric_regions : can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]$", r))])
+    error_message = "demand_metric_regions: AWS region names such as us-east-1."
+  }
+}
+
 variable "launch_extra_resource_arns" {
   description = "Further resource ARNs RunInstances may use, for what a launch template names beyond image, subnet, security group and network interface: key pairs, placement groups, capacity reservations."
   type        = list(string)
