@@ -10,7 +10,8 @@ since buying them is a horizon decision, not a reaction.
 
 Spot water-filling: for a spot target S, a pool may take at most
 ``min(capacity left, max_pool_share * S)`` and its zone at most
-``max_zone_share * S``; what spot cannot take goes to on-demand. The MILP's
+``max_zone_share * S`` (the zones of a failure domain together, as the MILP
+caps them); what spot cannot take goes to on-demand. The MILP's
 cost is a lower bound for this plan's objective on the same problem (the bench
 reports the gap); proving none itself, a fast plan's status is ``feasible``.
 
@@ -26,12 +27,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from broker.planning.optimizer.budgets import cap_allocations
+from broker.planning.optimizer.domains import spread_key
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
 from markets.keys import CommitmentKey
@@ -52,6 +54,10 @@ class _Pools:
     def __init__(self, problem: PlanningProblem) -> None:
         self.left = {p.key: problem.period_min(p.spot_capacity_instances) for p in problem.pools}
         self.price = {p.key: problem.period_mean(p.spot_usd_per_hour) for p in problem.pools}
+        # The zone cap counts a failure domain's zones together, as the MILP's
+        # domain rows do (``broker.planning.optimizer.domains``): a domain is
+        # one place for the cap (each of its zones is then within it too).
+        self.place = spread_key(problem.costs.snapshot.failure_domains)
 
 
 def _fill_spot(
@@ -81,7 +87,7 @@ def _fill_spot(
         work_per_inst = (
             float(e.units_per_instance) if in_units else e.work_per_instance_hour / e.spot_factor
         )
-        zone = e.key.zone
+        zone = pools.place(e.key.zone_key)
         target_units = target_work / max(work_per_inst, 1e-12) * e.units_per_instance
         pool_cap = w.max_pool_share * target_units / e.units_per_instance
         zone_cap = (
@@ -93,14 +99,14 @@ def _fill_spot(
         zone_used[zone] = zone_used.get(zone, 0.0) + n * e.units_per_instance
         remaining -= n * work_per_inst
         out.append((e, n))
-    out = _enforce_shares(w, out)
+    out = _enforce_shares(w, out, pools.place)
     for e, n in out:
         pools.left[e.pool_key][t] -= n
     return out
 
 
 def _enforce_shares(
-    w: Workload, alloc: list[tuple[CostEntry, float]]
+    w: Workload, alloc: list[tuple[CostEntry, float]], place: Callable[[str], str]
 ) -> list[tuple[CostEntry, float]]:
     """Cut pools and zones back to their share of the spot actually held
     (the target may not have been reached, which shrinks the allowed shares);
@@ -114,7 +120,7 @@ def _enforce_shares(
         worst = 0.0
         by_zone: dict[str, list[int]] = {}
         for i, (e, _n) in enumerate(alloc):
-            by_zone.setdefault(e.key.zone, []).append(i)
+            by_zone.setdefault(place(e.key.zone_key), []).append(i)
             over = units[i] - w.max_pool_share * total
             if over > 1e-9:
                 worst = max(worst, over)
