@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, TypedDict, Unpack
 
+import numpy as np
+
 from markets import ttl
 from markets.aws.hazard import advisor_hazard, assumed_hazard
 from markets.aws.inventory import Zone, fetch_instance_types, fetch_offerings, fetch_zones
@@ -45,6 +47,7 @@ from markets.cache import Entry, TtlCache
 from markets.clock import Clock, SystemClock, ensure_utc
 from markets.errors import InputError, StaleDataError
 from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Provider
+from markets.price_analytics import price_risk
 
 __all__ = [
     "DEFAULT_INSTANCE_TYPES",
@@ -243,6 +246,19 @@ class AwsMarket:
                 self.skipped.skip("ec2:DescribeSpotPriceHistory", "spot above on-demand", point)
             spot = None
         bucket = self._advisor.get((region, inst.name))
+        # The price's movement over the history fetched (volatility, regime):
+        # the planners price spot at its current regime plus a margin
+        # (``markets.price_analytics``), as the replay market does.
+        pts = [p for p in hist.points.get((zone, inst.name), ()) if p.at <= at]
+        risk = (
+            price_risk(
+                np.array([int(p.at.timestamp() * 1e9) for p in pts], dtype=np.int64),
+                np.array([p.usd_per_hour for p in pts], dtype=np.float64),
+                int(at.timestamp() * 1e9),
+            )
+            if pts and spot is not None
+            else None
+        )
         return PoolSnapshot(
             pool=pool,
             instance=inst,
@@ -253,6 +269,7 @@ class AwsMarket:
             placement_score=scores.get(zone, scores.get(region)),
             hazard=assumed_hazard() if bucket is None else advisor_hazard(bucket),
             spot_available=spot is not None,
+            spot_risk=risk,
             observed_at=observed_at,
         )
 

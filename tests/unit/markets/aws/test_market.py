@@ -954,3 +954,18 @@ def test_the_market_reads_current_placement_scores_per_pool_for_reactions() -> N
     clock.advance(ttl.SPOT_PLACEMENT_SCORE_TTL_S - 1)
     assert market.placement_scores() == scores
     assert aws.market(clock, placement="off").placement_scores() == {}
+
+
+def test_the_aws_snapshot_prices_spot_at_its_regime_with_a_volatility_margin() -> None:
+    # us-east-1a moved 0.40 -> 0.45 two hours ago; 1b has held 0.50 for a day.
+    # Both carry their movement (markets.price_analytics), as the replay
+    # market's pools do, and a plan prices spot at the regime plus a margin.
+    aws = StubbedAws()
+    full_round(aws)
+    snap = aws.market(ManualClock(T0)).snapshot()
+    a = snap.get(f"aws/{REGION}/us-east-1a/g5.xlarge").spot_risk
+    b = snap.get(f"aws/{REGION}/us-east-1b/g5.xlarge").spot_risk
+    assert a is not None and b is not None
+    assert a.weekly_volatility > 0 and a.margin_usd_per_hour > 0
+    assert a.planning_usd_per_hour > 0.45  # never below the price in force
+    assert b.weekly_volatility == 0 and b.planning_usd_per_hour == pytest.approx(0.50)
