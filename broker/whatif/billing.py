@@ -69,11 +69,11 @@ import pandas as pd
 from broker.lifecycle import LifecycleConfig
 from broker.planning.plan import Plan
 from broker.whatif.reaction import Reaction, react, work_per_held_hour
-from markets.model import MarketSnapshot, Tier
+from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.cost_table import CostTable
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
-__all__ = ["Bill", "MarketActuals", "bill_plan", "bill_reacted", "bill_reaction"]
+__all__ = ["Bill", "MarketActuals", "bill_plan", "bill_reacted", "bill_reaction", "launch_usd"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -330,14 +330,10 @@ def bill_reaction(
         if h >= hours or ih <= 0 or name not in got:
             continue
         tier = Tier(tier_name)
-        snap = pools.get(key)
+        unit_usd = launch_usd(pools.get(key), actuals, key, h, tier)
         if tier is Tier.SPOT:
-            listed = None if snap is None else snap.spot_usd_per_hour
-            unit_usd = actuals.price(key, h, listed if listed is not None else 0.0)
             bill.spot_instance_hours += ih
             bill.expected_revocations += ih * hazard.get(key, 0.0)
-        else:
-            unit_usd = 0.0 if snap is None else (snap.price(tier) or snap.on_demand_usd_per_hour)
         cost = ih * unit_usd
         bill.add(tier, name, cost)
         if tier is Tier.ON_DEMAND:
@@ -368,6 +364,18 @@ def bill_reaction(
         else:
             _settle_job(bill, w, float(got[w.name].sum()), hours, od_work_price[w.name])
     return bill
+
+
+def launch_usd(
+    snap: PoolSnapshot | None, actuals: MarketActuals, key: str, hour: int, tier: Tier
+) -> float:
+    """What one instance-hour of a lifecycle launch costs: spot at the hour's
+    actual price (the listed one where none is recorded), other tiers at the
+    snapshot's price."""
+    if tier is Tier.SPOT:
+        listed = None if snap is None else snap.spot_usd_per_hour
+        return actuals.price(key, hour, listed if listed is not None else 0.0)
+    return 0.0 if snap is None else (snap.price(tier) or snap.on_demand_usd_per_hour)
 
 
 def _columns(

@@ -36,7 +36,7 @@ from broker.planning.rolling import (
     rolling_horizon,
     window_problem,
 )
-from broker.whatif.billing import MarketActuals
+from broker.whatif.billing import MarketActuals, launch_usd
 from broker.whatif.reaction import Reactor, work_per_held_hour
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
@@ -206,12 +206,7 @@ def _step_reacted(
         if not offset <= h < offset + step or ih <= 0:
             continue
         tier = Tier(tier_name)
-        snap = pools.get(key)
-        if tier is Tier.SPOT:
-            listed = None if snap is None else snap.spot_usd_per_hour
-            unit_usd = actuals.price(key, h, listed if listed is not None else 0.0)
-        else:
-            unit_usd = 0.0 if snap is None else (snap.price(tier) or snap.on_demand_usd_per_hour)
+        unit_usd = launch_usd(pools.get(key), actuals, key, h, tier)
         done[name] = done.get(name, 0.0) + ih * work_per_held_hour(costs, name, key, tier)
         charges.append((name, tier, h - offset, ih * unit_usd))
     return done, spent_by_key(plan.start, step, plan.committed_usd_per_hour(), charges)
