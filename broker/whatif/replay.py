@@ -138,33 +138,40 @@ def _finite_or(
     return np.where(np.isfinite(forecast), forecast, src[idx])
 
 
-def _step_actuals(plan: Plan, step: int, actuals: MarketActuals, offset: int) -> StepOutcome:
-    """Work and dollars of the plan's first ``step`` hours as they happened:
-    spot at the held share and the actual price of each hour."""
+def _plan_rows(
+    plan: Plan,
+    step: int,
+    actuals: MarketActuals,
+    offset: int,
+    held_share: Callable[[str, str, int], float],
+) -> tuple[dict[str, float], list[Charge]]:
+    """Work and charges of the plan's own rows in its first ``step`` hours:
+    spot at ``held_share(workload, pool key, hour)`` of each hour and the
+    hour's actual price."""
     a = plan.hourly_instances()
     a = a[a["hour"] < step]
     done: dict[str, float] = {}
     charges: list[Charge] = []
-    tiers = a["tier"].to_numpy()
-    spot = tiers == Tier.SPOT.value
-    for i, (name, key, hour, n, work, usd) in enumerate(
-        zip(
-            a["workload"],
-            a["pool_key"],
-            a["hour"],
-            a["instances"],
-            a["work_per_hour"],
-            a["usd_per_instance_hour"],
-            strict=True,
-        )
-    ):
+    spot = Tier.SPOT.value
+    for name, key, hour, n, work, usd, tier in zip(
+        a["workload"], a["pool_key"], a["hour"], a["instances"], a["work_per_hour"],
+        a["usd_per_instance_hour"], a["tier"], strict=True,
+    ):  # fmt: skip
+        h = offset + int(hour)
         w_done, paid = float(work), float(n) * float(usd)
-        if spot[i]:
-            held = actuals.held(str(key), offset + int(hour))
+        if tier == spot:
+            held = held_share(str(name), str(key), h)
             w_done *= held
-            paid = float(n) * actuals.price(str(key), offset + int(hour), float(usd)) * held
+            paid = float(n) * actuals.price(str(key), h, float(usd)) * held
         done[str(name)] = done.get(str(name), 0.0) + w_done
-        charges.append((str(name), Tier(str(tiers[i])), int(hour), paid))
+        charges.append((str(name), Tier(str(tier)), int(hour), paid))
+    return done, charges
+
+
+def _step_actuals(plan: Plan, step: int, actuals: MarketActuals, offset: int) -> StepOutcome:
+    """Work and dollars of the plan's first ``step`` hours as they happened:
+    spot at the held share and the actual price of each hour."""
+    done, charges = _plan_rows(plan, step, actuals, offset, lambda _w, key, h: actuals.held(key, h))
     # Commitments count once, as bought (``budgets.spent_by_key``).
     return done, spent_by_key(plan.start, step, plan.committed_usd_per_hour(), charges)
 
@@ -181,25 +188,14 @@ def _step_reacted(
     reacted (``reactor`` has run them), counted as ``broker.whatif.billing``
     bills a reaction: the plan's spot at the share its whole instances held,
     the lifecycle's launches for the hours they ran."""
-    a = plan.hourly_instances()
-    a = a[a["hour"] < step]
-    done: dict[str, float] = {}
-    charges: list[Charge] = []
     spot = Tier.SPOT.value
-    for name, key, hour, n, work, usd, tier in zip(
-        a["workload"], a["pool_key"], a["hour"], a["instances"], a["work_per_hour"],
-        a["usd_per_instance_hour"], a["tier"], strict=True,
-    ):  # fmt: skip
-        h = offset + int(hour)
-        w_done, paid = float(work), float(n) * float(usd)
-        if tier == spot:
-            k = (h, str(name), str(key), spot)
-            whole = reactor.plan_instances.get(k, 0)
-            held = reactor.plan_held.get(k, 0.0) / whole if whole else actuals.held(str(key), h)
-            w_done *= held
-            paid = float(n) * actuals.price(str(key), h, float(usd)) * held
-        done[str(name)] = done.get(str(name), 0.0) + w_done
-        charges.append((str(name), Tier(str(tier)), int(hour), paid))
+
+    def held_share(name: str, key: str, h: int) -> float:
+        k = (h, name, key, spot)
+        whole = reactor.plan_instances.get(k, 0)
+        return reactor.plan_held.get(k, 0.0) / whole if whole else actuals.held(key, h)
+
+    done, charges = _plan_rows(plan, step, actuals, offset, held_share)
     pools = snapshot.by_key()
     costs = reactor.costs
     for (h, name, key, tier_name), ih in reactor.launched.items():
