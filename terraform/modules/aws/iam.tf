@@ -89,16 +89,30 @@ data "aws_iam_policy_document" "daemon" {
     }
   }
 
-  # markets.aws commitments: what the account already owns (read-only). The
-  # Savings Plans API is global: no region to narrow it to.
+  # markets.aws commitments: what the account already owns (read-only).
+  # DescribeReservedInstances has no resource-level permissions; it is granted
+  # only in the regions the daemon works in.
   statement {
-    sid = "ReadCommitments"
+    sid       = "ReadReservedInstances"
+    actions   = ["ec2:DescribeReservedInstances"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:RequestedRegion"
+      values   = local.api_regions
+    }
+  }
+
+  # The Savings Plans API is global (no region to narrow it to), but both
+  # reads take the savingsplan resource type (Service Authorization
+  # Reference, "Actions defined by AWS Savings Plans"): this account's plans.
+  statement {
+    sid = "ReadSavingsPlans"
     actions = [
-      "ec2:DescribeReservedInstances",
       "savingsplans:DescribeSavingsPlans",
       "savingsplans:DescribeSavingsPlanRates",
     ]
-    resources = ["*"]
+    resources = ["arn:${local.partition}:savingsplans::${local.account_id}:savingsplan/*"]
   }
 
   # markets.signals.cloudwatch: a serving workload's live demand
