@@ -54,10 +54,16 @@ class _Pools:
     def __init__(self, problem: PlanningProblem) -> None:
         self.left = {p.key: problem.period_min(p.spot_capacity_instances) for p in problem.pools}
         self.price = {p.key: problem.period_mean(p.spot_usd_per_hour) for p in problem.pools}
-        # The zone cap counts a failure domain's zones together, as the MILP's
-        # domain rows do (``broker.planning.optimizer.domains``): a domain is
-        # one place for the cap (each of its zones is then within it too).
-        self.place = spread_key(problem.costs.snapshot.failure_domains)
+        self.domains = problem.costs.snapshot.failure_domains
+
+    def place(self, entries: Sequence[CostEntry]) -> Callable[[str], str]:
+        """The zone cap counts a failure domain's zones together, as the
+        MILP's domain rows do (``broker.planning.optimizer.domains``): a
+        domain is one place for the cap (each of its zones is then within it
+        too), unless it holds every zone of ``entries``' spot."""
+        return spread_key(
+            self.domains, {e.key.zone_key for e in entries if e.spot_factor is not None}
+        )
 
 
 def _fill_spot(
@@ -74,6 +80,7 @@ def _fill_spot(
     out: list[tuple[CostEntry, float]] = []
     zone_used: dict[str, float] = {}
     remaining = target_work
+    place = pools.place(entries)
     # Caps are shares of the spot *units* the workload ends up holding; taking
     # them as shares of the target is conservative (holding less only loosens them).
     for e in entries:
@@ -87,7 +94,7 @@ def _fill_spot(
         work_per_inst = (
             float(e.units_per_instance) if in_units else e.work_per_instance_hour / e.spot_factor
         )
-        zone = pools.place(e.key.zone_key)
+        zone = place(e.key.zone_key)
         target_units = target_work / max(work_per_inst, 1e-12) * e.units_per_instance
         pool_cap = w.max_pool_share * target_units / e.units_per_instance
         zone_cap = (
@@ -99,7 +106,7 @@ def _fill_spot(
         zone_used[zone] = zone_used.get(zone, 0.0) + n * e.units_per_instance
         remaining -= n * work_per_inst
         out.append((e, n))
-    out = _enforce_shares(w, out, pools.place)
+    out = _enforce_shares(w, out, place)
     for e, n in out:
         pools.left[e.pool_key][t] -= n
     return out

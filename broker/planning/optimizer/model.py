@@ -175,7 +175,9 @@ def _spot_candidates(
     zones_needed = math.ceil(1.0 / w.max_zone_share) + 1
     chosen: list[CostEntry] = []
     zones: set[str] = set()
-    place = spread_key(problem.costs.snapshot.failure_domains)  # a domain counts once
+    place = spread_key(  # a domain counts once
+        problem.costs.snapshot.failure_domains, {e.key.zone_key for e in usable}
+    )
     for e in usable:  # cheapest effective spot first
         zone = place(e.key.zone_key)
         if len(chosen) < problem.options.max_spot_pools or zone not in zones:

@@ -112,3 +112,24 @@ def test_a_domain_of_one_zone_in_play_adds_nothing() -> None:
     units, _ = _zone_units((lone,))
     assert units.get("us-east-1b", 0.0) == pytest.approx(4.0)
     assert units.get("us-east-1a", 0.0) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("planner", ["milp", "fast"])
+def test_a_domain_holding_every_zone_in_play_does_not_forbid_spot(planner: str) -> None:
+    """The daemon's own record put all three zones of its one region in one
+    domain: its cap (a share of the spot held) would have taken all spot away,
+    the whole fleet to on-demand (the month-long trace simulation lost 3/4 of
+    its spot this way). Nothing is outside the domain to spread to, so the
+    zone caps stand alone."""
+    abc = FailureDomain(
+        name="aws/us-east-1a",
+        zones=("aws/us-east-1a", "aws/us-east-1b", "aws/us-east-1c"),
+        co_share=0.4,
+        baseline=0.05,
+        events=20,
+        window_s=600.0,
+    )
+    units, _ = _zone_units((abc,), planner)
+    assert units.sum() == pytest.approx(8.0)
+    assert units.get("us-east-1a", 0.0) == pytest.approx(4.0)
+    assert units.get("us-east-1b", 0.0) == pytest.approx(4.0)
