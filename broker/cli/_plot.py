@@ -89,6 +89,7 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
                          ha="center", fontsize=8)  # fmt: skip
         ax2.set_ylim(0, max(ys, default=0.0) * 1.15 or 1)
         ax2.yaxis.set_major_formatter(money)
+        ax2.set_xticks(xs)
         ax2.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0f}%"))
         ax2.set_xlabel("committed, share of peak serving demand")
         ax2.set_ylabel(f"billed over {doc.get('hours')} h")

@@ -80,8 +80,7 @@ def _table(t: Table) -> str:
                          for i, (v, c) in enumerate(zip(r, t.columns, strict=True))) + "</tr>"
         for r in t.rows
     )  # fmt: skip
-    cap = f"<caption>{escape(t.title)}</caption>" if t.title else ""
-    return (f'<table id="table-{escape(t.name)}">{cap}<thead><tr>{head}</tr></thead>\n'
+    return (f'<table id="table-{escape(t.name)}"><thead><tr>{head}</tr></thead>\n'
             f"<tbody>{body}</tbody></table>")  # fmt: skip
 
 
@@ -175,7 +174,7 @@ def render_html(doc: Mapping[str, object]) -> str:
     for sec in secs:
         body.append(f'<section id="{escape(sec.key)}"><h2>{escape(sec.heading)}</h2>')
         for t in sec.tables:
-            if t.title and len(sec.tables) > 1:
+            if t.title:
                 body.append(f"<h3>{escape(t.title)}</h3>")
             body.append(_table(t))
         body += [f"<p>{escape(line.strip())}</p>" for line in sec.lines]

@@ -48,7 +48,7 @@ def render_markdown(doc: Mapping[str, object]) -> str:
         lines += ["", f"## {sec.heading}"]
         for t in sec.tables:
             lines.append("")
-            if t.title and len(sec.tables) > 1:
+            if t.title:
                 lines += [f"### {t.title}", ""]
             lines += table_markdown(t) if t.rows else ["(none)"]
         if sec.lines:

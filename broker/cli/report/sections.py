@@ -105,7 +105,7 @@ def scenario_table(doc: Mapping[str, object]) -> Table:
             _num(s.get("expected_revocations")), _num(s.get("break_glass_usd")),
             _num(s.get("catch_up_usd")), _num(s.get("planned_cost_usd")),
         ))  # fmt: skip
-    return Table("scenarios", "cost of each way to run the fleet", SCENARIO_COLUMNS, tuple(out))
+    return Table("scenarios", "", SCENARIO_COLUMNS, tuple(out))
 
 
 def _kind_of(key: str, value: object) -> Kind:

@@ -96,7 +96,7 @@ def render_text(doc: Mapping[str, object], width: int = 80) -> str:
     for sec in sections(doc):
         lines += ["", *_wrap(f"== {sec.heading}", width)]
         for t in sec.tables:
-            if t.title and len(sec.tables) > 1:
+            if t.title:
                 lines.append(f"-- {t.title}")
             lines += layout(t, width)
         if sec.tables and sec.lines:
