@@ -84,8 +84,8 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
         xs = [_num(p.get("share_of_peak")) * 100 for p in sweep]
         ys = [_num(p.get("total_cost_usd")) for p in sweep]
         ax2.plot(xs, ys, marker="o")
-        for x, y in zip(xs, ys, strict=True):
-            ax2.annotate(short_usd(y), (x, y), xytext=(0, 6), textcoords="offset points",
+        for sx, sy in zip(xs, ys, strict=True):
+            ax2.annotate(short_usd(sy), (sx, sy), xytext=(0, 6), textcoords="offset points",
                          ha="center", fontsize=8)  # fmt: skip
         ax2.set_ylim(0, max(ys, default=0.0) * 1.15 or 1)
         ax2.yaxis.set_major_formatter(money)

@@ -53,9 +53,19 @@ actual demand and market. ``--json`` prints one object::
       "seconds": {...},
       "usage": {...},                            # only with --usage: the bill read
                                                  # (broker.cli._usage.UsageInputs.to_dict)
-      "recorded_data": [str]                     # on recorded data without --start: the
+      "recorded_data": [str],                    # on recorded data without --start: the
                                                  # span replayed and its sources
+      "usage_summary": [str],                    # only with --usage: the bill in lines
+      "timeline": {"basis": "planned", "step_hours": int,   # broker.whatif.series: the
+                   "scenarios": {name: {tier: [float]}}},   # plans' dollars per step
+      "spot_by_zone": [{"scenario": str, "zone": str, "instance_hours": float,
+                        "planned_usd": float, "share": float}]
     }
+
+``--format text|json|csv|markdown|html`` renders that document
+(``broker.cli.report``; ``--json`` is ``--format json``), to stdout or whole
+to ``--out FILE``; each file written (``--out``, ``--plot``) is named on
+stderr.
 
 ``plan`` runs one optimization and prints the plan with its explanation
 (JSON: ``status``, ``gap``, ``gap_met``, ``lower_bound_usd``, ``budget_unmet``

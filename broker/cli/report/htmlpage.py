@@ -92,6 +92,10 @@ def _num(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
 def _tiers_chart(doc: Mapping[str, object]) -> str:
     t = scenario_table(doc)
     if not t.rows:
@@ -111,7 +115,7 @@ def _timeline_chart(doc: Mapping[str, object]) -> str:
     if not ours:
         return _note("No timeline in the document (an older spotfolio wrote it without one).")
     step = int(_num(tl.get("step_hours")) or 24)
-    series = [(label, [_num(v) for v in ours.get(key) or []]) for key, label in _TIERS]
+    series = [(label, [_num(v) for v in _list(ours.get(key))]) for key, label in _TIERS]
     n = max(len(v) for _, v in series)
     series = [(label, v + [0.0] * (n - len(v))) for label, v in series]
     unit = "day" if step == 24 else "week" if step == 168 else f"{step} h"

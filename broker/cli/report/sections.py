@@ -188,10 +188,11 @@ def _risk(value: object) -> Section | None:
         body = tuple((p, lo, mid, hi) for p, lo, mid, hi in bands)
         usd = tuple(r for r in body if "usd" in r[0] or "cost" in r[0])
         other = tuple(r for r in body if r not in usd)
-        for name, title, part, kind in (
+        parts: tuple[tuple[str, str, tuple[tuple[str, float, float, float], ...], Kind], ...] = (
             ("risk_usd", "cost", usd, "usd"),
             ("risk_other", "other quantities", other, "amount"),
-        ):
+        )
+        for name, title, part, kind in parts:
             if part:
                 cols = (Column("quantity", "quantity"), Column("p10", "P10", kind),
                         Column("p50", "P50", kind), Column("p90", "P90", kind))  # fmt: skip
