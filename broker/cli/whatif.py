@@ -98,7 +98,7 @@ from broker.cli._output import console, emit_json, err_console
 from broker.cli._plot import check_plot_path, plot_whatif
 from broker.cli.report import FORMATS as REPORT_FORMATS
 from broker.cli.report import render, text_width
-from broker.cli.report.output import check_out, emit, wrote
+from broker.cli.report.output import check_out, emit, format_of, wrote
 from broker.jsondoc import number
 from markets.clock import ensure_utc
 from markets.errors import InfeasiblePlanError, InputError
@@ -527,11 +527,13 @@ def whatif_command(
 
 
 def _format(fmt: str | None, as_json: bool, out: Path | None) -> str:
-    """``--format`` with ``--json`` as its alias, and ``--out`` checked for it."""
+    """``--format`` with ``--json`` as its alias (without either, ``--out``'s
+    suffix), and ``--out`` checked for it."""
     if as_json and fmt not in (None, "json"):
         raise InputError("--json", None, f"--json alone (it is --format json), or --format {fmt}",
                          got=f"--json --format {fmt}")  # fmt: skip
-    chosen = "json" if as_json else fmt or "text"
+    # no --format: --out's suffix names it (r.html is html), else text
+    chosen = "json" if as_json else fmt or format_of(out) or "text"
     if out is not None:
         check_out(out, chosen)
     return chosen

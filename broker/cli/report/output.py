@@ -1,6 +1,7 @@
 """Where a rendered what-if report goes: stdout, or a file named by ``--out``.
 
-Owns: ``check_out`` (``--out``'s directory exists and is writable and the
+Owns: ``format_of`` (the format an ``--out`` suffix names, used when
+``--format`` is not given), ``check_out`` (``--out``'s directory exists and is writable and the
 suffix does not contradict ``--format``; checked before the run, so a typo
 fails in a second, not after an hour of planning), ``emit`` (the rendered
 text to stdout, or to the file whole or not at all through
@@ -20,7 +21,7 @@ import click
 from broker.atomic import atomic_output
 from markets.errors import InputError
 
-__all__ = ["SUFFIXES", "check_out", "emit", "wrote"]
+__all__ = ["SUFFIXES", "check_out", "emit", "format_of", "wrote"]
 
 # The suffixes each format is written under; another format's suffix is a mistake.
 SUFFIXES = {
@@ -30,6 +31,13 @@ SUFFIXES = {
     "markdown": (".md", ".markdown"),
     "html": (".html", ".htm"),
 }
+
+
+def format_of(path: Path | None) -> str | None:
+    """The format ``path``'s suffix names (``r.html``: ``html``), if any."""
+    if path is None or not path.suffix:
+        return None
+    return next((f for f, ss in SUFFIXES.items() if path.suffix.lower() in ss), None)
 
 
 def check_out(path: Path, fmt: str) -> None:

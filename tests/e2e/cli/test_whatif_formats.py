@@ -155,6 +155,18 @@ def test_html_out_is_written_named_and_renders_in_chromium(
     assert f"${ours['total_cost_usd']:,.0f}" in got.dom
 
 
+def test_out_without_format_takes_the_suffixs_format(
+    doc: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "w.csv"
+    _, err = run(capsys, "--out", str(table))
+    assert f"wrote {table}" in err.splitlines()
+    rows = list(csv.DictReader(io.StringIO(table.read_text())))
+    assert [float(r["total_cost_usd"]) for r in rows] == [
+        s["total_cost_usd"] for s in doc["scenarios"]
+    ]
+
+
 def test_plot_names_the_file_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib", reason="the plot extra is not installed")
     png = tmp_path / "w.png"
