@@ -55,23 +55,26 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    money = FuncFormatter(lambda v, _pos: short_usd(v))
-    scen = scenario_table(doc).rows
+    money = FuncFormatter(lambda v, _pos: _plain(short_usd(v)))
+    scen = scenario_table(doc)
     sweep = rows(doc.get("committed_sweep"))
     ncols = 2 if sweep else 1
     fig, axes = plt.subplots(1, ncols, figsize=(6.5 * ncols, 4.5), squeeze=False)
     ax = axes[0][0]
-    names = [str(r[0]) for r in scen]
+    names = scen.names()
     bottom = [0.0] * len(names)
-    for i, tier in enumerate(("committed", "on-demand", "spot")):
-        vals = [_num(r[2 + i]) for r in scen]
+    for key, tier in (("committed", "committed"), ("on_demand", "on-demand"), ("spot", "spot")):
+        vals = scen.values(f"{key}_usd")
         ax.bar(names, vals, bottom=bottom, label=tier)
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     top = max(bottom, default=0.0)
-    for x, r in enumerate(scen):
-        total, saving = _num(r[1]), _num(r[5])
-        label = short_usd(total) + (f"\nsaves {saving:.0%}" if saving > 0 else "")
-        ax.annotate(label, (x, bottom[x]), xytext=(0, 3), textcoords="offset points",
+    totals, savings = scen.values("total_cost_usd"), scen.values("savings_vs_on_demand")
+    ahead = scen.values("work_ahead_usd")
+    for x, (total, saving, carried) in enumerate(zip(totals, savings, ahead, strict=True)):
+        # a bar is what was paid; its label the total, net of work carried forward
+        label = short_usd(total) + (f" net of {short_usd(carried)}" if carried > 0 else "")
+        label += f"\nsaves {saving:.0%}" if saving > 0 else ""
+        ax.annotate(_plain(label), (x, bottom[x]), xytext=(0, 3), textcoords="offset points",
                     ha="center", va="bottom", fontsize=8)  # fmt: skip
     ax.set_ylim(0, top * 1.22 if top > 0 else 1)
     ax.yaxis.set_major_formatter(money)
@@ -85,7 +88,7 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
         ys = [_num(p.get("total_cost_usd")) for p in sweep]
         ax2.plot(xs, ys, marker="o")
         for sx, sy in zip(xs, ys, strict=True):
-            ax2.annotate(short_usd(sy), (sx, sy), xytext=(0, 6), textcoords="offset points",
+            ax2.annotate(_plain(short_usd(sy)), (sx, sy), xytext=(0, 6), textcoords="offset points",
                          ha="center", fontsize=8)  # fmt: skip
         ax2.set_ylim(0, max(ys, default=0.0) * 1.15 or 1)
         ax2.yaxis.set_major_formatter(money)
@@ -102,6 +105,11 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
         raise InputError("--plot", None, f"a writable PNG path ({e})", got=str(path)) from e
     finally:
         plt.close(fig)
+
+
+def _plain(text: str) -> str:
+    """``text`` with its dollar signs escaped: two ``$`` are mathtext to matplotlib."""
+    return text.replace("$", r"\$")
 
 
 def _num(value: object) -> float:

@@ -1,7 +1,8 @@
 """The what-if report as CSV: one row per scenario, raw numbers.
 
 Owns: ``render_csv(doc)``: the scenarios table (``sections.SCENARIO_COLUMNS``:
-the name, the billed total and its tiers in USD, the saving as a fraction,
+the name, the billed total, its tiers and the work carried forward in USD
+(total = tiers - carried forward), the saving as a fraction,
 unmet unit-hours, revocations, break-glass, catch-up and planned USD), the
 document's numbers unrounded and unformatted, so a spreadsheet sums them to
 the JSON's totals. The other blocks (sweep, stress, risk) are in the JSON

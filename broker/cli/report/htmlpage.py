@@ -100,11 +100,13 @@ def _tiers_chart(doc: Mapping[str, object]) -> str:
     t = scenario_table(doc)
     if not t.rows:
         return _note("No scenarios in the document.")
-    names = [str(r[0]) for r in t.rows]
-    stacks = [(label, [_num(r[2 + i]) for r in t.rows]) for i, (_, label) in enumerate(_TIERS)]
-    over = [short_usd(_num(r[1])) for r in t.rows]
-    under = [f"saves {share(_num(r[5]))}" if _num(r[5]) > 0 else "" for r in t.rows]
-    return svg.stacked_bars("chart-tiers", "Billed cost by tier per scenario", names, stacks,
+    stacks = [(label, t.values(f"{key}_usd")) for key, label in _TIERS]
+    # a bar is what was paid; its label the total, net of work carried forward
+    over = [short_usd(v) + (f" (net of {short_usd(a)} carried)" if a > 0 else "")
+            for v, a in zip(t.values("total_cost_usd"), t.values("work_ahead_usd"),
+                            strict=True)]  # fmt: skip
+    under = [f"saves {share(v)}" if v > 0 else "" for v in t.values("savings_vs_on_demand")]
+    return svg.stacked_bars("chart-tiers", "Billed cost by tier per scenario", t.names(), stacks,
                             short_usd, over=over, under=under)  # fmt: skip
 
 

@@ -45,6 +45,15 @@ class Table:
     columns: tuple[Column, ...]
     rows: tuple[tuple[Cell, ...], ...]
 
+    def values(self, key: str) -> list[float]:
+        """Column ``key``'s numbers, a row each (0.0 where a cell is not one)."""
+        i = [c.key for c in self.columns].index(key)
+        return [float(v) if isinstance(v, int | float) else 0.0 for v in (r[i] for r in self.rows)]
+
+    def names(self) -> list[str]:
+        """The first column, as text: the rows' names."""
+        return [str(r[0]) for r in self.rows]
+
 
 @dataclass(frozen=True)
 class Section:
@@ -85,6 +94,7 @@ SCENARIO_COLUMNS = (
     Column("committed_usd", "committed", "usd"),
     Column("on_demand_usd", "on-demand", "usd"),
     Column("spot_usd", "spot", "usd"),
+    Column("work_ahead_usd", "carried fwd", "usd"),
     Column("savings_vs_on_demand", "saving", "share"),
     Column("unmet_unit_hours", "unmet u-h", "amount"),
     Column("expected_revocations", "revocations", "amount"),
@@ -100,7 +110,7 @@ def scenario_table(doc: Mapping[str, object]) -> Table:
         tiers = obj(s.get("cost_by_tier_usd"))
         out.append((
             _cell(s.get("name")), _num(s.get("total_cost_usd")), _num(tiers.get("committed")),
-            _num(tiers.get("on_demand")), _num(tiers.get("spot")),
+            _num(tiers.get("on_demand")), _num(tiers.get("spot")), _num(s.get("work_ahead_usd")),
             _num(s.get("savings_vs_on_demand")), _num(s.get("unmet_unit_hours")),
             _num(s.get("expected_revocations")), _num(s.get("break_glass_usd")),
             _num(s.get("catch_up_usd")), _num(s.get("planned_cost_usd")),
@@ -267,6 +277,12 @@ def sections(doc: Mapping[str, object]) -> list[Section]:
     warn = [f"warning: {b.get('scenario')}: budgets leave {b.get('unmet_unit_hours')} "
             f"unit-hours unmet ({'; '.join(_strings(b.get('budgets')))}): not a saving"
             for b in rows(doc.get("budget_unmet"))]  # fmt: skip
+    if any(isinstance(s.get("work_ahead_usd"), int | float) and s["work_ahead_usd"]
+           for s in rows(doc.get("scenarios"))):  # fmt: skip
+        warn.append(
+            "total = committed + on-demand + spot - carried fwd: training and batch "
+            "work done ahead of this period's share of a job, billed to the next."
+        )
     out.append(Section("scenarios", "Scenarios, billed on the actual demand and market",
                        (scenario_table(doc),), tuple(warn)))  # fmt: skip
     out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc), _owned(doc)]

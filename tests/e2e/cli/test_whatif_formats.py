@@ -131,6 +131,8 @@ def test_csv_parses_and_its_totals_are_the_jsons(
         s = want[r["name"]]
         assert float(r["total_cost_usd"]) == s["total_cost_usd"]
         assert float(r["spot_usd"]) == s["cost_by_tier_usd"]["spot"]
+        tiers = sum(float(r[k]) for k in ("committed_usd", "on_demand_usd", "spot_usd"))
+        assert tiers - float(r["work_ahead_usd"]) == pytest.approx(s["total_cost_usd"], abs=0.05)
 
 
 def test_markdown_tables_are_well_formed(capsys: pytest.CaptureFixture[str]) -> None:
