@@ -523,7 +523,8 @@ def whatif_command(
     if plot is not None:
         plot_whatif(out, plot)
         wrote(plot)
-    emit(render(fmt, out, text_width()), out_path)
+    # a file is laid out for the reader's terminal, not this one
+    emit(render(fmt, out, text_width(isatty=None if out_path is None else False)), out_path)
 
 
 def _format(fmt: str | None, as_json: bool, out: Path | None) -> str:

@@ -12,7 +12,8 @@ lines or of objects, objects of P10/P50/P90), so the report renders them
 however their producer grows them.
 
 Must not: format a number (the renderers do, by ``Column.kind``), compute a
-figure the document does not hold, or import the computation.
+figure the document does not hold (beyond the stressed total's change
+against x1's), or import the computation.
 """
 
 from __future__ import annotations
@@ -219,13 +220,21 @@ def _stress(doc: Mapping[str, object]) -> Section | None:
         return None
     cols = (Column("name", "scenario"), Column("x1_total_cost_usd", "x1 total", "usd"),
             Column("stressed_total_cost_usd", "stressed", "usd"),
+            Column("change", "change", "share"),
             Column("x1_unmet_unit_hours", "x1 unmet u-h", "amount"),
             Column("stressed_unmet_unit_hours", "stressed unmet", "amount"),
             Column("x1_expected_revocations", "x1 revocations", "amount"),
             Column("stressed_expected_revocations", "stressed revocations", "amount"))  # fmt: skip
-    body = tuple(tuple(_cell(r.get(c.key)) for c in cols) for r in found)
+    body = tuple(tuple(_cell(_change(r) if c.key == "change" else r.get(c.key)) for c in cols)
+                 for r in found)  # fmt: skip
     return Section("stress", f"Stressed market ({stress.get('label')}) beside x1",
                    (Table("stress", "", cols, body),))  # fmt: skip
+
+
+def _change(row: Mapping[str, object]) -> float | None:
+    """The stressed total against x1's, as a fraction (``+0.12``: 12 % dearer)."""
+    x1, st = _num(row.get("x1_total_cost_usd")), _num(row.get("stressed_total_cost_usd"))
+    return None if x1 is None or st is None or x1 <= 0 else st / x1 - 1
 
 
 def _sweep(doc: Mapping[str, object]) -> Section | None:

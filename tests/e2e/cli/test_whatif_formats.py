@@ -98,6 +98,26 @@ def test_text_fits_80_columns(
     assert "$" in out and "k " in out  # condensed money: $81.9k
 
 
+def test_text_fits_a_narrow_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    out, _ = run(capsys)
+    assert max(len(line) for line in out.splitlines()) <= 40
+
+
+def test_a_text_file_is_laid_out_in_80_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # a wide terminal, a file
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *_a: os.terminal_size((200, 50)))
+    report = tmp_path / "w.txt"
+    _, err = run(capsys, "--out", str(report))
+    assert f"wrote {report}" in err.splitlines()
+    assert max(len(line) for line in report.read_text().splitlines()) <= 80
+
+
 def test_text_takes_a_wider_terminal_when_it_has_one(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,6 +49,13 @@ def test_a_table_too_wide_for_name_and_one_column_turns_vertical() -> None:
     assert lines[1] == "  total: $74.5k"
 
 
+def test_the_stressed_market_says_its_change_against_x1() -> None:
+    text = render_text(sample_doc(), 135)
+    row = next(line for line in text.split("== Stressed")[1].splitlines()
+               if line.startswith("spotfolio"))  # fmt: skip
+    assert "$36.6k" in row and "$41k" in row and "12.0%" in row  # 41,000 / 36,599.85 - 1
+
+
 def test_missing_values_print_a_dash() -> None:
     t = Table("t", "", (Column("name", "n"), Column("delta_usd", "d", "usd")), (("a", None),))
     assert layout(t, 80)[1].split() == ["a", "-"]
