@@ -7,8 +7,9 @@ terminal's when stdout is one, else 80). Each renderer takes the
 ``spotfolio.whatif/1`` document (a ``Mapping``, as ``json.loads`` gives it)
 and returns the whole output as one string, so a file is written whole.
 
-Must not: import the computation (``broker.whatif``, the planner, markets) or
-write files (``broker.cli.whatif`` does, through ``broker.atomic``).
+``output`` sends a rendered report to stdout or writes it whole to ``--out``.
+
+Must not: import the computation (``broker.whatif``, the planner, markets).
 """
 
 from __future__ import annotations
