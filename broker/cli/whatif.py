@@ -53,9 +53,19 @@ actual demand and market. ``--json`` prints one object::
       "seconds": {...},
       "usage": {...},                            # only with --usage: the bill read
                                                  # (broker.cli._usage.UsageInputs.to_dict)
-      "recorded_data": [str]                     # on recorded data without --start: the
+      "recorded_data": [str],                    # on recorded data without --start: the
                                                  # span replayed and its sources
+      "usage_summary": [str],                    # only with --usage: the bill in lines
+      "timeline": {"basis": "planned", "step_hours": int,   # broker.whatif.series: the
+                   "scenarios": {name: {tier: [float]}}},   # plans' dollars per step
+      "spot_by_zone": [{"scenario": str, "zone": str, "instance_hours": float,
+                        "planned_usd": float, "share": float}]
     }
+
+``--format text|json|csv|markdown|html`` renders that document
+(``broker.cli.report``; ``--json`` is ``--format json``), to stdout or whole
+to ``--out FILE``; each file written (``--out``, ``--plot``) is named on
+stderr.
 
 ``plan`` runs one optimization and prints the plan with its explanation
 (JSON: ``status``, ``gap``, ``gap_met``, ``lower_bound_usd``, ``budget_unmet``
@@ -86,7 +96,10 @@ from broker.cli._numbers import ranged
 from broker.cli._options import OptionDecorator, bundled
 from broker.cli._output import console, emit_json, err_console
 from broker.cli._plot import check_plot_path, plot_whatif
-from broker.jsondoc import at, number, obj
+from broker.cli.report import FORMATS as REPORT_FORMATS
+from broker.cli.report import render, text_width
+from broker.cli.report.output import check_out, emit, format_of, wrote
+from broker.jsondoc import number
 from markets.clock import ensure_utc
 from markets.errors import InfeasiblePlanError, InputError
 from markets.extras import require
@@ -298,28 +311,6 @@ def _stress_rows(result: WhatIfResult, ws: WorkloadSet) -> list[dict[str, object
     return out
 
 
-def _print_stress(out: Mapping[str, object]) -> None:
-    from rich.table import Table
-
-    stress = obj(out.get("stress"))
-    rows = _rows(stress.get("scenarios"))
-    if not rows:
-        return
-    t = Table(title=f"stressed market ({stress['label']}) beside x1", title_justify="left")
-    for col in ("scenario", "x1 total $", "stressed total $", "change", "x1 unmet u-h",
-                "stressed unmet u-h", "x1 revocations", "stressed revocations"):  # fmt: skip
-        t.add_column(col, justify="left" if col == "scenario" else "right")
-    for r in rows:
-        x1, st = number(r["x1_total_cost_usd"], "x1"), number(r["stressed_total_cost_usd"], "st")
-        change = f"{st / x1 - 1:+.1%}" if x1 > 0 else "-"
-        t.add_row(str(r["name"]), f"{x1:,.0f}", f"{st:,.0f}", change,
-                  f"{number(r['x1_unmet_unit_hours'], 'u'):,.1f}",
-                  f"{number(r['stressed_unmet_unit_hours'], 'u'):,.1f}",
-                  f"{number(r['x1_expected_revocations'], 'r'):,.1f}",
-                  f"{number(r['stressed_expected_revocations'], 'r'):,.1f}")  # fmt: skip
-    console.print(t)
-
-
 # --- end of the block -------------------------------------------------------------
 
 
@@ -384,6 +375,21 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     help="Write a PNG: cost by tier per scenario and the committed sweep.",
 )
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(REPORT_FORMATS)),
+    default=None,
+    help="Output format (default text; --json is --format json); html is one "
+    "self-contained page with inline charts.",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the output to this file (whole or not at all) instead of stdout.",
+)
+@click.option(
     "--usage",
     type=click.Path(path_type=Path),
     default=None,
@@ -400,6 +406,8 @@ def whatif_command(
     seed: int,
     replan_hours: int,
     plot: Path | None,
+    fmt: str | None,
+    out_path: Path | None,
     usage: Path | None,
     usage_rules: Path | None,
     term: str,
@@ -409,12 +417,14 @@ def whatif_command(
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
     from broker.whatif.run import commitment_dict, owned_dict, run_whatif
+    from broker.whatif.series import spot_by_zone, timeline_dict
 
     if plot is not None:  # before a minute of planning, not after
         require("matplotlib", "--plot", got=str(plot))
     levels = _levels(committed)
     if plot is not None:
         check_plot_path(plot)  # before the run: a bad --plot fails in a second, not an hour
+    fmt = _format(fmt, common.as_json, out_path)
     start = _start(common.start)
     have = _load_owned(owned)
     billed = None
@@ -504,81 +514,30 @@ def whatif_command(
     if have:
         out["owned"] = [owned_dict(c, result.start) for c in result.owned]
         out["next_buy"] = [commitment_dict(c) for c in result.next_buy]
-    if plot is not None:
-        plot_whatif(result, plot)
-    if common.as_json:
-        emit_json(out)
-        return
     if billed is not None:
-        console.print("\n".join(billed.lines()), markup=False, highlight=False)
-    _print_whatif(out)
+        out["usage_summary"] = billed.lines()
+    # the charts' blocks (broker.whatif.series: the plans' figures, not the bill's)
+    plans = [(s.name, s.plan) for s in result.scenarios]
+    out["timeline"] = timeline_dict(plans, result.hours)
+    out["spot_by_zone"] = spot_by_zone(plans, result.hours)
+    if plot is not None:
+        plot_whatif(out, plot)
+        wrote(plot)
+    # a file is laid out for the reader's terminal, not this one
+    emit(render(fmt, out, text_width(isatty=None if out_path is None else False)), out_path)
 
 
-def _print_whatif(out: Mapping[str, object]) -> None:
-    from rich.table import Table
-
-    def n(row: object, *keys: str) -> float:
-        return number(at(row, *keys), ".".join(keys))
-
-    title = f"what-if over {out['hours']} h from {out['start']} on market {out['market']}"
-    if out["stale"]:
-        title += " (STALE market data)"
-    t = Table(title=title, title_justify="left")
-    for col in ("scenario", "total $", "committed $", "on-demand $", "spot $", "saving",
-                "unmet u-h", "revocations", "break-glass $", "catch-up $"):  # fmt: skip
-        t.add_column(col, justify="left" if col == "scenario" else "right")
-    for s in _rows(out["scenarios"]):
-        tiers = s["cost_by_tier_usd"]
-        t.add_row(str(s["name"]), f"{n(s, 'total_cost_usd'):,.0f}",
-                  f"{n(tiers, 'committed'):,.0f}", f"{n(tiers, 'on_demand'):,.0f}",
-                  f"{n(tiers, 'spot'):,.0f}", f"{n(s, 'savings_vs_on_demand'):.1%}",
-                  f"{n(s, 'unmet_unit_hours'):,.1f}", f"{n(s, 'expected_revocations'):,.1f}",
-                  f"{n(s, 'break_glass_usd'):,.0f}", f"{n(s, 'catch_up_usd'):,.0f}")  # fmt: skip
-    console.print(t)
-    _print_stress(out)
-    if "committed_sweep" in out:
-        st = Table(title="committed sweep (share of peak serving demand)", title_justify="left")
-        for col in ("share", "group", "instances", "obligation $", "total $", "vs previous $",
-                    "verdict", "occupancy of added units"):  # fmt: skip
-            st.add_column(col)
-        for p in _rows(out["committed_sweep"]):
-            occ = "-" if p["marginal_occupancy"] is None else f"{n(p, 'marginal_occupancy'):.0%}"
-            delta = "-" if p["delta_usd"] is None else f"{n(p, 'delta_usd'):+,.0f}"
-            st.add_row(f"{n(p, 'share_of_peak'):.0%}", str(p["group"]), str(p["instances"]),
-                       f"{n(p, 'obligation_usd'):,.0f}", f"{n(p, 'total_cost_usd'):,.0f}",
-                       delta, str(p["verdict"] or "-"), occ)  # fmt: skip
-        console.print(st)
-        be = out.get("breakeven_occupancy")
-        if be is not None:
-            share = number(be, "breakeven_occupancy")
-            line = f"a committed unit pays off when used more than {share:.0%} of hours"
-            od_be = out.get("breakeven_occupancy_on_demand")
-            if od_be is not None:
-                line += (f" against the spot/on-demand mix "
-                         f"({number(od_be, 'breakeven_occupancy_on_demand'):.0%} against "
-                         "on-demand alone); the verdict is the billed totals'")  # fmt: skip
-            console.print(line)
-    if "owned" in out:
-        lines = ["given what is owned:"]
-        for c in _rows(out["owned"]):
-            what = c["group"] or f"{c['kind']} ${n(c, 'usd_per_hour'):,.2f}/h (not planned yet)"
-            lines.append(f"  owned {c['id']}: {c['count'] or ''} {what}, "
-                         f"{n(c, 'hours_left'):,.0f} h left (ends {c['end']})")  # fmt: skip
-        buys = _rows(out.get("next_buy"))
-        for c in buys:
-            lines.append(f"  buy next: {c['instances']} x {c['group']} ({c['term_years']}-year, "
-                         f"{c['payment']}): obligation ${n(c, 'obligation_usd'):,.0f}, "
-                         f"saves ${n(c, 'monthly_saving_usd'):,.0f}/month")  # fmt: skip
-        if not buys:
-            lines.append("  buy next: nothing (what is owned covers what pays)")
-        console.print("\n".join(lines))
-    explanation = out["explanation"]
-    console.print("\n".join(explanation) if isinstance(explanation, list) else "")
-
-
-def _rows(value: object) -> list[Mapping[str, object]]:
-    """A list of JSON objects (scenarios, sweep points) read back."""
-    return [obj(v) for v in value] if isinstance(value, list) else []
+def _format(fmt: str | None, as_json: bool, out: Path | None) -> str:
+    """``--format`` with ``--json`` as its alias (without either, ``--out``'s
+    suffix), and ``--out`` checked for it."""
+    if as_json and fmt not in (None, "json"):
+        raise InputError("--json", None, f"--json alone (it is --format json), or --format {fmt}",
+                         got=f"--json --format {fmt}")  # fmt: skip
+    # no --format: --out's suffix names it (r.html is html), else text
+    chosen = "json" if as_json else fmt or format_of(out) or "text"
+    if out is not None:
+        check_out(out, chosen)
+    return chosen
 
 
 @click.command(name="plan")

@@ -1,0 +1,29 @@
+"""The CSV report parses with the csv module and holds the JSON's numbers."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from broker.cli.report.csvfile import render_csv
+from tests.unit.broker.cli.report.sample import sample_doc
+
+
+def test_csv_rows_are_the_scenarios_with_the_documents_totals() -> None:
+    doc = sample_doc()
+    got = list(csv.DictReader(io.StringIO(render_csv(doc))))
+    assert [r["name"] for r in got] == [s["name"] for s in doc["scenarios"]]
+    for row, s in zip(got, doc["scenarios"], strict=True):
+        assert float(row["total_cost_usd"]) == s["total_cost_usd"]
+        tiers = sum(float(row[k]) for k in ("committed_usd", "on_demand_usd", "spot_usd"))
+        assert tiers == pytest.approx(s["total_cost_usd"], abs=0.01)
+        assert float(row["savings_vs_on_demand"]) == s["savings_vs_on_demand"]
+
+
+def test_a_missing_number_is_an_empty_cell_not_a_dash() -> None:
+    doc = sample_doc()
+    del doc["scenarios"][0]["planned_cost_usd"]
+    row = next(csv.DictReader(io.StringIO(render_csv(doc))))
+    assert row["planned_cost_usd"] == ""
