@@ -53,9 +53,18 @@ actual demand and market. ``--json`` prints one object::
       "seconds": {...},
       "usage": {...},                            # only with --usage: the bill read
                                                  # (broker.cli._usage.UsageInputs.to_dict)
-      "recorded_data": [str]                     # on recorded data without --start: the
+      "recorded_data": [str],                    # on recorded data without --start: the
                                                  # span replayed and its sources
+      "advice": {...},                           # what to do: commitments to buy, whole
+                                                 # instances per pool and tier for the first
+                                                 # week, cost per workload and team, the
+                                                 # totals reconciled (broker.whatif.advice)
+      "risk": {...}                              # unless --scenarios 0: P10/P50/P90 of cost
+                                                 # and unmet demand over sampled spot and
+                                                 # demand (broker.whatif.risk.RiskBand)
     }
+
+The text output starts with the "what to do" section (``_print_advice``).
 
 ``plan`` runs one optimization and prints the plan with its explanation
 (JSON: ``status``, ``gap``, ``gap_met``, ``lower_bound_usd``, ``budget_unmet``
@@ -369,7 +378,20 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     default=None,
     help="Committed shares of peak to compare, e.g. 0.4,0.6.",
 )
-@click.option("--seed", type=ranged(ge=0, le=MAX_COUNT, integer=True), default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=ranged(ge=0, le=MAX_COUNT, integer=True),
+    default=0,
+    show_default=True,
+    help="Seeds the built-in demand shapes and the risk band's samples.",
+)
+@click.option(
+    "--scenarios",
+    type=ranged(ge=0, le=10_000, integer=True),
+    default=None,
+    help="Sampled spot and demand scenarios for the risk band (P10/P50/P90); "
+    "0: none. Default: broker.whatif.risk.DEFAULT_SCENARIOS (30).",
+)
 @click.option(
     "--replan-hours",
     type=ranged(ge=1, le=168, integer=True),
@@ -398,6 +420,7 @@ def whatif_command(
     checks: CheckOptions,
     committed: str | None,
     seed: int,
+    scenarios: int | None,
     replan_hours: int,
     plot: Path | None,
     usage: Path | None,
@@ -504,6 +527,17 @@ def whatif_command(
     if have:
         out["owned"] = [owned_dict(c, result.start) for c in result.owned]
         out["next_buy"] = [commitment_dict(c) for c in result.next_buy]
+    # lazy: numpy and pandas; ``spotfolio --help`` imports this module
+    from broker.whatif.advice import advise
+    from broker.whatif.risk import DEFAULT_SCENARIOS, risk_band
+
+    out["advice"] = advise(result).to_dict()
+    n = DEFAULT_SCENARIOS if scenarios is None else scenarios
+    if n > 0:
+        with err_console.status("risk band...", spinner="dots") as status:
+            band = risk_band(result, n, seed, progress=lambda m: status.update(m))
+        out["risk"] = band.to_dict()
+        out["seconds"] = {**obj(out["seconds"]), "risk_s": round(band.seconds, 3)}
     if plot is not None:
         plot_whatif(result, plot)
     if common.as_json:
@@ -514,8 +548,78 @@ def whatif_command(
     _print_whatif(out)
 
 
+def _print_advice(out: Mapping[str, object]) -> None:
+    """The "what to do" section (minimal: the report formats render the JSON)."""
+    advice = obj(out.get("advice"))
+    if not advice:
+        return
+
+    def usd(x: object) -> str:
+        return "-" if x is None else f"${number(x, 'usd'):,.0f}"
+
+    def pct(x: object) -> str:
+        return "-" if x is None else f"{number(x, 'share'):.0%}"
+
+    lines = ["what to do"]
+    buys = _rows(advice.get("commitments"))
+    for c in buys:
+        lines.append(
+            f"  buy {c['count']} x {c['provider']} {c['region']} {c['instance_type']} "
+            f"({c['family']}), {c['term_years']}-year {c['payment']}: obligation "
+            f"{usd(c['obligation_usd'])} over the term, saves {usd(c['monthly_saving_usd'])}"
+            f"/month; pays above {pct(c['breakeven_utilisation'])} utilisation (expected "
+            f"{pct(c['utilisation'])})"
+        )
+    if not buys:
+        lines.append(f"  buy no commitment ({advice['commitments_from']})")
+    week = obj(advice.get("first_week"))
+    pools = sorted(_rows(week.get("pools")), key=lambda p: -number(p["instance_hours"], "ih"))
+    lines.append(f"  first {week['hours']} h, whole instances (most / mean per hour):")
+    for p in pools[:_POOL_LINES]:
+        lines.append(f"    {p['tier']:<9} {p['pool_key']}: {p['max_instances']} / "
+                     f"{number(p['mean_instances'], 'mean'):.1f}")  # fmt: skip
+    if len(pools) > _POOL_LINES:
+        lines.append(f"    ... {len(pools) - _POOL_LINES} more pools in --json (advice.first_week)")
+    for key, label in (("cost_by_workload", "workload"), ("cost_by_team", "team")):
+        rows = _rows(advice.get(key))
+        lines.append(f"  cost by {label}: "
+                     + "; ".join(f"{r['name']} {usd(r['total_usd'])}" for r in rows))  # fmt: skip
+    risk = obj(out.get("risk"))
+    if risk:
+        c, u = obj(risk["cost_usd"]), obj(risk["unmet_unit_hours"])
+        lines.append(
+            f"  risk over {risk['scenarios']} sampled spot and demand scenarios (seed "
+            f"{risk['seed']}): cost P10 {usd(c['p10'])} / P50 {usd(c['p50'])} / P90 "
+            f"{usd(c['p90'])}; unmet P10 {number(u['p10'], 'u'):,.1f} / P50 "
+            f"{number(u['p50'], 'u'):,.1f} / P90 {number(u['p90'], 'u'):,.1f} unit-hours; "
+            f"{number(risk['billed_rank'], 'rank'):.0%} of them cost less than the recorded "
+            "bill"
+        )
+    rec = obj(advice.get("reconciliation"))
+    lines.append("  the totals:")
+    for key, label in (("objective_usd", "objective"), ("period_planned_usd", "period plan"),
+                       ("planned_usd", "planned"), ("billed_usd", "billed")):  # fmt: skip
+        lines.append(f"    {label} {usd(rec[key])}: {obj(rec['definitions'])[key]}")
+    for key, head, base in (("objective_less_planned", "objective", "period plan"),
+                            ("billed_less_planned", "billed", "planned")):  # fmt: skip
+        parts = _rows(rec.get(key))
+        lines.append(f"    {head} = {base}"
+                     + "".join(f" {_signed(number(p['usd'], 'usd'))} {p['what']}"
+                               for p in parts))  # fmt: skip
+    console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+
+
+_POOL_LINES = 12
+
+
+def _signed(v: float) -> str:
+    return f"+ ${v:,.0f}" if v >= 0 else f"- ${-v:,.0f}"
+
+
 def _print_whatif(out: Mapping[str, object]) -> None:
     from rich.table import Table
+
+    _print_advice(out)
 
     def n(row: object, *keys: str) -> float:
         return number(at(row, *keys), ".".join(keys))
