@@ -390,7 +390,7 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     type=ranged(ge=0, le=10_000, integer=True),
     default=None,
     help="Sampled spot and demand scenarios for the risk band (P10/P50/P90); "
-    "0: none. Default: broker.whatif.risk.DEFAULT_SCENARIOS (30).",
+    "0: none. Default: broker.whatif.risk.DEFAULT_SCENARIOS (20).",
 )
 @click.option(
     "--replan-hours",
@@ -557,6 +557,9 @@ def _print_advice(out: Mapping[str, object]) -> None:
     def usd(x: object) -> str:
         return "-" if x is None else f"${number(x, 'usd'):,.0f}"
 
+    def uh(x: object) -> str:
+        return "-" if x is None else f"{number(x, 'unit-hours'):,.1f}"
+
     def pct(x: object) -> str:
         return "-" if x is None else f"{number(x, 'share'):.0%}"
 
@@ -590,8 +593,8 @@ def _print_advice(out: Mapping[str, object]) -> None:
         lines.append(
             f"  risk over {risk['scenarios']} sampled spot and demand scenarios (seed "
             f"{risk['seed']}): cost P10 {usd(c['p10'])} / P50 {usd(c['p50'])} / P90 "
-            f"{usd(c['p90'])}; unmet P10 {number(u['p10'], 'u'):,.1f} / P50 "
-            f"{number(u['p50'], 'u'):,.1f} / P90 {number(u['p90'], 'u'):,.1f} unit-hours; "
+            f"{usd(c['p90'])}; unmet P10 {uh(u['p10'])} / P50 {uh(u['p50'])} / P90 "
+            f"{uh(u['p90'])} unit-hours; "
             f"{number(risk['billed_rank'], 'rank'):.0%} of them cost less than the recorded "
             "bill"
         )

@@ -126,3 +126,12 @@ def test_posterior_hours_read_the_hazard_s_evidence() -> None:
     assert posterior_hours(Hazard(rate_per_hour=0.1, confidence=0.5)) == 2 * DEFAULT_PRIOR_HOURS
     watched = Hazard(rate_per_hour=0.1, confidence=0.8, observed_hours=96.0)
     assert posterior_hours(watched) == pytest.approx(120.0)  # T / Z = T + b0
+
+
+def test_a_bill_that_could_not_price_is_left_out_of_the_band_and_counted() -> None:
+    band = risk.Band.of([1.0, float("nan"), 3.0, 2.0])
+    assert (band.p10, band.p50, band.p90) == pytest.approx((1.2, 2.0, 2.8))
+    none = risk.Band.of([float("nan")])
+    assert none.to_dict(2) == {"p10": None, "p50": None, "p90": None}
+    r = risk.RiskBand(2, 0, band, band, (1.0, float("nan")), (0.0, 0.0), 1.0, 0.0)
+    assert r.unpriced == 1 and r.to_dict()["samples_cost_usd"] == [1.0, None]
