@@ -219,7 +219,8 @@ class Advice:
             "first_week": {
                 "hours": self.first_week_hours,
                 "rounding": "whole instances: the plan's instances per pool-hour summed over "
-                "workloads, rounded up",
+                "workloads, rounded up; committed rows count the committed instances in use "
+                "per commitment group (all bought are paid)",
                 "pools": [p.to_dict() for p in self.pools],
             },
             "cost_by_workload": [c.to_dict() for c in self.by_workload],
