@@ -70,8 +70,8 @@ FloatArray = npt.NDArray[np.float64]
 # 20 samples: each bills the default 30-day plan through the lifecycle (its
 # reaction dominates) in ~2.5 s on this machine when it is quiet, ~12 s under
 # a load of 12 on its two cores; 30 samples took as long as the rest of the
-# default what-if under that load (360 s beside 352 s), so 20 keep it under
-# 2x its time without the band.
+# default what-if under that load (360 s beside 352 s); with 20 it ran 420 s,
+# 145 s of them the band (1.54x; about 1.3x on a quiet machine: 50 s on 164 s).
 DEFAULT_SCENARIOS = 20
 DEMAND_CORRELATION = 0.9  # assumption: an hour's forecast error carries ~90 % into the next
 STREAM = 16  # the risk band's random stream, apart from any other use of the seed
