@@ -33,7 +33,7 @@ from broker.planning.demand import DemandSet
 from markets.catalog import CATALOG, throughput_factor
 from markets.errors import InputError
 from markets.model import InstanceType
-from markets.usage import HourlyUsage, load_rules, read_usage
+from markets.usage import HourlyUsage, MappingRules, load_rules, read_usage
 from policies.workloads.spec import WorkloadClass, WorkloadSet, parse_workloads
 
 __all__ = ["UsageInputs", "usage_inputs", "usage_window"]
@@ -134,7 +134,8 @@ def usage_inputs(
 ) -> UsageInputs:
     """The bill at ``path`` (file or directory) as demand and workloads; see
     the module docstring. ``instance_types``: the market's."""
-    usage = read_usage(path, load_rules(rules) if rules is not None else None)
+    mapping = load_rules(rules) if rules is not None else None
+    usage = read_usage(path, mapping)
     offered = {t.name: t for t in instance_types}
     index = usage.index
     serving: dict[str, pd.Series] = {}
@@ -169,7 +170,7 @@ def usage_inputs(
             "usage of instance types the market offers",
             got=f"only {', '.join(sorted(unplannable))}",
         )
-    workloads = policies or _workloads(accepted)
+    workloads = policies or _workloads(accepted, _teams(mapping))
     if policies is not None:
         known = {w.name for w in policies.of_class(WorkloadClass.SERVING)}
         for name in serving:
@@ -184,11 +185,26 @@ def usage_inputs(
     return UsageInputs(usage, demand, workloads, covered, totals, unplannable)
 
 
-def _workloads(accepted: Mapping[str, list[str]]) -> WorkloadSet:
+_GLOB = set("*?[")
+
+
+def _teams(mapping: MappingRules | None) -> dict[str, str]:
+    """Each workload's team, where a rule maps to it by one literal ``team``
+    tag (``tags: {team: chat}``); a glob or two teams name none."""
+    out: dict[str, set[str]] = {}
+    for rule in () if mapping is None else mapping.rules:
+        team = rule.tags.get("team")
+        if team is not None and not _GLOB & set(team):
+            out.setdefault(rule.workload, set()).add(team)
+    return {w: next(iter(t)) for w, t in out.items() if len(t) == 1}
+
+
+def _workloads(accepted: Mapping[str, list[str]], teams: Mapping[str, str]) -> WorkloadSet:
     data = {
         "workloads": [
             {"name": n, "class": "serving", "instance_types": types,
-             "throughput": {t: _factor(t) for t in types}}
+             "throughput": {t: _factor(t) for t in types},
+             **({"team": teams[n]} if n in teams else {})}
             for n, types in accepted.items()
         ]
     }  # fmt: skip

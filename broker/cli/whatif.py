@@ -59,13 +59,21 @@ actual demand and market. ``--json`` prints one object::
       "timeline": {"basis": "planned", "step_hours": int,   # broker.whatif.series: the
                    "scenarios": {name: {tier: [float]}}},   # plans' dollars per step
       "spot_by_zone": [{"scenario": str, "zone": str, "instance_hours": float,
-                        "planned_usd": float, "share": float}]
+                        "planned_usd": float, "share": float}],
+      "advice": {...},                           # what to do: commitments to buy, whole
+                                                 # instances per pool and tier for the first
+                                                 # week, cost per workload and team, the
+                                                 # totals reconciled (broker.whatif.advice)
+      "risk": {...}                              # unless --scenarios 0: P10/P50/P90 of cost
+                                                 # and unmet demand over sampled spot and
+                                                 # demand (broker.whatif.risk.RiskBand)
     }
 
 ``--format text|json|csv|markdown|html`` renders that document
 (``broker.cli.report``; ``--json`` is ``--format json``), to stdout or whole
 to ``--out FILE``; each file written (``--out``, ``--plot``) is named on
 stderr.
+The text output starts with the "what to do" section (``advice``).
 
 ``plan`` runs one optimization and prints the plan with its explanation
 (JSON: ``status``, ``gap``, ``gap_met``, ``lower_bound_usd``, ``budget_unmet``
@@ -99,7 +107,7 @@ from broker.cli._plot import check_plot_path, plot_whatif
 from broker.cli.report import FORMATS as REPORT_FORMATS
 from broker.cli.report import render, text_width
 from broker.cli.report.output import check_out, emit, format_of, wrote
-from broker.jsondoc import number
+from broker.jsondoc import number, obj
 from markets.clock import ensure_utc
 from markets.errors import InfeasiblePlanError, InputError
 from markets.extras import require
@@ -360,7 +368,20 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     default=None,
     help="Committed shares of peak to compare, e.g. 0.4,0.6.",
 )
-@click.option("--seed", type=ranged(ge=0, le=MAX_COUNT, integer=True), default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=ranged(ge=0, le=MAX_COUNT, integer=True),
+    default=0,
+    show_default=True,
+    help="Seeds the built-in demand shapes and the risk band's samples.",
+)
+@click.option(
+    "--scenarios",
+    type=ranged(ge=0, le=10_000, integer=True),
+    default=None,
+    help="Sampled spot and demand scenarios for the risk band (P10/P50/P90); "
+    "0: none. Default: broker.whatif.risk.DEFAULT_SCENARIOS (20).",
+)
 @click.option(
     "--replan-hours",
     type=ranged(ge=1, le=168, integer=True),
@@ -404,6 +425,7 @@ def whatif_command(
     checks: CheckOptions,
     committed: str | None,
     seed: int,
+    scenarios: int | None,
     replan_hours: int,
     plot: Path | None,
     fmt: str | None,
@@ -514,6 +536,17 @@ def whatif_command(
     if have:
         out["owned"] = [owned_dict(c, result.start) for c in result.owned]
         out["next_buy"] = [commitment_dict(c) for c in result.next_buy]
+    # lazy: numpy and pandas; ``spotfolio --help`` imports this module
+    from broker.whatif.advice import advise
+    from broker.whatif.risk import DEFAULT_SCENARIOS, risk_band
+
+    out["advice"] = advise(result).to_dict()
+    n = DEFAULT_SCENARIOS if scenarios is None else scenarios
+    if n > 0:
+        with err_console.status("risk band...", spinner="dots") as status:
+            band = risk_band(result, n, seed, progress=lambda m: status.update(m))
+        out["risk"] = band.to_dict()
+        out["seconds"] = {**obj(out["seconds"]), "risk_s": round(band.seconds, 3)}
     if billed is not None:
         out["usage_summary"] = billed.lines()
     # the charts' blocks (broker.whatif.series: the plans' figures, not the bill's)

@@ -59,6 +59,7 @@ __all__ = [
     "REPLAN_HOURS",
     "Scenario",
     "SweepPoint",
+    "WhatIfInputs",
     "WhatIfResult",
     "commitment_dict",
     "owned_dict",
@@ -192,6 +193,25 @@ class SweepPoint:
         return None if self.delta_usd is None else self.delta_usd * HOURS_PER_MONTH / hours
 
 
+@dataclass(frozen=True)
+class WhatIfInputs:
+    """What a run planned and billed on, kept for the advice and the risk band
+    (``broker.whatif.advice``, ``broker.whatif.risk``): the snapshot, the
+    market's actual hours, the demand (its history and forecast), the actual
+    serving demand billed, the cost tables the bills and the lifecycle read,
+    and the whole-period plan (whose commitments the loop holds)."""
+
+    snapshot: MarketSnapshot
+    workloads: WorkloadSet
+    demand: DemandSet
+    actual_demand: Mapping[str, FloatArray]
+    forecast: Mapping[str, FloatArray]
+    actuals: MarketActuals
+    costs: CostTable
+    lifecycle_costs: CostTable
+    period_plan: Plan
+
+
 @dataclass
 class WhatIfResult:
     start: datetime
@@ -214,6 +234,7 @@ class WhatIfResult:
     # on the market as recorded, shown beside it.
     stress: MarketStress = X1
     unstressed: WhatIfResult | None = None
+    inputs: WhatIfInputs | None = None
 
     def scenario(self, name: str) -> Scenario:
         return next(s for s in self.scenarios if s.name == name)
@@ -362,8 +383,9 @@ def _run(
     # Each step's lost spot goes through the lifecycle manager as the step is
     # taken (the daemon's plan job and manager), and the loop carries what
     # its decisions did.
+    lifecycle_costs = tables.get(lifecycle_cost_options(snapshot))
     reactor = Reactor(start, workloads, snapshot, actuals, costs=costs,
-                      lifecycle_costs=tables.get(lifecycle_cost_options(snapshot)))  # fmt: skip
+                      lifecycle_costs=lifecycle_costs)  # fmt: skip
     rolled = replay(
         market,
         workloads,
@@ -408,6 +430,8 @@ def _run(
     scenarios.append(Scenario("spotfolio", rolled.plan, ours))
     clock["baselines_s"] = time.perf_counter() - t
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
+    result.inputs = WhatIfInputs(snapshot, workloads, demand, actual, forecast, actuals, costs,
+                                 lifecycle_costs, plan)  # fmt: skip
     if owned:
         say("planning around the commitments owned")
         t = time.perf_counter()

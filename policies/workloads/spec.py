@@ -202,6 +202,13 @@ class Workload(StrictModel):
     # Out of capacity, after every listed type: larger types of the same
     # family (g5.xlarge -> g5.2xlarge, p4d.24xlarge -> p4de.24xlarge).
     allow_upgrade: bool = False
+    # Who owns it, for cost per team (``broker.whatif.advice``): ``team``, else
+    # a ``team`` entry of ``tags``. Labels only: nothing is planned by them.
+    team: str | None = Field(default=None, min_length=1, max_length=128)
+    tags: dict[Annotated[str, Field(min_length=1, max_length=128)],
+               Annotated[str, Field(max_length=256)]] = Field(
+        default_factory=dict, max_length=50
+    )  # fmt: skip
 
     @model_validator(mode="before")
     @classmethod

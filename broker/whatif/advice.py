@@ -1,0 +1,369 @@
+"""What to do, read off a what-if: the decisions a platform engineer signs.
+
+Owns: ``Advice`` and its parts, made by ``advise`` from a ``WhatIfResult``:
+
+- ``CommitmentBuy``: the commitments to buy (the whole-period plan's buy
+  decision, or with owned commitments what it buys on top of them), with the
+  term figures ``broker.planning.optimizer.commitments.appraise`` gave them:
+  obligation over the term, monthly saving against the spot/on-demand mix,
+  break-even utilisation;
+- ``PoolCount``: whole instances per pool and tier for every hour of the
+  first week of Spotfolio's replayed plan: per pool-hour, the plan's
+  instances of every workload there summed and rounded up (``ceil``; a count
+  within ``COUNT_EPS`` of a whole number is that number);
+- ``CostShare``: Spotfolio's billed dollars per workload and per team tag
+  (``Workload.team``, else its ``team`` tag; ``NO_TEAM`` without). The bill
+  charges committed dollars to the workloads that used them; the unused part
+  is spread over those workloads pro rata to their committed use (one
+  ``UNUSED`` row when nobody used any), so the rows add up to the billed total;
+- ``Reconciliation``: the three totals shown (the plan's objective, the
+  replayed plan's planned dollars, the bill) each defined, and what separates
+  them, in dollars that add up.
+
+Must not: plan, bill or sample (``broker.whatif.run``, ``billing``, ``risk``)
+or print (the CLI renders ``Advice.to_dict``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from broker.planning.plan import Commitment, Plan
+from broker.whatif.billing import Bill
+from broker.whatif.run import WhatIfResult
+from markets.keys import CommitmentKey, PoolKey
+from markets.model import MarketSnapshot
+from policies.workloads.spec import WorkloadSet
+
+__all__ = [
+    "COUNT_EPS",
+    "FIRST_WEEK_HOURS",
+    "NO_TEAM",
+    "UNUSED",
+    "Advice",
+    "CommitmentBuy",
+    "CostShare",
+    "PoolCount",
+    "Reconciliation",
+    "advise",
+    "whole_instances",
+]
+
+FIRST_WEEK_HOURS = 168
+COUNT_EPS = 1e-6  # 3.0000001 instances is 3 (solver tolerance), not 4
+NO_TEAM = "(no team)"
+UNUSED = "(unused commitments)"
+SPOTFOLIO = "spotfolio"
+
+
+@dataclass(frozen=True)
+class CommitmentBuy:
+    """One commitment to buy, with its term figures (``Commitment``'s docs)."""
+
+    provider: str
+    region: str
+    instance_type: str
+    family: str
+    term_years: int
+    payment: str
+    count: int
+    usd_per_instance_hour: float
+    obligation_usd: float | None
+    monthly_saving_usd: float | None
+    utilisation: float | None
+    breakeven_utilisation: float | None
+
+    @property
+    def group(self) -> str:
+        return str(CommitmentKey(self.provider, self.region, self.instance_type))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "provider": self.provider,
+            "region": self.region,
+            "instance_type": self.instance_type,
+            "family": self.family,
+            "group": self.group,
+            "term_years": self.term_years,
+            "payment": self.payment,
+            "count": self.count,
+            "usd_per_instance_hour": round(self.usd_per_instance_hour, 6),
+            "obligation_usd": _r(self.obligation_usd, 2),
+            "monthly_saving_usd": _r(self.monthly_saving_usd, 2),
+            "utilisation": _r(self.utilisation, 6),
+            "breakeven_utilisation": _r(self.breakeven_utilisation, 6),
+        }
+
+
+@dataclass(frozen=True)
+class PoolCount:
+    """Whole instances of one pool and tier, hour by hour over the first week
+    (committed: of one commitment group, ``pool_key`` the group)."""
+
+    pool_key: str
+    tier: str
+    instance_type: str
+    units_per_instance: int
+    workloads: tuple[str, ...]
+    by_hour: tuple[int, ...]
+
+    @property
+    def max_instances(self) -> int:
+        return max(self.by_hour, default=0)
+
+    @property
+    def instance_hours(self) -> int:
+        return sum(self.by_hour)
+
+    def to_dict(self) -> dict[str, object]:
+        parts = self.pool_key.split("/")
+        return {
+            "pool_key": self.pool_key,  # committed: the commitment group (any zone)
+            "provider": parts[0],
+            "region": parts[1],
+            "zone": parts[2] if len(parts) == 4 else None,
+            "instance_type": self.instance_type,
+            "tier": self.tier,
+            "units_per_instance": self.units_per_instance,
+            "workloads": list(self.workloads),
+            "max_instances": self.max_instances,
+            "min_instances": min(self.by_hour, default=0),
+            "mean_instances": round(self.instance_hours / max(len(self.by_hour), 1), 3),
+            "instance_hours": self.instance_hours,
+            "instances_by_hour": list(self.by_hour),
+        }
+
+
+@dataclass(frozen=True)
+class CostShare:
+    """Billed dollars of one workload (or team): its own, and its share of
+    the unused commitments."""
+
+    name: str
+    team: str | None
+    total_usd: float
+    unused_commitment_usd: float
+    unmet_unit_hours: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "team": self.team,
+            "total_usd": round(self.total_usd, 2),
+            "unused_commitment_usd": round(self.unused_commitment_usd, 2),
+            "unmet_unit_hours": round(self.unmet_unit_hours, 3),
+        }
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """The three totals, defined, and what separates them (each list of
+    (what, dollars) adds up to the difference it explains)."""
+
+    objective_usd: float  # the whole-period plan's solver objective
+    period_planned_usd: float  # that plan's own dollars at its prices
+    planned_usd: float  # the replayed loop's plan at its planned prices
+    billed_usd: float  # that plan billed on actual demand and market
+    objective_less_planned: tuple[tuple[str, float], ...]
+    billed_less_planned: tuple[tuple[str, float], ...]
+
+    DEFINITIONS: ClassVar[dict[str, str]] = {
+        "objective_usd": "the whole-period plan's solver objective: its dollars at planned "
+        "prices plus penalties that are not billed (unmet demand, churn and restarts)",
+        "period_planned_usd": "the whole-period plan's dollars at its planned prices "
+        "(commitments every hour)",
+        "planned_usd": "the replayed planning loop's plan (re-planned on each step's forecast "
+        "and snapshot) at its planned prices, commitments every hour",
+        "billed_usd": "that plan billed on the actual demand and market, after the "
+        "lifecycle's reactions to lost spot",
+    }
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "objective_usd": round(self.objective_usd, 2),
+            "period_planned_usd": round(self.period_planned_usd, 2),
+            "planned_usd": round(self.planned_usd, 2),
+            "billed_usd": round(self.billed_usd, 2),
+            "objective_less_planned": [
+                {"what": w, "usd": round(v, 2)} for w, v in self.objective_less_planned
+            ],
+            "billed_less_planned": [
+                {"what": w, "usd": round(v, 2)} for w, v in self.billed_less_planned
+            ],
+            "definitions": dict(self.DEFINITIONS),
+        }
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The "what to do" section of a what-if (module docstring)."""
+
+    commitments: tuple[CommitmentBuy, ...]
+    commitments_from: str  # "period plan" or "on top of what is owned"
+    first_week_hours: int
+    pools: tuple[PoolCount, ...]
+    by_workload: tuple[CostShare, ...]
+    by_team: tuple[CostShare, ...]
+    reconciliation: Reconciliation
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "commitments": [c.to_dict() for c in self.commitments],
+            "commitments_from": self.commitments_from,
+            "first_week": {
+                "hours": self.first_week_hours,
+                "rounding": "whole instances: the plan's instances per pool-hour summed over "
+                "workloads, rounded up; committed rows count the committed instances in use "
+                "per commitment group (all bought are paid)",
+                "pools": [p.to_dict() for p in self.pools],
+            },
+            "cost_by_workload": [c.to_dict() for c in self.by_workload],
+            "cost_by_team": [c.to_dict() for c in self.by_team],
+            "reconciliation": self.reconciliation.to_dict(),
+        }
+
+
+def advise(result: WhatIfResult) -> Advice:
+    """The advice of ``result`` (its ``spotfolio`` scenario and, for the buy
+    decision and the objective, the whole-period plan in ``result.inputs``)."""
+    if result.inputs is None:
+        raise ValueError("a what-if result without its inputs (run_whatif keeps them)")
+    inputs = result.inputs
+    ours = result.scenario(SPOTFOLIO)
+    snapshot = inputs.snapshot
+    if result.owned:
+        buys, source = result.next_buy, "on top of what is owned"
+    else:
+        buys, source = inputs.period_plan.commitments, "period plan"
+    hours = min(FIRST_WEEK_HOURS, ours.plan.hours)
+    return Advice(
+        commitments=tuple(_buy(c, snapshot) for c in buys if c.instances > 0),
+        commitments_from=source,
+        first_week_hours=hours,
+        pools=whole_instances(ours.plan, snapshot, hours),
+        by_workload=(shares := _by_workload(ours.plan, ours.bill, inputs.workloads)),
+        by_team=_by_team(shares),
+        reconciliation=_reconcile(inputs.period_plan, ours.plan, ours.bill, inputs.workloads),
+    )
+
+
+def _buy(c: Commitment, snapshot: MarketSnapshot) -> CommitmentBuy:
+    k = c.key
+    pools = snapshot.by_key()
+    snap = pools.get(c.pool_key)
+    family = snap.instance.family if snap is not None else k.instance_type.split(".")[0]
+    return CommitmentBuy(
+        k.provider, k.region, k.instance_type, family, c.term_years, c.payment, c.instances,
+        c.usd_per_instance_hour, c.obligation_usd, c.monthly_saving_usd, c.utilisation,
+        c.breakeven_utilisation,
+    )  # fmt: skip
+
+
+def whole_instances(plan: Plan, snapshot: MarketSnapshot, hours: int) -> tuple[PoolCount, ...]:
+    """Whole instances per (pool, tier) for each of the plan's first ``hours``
+    (module docstring: the pool-hour's instances summed, rounded up)."""
+    a = plan.hourly_instances()
+    a = a[a["hour"] < hours]
+    counts: dict[tuple[str, str], np.ndarray] = {}
+    names: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for key, tier, hour, n, w in zip(a["pool_key"], a["tier"], a["hour"], a["instances"],
+                                     a["workload"], strict=True):  # fmt: skip
+        cell = (_where(str(key), str(tier)), str(tier))
+        arr = counts.setdefault(cell, np.zeros(hours))
+        arr[int(hour)] += float(n)
+        names[cell].add(str(w))
+    units_of = {p.pool.instance_type: p.instance.units for p in snapshot.pools}
+    out = []
+    for (key, tier), arr in sorted(counts.items()):
+        whole = tuple(math.ceil(x - COUNT_EPS) if x > COUNT_EPS else 0 for x in arr)
+        itype = key.rsplit("/", 1)[-1]
+        units = units_of.get(itype, 1)
+        out.append(PoolCount(key, tier, itype, units, tuple(sorted(names[(key, tier)])), whole))
+    return tuple(out)
+
+
+def _where(pool_key: str, tier: str) -> str:
+    """A pool key, or for committed capacity its commitment group: a
+    commitment serves any zone of its region, and the plan's rows name a
+    representative pool that may change from one re-plan to the next."""
+    if tier != "committed":
+        return pool_key
+    k = PoolKey.parse(pool_key)
+    return str(CommitmentKey(k.provider, k.region, k.instance_type))
+
+
+def _team(w_team: str | None, tags: Mapping[str, str]) -> str | None:
+    return w_team or tags.get("team")
+
+
+def _by_workload(plan: Plan, bill: Bill, workloads: WorkloadSet) -> tuple[CostShare, ...]:
+    own = {n: bill.by_workload_usd.get(n, 0.0) for n in workloads.names()}
+    # committed dollars each workload used, as the bill charges them (its
+    # committed rows at their price); the rest of the commitments is unused
+    a = plan.hourly_instances()
+    committed = a[a["tier"] == "committed"]
+    usd = committed["instances"].to_numpy(dtype=float) * committed[
+        "usd_per_instance_hour"
+    ].to_numpy(dtype=float)
+    used: dict[str, float] = defaultdict(float)
+    for name, x in zip(committed["workload"], usd, strict=True):
+        used[str(name)] += float(x)
+    used_total = sum(used.values())
+    unused = bill.total_usd - sum(own.values())
+    out = []
+    for w in workloads.workloads:
+        share = unused * used[w.name] / used_total if used_total > 1e-9 else 0.0
+        out.append(CostShare(w.name, _team(w.team, w.tags), own[w.name] + share, share,
+                             bill.unmet_unit_hours.get(w.name, 0.0)))  # fmt: skip
+    if used_total <= 1e-9 and abs(unused) > 0.005:
+        out.append(CostShare(UNUSED, None, unused, unused, 0.0))
+    return tuple(out)
+
+
+def _by_team(rows: tuple[CostShare, ...]) -> tuple[CostShare, ...]:
+    total: dict[str, list[float]] = {}
+    for r in rows:
+        team = NO_TEAM if r.name == UNUSED or r.team is None else r.team
+        t = total.setdefault(team, [0.0, 0.0, 0.0])
+        t[0] += r.total_usd
+        t[1] += r.unused_commitment_usd
+        t[2] += r.unmet_unit_hours
+    return tuple(CostShare(k, k, *v) for k, v in sorted(total.items()))
+
+
+def _reconcile(period: Plan, planned: Plan, bill: Bill, workloads: WorkloadSet) -> Reconciliation:
+    period_planned = period.planned_cost_usd()
+    unmet_penalty = 0.0
+    for w in workloads.workloads:
+        unmet = period.unmet_unit_hours.get(w.name, 0.0)
+        unmet_penalty += unmet * w.unmet_penalty_usd_per_unit_hour
+    rest = period.objective_usd - period_planned - unmet_penalty
+    obj_parts: list[tuple[str, float]] = []
+    if abs(unmet_penalty) > 0.005:
+        obj_parts.append(("unmet-demand penalty", unmet_penalty))
+    obj_parts.append(("churn, restart and other penalties", rest))
+    planned_usd = planned.planned_cost_usd()
+    parts = [
+        ("break-glass on-demand (lifecycle)", bill.break_glass_usd),
+        ("top-up for demand above the forecast", bill.forecast_error_usd),
+        ("job catch-up at the deadline", bill.catch_up_usd),
+        ("work carried to the next period", -bill.work_ahead_usd),
+    ]
+    known = sum(v for _, v in parts)
+    parts.append(
+        ("actual spot prices and held share, lifecycle spot replacements",
+         bill.total_usd - planned_usd - known)
+    )  # fmt: skip
+    parts = [(w, v) for w, v in parts if abs(v) > 0.005]
+    return Reconciliation(period.objective_usd, period_planned, planned_usd, bill.total_usd,
+                          tuple(obj_parts), tuple(parts))  # fmt: skip
+
+
+def _r(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(float(x), digits)
