@@ -27,6 +27,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from broker.planning.optimizer.regions import check_allow_lists
 from markets.commitments import OwnedCommitment
 from markets.errors import InputError
 from markets.model import MarketSnapshot, PoolSnapshot
@@ -362,6 +363,7 @@ def build_problem(
         costs = CostTable.compute(snapshot, workloads, options.cost_options)
     else:
         costs.check(snapshot, workloads, options.cost_options)
+    check_allow_lists(costs)  # a workload its providers/regions leave no pool: exit 2
     return PlanningProblem(
         start=snapshot.at,
         hours=hours,
