@@ -30,8 +30,9 @@ from markets.model import (
     Provider,
 )
 from policies.workloads.spec import parse_workloads
+from tests.paths import REPO
 
-EXAMPLE = Path(__file__).parents[5] / "policies" / "examples" / "workloads.yaml"
+EXAMPLE = REPO / "policies" / "examples" / "workloads.yaml"
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
 # Two providers, three regions, two zones each; spot cheapest in us-east-1.
