@@ -25,7 +25,6 @@ from markets.clock import ensure_utc
 from markets.default.calibration import MODEL_HAZARD_CONFIDENCE
 from markets.default.spot_model import PoolModel, SpotModel, ZoneModel
 from markets.errors import InputError
-from markets.options import parse_names
 from markets.model import (
     Hazard,
     HazardSource,
@@ -35,6 +34,7 @@ from markets.model import (
     PoolSnapshot,
     Provider,
 )
+from markets.options import parse_names
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,13 +96,10 @@ class DefaultMarket:
         # ``--market-option regions=`` / ``zones=``: only the pools there, as
         # the live and recorded markets do; a name the catalog's market does
         # not hold is the user's typo (exit 2 listing the names it does).
-        for option, names, of in (
-            ("regions", regions, lambda p: p.region),
-            ("zones", zones, lambda p: p.zone),
-        ):
+        for option, names, attr in (("regions", regions, "region"), ("zones", zones, "zone")):
             if names is None:
                 continue
-            have = {of(p) for p in self._pools}
+            have = {str(getattr(p, attr)) for p in self._pools}
             missing = sorted(set(names) - have)
             if missing:
                 raise InputError(
@@ -111,7 +108,7 @@ class DefaultMarket:
                     f"{option} of the default market: {', '.join(sorted(have))}",
                     got=", ".join(missing),
                 )
-            self._pools = [p for p in self._pools if of(p) in names]
+            self._pools = [p for p in self._pools if getattr(p, attr) in names]
         if not self._pools:
             raise InputError(
                 "--market-option zones",
@@ -304,7 +301,9 @@ _REGION = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
 _ZONE = _REGION
 
 
-def _names(value: object, option: str, pattern: re.Pattern[str], what: str) -> tuple[str, ...] | None:
+def _names(
+    value: object, option: str, pattern: re.Pattern[str], what: str
+) -> tuple[str, ...] | None:
     if value is None:
         return None
     return parse_names(value, f"--market-option {option}", pattern, what)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the problem builder imports this module: no PuLP at run tim
 
 __all__ = [
     "RegionCap",
+    "allow_list_lines",
     "check_allow_lists",
     "region_caps",
     "region_key",
@@ -113,6 +114,18 @@ def region_share_cap(w: Workload, target_units: float, used_units: float) -> flo
     if w.max_region_share >= 1.0:
         return math.inf
     return w.max_region_share * target_units - used_units
+
+
+def allow_list_lines(w: Workload) -> list[str]:
+    """What the explanation says of ``w``'s allow-lists (nothing when unset)."""
+    out = []
+    if w.providers is not None:
+        out.append(
+            f"{w.name}: providers {', '.join(p.value for p in w.providers)} only (allow-list)"
+        )
+    if w.regions is not None:
+        out.append(f"{w.name}: regions {', '.join(w.regions)} only (allow-list)")
+    return out
 
 
 def check_allow_lists(costs: CostTable) -> None:

@@ -116,7 +116,9 @@ def test_replacements_and_upgrades_stay_inside_the_workloads_allow_lists() -> No
         ),
     )
     free = LifecycleManager(
-        _sweeps(["g5.xlarge"], allow_upgrade=True), ManualClock(T0), LifecycleConfig(horizon_start=T0)
+        _sweeps(["g5.xlarge"], allow_upgrade=True),
+        ManualClock(T0),
+        LifecycleConfig(horizon_start=T0),
     )
     free.on_market(market)
     assert free.instead("sweeps", G5, Tier.SPOT, 1, {G5}) == (west + "g5.xlarge", 1)

@@ -4,7 +4,6 @@ region share cap beside zone and pool, in the MILP and the fast path."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -147,6 +146,9 @@ def test_allow_lists_keep_every_tier_in_the_listed_regions_and_providers(planner
     assert set(east.tier) == {"spot", "on_demand"}
     assert set(a[a.workload == "gcp-only"].pool_key.str.split("/").str[0]) == {"gcp"}
     assert plan.unmet_unit_hours.get("east", 0.0) == pytest.approx(0.0, abs=1e-6)
+    if planner == "milp":
+        lines = "\n".join(plan.explanations["east"].lines())
+        assert "bound: east: regions us-west-2 only (allow-list)" in lines
 
 
 def test_the_default_fleets_serving_api_with_regions_us_east_1_lands_only_there() -> None:
@@ -254,4 +256,6 @@ def test_no_plan_violates_the_allow_lists_or_the_region_caps(
     if fleet_share is not None:
         fleet_units = _region_units(plan).to_numpy()
         if fleet_units.size:
-            assert np.all(fleet_units <= fleet_share * fleet_units.sum(axis=1, keepdims=True) + 1e-6)
+            assert np.all(
+                fleet_units <= fleet_share * fleet_units.sum(axis=1, keepdims=True) + 1e-6
+            )
