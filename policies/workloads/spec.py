@@ -28,6 +28,12 @@ A file looks like (the shipped example is ``policies/examples/workloads.yaml``):
         class: serving
         instance_types: [g5.12xlarge, g6.12xlarge]
         demand: {base_units: 32, peak_units: 64, peak_start_hour: 9, peak_end_hour: 21}
+        regions: [us-east-1, us-west-2]   # optional allow-lists: regions and
+        providers: [aws]                  # providers it may run in (every tier)
+        max_region_share: 0.5             # at most half of its spot in one region
+
+Allow-lists filter the market per workload (``policies.cost_table``): a pool
+outside them is in no plan, baseline or replacement of that workload.
 """
 
 from __future__ import annotations

@@ -337,8 +337,14 @@ def build_problem(
             )
     wanted = set(workloads.instance_types())
     series: list[PoolSeries] = []
+    # A pool no workload may use (its type, or its allow-lists: ``regions``)
+    # is left out here: it cuts no adaptive period and sizes nothing.
     for snap in snapshot.pools:
-        if snap.pool.instance_type not in wanted:
+        if snap.pool.instance_type not in wanted or not any(
+            snap.pool.instance_type in w.instance_types
+            and w.allows(snap.pool.provider.value, snap.pool.region)
+            for w in workloads.workloads
+        ):
             continue
         key = snap.pool.key
         price = snap.planning_spot_usd_per_hour  # regime + volatility margin, as the cost table
@@ -356,7 +362,7 @@ def build_problem(
             "market",
             None,
             "at least one pool offering an instance type some workload accepts "
-            f"({', '.join(sorted(wanted))})",
+            f"({', '.join(sorted(wanted))}) where its providers and regions allow",
         )
     demand = {k: np.asarray(v[:hours], dtype=float) for k, v in serving_demand.items()}
     if costs is None:
