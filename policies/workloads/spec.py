@@ -360,7 +360,7 @@ class Workload(StrictModel):
     def allows(self, provider: str, region: str) -> bool:
         """Whether the allow-lists (``providers``, ``regions``) admit a pool
         of ``provider`` in ``region`` (both ``None``: everywhere)."""
-        if self.providers is not None and provider not in {p.value for p in self.providers}:
+        if self.providers is not None and provider not in {str(p) for p in self.providers}:
             return False
         return self.regions is None or region in self.regions
 
