@@ -219,13 +219,26 @@ def _contracts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, float],
             "max_region_share": draw(st.sampled_from([0.34, 0.5, 0.7, 1.0])),
         }
         places = draw(st.lists(st.sampled_from(_REGIONS), min_size=1, max_size=3, unique=True))
-        kind = draw(st.sampled_from(["none", "regions", "providers", "both"]))
-        if kind in ("regions", "both"):
+        lists = draw(st.sampled_from(["none", "regions", "providers", "both"]))
+        if lists in ("regions", "both"):
             contract["regions"] = sorted({r for _p, r in places})
-        if kind in ("providers", "both"):
+        if lists in ("providers", "both"):
             contract["providers"] = sorted({p for p, _r in places})
-        workloads.append(_serving(f"w{i}", **contract))
-        demand[f"w{i}"] = float(draw(st.integers(1, 40)))
+        kind = draw(st.sampled_from(["serving", "batch", "training"]))
+        amount = float(draw(st.integers(1, 40)))
+        if kind == "serving":
+            workloads.append(_serving(f"w{i}", **contract))
+            demand[f"w{i}"] = amount
+        elif kind == "batch":
+            workloads.append(
+                {**_serving(f"w{i}", **contract), "class": "batch", "unit_hours": amount,
+                 "deadline_hours": 2, "max_units": 40}
+            )  # fmt: skip
+        else:
+            workloads.append(
+                {**_serving(f"w{i}", **contract), "class": "training", "min_units": 4,
+                 "max_units": 4, "unit_hours": 8, "deadline_hours": 2}
+            )  # fmt: skip
     fleet = draw(st.sampled_from([None, 0.5, 0.8]))
     return workloads, demand, fleet
 
