@@ -141,12 +141,16 @@ def cost_entries(
     interruption_multiplier: float = 1.0,
     checkpoint_write_seconds: float | None = None,
 ) -> list[CostEntry]:
-    """Entries for every pool whose instance type the workload accepts,
-    cheapest effective spot first (pools without usable spot last)."""
+    """Entries for every pool whose instance type the workload accepts, in
+    a provider and region its allow-lists admit (``Workload.allows``: a pool
+    left out here is in no plan, baseline or replacement), cheapest effective
+    spot first (pools without usable spot last)."""
     out: list[CostEntry] = []
     for snap in pools:
         itype = snap.pool.instance_type
         if itype not in workload.instance_types:
+            continue
+        if not workload.allows(snap.pool.provider.value, snap.pool.region):
             continue
         thr = workload.throughput_of(itype)
         work = snap.instance.units * thr

@@ -22,6 +22,7 @@ from broker.lifecycle.disruption import DisruptionBudget
 from broker.lifecycle.fallback import Blockers, options
 from broker.lifecycle.values import CheckpointVerdict
 from broker.lifecycle.view import Candidate, Candidates, Tally
+from markets.keys import PoolKey
 from markets.model import Tier
 from policies.checkpoint import NOTICE_SECONDS, daly_interval, notice_checkpoint_fits
 from policies.workloads.spec import Workload, WorkloadClass
@@ -48,16 +49,28 @@ class Guards(Blockers):
     churn: DisruptionBudget
 
 
+def _region(pool_key: str) -> tuple[str, str]:
+    k = PoolKey.parse(pool_key)
+    return (k.provider, k.region)
+
+
 def shares_ok(w: Workload, tally: Tally, c: Candidate, units: float) -> bool:
-    """Adding ``units`` of spot in ``c`` keeps the workload within its zone and
-    pool shares of spot. A zone or pool holding none of its spot yet is always
-    allowed: spreading into it can only lower the concentration."""
+    """Adding ``units`` of spot in ``c`` keeps the workload within its zone,
+    pool and region shares of spot. A zone, pool or region holding none of its
+    spot yet is always allowed: spreading into it can only lower the
+    concentration."""
     after = tally.spot_units + units
     in_zone = tally.spot_by_zone.get(c.zone_key, 0.0)
     if in_zone > _EPS and in_zone + units > w.max_zone_share * after + _EPS:
         return False
     in_pool = tally.spot_by_pool.get(c.pool_key, 0.0)
-    return not (in_pool > _EPS and in_pool + units > w.max_pool_share * after + _EPS)
+    if in_pool > _EPS and in_pool + units > w.max_pool_share * after + _EPS:
+        return False
+    if w.max_region_share >= 1.0:
+        return True
+    region = _region(c.pool_key)
+    in_region = sum(v for k, v in tally.spot_by_pool.items() if _region(k) == region)
+    return not (in_region > _EPS and in_region + units > w.max_region_share * after + _EPS)
 
 
 def find_spot(

@@ -46,7 +46,7 @@ from broker.lifecycle.view import Candidate, FleetView, Pending
 from markets.clock import Clock, ensure_utc
 from markets.fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
-from markets.model import MarketSnapshot, Tier
+from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.breakglass import CircuitBreakers
 from policies.cost_table import CostTable
 from policies.online.deadline import Mode
@@ -244,7 +244,7 @@ class LifecycleManager:
         )
         snap = self._choose.pool(failed_pool)
         ups = (
-            upgrades(lost, snap.instance, self._choose.costs.pools.values(), w.instance_types)
+            upgrades(lost, snap.instance, self._allowed_pools(w), w.instance_types)
             if w.allow_upgrade and lost is not None and snap is not None
             else ()
         )
@@ -466,6 +466,15 @@ class LifecycleManager:
         return self._decision(notice, out, w.name, inst, cp)
 
     # --- the deadline rule (broker.lifecycle.deadline) ------------------------------
+
+    def _allowed_pools(self, w: Workload) -> list[PoolSnapshot]:
+        """The market's pools in a provider and region ``w``'s allow-lists
+        admit: an upgrade is a replacement and goes nowhere else."""
+        return [
+            p
+            for p in self._choose.costs.pools.values()
+            if w.allows(p.pool.provider.value, p.pool.region)
+        ]
 
     def _governed(self, w: Workload) -> bool:
         """The deadline rule decides for ``w`` (``broker.lifecycle.tiers``)."""

@@ -53,9 +53,9 @@ from datetime import datetime
 
 from broker.planning.plan import Plan
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
-from markets.keys import launch_key, terminate_key
+from markets.keys import PoolKey, launch_key, terminate_key
 from markets.model import Tier
-from policies.workloads.spec import WorkloadClass, WorkloadSet
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = [
     "Slot",
@@ -93,18 +93,25 @@ def _largest_remainder(values: Sequence[float]) -> list[int]:
 
 
 def desired_now(plan: Plan, at: datetime, workloads: WorkloadSet) -> dict[Slot, int]:
-    """Whole instances per (workload, pool, tier) for the hour in force at ``at``."""
+    """Whole instances per (workload, pool, tier) for the hour in force at
+    ``at``. A row in a provider or region the workload's allow-lists no
+    longer admit (a plan made before they changed) is dropped: the diff then
+    ends what runs there and launches nothing there."""
     a = plan.allocations
     if a.empty:
         return {}
     h = plan_hour(plan, at)
     rows = a[(a["hour_start"] <= h) & (a["hour_end"] > h)]
     classes = {w.name: w.workload_class for w in workloads.workloads}
+    specs = {w.name: w for w in workloads.workloads}
     out: dict[Slot, int] = {}
     groups: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     for w, pool, tier, n in zip(
         rows["workload"], rows["pool_key"], rows["tier"], rows["instances"], strict=True
     ):
+        spec = specs.get(str(w))
+        if spec is not None and not _allowed(spec, str(pool)):
+            continue
         if classes.get(str(w)) is WorkloadClass.SERVING:
             k = math.ceil(float(n) - _EPS)
             if k > 0:
@@ -116,6 +123,11 @@ def desired_now(plan: Plan, at: datetime, workloads: WorkloadSet) -> dict[Slot, 
             if k > 0:
                 out[(w, pool, tier)] = k
     return out
+
+
+def _allowed(w: Workload, pool_key: str) -> bool:
+    k = PoolKey.parse(pool_key)
+    return w.allows(k.provider, k.region)
 
 
 def apply_deltas(desired: Mapping[Slot, int], deltas: Mapping[Slot, int]) -> dict[Slot, int]:

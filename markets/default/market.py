@@ -14,6 +14,7 @@ Never uses the wall clock: the history starts at ``start`` (default
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ from markets.model import (
     PoolSnapshot,
     Provider,
 )
+from markets.options import parse_names
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,6 +67,8 @@ class DefaultMarket:
         start: datetime | None = None,
         days: int = 90,
         instance_types: tuple[str, ...] | None = None,
+        regions: tuple[str, ...] | None = None,
+        zones: tuple[str, ...] | None = None,
     ) -> None:
         if days < 1:
             raise InputError("--days", None, "a whole number of days >= 1", got=days)
@@ -89,6 +93,28 @@ class DefaultMarket:
             ),
             key=lambda p: p.key,
         )
+        # ``--market-option regions=`` / ``zones=``: only the pools there, as
+        # the live and recorded markets do; a name the catalog's market does
+        # not hold is the user's typo (exit 2 listing the names it does).
+        for option, names, attr in (("regions", regions, "region"), ("zones", zones, "zone")):
+            if names is None:
+                continue
+            have = {str(getattr(p, attr)) for p in self._pools}
+            missing = sorted(set(names) - have)
+            if missing:
+                raise InputError(
+                    f"--market-option {option}",
+                    None,
+                    f"{option} of the default market: {', '.join(sorted(have))}",
+                    got=", ".join(missing),
+                )
+            self._pools = [p for p in self._pools if getattr(p, attr) in names]
+        if not self._pools:
+            raise InputError(
+                "--market-option zones",
+                None,
+                "at least one pool of the given instance types in the given regions and zones",
+            )
 
     # --- parameters ---------------------------------------------------------
     def pool_model(self, pool_key: str) -> PoolModel:
@@ -251,9 +277,33 @@ def open_default_market(
     start: datetime | None = None,
     days: int = 90,
     instance_types: tuple[str, ...] | list[str] | None = None,
+    regions: object = None,
+    zones: object = None,
     **_: object,
 ) -> DefaultMarket:
-    """The embedded default market (registered as ``default``). Other options a
-    composition root passes to every market (``path``, ...) are ignored."""
+    """The embedded default market (registered as ``default``). ``regions`` /
+    ``zones`` (sequences or comma-separated strings) keep only the pools
+    there. Other options a composition root passes to every market (``path``,
+    ...) are ignored."""
     types = tuple(instance_types) if instance_types else None
-    return DefaultMarket(seed=seed, start=start, days=days, instance_types=types)
+    return DefaultMarket(
+        seed=seed,
+        start=start,
+        days=days,
+        instance_types=types,
+        regions=_names(regions, "regions", _REGION, "region names like us-east-1"),
+        zones=_names(zones, "zones", _ZONE, "zone names like us-east-1a"),
+    )
+
+
+# Both clouds' names (AWS us-east-1 / us-east-1a, GCP us-central1 / us-central1-a).
+_REGION = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
+_ZONE = _REGION
+
+
+def _names(
+    value: object, option: str, pattern: re.Pattern[str], what: str
+) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    return parse_names(value, f"--market-option {option}", pattern, what)

@@ -65,6 +65,8 @@ class ClassPolicy(StrictModel):
     max_spot_share: Annotated[float, Bounded(ge=0.0, le=1.0)] = 1.0
     max_zone_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 0.5
     max_pool_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 0.5
+    # Most of a workload's spot in one (provider, region): 1.0 is no cap.
+    max_region_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 1.0
     unmet_penalty_usd_per_unit_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] = 15.0
     priority: Annotated[int, Bounded(ge=-1_000_000, le=1_000_000)] = 1
     checkpoint_write_seconds: Annotated[float, Bounded(ge=0.0, le=DAY_S, unit="seconds")] = 60.0

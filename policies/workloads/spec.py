@@ -28,6 +28,12 @@ A file looks like (the shipped example is ``policies/examples/workloads.yaml``):
         class: serving
         instance_types: [g5.12xlarge, g6.12xlarge]
         demand: {base_units: 32, peak_units: 64, peak_start_hour: 9, peak_end_hour: 21}
+        regions: [us-east-1, us-west-2]   # optional allow-lists: regions and
+        providers: [aws]                  # providers it may run in (every tier)
+        max_region_share: 0.5             # at most half of its spot in one region
+
+Allow-lists filter the market per workload (``policies.cost_table``): a pool
+outside them is in no plan, baseline or replacement of that workload.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from typing import Annotated, Self
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from markets.errors import InputError
-from markets.model import Tier
+from markets.model import Provider, Tier
 from markets.numbers import DAY_S, MAX_HOURS, MAX_UNITS, MAX_USD, Bounded
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
 from policies.workloads.classes import (
@@ -70,6 +76,9 @@ __all__ = [
 ]
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# Any cloud's region name: lowercase words and digits joined by '-' (AWS
+# us-east-1, GCP europe-west4); whether the market has it is build_problem's.
+_REGION_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
 
 
 # Which class-specific fields apply to which classes (the rest are common).
@@ -164,6 +173,14 @@ class Workload(StrictModel):
     max_spot_share: Annotated[float, Bounded(ge=0.0, le=1.0)] = 1.0
     max_zone_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 0.5
     max_pool_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 0.5
+    # Region-level diversification beside zone and pool: at most this share of
+    # the workload's spot units in one (provider, region); 1.0 is no cap.
+    max_region_share: Annotated[float, Bounded(gt=0.0, le=1.0)] = 1.0
+    # Where the workload may run at all (None: anywhere the market has pools):
+    # providers by name (aws, gcp), regions by the provider's name
+    # (us-east-1, europe-west4). Every tier, every plan and every replacement.
+    providers: list[Provider] | None = Field(default=None, min_length=1, max_length=8)
+    regions: list[str] | None = Field(default=None, min_length=1, max_length=500)
     unmet_penalty_usd_per_unit_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] = 15.0
     budget_usd: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
     budget_usd_per_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
@@ -230,6 +247,26 @@ class Workload(StrictModel):
             raise ValueError(f"each instance type listed once (repeated: {', '.join(dupes)})")
         if any(not t.strip() for t in v):
             raise ValueError("non-empty instance type names")
+        return v
+
+    @field_validator("regions")
+    @classmethod
+    def _region_names(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        bad = [r for r in v if not _REGION_RE.match(r)]
+        if bad:
+            raise ValueError(f"region names like us-east-1 or europe-west4 (got {bad[0]!r})")
+        dupes = sorted({r for r in v if v.count(r) > 1})
+        if dupes:
+            raise ValueError(f"each region listed once (repeated: {', '.join(dupes)})")
+        return v
+
+    @field_validator("providers")
+    @classmethod
+    def _unique_providers(cls, v: list[Provider] | None) -> list[Provider] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("each provider listed once")
         return v
 
     @field_validator("throughput")
@@ -327,6 +364,13 @@ class Workload(StrictModel):
             raise KeyError(f"{instance_type!r} is not acceptable to workload {self.name!r}")
         return float(self.throughput.get(instance_type, default))
 
+    def allows(self, provider: str, region: str) -> bool:
+        """Whether the allow-lists (``providers``, ``regions``) admit a pool
+        of ``provider`` in ``region`` (both ``None``: everywhere)."""
+        if self.providers is not None and provider not in {str(p) for p in self.providers}:
+            return False
+        return self.regions is None or region in self.regions
+
     def preference_rank(self, instance_type: str) -> int:
         """0 for the most preferred acceptable type (ValueError if not acceptable)."""
         return self.instance_types.index(instance_type)
@@ -367,6 +411,10 @@ class WorkloadSet(StrictModel):
     tier_budget_usd_per_day: dict[Tier, Annotated[float, Bounded(gt=0.0, le=MAX_USD)]] = Field(
         default_factory=dict
     )
+    # Fleet-wide region cap: every workload's spot is held to at most this
+    # share in one (provider, region) (its own max_region_share if lower),
+    # hence the fleet's spot too (the sum of shares each within the cap).
+    max_region_share: Annotated[float, Bounded(gt=0.0, le=1.0)] | None = None
     # Each workload adds its own variables and rows to the plan: a thousand
     # is beyond any fleet and keeps the solver's model in memory.
     workloads: list[Workload] = Field(min_length=1, max_length=MAX_WORKLOADS)
@@ -393,6 +441,10 @@ class WorkloadSet(StrictModel):
             if w.name in seen:
                 raise FieldError(f"workloads[{i}].name", "a name not used before", w.name)
             seen.add(w.name)
+        if self.max_region_share is not None:
+            for w in self.workloads:
+                if w.max_region_share > self.max_region_share:
+                    object.__setattr__(w, "max_region_share", self.max_region_share)
         return self
 
     def names(self) -> list[str]:

@@ -3,8 +3,8 @@
 Owns: ``fast_plan``. For revocations and storms there is no time for a MILP:
 this fills each period's demand from the cheapest sources in effective-cost
 order, honouring every rule the MILP honours (non-revocable base, gang sizes
-and gang minimum on non-revocable tiers, max spot share, zone and pool caps on
-spot, pool capacity shared between workloads, deadlines), in milliseconds.
+and gang minimum on non-revocable tiers, max spot share, zone, pool and region
+caps on spot, pool capacity shared between workloads, deadlines), in milliseconds.
 Commitments are taken as given (``problem.committed_fixed``; none by default),
 since buying them is a horizon decision, not a reaction.
 
@@ -35,6 +35,7 @@ import pandas as pd
 from broker.planning.optimizer.budgets import cap_allocations
 from broker.planning.optimizer.domains import spread_key
 from broker.planning.optimizer.problem import PlanningProblem
+from broker.planning.optimizer.regions import region_key, region_share_cap
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
 from markets.keys import CommitmentKey
 from markets.model import Tier
@@ -79,6 +80,7 @@ def _fill_spot(
     units instead when ``in_units``: a gang is sized in GPUs), within caps."""
     out: list[tuple[CostEntry, float]] = []
     zone_used: dict[str, float] = {}
+    region_used: dict[str, float] = {}
     remaining = target_work
     place = pools.place(entries)
     # Caps are shares of the spot *units* the workload ends up holding; taking
@@ -100,10 +102,17 @@ def _fill_spot(
         zone_cap = (
             w.max_zone_share * target_units - zone_used.get(zone, 0.0)
         ) / e.units_per_instance
-        n = min(pools.left[e.pool_key][t], pool_cap, zone_cap, remaining / work_per_inst)
+        region = region_key(e.pool_key)
+        region_cap = (
+            region_share_cap(w, target_units, region_used.get(region, 0.0)) / e.units_per_instance
+        )
+        n = min(
+            pools.left[e.pool_key][t], pool_cap, zone_cap, region_cap, remaining / work_per_inst
+        )
         if n <= 1e-9:
             continue
         zone_used[zone] = zone_used.get(zone, 0.0) + n * e.units_per_instance
+        region_used[region] = region_used.get(region, 0.0) + n * e.units_per_instance
         remaining -= n * work_per_inst
         out.append((e, n))
     out = _enforce_shares(w, out, place)
@@ -126,8 +135,10 @@ def _enforce_shares(
             return []
         worst = 0.0
         by_zone: dict[str, list[int]] = {}
+        by_region: dict[str, list[int]] = {}
         for i, (e, _n) in enumerate(alloc):
             by_zone.setdefault(place(e.key.zone_key), []).append(i)
+            by_region.setdefault(region_key(e.pool_key), []).append(i)
             over = units[i] - w.max_pool_share * total
             if over > 1e-9:
                 worst = max(worst, over)
@@ -139,6 +150,13 @@ def _enforce_shares(
                 worst = max(worst, over)
                 for i in members:
                     amounts[i] *= 1.0 - over / z_units
+        for members in by_region.values() if w.max_region_share < 1.0 else ():
+            r_units = sum(units[i] for i in members)
+            over = r_units - w.max_region_share * total
+            if over > 1e-9:
+                worst = max(worst, over)
+                for i in members:
+                    amounts[i] *= 1.0 - over / r_units
         if worst <= 1e-9:
             return [(e, n) for (e, _n), n in zip(alloc, amounts, strict=True) if n > 1e-9]
     return []

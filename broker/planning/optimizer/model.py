@@ -50,6 +50,7 @@ Constraints:
   diversification:        sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z,
                           and each failure domain of zones: ``domains``)
                           u S_{w,p,t} <= rho_w sum_p u S_{w,p,t}                 (each p)
+                          the same over each region at max_region_share (``regions``)
   pool capacity:          sum_w S_{w,p,t} <= cap_{p,t}
   commitments:            sum_w K_{w,g,t} <= C_g
   budgets:                fleet, per-workload and per-tier cost per hour <= B^h,
@@ -91,6 +92,7 @@ from broker.planning.optimizer.commitments import (
 )
 from broker.planning.optimizer.domains import domain_caps, spread_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
+from broker.planning.optimizer.regions import region_caps, widen_regions
 from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
 from markets.model import Tier
@@ -185,7 +187,7 @@ def _spot_candidates(
             zones.add(zone)
         if len(chosen) >= problem.options.max_spot_pools and len(zones) >= zones_needed:
             break
-    return chosen
+    return widen_regions(w, chosen, usable, "pool_key")  # enough regions for the region cap
 
 
 def _aggregate(
@@ -502,6 +504,21 @@ def _workload_period(
         prob += _lin([*spot_units, *[(v, -w.max_spot_share * c) for v, c in units]]) <= 0
     _diversify(built, w, spot, spot_units, name)
     _domains(problem, built, w, spot, spot_units, name)
+    _regions(built, w, spot, spot_units, name)
+
+
+def _regions(
+    built: BuiltModel, w: Workload, spot: list[AllocVar], spot_units: Terms, name: _Namer
+) -> None:
+    """The region cap beside zone and pool (``broker.planning.optimizer.regions``)."""
+    rows = [(a.pool_key, a.var, float(a.units_per_instance)) for a in spot]
+    for cap in region_caps(w, rows):
+        cname = name("region")
+        built.prob += (
+            _lin([*cap.terms, *[(v, -cap.share * c) for v, c in spot_units]]) <= 0,
+            cname,
+        )
+        built.described[cname] = cap.description
 
 
 def _domains(

@@ -27,6 +27,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from broker.planning.optimizer.regions import check_allow_lists
 from markets.commitments import OwnedCommitment
 from markets.errors import InputError
 from markets.model import MarketSnapshot, PoolSnapshot
@@ -336,8 +337,14 @@ def build_problem(
             )
     wanted = set(workloads.instance_types())
     series: list[PoolSeries] = []
+    # A pool no workload may use (its type, or its allow-lists: ``regions``)
+    # is left out here: it cuts no adaptive period and sizes nothing.
     for snap in snapshot.pools:
-        if snap.pool.instance_type not in wanted:
+        if snap.pool.instance_type not in wanted or not any(
+            snap.pool.instance_type in w.instance_types
+            and w.allows(snap.pool.provider.value, snap.pool.region)
+            for w in workloads.workloads
+        ):
             continue
         key = snap.pool.key
         price = snap.planning_spot_usd_per_hour  # regime + volatility margin, as the cost table
@@ -355,13 +362,14 @@ def build_problem(
             "market",
             None,
             "at least one pool offering an instance type some workload accepts "
-            f"({', '.join(sorted(wanted))})",
+            f"({', '.join(sorted(wanted))}) where its providers and regions allow",
         )
     demand = {k: np.asarray(v[:hours], dtype=float) for k, v in serving_demand.items()}
     if costs is None:
         costs = CostTable.compute(snapshot, workloads, options.cost_options)
     else:
         costs.check(snapshot, workloads, options.cost_options)
+    check_allow_lists(costs)  # a workload its providers/regions leave no pool: exit 2
     return PlanningProblem(
         start=snapshot.at,
         hours=hours,

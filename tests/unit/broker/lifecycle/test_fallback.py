@@ -91,3 +91,44 @@ def test_after_every_listed_type_a_larger_type_of_the_family_when_allowed() -> N
 )
 def test_is_upgrade(small: str, big: str, upgrade: bool) -> None:
     assert is_upgrade(instance_type(small), instance_type(big)) is upgrade
+
+
+def test_replacements_and_upgrades_stay_inside_the_workloads_allow_lists() -> None:
+    west = "aws/us-west-2/us-west-2a/"
+
+    def in_west(itype: str, spot: float, od: float) -> PoolSnapshot:
+        return PoolSnapshot(
+            pool=Pool.from_key(west + itype),
+            instance=instance_type(itype),
+            on_demand_usd_per_hour=od,
+            spot_usd_per_hour=spot,
+            hazard=Hazard(rate_per_hour=0.01, source=HazardSource.OBSERVED),
+            observed_at=T0,
+        )
+
+    # us-west-2 is cheaper for the listed type and for its upgrade
+    market = MarketSnapshot(
+        at=T0,
+        pools=(
+            *_market().pools,
+            in_west("g5.xlarge", 0.05, 0.50),
+            in_west("g5.2xlarge", 0.06, 0.60),
+        ),
+    )
+    free = LifecycleManager(
+        _sweeps(["g5.xlarge"], allow_upgrade=True),
+        ManualClock(T0),
+        LifecycleConfig(horizon_start=T0),
+    )
+    free.on_market(market)
+    assert free.instead("sweeps", G5, Tier.SPOT, 1, {G5}) == (west + "g5.xlarge", 1)
+    assert free.instead("sweeps", G5, Tier.SPOT, 1, {G5, west + "g5.xlarge"}) == (
+        west + "g5.2xlarge",
+        1,
+    )
+    ws = _sweeps(["g5.xlarge"], allow_upgrade=True, regions=["us-east-1"])
+    m = LifecycleManager(ws, ManualClock(T0), LifecycleConfig(horizon_start=T0))
+    m.on_market(market)
+    assert m.instead("sweeps", G5, Tier.SPOT, 1, {G5}) == (G5_2X, 1)
+    assert m.instead("sweeps", G5, Tier.ON_DEMAND, 1, {G5}) == (G5_2X, 1)
+    assert m.instead("sweeps", G5, Tier.SPOT, 1, {G5, G5_2X}) is None

@@ -17,7 +17,7 @@ from broker.planning.reconcile import (
     warm_up_seconds,
 )
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
-from markets.model import Tier
+from markets.model import Provider, Tier
 from policies.workloads.spec import default_workloads
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
@@ -183,3 +183,27 @@ def test_make_before_break_ends_surplus_that_is_not_ready_first() -> None:
     fleet = [_inst("a", P1, minutes=50), _inst("b", P1, minutes=50), _inst("c", P1, minutes=59)]
     (req,) = diff({("chat-api", P1, "spot"): 2}, fleet, 2, "me", now=now, warm_s=warm)
     assert isinstance(req, TerminateRequest) and req.instance_ids == ("c",)
+
+
+def test_a_plan_row_outside_the_workloads_allow_lists_is_never_launched_and_is_ended() -> None:
+    # A plan made before chat-api was limited to GCP: the daemon launches
+    # nothing in AWS for it and ends what runs there.
+    limited = WS.model_copy(
+        update={
+            "workloads": [
+                w.model_copy(update={"providers": [Provider.GCP]}) if w.name == "chat-api" else w
+                for w in WS.workloads
+            ]
+        }
+    )
+    gcp = "gcp/us-central1/us-central1-a/g2-standard-4"
+    plan = _plan([(0, "chat-api", "spot", P1, 2.0), (0, "chat-api", "spot", gcp, 1.0)])
+    assert desired_now(plan, T0, WS) == {
+        ("chat-api", P1, "spot"): 2,
+        ("chat-api", gcp, "spot"): 1,
+    }
+    want = desired_now(plan, T0, limited)
+    assert want == {("chat-api", gcp, "spot"): 1}
+    requests = diff(want, [_inst("i-1", P1)], owner="me", generation=1)
+    assert [r.pool_key for r in requests if isinstance(r, LaunchRequest)] == [gcp]
+    assert [r.instance_ids for r in requests if isinstance(r, TerminateRequest)] == [("i-1",)]
