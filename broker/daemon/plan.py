@@ -345,17 +345,23 @@ class PlanJob:
         start = snap.at.replace(minute=0, second=0, microsecond=0)
         caps = self._book.unavailable_capacity(now, hours)
         options = self._options(snap)
-        problem = window_problem(
-            snap,
-            self._workloads,
-            self._serving_demand(start, hours),
-            rolling,
-            hours=hours,
-            step_hours=self.step_hours,
-            options=options,
-            costs=self.costs(snap),
-            spot_capacity_instances=caps or None,
-        )
+        try:
+            # An allow-list the market of now cannot serve (a region missing
+            # from a live snapshot) is refused here: the plan in force stays.
+            problem = window_problem(
+                snap,
+                self._workloads,
+                self._serving_demand(start, hours),
+                rolling,
+                hours=hours,
+                step_hours=self.step_hours,
+                options=options,
+                costs=self.costs(snap),
+                spot_capacity_instances=caps or None,
+            )
+        except InputError as e:
+            log.error(kv("plan_refused", error=e, kept_generation=state.generation))
+            return None
         try:
             plan = self._solve(problem)
         except (InfeasiblePlanError, SolverTimeLimitError) as e:
