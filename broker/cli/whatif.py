@@ -21,6 +21,8 @@ actual demand and market. ``--json`` prints one object::
          "budget_exceeded_hours": int,
          "committed_instances": {group: int},
          "commitments": [{"group": str, "instances": int, "term_years": int,
+                          "kind": "instances" | "savings_plan",  # a plan: instances are
+                          "usd_per_hour": float,                 # $0.001/h steps
                           "payment": str, "usd_per_instance_hour": float,
                           "obligation_usd": float,       # the whole term
                           "monthly_saving_usd": float,   # vs the spot/on-demand mix
@@ -561,14 +563,21 @@ def _print_whatif(out: Mapping[str, object]) -> None:
     if "owned" in out:
         lines = ["given what is owned:"]
         for c in _rows(out["owned"]):
-            what = c["group"] or f"{c['kind']} ${n(c, 'usd_per_hour'):,.2f}/h (not planned yet)"
+            what = c["group"] or f"{c['kind']} ${n(c, 'usd_per_hour'):,.3f}/h"
             lines.append(f"  owned {c['id']}: {c['count'] or ''} {what}, "
                          f"{n(c, 'hours_left'):,.0f} h left (ends {c['end']})")  # fmt: skip
         buys = _rows(out.get("next_buy"))
         for c in buys:
-            lines.append(f"  buy next: {c['instances']} x {c['group']} ({c['term_years']}-year, "
+            size = (
+                f"${n(c, 'usd_per_hour'):,.3f}/h savings plan"
+                if c.get("kind") == "savings_plan"
+                else f"{c['instances']} x"
+            )
+            be = c.get("breakeven_utilisation")
+            pays = "" if not isinstance(be, int | float) else f", pays above {be:.0%} busy"
+            lines.append(f"  buy next: {size} {c['group']} ({c['term_years']}-year, "
                          f"{c['payment']}): obligation ${n(c, 'obligation_usd'):,.0f}, "
-                         f"saves ${n(c, 'monthly_saving_usd'):,.0f}/month")  # fmt: skip
+                         f"saves ${n(c, 'monthly_saving_usd'):,.0f}/month{pays}")  # fmt: skip
         if not buys:
             lines.append("  buy next: nothing (what is owned covers what pays)")
         console.print("\n".join(lines))

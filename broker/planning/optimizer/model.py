@@ -91,6 +91,11 @@ from broker.planning.optimizer.commitments import (
 )
 from broker.planning.optimizer.domains import domain_caps, spread_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
+from broker.planning.optimizer.savings_plans import (
+    OBJECTIVE_USD_PER_USD,
+    SavingsPlans,
+    is_savings_plan_group,
+)
 from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
 from markets.model import Tier
@@ -135,6 +140,7 @@ class BuiltModel:
     spot_pools: dict[str, list[str]] = field(default_factory=dict)
     term: TermTerms | None = None  # commitments valued over their term (``commitments``)
     owned: dict[str, list[float]] = field(default_factory=dict)  # group -> owned per period
+    savings_plans: SavingsPlans | None = None  # AWS Savings Plans (``savings_plans``)
 
 
 class _Namer:
@@ -288,7 +294,8 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             built.commit_price[g] = price
             built.commit_pool[g] = e.pool_key
     if problem.committed_fixed:
-        unknown = set(problem.committed_fixed) - set(built.commit_vars)
+        unknown = {g for g in problem.committed_fixed if not is_savings_plan_group(g)}
+        unknown -= set(built.commit_vars)
         if any(problem.committed_fixed[g] > 0 for g in unknown):
             raise InfeasiblePlanError(
                 "fixed commitments name groups no workload can use",
@@ -296,6 +303,11 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             )
 
     objective: Terms = [(v, built.commit_price[g] * H) for g, v in built.commit_vars.items()]
+    # AWS Savings Plans: $/h commitments over the types they cover
+    # (broker.planning.optimizer.savings_plans).
+    plans = built.savings_plans = SavingsPlans(problem, {w: od for w, (od, _c, _s) in
+                                                         per_w.items()}, name)  # fmt: skip
+    objective.extend((v, H * OBJECTIVE_USD_PER_USD) for v in plans.new_vars.values())
     commit_use: dict[tuple[str, int], Terms] = {}
     pool_use: dict[tuple[str, int], Terms] = {}
 
@@ -363,6 +375,10 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                 )
                 pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))
             built.allocs.extend(allocs)
+            plans.cover(w.name, t, L, [(a.var, a.pool_key, a.group, a.usd_per_instance_hour,
+                                        a.work_per_instance)
+                                       for a in allocs if a.tier is Tier.ON_DEMAND],
+                        prob, objective)  # fmt: skip
             for a in allocs:
                 if a.tier is not Tier.COMMITTED:
                     objective.append((a.var, L * a.usd_per_instance_hour))
@@ -401,11 +417,18 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             group_work[a.group] = max(group_work.get(a.group, 0.0), a.work_per_instance)
     owned = {g: owned_instances(problem, g) for g in built.commit_vars if g in owned_groups}
     tail_work = sum(owned_tail_instances(problem, g) * group_work.get(g, 0.0) for g in owned)
+    tail_work += plans.owned_tail_work()
+    for cell, terms in plans.committed_work().items():
+        committed_work.setdefault(cell, []).extend(terms)
+    group_work.update(plans.work_per_usd())  # a plan's c is dollars per hour
     built.owned = owned
-    built.term = add_term_valuation(problem, prob, built.commit_vars, built.commit_price,
+    sp_price = dict.fromkeys(plans.new_vars, OBJECTIVE_USD_PER_USD)
+    built.term = add_term_valuation(problem, prob, {**built.commit_vars, **plans.new_vars},
+                                    {**built.commit_price, **sp_price},
                                     committed_work, objective, name,
                                     owned_tail_work=tail_work,
                                     group_work=group_work)  # fmt: skip
+    plans.add_rows(prob, built.described)
     for (g, t), terms in commit_use.items():
         cname = name("commit")
         have_owned = owned[g][t] if g in owned else 0.0
@@ -418,6 +441,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         built.described[cname] = f"spot capacity of {p}: {cap:g} instances"
     # Every budget (workload, fleet, tier; per hour, horizon, day): ``budgets``.
     commit_hourly = [(v, built.commit_price[g]) for g, v in built.commit_vars.items()]
+    commit_hourly.extend((v, 1.0) for v in plans.new_vars.values())
     for terms, rhs, text in milp_rows(problem, built.allocs, commit_hourly):
         cname = name("budget")
         prob += _lin(terms) <= rhs, cname
