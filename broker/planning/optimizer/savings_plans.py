@@ -50,6 +50,7 @@ from datetime import timedelta
 
 import pulp
 
+from broker.planning.optimizer.aggregate import undominated_on_demand
 from broker.planning.optimizer.backend import LpVariable
 from broker.planning.optimizer.commitments import (
     alternative_usd_per_work_hour,
@@ -70,6 +71,7 @@ __all__ = [
     "OBJECTIVE_USD_PER_USD",
     "SavingsPlans",
     "ec2_group",
+    "on_demand_to_cover",
     "is_savings_plan_group",
     "rate_usd_per_instance_hour",
     "steps",
@@ -131,6 +133,37 @@ def rate_usd_per_instance_hour(
     share = savings_plan_share(kind)
     ratio = payment_ratio(Provider.AWS, term_years, payment)
     return od_usd_per_instance_hour * (1.0 - share * discount) * ratio
+
+
+def on_demand_to_cover(
+    problem: PlanningProblem,
+    before: Sequence[CostEntry],
+    after: Sequence[CostEntry],
+    committed: Sequence[CostEntry],
+    *,
+    integral: bool,
+) -> list[CostEntry]:
+    """A workload's on-demand options ``after`` dominance, plus the AWS ones
+    a plan may cover though another provider's on-demand is cheaper: of
+    ``before`` (every type's cheapest region), the types with a commitment
+    group kept (``committed``) when plans may be bought, and the cheapest AWS
+    option per throughput when an owned plan is there to pay for it."""
+    aws = [e for e in before if e.key.provider == Provider.AWS.value]
+    if not aws:
+        return list(after)
+    want: list[CostEntry] = []
+    if problem.options.allow_committed or problem.committed_fixed:
+        types = {e.instance_type for e in committed if e.key.provider == Provider.AWS.value}
+        want += [e for e in aws if e.instance_type in types]
+    if any(c.kind.is_savings_plan and c.provider is Provider.AWS for c in problem.owned):
+        want += undominated_on_demand(aws, integral=integral)
+    have = {e.pool_key for e in after}
+    out = list(after)
+    for e in want:
+        if e.pool_key not in have:
+            out.append(e)
+            have.add(e.pool_key)
+    return out
 
 
 @dataclass

@@ -192,3 +192,33 @@ def test_the_ec2_group_key_names_family_and_region() -> None:
     assert ec2_group("us-east-1", "p4d") == "aws/us-east-1/savings-plan-ec2-p4d"
     assert steps(0.6333333) == 634
     assert steps(0.634) == 634
+
+
+def test_an_owned_plan_pays_for_aws_though_another_cloud_is_cheaper_on_demand() -> None:
+    # GCP on-demand $0.90 beats AWS's $1.00, so dominance alone would drop
+    # AWS; an owned $0.70/h Compute plan covering g1 makes AWS the free one.
+    aws = _market({"g1": "g"})
+    inst = InstanceType(provider=Provider.GCP, name="c1", family="c", units=1, gpus=1, vcpus=4,
+                        memory_gib=16.0)  # fmt: skip
+    gcp = PoolSnapshot(
+        pool=Pool(
+            provider=Provider.GCP, region="us-central1", zone="us-central1-a", instance_type="c1"
+        ),  # fmt: skip
+        instance=inst,
+        on_demand_usd_per_hour=0.9,
+        placement_score=10,
+        observed_at=T0,
+    )
+    market = MarketSnapshot(at=T0, pools=(*aws.pools, gcp), source="test")
+    ws = parse_workloads({"workloads": [_serving("a", ["g1", "c1"])]}, demand_supplied=True)
+    opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False,
+                       allow_committed=False)  # fmt: skip
+    without = solve(build_problem(market, ws, {"a": np.full(24, 1.0)}, hours=24, options=opts))
+    assert without.planned_cost_by_tier()["on_demand"] == pytest.approx(24 * 0.9)
+    owned = _owned(CommitmentKind.SAVINGS_PLAN_COMPUTE, 0.7)
+    plan = solve(build_problem(market, ws, {"a": np.full(24, 1.0)}, hours=24, options=opts,
+                               owned=(owned,)))  # fmt: skip
+    assert plan.planned_cost_by_tier()["on_demand"] == pytest.approx(0.0, abs=1e-6)
+    rows = plan.allocations
+    assert set(rows["tier"]) == {"committed"}
+    assert set(rows["pool_key"]) == {"aws/us-east-1/us-east-1a/g1"}
