@@ -71,8 +71,8 @@ __all__ = [
     "OBJECTIVE_USD_PER_USD",
     "SavingsPlans",
     "ec2_group",
-    "on_demand_to_cover",
     "is_savings_plan_group",
+    "on_demand_to_cover",
     "rate_usd_per_instance_hour",
     "steps",
 ]

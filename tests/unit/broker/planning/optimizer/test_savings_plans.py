@@ -203,7 +203,7 @@ def test_an_owned_plan_pays_for_aws_though_another_cloud_is_cheaper_on_demand() 
     gcp = PoolSnapshot(
         pool=Pool(
             provider=Provider.GCP, region="us-central1", zone="us-central1-a", instance_type="c1"
-        ),  # fmt: skip
+        ),
         instance=inst,
         on_demand_usd_per_hour=0.9,
         placement_score=10,
