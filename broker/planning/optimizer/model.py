@@ -272,10 +272,10 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     if integral is None:
         integral = opts.integral if opts.integral is not None else n_alloc <= opts.integral_max_vars
     if opts.aggregate:
-        before = {w: od for w, (od, _c, _s) in per_w.items()}
+        od_before = {w: od for w, (od, _c, _s) in per_w.items()}
         per_w = _aggregate(problem, per_w, integral=integral)
         # AWS on-demand a Savings Plan may pay for (``savings_plans``)
-        per_w = {w: (on_demand_to_cover(problem, before[w], od, com, integral=integral), com, sp)
+        per_w = {w: (on_demand_to_cover(problem, od_before[w], od, com, integral=integral), com, sp)
                  for w, (od, com, sp) in per_w.items()}  # fmt: skip
     cat = pulp.LpInteger if integral else pulp.LpContinuous
     built = BuiltModel(prob=prob, integral=integral)
