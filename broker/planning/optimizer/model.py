@@ -52,6 +52,8 @@ Constraints:
                           u S_{w,p,t} <= rho_w sum_p u S_{w,p,t}                 (each p)
   pool capacity:          sum_w S_{w,p,t} <= cap_{p,t}
   commitments:            sum_w K_{w,g,t} <= C_g
+  savings plans:          AWS $/h commitments paying for on-demand usage in their
+                          scope at their rates (``savings_plans`` states them)
   budgets:                fleet, per-workload and per-tier cost per hour <= B^h,
                           over the horizon (or a UTC day) <= what is left of B
                           (``broker.planning.optimizer.budgets`` states them)
