@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from markets.commitments import PaymentOption
+from markets.commitments import CommitmentKind, PaymentOption
 from markets.errors import InputError
 from markets.model import InstanceType, Provider
 
@@ -29,6 +29,7 @@ __all__ = [
     "CATALOG",
     "GPU_THROUGHPUT_VS_V100",
     "REFERENCE_REGION",
+    "SAVINGS_PLAN_STEP_USD_PER_HOUR",
     "TRACE_ALIASES",
     "UPFRONT_SHARE",
     "CatalogEntry",
@@ -38,6 +39,8 @@ __all__ = [
     "list_price",
     "payment_ratio",
     "regions",
+    "savings_plan_discount",
+    "savings_plan_share",
     "throughput_factor",
     "trace_instance_type",
     "zones_for",
@@ -149,6 +152,29 @@ _PAYMENT_RATIO: Mapping[tuple[Provider, int, PaymentOption], float] = MappingPro
         (AWS, 3, PaymentOption.ALL_UPFRONT): 1.0,
     }
 )
+# AWS Savings Plans: a $/h commitment, its usage billed at the plan's rate
+# per type (Savings Plans user guide, "Understanding how Savings Plans apply":
+# EC2 Instance SPs apply before Compute SPs; the rest of the usage is
+# on-demand). Published maxima (aws.amazon.com/savingsplans/compute-pricing,
+# as listed 2024-2025): Compute Savings Plans "up to 66 %" off on-demand (any
+# family, size, region, OS, tenancy; the Convertible RI figure), EC2 Instance
+# Savings Plans "up to 72 %" (one family in one region; the Standard RI
+# figure), both for 3-year all upfront. No per-type GPU table was found, so
+# the rule used here: an EC2 Instance SP's discount on a type is the
+# family's Standard RI discount above (_COMMITTED_DISCOUNT, which already
+# cites the EC2 Instance SP page), and a Compute SP's is that times 66/72
+# (the ratio of the published maxima): p4d 3-year 60 % -> 55 %, 1-year
+# 40 % -> 36.7 %. Payment options scale the rate as for RIs
+# (_PAYMENT_RATIO). Commitments are bought in steps of $0.001/h (the
+# smallest hourly commitment the purchase page accepts).
+_SAVINGS_PLAN_SHARE: Mapping[CommitmentKind, float] = MappingProxyType(
+    {
+        CommitmentKind.SAVINGS_PLAN_EC2: 1.0,
+        CommitmentKind.SAVINGS_PLAN_COMPUTE: 66.0 / 72.0,
+    }
+)
+SAVINGS_PLAN_STEP_USD_PER_HOUR = 0.001
+
 # The upfront share of the term's obligation per option (AWS: all upfront
 # pays it all at purchase; partial upfront about half, RI pricing page).
 UPFRONT_SHARE: Mapping[PaymentOption, float] = MappingProxyType(
@@ -422,3 +448,27 @@ def throughput_factor(name: str) -> float:
 def trace_instance_type(provider: str, gpu: str, gpus_per_node: int) -> str | None:
     """The catalog type a trace file's (provider, GPU, count) names, if known."""
     return TRACE_ALIASES.get((provider.lower(), gpu.lower(), gpus_per_node))
+
+
+def savings_plan_share(kind: CommitmentKind | str) -> float:
+    """The share of a type's reserved-instance discount a Savings Plan of
+    ``kind`` gives (``_SAVINGS_PLAN_SHARE``'s rule); ``InputError`` for a
+    kind that is not an AWS Savings Plan."""
+    k = CommitmentKind(kind)
+    if k not in _SAVINGS_PLAN_SHARE:
+        raise InputError("kind", None, "savings_plan_compute or savings_plan_ec2", got=k.value)
+    return _SAVINGS_PLAN_SHARE[k]
+
+
+def savings_plan_discount(kind: CommitmentKind | str, name: str, term_years: int) -> float | None:
+    """Fraction off on-demand a Savings Plan of ``kind`` gives ``name`` over
+    ``term_years`` (quoted as the RI discounts: 1-year no upfront, 3-year all
+    upfront); ``None`` where none is sold (GCP types, no RI price)."""
+    if term_years not in (1, 3):
+        raise InputError("term_years", None, "1 or 3", got=term_years)
+    e = _entry(name)
+    share = savings_plan_share(kind)
+    disc = e.committed_discount_1y if term_years == 1 else e.committed_discount_3y
+    if e.provider is not AWS or disc is None:
+        return None
+    return disc * share

@@ -123,6 +123,9 @@ class OwnedCommitment:
     family: str | None = None
     count: int = 0
     usd_per_hour: float = 0.0
+    # A savings plan's own rates read from the account (instance type,
+    # region, USD per instance-hour); empty: the catalog's rule applies.
+    rates: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def group(self) -> str | None:

@@ -21,6 +21,8 @@ actual demand and market. ``--json`` prints one object::
          "budget_exceeded_hours": int,
          "committed_instances": {group: int},
          "commitments": [{"group": str, "instances": int, "term_years": int,
+                          "kind": "instances" | "savings_plan",  # a plan: instances are
+                          "usd_per_hour": float,                 # $0.001/h steps
                           "payment": str, "usd_per_instance_hour": float,
                           "obligation_usd": float,       # the whole term
                           "monthly_saving_usd": float,   # vs the spot/on-demand mix

@@ -82,6 +82,17 @@ class Commitment:
         return CommitmentKey.parse(self.group)
 
     @property
+    def is_savings_plan(self) -> bool:
+        """An AWS Savings Plan (``broker.planning.optimizer.savings_plans``):
+        ``instances`` are $/h steps at ``usd_per_instance_hour``, no units."""
+        return "savings-plan" in self.group.rsplit("/", 1)[-1]
+
+    @property
+    def usd_per_hour(self) -> float:
+        """What the commitment bills every hour of its term."""
+        return self.instances * self.usd_per_instance_hour
+
+    @property
     def instance_type(self) -> str:
         return self.key.instance_type
 
@@ -199,7 +210,12 @@ class Plan:
             f"objective ${self.objective_usd:,.2f}",
         ]
         for c in self.commitments:
-            if c.instances:
+            if c.instances and c.is_savings_plan:
+                lines.append(
+                    f"commit ${c.usd_per_hour:,.3f}/h to {c.group} ({c.term_years}-year term, "
+                    f"{c.payment}; covers usage in its scope at the plan's rates)"
+                )
+            elif c.instances:
                 lines.append(
                     f"commit {c.instances} x {c.group} ({c.units} units, "
                     f"{c.term_years}-year term, ${c.usd_per_instance_hour:.3f}/instance-hour)"

@@ -152,7 +152,9 @@ def commitment_dict(c: Commitment) -> dict[str, object]:
     """A commitment with its term figures (``Commitment``'s docs)."""
     return {
         "group": c.group,
+        "kind": "savings_plan" if c.is_savings_plan else "instances",
         "instances": c.instances,
+        "usd_per_hour": round(c.usd_per_hour, 6),
         "term_years": c.term_years,
         "payment": c.payment,
         "usd_per_instance_hour": round(c.usd_per_instance_hour, 6),

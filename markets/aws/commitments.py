@@ -21,6 +21,7 @@ Only ``active`` commitments are returned.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -208,6 +209,24 @@ class AwsCommitments:
     def owned(self) -> list[OwnedCommitment]:
         """Every active commitment: reserved instances, then Savings Plans."""
         return [*self.reserved_instances(), *self.savings_plans()]
+
+    def owned_with_rates(self) -> list[OwnedCommitment]:
+        """``owned``, each Savings Plan carrying its own rates per (type,
+        region) (``OwnedCommitment.rates``: the planner prices the plan's
+        cover with them instead of the catalog's rule)."""
+        owned = self.owned()
+        plans = [c.id for c in owned if c.kind.is_savings_plan]
+        by_plan: dict[str, list[tuple[str, str, float]]] = {}
+        for r in self.rates(plans) if plans else []:
+            by_plan.setdefault(r.savings_plan_id, []).append(
+                (r.instance_type, r.region, r.usd_per_hour)
+            )
+        return [
+            dataclasses.replace(c, rates=tuple(by_plan.get(c.id, ())))
+            if c.kind.is_savings_plan
+            else c
+            for c in owned
+        ]
 
     @staticmethod
     def _pages(

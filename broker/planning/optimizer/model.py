@@ -53,6 +53,8 @@ Constraints:
                           the same over each region at max_region_share (``regions``)
   pool capacity:          sum_w S_{w,p,t} <= cap_{p,t}
   commitments:            sum_w K_{w,g,t} <= C_g
+  savings plans:          AWS $/h commitments paying for on-demand usage in their
+                          scope at their rates (``savings_plans`` states them)
   budgets:                fleet, per-workload and per-tier cost per hour <= B^h,
                           over the horizon (or a UTC day) <= what is left of B
                           (``broker.planning.optimizer.budgets`` states them)
@@ -93,6 +95,12 @@ from broker.planning.optimizer.commitments import (
 from broker.planning.optimizer.domains import domain_caps, spread_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from broker.planning.optimizer.regions import region_caps, widen_regions
+from broker.planning.optimizer.savings_plans import (
+    OBJECTIVE_USD_PER_USD,
+    SavingsPlans,
+    is_savings_plan_group,
+    on_demand_to_cover,
+)
 from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
 from markets.model import Tier
@@ -137,6 +145,7 @@ class BuiltModel:
     spot_pools: dict[str, list[str]] = field(default_factory=dict)
     term: TermTerms | None = None  # commitments valued over their term (``commitments``)
     owned: dict[str, list[float]] = field(default_factory=dict)  # group -> owned per period
+    savings_plans: SavingsPlans | None = None  # AWS Savings Plans (``savings_plans``)
 
 
 class _Namer:
@@ -269,7 +278,11 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     if integral is None:
         integral = opts.integral if opts.integral is not None else n_alloc <= opts.integral_max_vars
     if opts.aggregate:
+        od_before = {w: od for w, (od, _c, _s) in per_w.items()}
         per_w = _aggregate(problem, per_w, integral=integral)
+        # AWS on-demand a Savings Plan may pay for (``savings_plans``)
+        per_w = {w: (on_demand_to_cover(problem, od_before[w], od, com, integral=integral), com, sp)
+                 for w, (od, com, sp) in per_w.items()}  # fmt: skip
     cat = pulp.LpInteger if integral else pulp.LpContinuous
     built = BuiltModel(prob=prob, integral=integral)
     built.serving_demand = {
@@ -292,7 +305,8 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             built.commit_price[g] = price
             built.commit_pool[g] = e.pool_key
     if problem.committed_fixed:
-        unknown = set(problem.committed_fixed) - set(built.commit_vars)
+        unknown = {g for g in problem.committed_fixed if not is_savings_plan_group(g)}
+        unknown -= set(built.commit_vars)
         if any(problem.committed_fixed[g] > 0 for g in unknown):
             raise InfeasiblePlanError(
                 "fixed commitments name groups no workload can use",
@@ -300,6 +314,11 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             )
 
     objective: Terms = [(v, built.commit_price[g] * H) for g, v in built.commit_vars.items()]
+    # AWS Savings Plans: $/h commitments over the types they cover
+    # (broker.planning.optimizer.savings_plans).
+    plans = built.savings_plans = SavingsPlans(problem, {w: od for w, (od, _c, _s) in
+                                                         per_w.items()}, name)  # fmt: skip
+    objective.extend((v, H * OBJECTIVE_USD_PER_USD) for v in plans.new_vars.values())
     commit_use: dict[tuple[str, int], Terms] = {}
     pool_use: dict[tuple[str, int], Terms] = {}
 
@@ -367,6 +386,10 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                 )
                 pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))
             built.allocs.extend(allocs)
+            plans.cover(w.name, t, L, [(a.var, a.pool_key, a.group, a.usd_per_instance_hour,
+                                        a.work_per_instance)
+                                       for a in allocs if a.tier is Tier.ON_DEMAND],
+                        prob, objective)  # fmt: skip
             for a in allocs:
                 if a.tier is not Tier.COMMITTED:
                     objective.append((a.var, L * a.usd_per_instance_hour))
@@ -405,11 +428,18 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             group_work[a.group] = max(group_work.get(a.group, 0.0), a.work_per_instance)
     owned = {g: owned_instances(problem, g) for g in built.commit_vars if g in owned_groups}
     tail_work = sum(owned_tail_instances(problem, g) * group_work.get(g, 0.0) for g in owned)
+    tail_work += plans.owned_tail_work()
+    for cell, terms in plans.committed_work().items():
+        committed_work.setdefault(cell, []).extend(terms)
+    group_work.update(plans.work_per_usd())  # a plan's c is dollars per hour
     built.owned = owned
-    built.term = add_term_valuation(problem, prob, built.commit_vars, built.commit_price,
+    sp_price = dict.fromkeys(plans.new_vars, OBJECTIVE_USD_PER_USD)
+    built.term = add_term_valuation(problem, prob, {**built.commit_vars, **plans.new_vars},
+                                    {**built.commit_price, **sp_price},
                                     committed_work, objective, name,
                                     owned_tail_work=tail_work,
                                     group_work=group_work)  # fmt: skip
+    plans.add_rows(prob, built.described)
     for (g, t), terms in commit_use.items():
         cname = name("commit")
         have_owned = owned[g][t] if g in owned else 0.0
@@ -422,6 +452,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         built.described[cname] = f"spot capacity of {p}: {cap:g} instances"
     # Every budget (workload, fleet, tier; per hour, horizon, day): ``budgets``.
     commit_hourly = [(v, built.commit_price[g]) for g, v in built.commit_vars.items()]
+    commit_hourly.extend((v, 1.0) for v in plans.new_vars.values())
     for terms, rhs, text in milp_rows(problem, built.allocs, commit_hourly):
         cname = name("budget")
         prob += _lin(terms) <= rhs, cname

@@ -171,11 +171,21 @@ def _extract(
 ) -> Plan:
     periods = problem.period_bounds
     rows = []
+    plans = built.savings_plans
     for a in built.allocs:
         x = _val(a.var)
         if x <= _EPS:
             continue
         h0, h1 = periods[a.period]
+        if plans is not None and a.tier is Tier.ON_DEMAND:
+            # the part a Savings Plan pays is committed, at the plan's rate
+            for _g, z, rate in plans.covered(a.var, _val):
+                z = min(z, x)
+                x -= z
+                rows.append((a.period, h0, h1, a.workload, Tier.COMMITTED.value, a.pool_key, z,
+                             z * a.units_per_instance, z * a.work_per_instance, rate))  # fmt: skip
+            if x <= _EPS:
+                continue
         rows.append(
             (
                 a.period,
@@ -218,6 +228,8 @@ def _extract(
                 payment=problem.options.payment,
             )
         )
+    if built.savings_plans is not None:  # bought in $0.001/h steps (``savings_plans``)
+        commitments.extend(c for c in built.savings_plans.commitments(_val) if c.instances)
     lengths = problem.period_lengths
     unmet: dict[str, float] = {}
     for (w, t), v in built.unmet_serving.items():

@@ -106,3 +106,30 @@ def test_a_garbled_commitment_names_the_field(clients: tuple) -> None:  # type: 
     )  # fmt: skip
     with pytest.raises(InputError, match=r"savingsPlans\[0\].commitment"):
         AwsCommitments({"us-east-1": ec2}, sp).savings_plans()  # type: ignore[dict-item,arg-type]
+
+
+def test_owned_with_rates_attaches_each_plans_rates(clients: tuple) -> None:  # type: ignore[type-arg]
+    ec2, e, sp, s = clients
+    e.add_response("describe_reserved_instances", {"ReservedInstances": []},
+                   {"Filters": [{"Name": "state", "Values": ["active"]}]})  # fmt: skip
+    s.add_response(
+        "describe_savings_plans",
+        {"savingsPlans": [{"start": "2026-03-01T00:00:00.000Z", "end": "2029-03-01T00:00:00.000Z",
+                           "state": "active", "paymentOption": "All Upfront",
+                           "savingsPlanId": "sp-c", "savingsPlanType": "Compute",
+                           "commitment": "40.5"}]},
+        {"states": ["active"]},
+    )  # fmt: skip
+    s.add_response(
+        "describe_savings_plan_rates",
+        {"savingsPlanId": "sp-c", "searchResults": [
+            {"rate": "14.75", "properties": [{"name": "instanceType", "value": "p4d.24xlarge"},
+                                             {"name": "region", "value": "us-east-1"}]}]},
+        {"savingsPlanId": "sp-c",
+         "filters": [{"name": "productDescription", "values": ["Linux/UNIX"]},
+                     {"name": "tenancy", "values": ["shared"]},
+                     {"name": "productType", "values": ["EC2"]}]},
+    )  # fmt: skip
+    (plan,) = AwsCommitments({"us-east-1": ec2}, sp).owned_with_rates()  # type: ignore[dict-item,arg-type]
+    assert plan.usd_per_hour == 40.5
+    assert plan.rates == (("p4d.24xlarge", "us-east-1", 14.75),)
