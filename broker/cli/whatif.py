@@ -86,6 +86,7 @@ from broker.cli._numbers import ranged
 from broker.cli._options import OptionDecorator, bundled
 from broker.cli._output import console, emit_json, err_console
 from broker.cli._plot import check_plot_path, plot_whatif
+from broker.cli.progress import progress
 from broker.jsondoc import at, number, obj
 from markets.clock import ensure_utc
 from markets.errors import InfeasiblePlanError, InputError
@@ -451,10 +452,10 @@ def whatif_command(
             common = replace(common, days=days)
             err_console.print("\n".join(recorded), markup=False, highlight=False, soft_wrap=True)
     opts = _with_commitments(_options(common), term, payment)
-    with err_console.status("planning...", spinner="dots") as status:
+    with progress("whatif") as say:  # on a terminal only (broker.cli.progress)
         result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
                             options=opts, committed_levels=levels, seed=seed,
-                            progress=lambda m: status.update(m), replan_hours=replan_hours,
+                            progress=say, replan_hours=replan_hours,
                             availability_multiplier=checks.availability_multiplier,
                             owned=have)  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
