@@ -88,7 +88,7 @@ def year_whatif(days: int = YEAR_DAYS) -> dict[str, object]:
     """A ``days``-day what-if (default: a year) in a child process."""
     from markets.registry import open_market
 
-    pools = len(list(open_market("default").pools()))  # type: ignore[attr-defined]
+    pools = len(list(open_market("default").pools()))
     t0 = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "broker.bench.scale", str(days)],

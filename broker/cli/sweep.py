@@ -80,12 +80,24 @@ def run_scenario(argv: tuple[str, ...]) -> dict[str, object]:
 
 @click.command(name="sweep")
 @click.argument("grid", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The Parquet file, a row per scenario [default: GRID with .parquet].")
-@click.option("--workers", type=ranged(ge=1, le=256, integer=True), default=None,
-              help="Processes of the local Dask cluster [default: the CPUs]; 1: serially.")
-@click.option("--scheduler", default=None, metavar="ADDRESS",
-              help="An existing Dask scheduler (tcp://host:8786) instead of a local cluster.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The Parquet file, a row per scenario [default: GRID with .parquet].",
+)
+@click.option(
+    "--workers",
+    type=ranged(ge=1, le=256, integer=True),
+    default=None,
+    help="Processes of the local Dask cluster [default: the CPUs]; 1: serially.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="An existing Dask scheduler (tcp://host:8786) instead of a local cluster.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the summary).")
 def sweep_command(
     grid: Path, out: Path | None, workers: int | None, scheduler: str | None, as_json: bool

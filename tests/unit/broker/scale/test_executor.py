@@ -24,7 +24,8 @@ def test_serial_map_reports_each_result() -> None:
     seen: list[tuple[int, int]] = []
     with Executor(ExecutorSpec()) as ex:
         assert ex.workers == 1
-        assert ex.map(_square_slowly_for_small, [3, 1, 2], on_done=lambda d, t: seen.append((d, t))) == [9, 1, 4]  # fmt: skip
+        got = ex.map(_square_slowly_for_small, [3, 1, 2], on_done=lambda d, t: seen.append((d, t)))
+    assert got == [9, 1, 4]
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
 
@@ -46,7 +47,8 @@ def test_a_local_cluster_returns_the_serial_results_in_input_order() -> None:
 
 
 def test_an_unreachable_scheduler_names_the_option() -> None:
-    with pytest.raises(InputError, match="--scheduler"), Executor(
-        ExecutorSpec(scheduler="tcp://127.0.0.1:9")
+    with (
+        pytest.raises(InputError, match="--scheduler"),
+        Executor(ExecutorSpec(scheduler="tcp://127.0.0.1:9")),
     ):
         pass

@@ -36,7 +36,7 @@ def test_the_product_of_the_axes_last_axis_fastest(tmp_path: Path) -> None:
                       "--availability-multiplier", "0.8", "--days", "3", "--seed", "1")  # fmt: skip
     last = g.scenarios[-1]
     assert last.policies == str(tmp_path / "w.yaml")
-    assert ("--committed", "0.4,0.6") == last.argv[4:6]
+    assert last.argv[4:6] == ("--committed", "0.4,0.6")
 
 
 @pytest.mark.parametrize(
