@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import select
 
 from broker.cli.progress import Progress
 
@@ -12,6 +13,14 @@ from broker.cli.progress import Progress
 def _ticks(*values: float):  # a clock that returns the given times in turn
     it = iter(values)
     return lambda: next(it)
+
+
+def _read_all(fd: int) -> str:
+    """Everything written so far: a pty hands it over in pieces."""
+    out = b""
+    while select.select([fd], [], [], 0.5)[0]:
+        out += os.read(fd, 4096)
+    return out.decode()
 
 
 def test_a_pipe_or_file_gets_nothing() -> None:
@@ -33,7 +42,7 @@ def test_a_terminal_gets_one_line_rewritten_and_cleared() -> None:
                 p("planning")  # t=1.0: drawn
                 p("too soon")  # t=1.05: throttled (< MIN_REDRAW_S after the last)
                 p.step(5, 5, "steps")  # the last step is always drawn
-        got = os.read(leader, 4096).decode()
+        got = _read_all(leader)
     finally:
         os.close(leader)
         os.close(follower)
