@@ -25,8 +25,7 @@ very start of a trace have less or none.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from broker.bench import BenchData
 from broker.bench.rules import deadline_policy, decided_by
+from broker.scale.executor import Executor, ExecutorSpec
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.deadline import (
     DeadlineOutcome,
@@ -187,16 +187,26 @@ def evaluate(
     policies: Sequence[str] = POLICIES,
     *,
     workers: int = 1,
+    executor: Executor | None = None,
+    on_done: Callable[[int, int], None] | None = None,
 ) -> list[WindowResult]:
-    """All windows; ``workers > 1`` spreads them over processes (same results)."""
+    """All windows; ``workers > 1`` spreads them over a local Dask cluster of
+    that many processes, ``executor`` over an open one (same results either
+    way: ``broker.scale.executor``); ``on_done(chunks done, chunks)``."""
     pols = tuple(policies)
-    if workers <= 1 or len(windows) < 2 * workers:
-        return [evaluate_one(setting, w, pols) for w in windows]
-    chunks = [list(windows[i::workers]) for i in range(workers)]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        parts = list(pool.map(_evaluate_chunk, [(setting, c, pols) for c in chunks]))
-    # undo the round-robin split: window i went to chunk i % workers
-    return [parts[i % workers][i // workers] for i in range(len(windows))]
+    if executor is None and (workers <= 1 or len(windows) < 2 * workers):
+        return Executor(ExecutorSpec()).map(
+            lambda w: evaluate_one(setting, w, pols), windows, on_done=on_done
+        )
+    if executor is None:
+        with Executor(ExecutorSpec(workers=workers)) as ex:
+            return evaluate(setting, windows, pols, executor=ex, on_done=on_done)
+    # four chunks a worker: even loads, and progress finer than one chunk each
+    k = max(1, min(len(windows), 4 * executor.workers))
+    chunks = [list(windows[i::k]) for i in range(k)]
+    parts = executor.map(_evaluate_chunk, [(setting, c, pols) for c in chunks], on_done=on_done)
+    # undo the round-robin split: window i went to chunk i % k
+    return [parts[i % k][i // k] for i in range(len(windows))]
 
 
 def _policy_metrics(results: Sequence[WindowResult], name: str) -> PolicyMetrics:
@@ -271,12 +281,15 @@ def run(
     setting: DeadlineSetting | None = None,
     policies: Sequence[str] = POLICIES,
     workers: int = 1,
+    executor: Executor | None = None,
+    on_done: Callable[[int, int], None] | None = None,
 ) -> DeadlineSummary:
     """The deadline block of the bench: ``windows`` start points per (trace,
     job fraction)."""
     setting = setting or DeadlineSetting()
     wins = sample_windows(data.traces, setting, windows, seed)
-    results = evaluate(setting, wins, policies, workers=workers)
+    results = evaluate(setting, wins, policies, workers=workers, executor=executor,
+                       on_done=on_done)  # fmt: skip
     out = summarize(results, policies)
     out["setting"] = {
         "compute_hours": setting.compute_hours,

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import sys
 import zlib
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import NotRequired, TypedDict
 
@@ -41,6 +40,7 @@ import numpy as np
 
 from broker.bench import BenchData
 from broker.bench.product.fleet import ProductFleet
+from broker.scale.executor import Executor, ExecutorSpec
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.fleet import (
     NOTICE_S,
@@ -322,19 +322,22 @@ def run(
     sizes: Sequence[int] = SIZES,
     policies: Sequence[str] = POLICIES,
     workers: int = 1,
+    executor: Executor | None = None,
+    on_done: Callable[[int, int], None] | None = None,
 ) -> FleetSummary:
     """The fleet block of the bench: ``windows`` days per group, each size;
-    ``workers > 1`` spreads them over processes (same results)."""
+    ``workers > 1`` spreads them over a local Dask cluster, ``executor`` over
+    an open one (same results: ``broker.scale.executor``)."""
     base = setting or FleetSetting()
     wins = sample_windows(data.traces, base, windows, seed)
     jobs = [(replace(base, replicas=n), w, tuple(policies)) for n in sizes for w in wins]
-    if workers > 1 and len(jobs) >= 2 * workers:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(
-                pool.map(_evaluate_job, jobs, chunksize=max(1, len(jobs) // (4 * workers)))
-            )
+    if executor is not None:
+        results = executor.map(_evaluate_job, jobs, on_done=on_done)
+    elif workers > 1 and len(jobs) >= 2 * workers:
+        with Executor(ExecutorSpec(workers=workers)) as ex:
+            results = ex.map(_evaluate_job, jobs, on_done=on_done)
     else:
-        results = [_evaluate_job(j) for j in jobs]
+        results = Executor(ExecutorSpec()).map(_evaluate_job, jobs, on_done=on_done)
     out = summarize(results, policies)
     out["setting"] = {
         "replicas": list(sizes),

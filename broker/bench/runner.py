@@ -37,6 +37,7 @@ from broker.bench import deadline as deadline_setting
 from broker.bench import fleet as fleet_setting
 from broker.bench.rules import deadline_policy
 from broker.jsondoc import at, count, number, obj
+from broker.scale.executor import Executor, ExecutorSpec
 from broker.simulate.deadline import DeadlineSetting, simulate_deadline
 from broker.simulate.omniscient import omniscient_deadline
 from markets.clock import Clock, SystemClock
@@ -119,6 +120,17 @@ def _reaction(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     return reaction.run(storm=storm, seed=seed, repeats=20 if storm == 1000 else 5)
 
 
+def _scale(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
+    """Parallel efficiency on 2 local Dask workers and the one-year what-if
+    over the default market's ~300 pools (issue 16): full-size runs only (a
+    couple of minutes; ``{}`` below, so the targets read "not measured")."""
+    if windows < FULL_SIZE_WINDOWS:
+        return {}
+    from broker.bench import scale  # lazy: the what-if stack and dask (see above)
+
+    return {"parallel": scale.parallel_efficiency(), "year_whatif": scale.year_whatif()}
+
+
 def _markets(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     from broker.bench import markets  # lazy: scipy, for this block only (see above)
 
@@ -136,6 +148,8 @@ MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
     "solver": _solver,
     # notice -> durable decision -> launch request, one notice and a storm
     "reaction": _reaction,
+    # issue 16: the same N what-ifs serially and on 2 Dask workers; a year x 300 pools
+    "scale": _scale,
 }
 
 # issue 5 / benchmarks.md: (block, path, comparison, limit)
@@ -156,6 +170,10 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     # issue 6: notice -> decision -> launch request p99 <= 1 s on SQLite
     ("machinery", "reaction.single.launch_request_ms.p99", "<=", 1000.0),
     ("machinery", "reaction.storm.launch_request_ms.p99", "<=", 1000.0),
+    # issue 16: scale-out and the one-year what-if (full-size runs only)
+    ("machinery", "scale.parallel.efficiency", ">=", 0.80),
+    ("machinery", "scale.year_whatif.seconds", "<=", 20.0),
+    ("machinery", "scale.year_whatif.peak_rss_mib", "<=", 1024.0),
     # issue 18: 90 % predictive intervals cover 85-95 % of held-back pool-days
     ("markets", "calibration.coverage", ">=", 0.85),
     ("markets", "calibration.coverage", "<=", 0.95),
@@ -284,25 +302,34 @@ def run_bench(
         "windows": windows,
         "seed": seed,
     }
-    for name in settings:
-        run = SETTINGS.get(name)
-        if run is None:
-            out[name] = {}
-            continue
-        say(f"{name} ...")
-        t = clock.monotonic()
-        if name == "deadline" and workers > 1:
-            out[name] = deadline_setting.run(data, windows, seed, workers=workers)
-        elif name == "fleet" and workers > 1:
-            out[name] = fleet_setting.run(data, windows, seed, workers=workers)
-        else:
-            out[name] = run(data, windows, seed)
-        seconds[name] = round(clock.monotonic() - t, 2)
+    # --workers: one local Dask cluster for the deadline and fleet windows
+    # (broker.scale.executor), opened once, closed before the machinery runs
+    with Executor(ExecutorSpec(workers=workers)) as ex:
+        for name in settings:
+            run = SETTINGS.get(name)
+            if run is None:
+                out[name] = {}
+                continue
+            say(f"{name} ...")
+            t = clock.monotonic()
+
+            def step(done: int, total: int, name: str = name) -> None:
+                say(f"{name}: {done}/{total}")
+
+            on = None if ex.spec.serial else ex
+            if run is deadline_setting.run:  # (a test may plug in its own run)
+                out[name] = deadline_setting.run(data, windows, seed, on_done=step, executor=on)
+            elif run is fleet_setting.run:
+                out[name] = fleet_setting.run(data, windows, seed, on_done=step, executor=on)
+            else:
+                out[name] = run(data, windows, seed)
+            seconds[name] = round(clock.monotonic() - t, 2)
     say("markets ...")
     out["markets"] = _markets(data, windows, seed)
     say("machinery ...")
     machinery["replay"] = replay_throughput(data, seed, clock)
     for name, hook in MACHINERY_HOOKS.items():
+        say(f"machinery: {name} ...")
         machinery[name] = hook(data, windows, seed) if hook is not None else {}
     machinery["peak_rss_mib"] = round(_rss_mib(), 1)
     out["machinery"] = machinery

@@ -26,6 +26,7 @@ from types import TracebackType
 import click
 
 from broker.cli import bench, cost, daemon, db, market
+from broker.cli.sweep import sweep_command
 from broker.cli.whatif import plan_command, whatif_command
 from markets.errors import ExplainableError, InputError, SpotfolioError
 from markets.redaction import redact
@@ -64,6 +65,7 @@ cli.add_command(daemon.daemon_command)
 cli.add_command(bench.simulate_command)
 cli.add_command(bench.bench_command)
 cli.add_command(db.group)
+cli.add_command(sweep_command)
 
 
 def redacted_excepthook(

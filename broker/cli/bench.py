@@ -27,6 +27,7 @@ import click
 
 from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json
+from broker.cli.progress import progress
 from broker.jsondoc import obj
 from markets.errors import InputError
 from markets.extras import require
@@ -193,7 +194,7 @@ _WORKERS = click.option(
     type=ranged(ge=1, le=256, integer=True),
     default=1,
     show_default=True,
-    help="Processes for the deadline and fleet windows (same results).",
+    help="Local Dask worker processes for the deadline and fleet windows (same results).",
 )
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
@@ -223,18 +224,25 @@ def simulate_command(
     """Replay one setting over the data and print its per-policy table."""
     from broker.bench import deadline, fleet, runner
 
-    bench_data = _load(data, seed)
     n = windows or DEFAULT_WINDOWS
     out: Mapping[str, object]
-    if setting == "deadline":
-        pols = deadline.POLICIES if policy is None else _deadline_policies(policy)
-        out = deadline.run(bench_data, n, seed, policies=pols, workers=workers)
-    elif setting == "fleet":
-        pols = fleet.POLICIES if policy is None else _fleet_policies(policy)
-        out = fleet.run(bench_data, n, seed, policies=pols, workers=workers)
-    else:
-        hook = runner.SETTINGS.get("portfolio")
-        out = hook(bench_data, n, seed) if hook is not None else {}
+    with progress("simulate") as say:  # on a terminal only (broker.cli.progress)
+        say("loading the data")
+        bench_data = _load(data, seed)
+
+        def step(done: int, total: int) -> None:
+            say.step(done, total, f"{setting} windows")
+
+        if setting == "deadline":
+            pols = deadline.POLICIES if policy is None else _deadline_policies(policy)
+            out = deadline.run(bench_data, n, seed, policies=pols, workers=workers, on_done=step)
+        elif setting == "fleet":
+            pols = fleet.POLICIES if policy is None else _fleet_policies(policy)
+            out = fleet.run(bench_data, n, seed, policies=pols, workers=workers, on_done=step)
+        else:
+            say("portfolio")
+            hook = runner.SETTINGS.get("portfolio")
+            out = hook(bench_data, n, seed) if hook is not None else {}
         if not out and not as_json:
             click.echo("portfolio setting: not plugged in yet (broker.bench.runner.SETTINGS)")
             return
@@ -329,10 +337,10 @@ def bench_command(
             raise InputError("--out", None, "a file in a writable directory", got=str(out))
         require("matplotlib", "--out", got=str(out))  # the report's charts
     n = windows or DEFAULT_WINDOWS
-    say = None if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]"))
-    result = run_bench(
-        lambda: _load(data, seed), windows=n, seed=seed, workers=workers, progress=say
-    )
+    with progress("bench") as say:  # on a terminal only (broker.cli.progress)
+        result = run_bench(
+            lambda: _load(data, seed), windows=n, seed=seed, workers=workers, progress=say
+        )
     if out is not None:
         files = write_report(result, out)
         if not as_json:

@@ -106,6 +106,7 @@ from broker.cli._numbers import ranged
 from broker.cli._options import OptionDecorator, bundled
 from broker.cli._output import console, emit_json, err_console
 from broker.cli._plot import check_plot_path, plot_whatif
+from broker.cli.progress import progress
 from broker.cli.report import FORMATS as REPORT_FORMATS
 from broker.cli.report import render, text_width
 from broker.cli.report.output import check_out, emit, format_of, wrote
@@ -485,10 +486,10 @@ def whatif_command(
             common = replace(common, days=days)
             err_console.print("\n".join(recorded), markup=False, highlight=False, soft_wrap=True)
     opts = _with_commitments(_options(common), term, payment)
-    with err_console.status("planning...", spinner="dots") as status:
+    with progress("whatif") as say:  # on a terminal only (broker.cli.progress)
         result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
                             options=opts, committed_levels=levels, seed=seed,
-                            progress=lambda m: status.update(m), replan_hours=replan_hours,
+                            progress=say, replan_hours=replan_hours,
                             availability_multiplier=checks.availability_multiplier,
                             owned=have)  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
@@ -545,8 +546,8 @@ def whatif_command(
     out["advice"] = advise(result).to_dict()
     n = DEFAULT_SCENARIOS if scenarios is None else scenarios
     if n > 0:
-        with err_console.status("risk band...", spinner="dots") as status:
-            band = risk_band(result, n, seed, progress=lambda m: status.update(m))
+        with progress("whatif risk band") as say:  # on a terminal only
+            band = risk_band(result, n, seed, progress=say)
         out["risk"] = band.to_dict()
         out["seconds"] = {**obj(out["seconds"]), "risk_s": round(band.seconds, 3)}
     if billed is not None:

@@ -1,0 +1,143 @@
+"""The scale targets of ``spotfolio bench`` (``machinery.scale``, issue 16).
+
+Owns: ``parallel_efficiency`` (the same N what-if scenarios serially in this
+process, then on a 2-worker local Dask cluster through ``broker.scale.executor``,
+the executor ``sweep`` and ``bench --workers`` use; efficiency = serial
+seconds / (workers x cluster seconds), both warm: each side has run one
+scenario, untimed, first; the cluster's start is reported apart) and
+``year_whatif`` (``spotfolio whatif --days 365``: a year of hourly demand
+over the default market's 302 pools, run in a child process so its peak RSS
+is its own: the child's ``ru_maxrss``, and its children's, the CBC solver;
+CPU seconds beside the wall time, for a shared machine).
+
+Must not: print, or run at small bench sizes (the hook in
+``broker.bench.runner`` runs it at full size only: a year is about a minute).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from broker.scale.executor import Executor, ExecutorSpec
+
+__all__ = ["parallel_efficiency", "scenario_cost", "year_whatif"]
+
+YEAR_DAYS = 365
+
+
+def scenario_cost(seed: int, days: int = 1) -> float:
+    """One what-if on the default market and example fleet (``seed`` moves
+    the market's draws); Spotfolio's billed total."""
+    from broker.planning.optimizer.problem import PlanOptions
+    from broker.whatif.run import run_whatif
+    from markets.registry import open_market
+    from policies.workloads.spec import default_workloads
+
+    src = open_market("default", seed=seed)
+    opts = PlanOptions(period_hours=0 if days > 7 else 1)
+    result = run_whatif(src, default_workloads(), days=days, options=opts, replan_hours=24)
+    return round(result.scenario("spotfolio").bill.total_usd, 2)
+
+
+def _warm() -> None:
+    scenario_cost(0)
+
+
+def parallel_efficiency(n: int = 8, workers: int = 2, days: int = 1) -> dict[str, object]:
+    seeds = list(range(1, n + 1))
+    _warm()
+    t0 = time.perf_counter()
+    serial = [scenario_cost(s, days) for s in seeds]
+    serial_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with Executor(ExecutorSpec(workers=workers)) as ex:
+        start_s = time.perf_counter() - t0
+        ex.run_on_workers(_warm)
+        t1 = time.perf_counter()
+        parallel = ex.map(scenario_cost, seeds)
+        cluster_s = time.perf_counter() - t1
+        got = ex.workers
+    return {
+        "scenarios": n,
+        "workers": got,
+        "what": f"{days}-day what-if, default market and fleet, re-planned daily",
+        "serial_s": round(serial_s, 2),
+        "cluster_s": round(cluster_s, 2),
+        "cluster_start_s": round(start_s, 2),
+        "efficiency": round(serial_s / (got * cluster_s), 3) if cluster_s > 0 else None,
+        "same_results": serial == parallel,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def _child(days: int) -> None:
+    """``spotfolio whatif --days DAYS --json`` as a user runs it (its defaults:
+    the example fleet, 6-hourly re-plans), its JSON to a pipe we drop."""
+    import contextlib
+    import io
+
+    from broker.cli import main
+
+    t0 = time.perf_counter()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(["whatif", "--days", str(days), "--json"])
+    wall = time.perf_counter() - t0
+    if code != 0:
+        raise SystemExit(code)
+    doc = json.loads(buf.getvalue())
+    cost = next(s["total_cost_usd"] for s in doc["scenarios"] if s["name"] == "spotfolio")
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(
+        json.dumps(
+            {
+                "seconds": wall,
+                "rss_kib": own.ru_maxrss,
+                "children_rss_kib": kids.ru_maxrss,
+                "cost": cost,
+                "phases_s": doc["seconds"],
+                "cpu_s": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
+            }
+        )
+    )
+
+
+def year_whatif(days: int = YEAR_DAYS) -> dict[str, object]:
+    """A ``days``-day what-if (default: a year) in a child process."""
+    from markets.registry import open_market
+
+    pools = len(list(open_market("default").pools()))
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "broker.bench.scale", str(days)],
+        capture_output=True, text=True, check=True, env=dict(os.environ),
+    )  # fmt: skip
+    total_s = time.perf_counter() - t0
+    child: Mapping[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    # ru_maxrss: KiB on Linux (getrusage(2)); the solver's peak is its own process's
+    peak = max(child["rss_kib"], child["children_rss_kib"]) / 1024
+    return {
+        "days": days,
+        "hours": days * 24,
+        "pools": pools,
+        "seconds": round(child["seconds"], 2),
+        "process_seconds": round(total_s, 2),
+        "peak_rss_mib": round(peak, 1),
+        "peak_rss_what_if_mib": round(child["rss_kib"] / 1024, 1),
+        "cpu_s": round(child["cpu_s"], 2),  # beside the wall time: the machine may be shared
+        "phases_s": child["phases_s"],
+        "spotfolio_total_cost_usd": child["cost"],
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+if __name__ == "__main__":
+    _child(int(sys.argv[1]))

@@ -1,0 +1,141 @@
+"""``spotfolio sweep GRID.yaml``: a grid of what-if scenarios on Dask, one Parquet row each.
+
+Owns: the command, ``run_scenario`` (one scenario on a worker: the
+``spotfolio whatif --json`` command itself, run in the worker's process on
+the scenario's arguments, so a row is what that command prints when run
+alone) and ``check_option`` (a grid value parsed as ``whatif`` parses its
+option). Must not: parse the grid (``broker.scale.grid``), schedule tasks
+(``broker.scale.executor``) or lay out the table (``broker.scale.table``).
+
+``--workers N`` starts a local Dask cluster of N processes (default: the
+CPUs); ``--scheduler tcp://host:8786`` uses an existing cluster, whose
+workers need spotfolio installed (and the grid's files at the same paths).
+Scenarios that fail are rows with ``error`` set; the command then exits 1
+after writing the file. A bad grid exits 2 before anything runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import time
+from pathlib import Path
+
+import click
+
+from broker.cli._numbers import ranged
+from broker.cli._output import console, emit_json
+from broker.cli.progress import progress
+from markets.errors import InputError, SpotfolioError
+from markets.extras import require
+
+__all__ = ["check_option", "run_scenario", "sweep_command"]
+
+
+def check_option(option: str, text: str) -> None:
+    """Raise ``ValueError`` (what was expected) when ``spotfolio whatif
+    --option text`` would be refused."""
+    from broker.cli import whatif
+
+    try:
+        if option == "committed":  # parsed by the command, not by click
+            whatif._levels(text)
+        elif option == "start":
+            whatif._start(text)
+        else:
+            whatif.whatif_command.make_context("whatif", [f"--{option}", text])
+    except InputError as e:
+        raise ValueError(e.expected) from e
+    except click.BadParameter as e:  # "expected a whole number >= 1 ..., got '0'"
+        what = e.message.removeprefix("expected ").split(", got ")[0]
+        raise ValueError(what) from e
+    except click.UsageError as e:
+        raise ValueError(" ".join(e.format_message().split())) from e
+
+
+def run_scenario(argv: tuple[str, ...]) -> dict[str, object]:
+    """``spotfolio whatif ARGV --json`` in this process: ``{"result": its
+    JSON object | None, "error": str | None, "warnings": its stderr,
+    "seconds": wall time}``. Errors a user can act on are returned, not
+    raised (they would not unpickle on the client: ``broker.scale.executor``)."""
+    import json
+
+    from broker.cli.whatif import whatif_command
+
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    result: object = None
+    error: str | None = None
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            whatif_command.main([*argv, "--json"], prog_name="spotfolio whatif",
+                                standalone_mode=False)  # fmt: skip
+            result = json.loads(out.getvalue())
+        except (SpotfolioError, click.ClickException) as e:
+            error = str(e) if isinstance(e, SpotfolioError) else e.format_message()
+    return {"result": result, "error": error, "warnings": err.getvalue().strip(),
+            "seconds": round(time.perf_counter() - t0, 3)}  # fmt: skip
+
+
+@click.command(name="sweep")
+@click.argument("grid", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The Parquet file, a row per scenario [default: GRID with .parquet].",
+)
+@click.option(
+    "--workers",
+    type=ranged(ge=1, le=256, integer=True),
+    default=None,
+    help="Processes of the local Dask cluster [default: the CPUs]; 1: serially.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="An existing Dask scheduler (tcp://host:8786) instead of a local cluster.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the summary).")
+def sweep_command(
+    grid: Path, out: Path | None, workers: int | None, scheduler: str | None, as_json: bool
+) -> None:
+    """Run a grid of what-if scenarios (markets x demands x policies x committed x stress)."""
+    from broker.scale.executor import Executor, ExecutorSpec
+    from broker.scale.grid import load_grid
+    from broker.scale.table import scenario_row, write_parquet
+
+    require("duckdb", "sweep", got=str(grid))  # DuckDB writes the Parquet
+    if workers is not None and scheduler is not None:
+        raise InputError("--workers", None, "either --workers or --scheduler, not both",
+                         got=workers)  # fmt: skip
+    target = out if out is not None else grid.with_suffix(".parquet")
+    if not os.access(target.parent if str(target.parent) else Path("."), os.W_OK | os.X_OK):
+        raise InputError("--out", None, "a file in a writable directory", got=str(target))
+    g = load_grid(grid, check_option)
+    spec = ExecutorSpec(workers=workers or os.cpu_count() or 1, scheduler=scheduler)
+    t0 = time.perf_counter()
+    with progress("sweep") as say:
+        say("starting the cluster" if not spec.serial else "running")
+        with Executor(spec) as ex:
+            outcomes = ex.map(run_scenario, [s.argv for s in g.scenarios],
+                              on_done=lambda d, t: say.step(d, t, "scenarios"))  # fmt: skip
+            n_workers = ex.workers
+    rows = [scenario_row(s, o) for s, o in zip(g.scenarios, outcomes, strict=True)]
+    write_parquet(rows, target)
+    failed = [r for r in rows if r["error"] is not None]
+    summary = {"schema": "spotfolio.sweep/1", "grid": str(grid), "out": str(target),
+               "scenarios": len(rows), "failed": len(failed), "workers": n_workers,
+               "scheduler": scheduler, "seconds": round(time.perf_counter() - t0, 2)}  # fmt: skip
+    if as_json:
+        emit_json(summary)
+    else:
+        console.print(f"wrote {target} ({len(rows)} scenarios on {n_workers} workers, "
+                      f"{summary['seconds']} s)", markup=False, highlight=False)  # fmt: skip
+    if failed:
+        first = failed[0]
+        raise SpotfolioError(f"{len(failed)} of {len(rows)} scenarios failed (rows with an "
+                             f"error in {target}); scenario {first['scenario']}: "
+                             f"{first['error']}")  # fmt: skip
