@@ -11,6 +11,7 @@ from broker.planning.plan import ALLOCATION_COLUMNS, Plan
 from broker.planning.reconcile import (
     apply_deltas,
     desired_now,
+    serving_spot_instances,
     diff,
     launch_key,
     plan_hour,
@@ -183,3 +184,30 @@ def test_make_before_break_ends_surplus_that_is_not_ready_first() -> None:
     fleet = [_inst("a", P1, minutes=50), _inst("b", P1, minutes=50), _inst("c", P1, minutes=59)]
     (req,) = diff({("chat-api", P1, "spot"): 2}, fleet, 2, "me", now=now, warm_s=warm)
     assert isinstance(req, TerminateRequest) and req.instance_ids == ("c",)
+
+
+def _serving_row(n: float, work: float) -> Plan:
+    plan = _plan([(0, "chat-api", "spot", P1, n)])
+    plan.allocations["work_per_hour"] = work
+    return plan
+
+
+def test_serving_spot_rounds_the_hazard_overhead_to_the_nearest_instance() -> None:
+    # 4 replicas of work on a calm pool: the spot factor's 4.0001 instances
+    # are 4, not 5 (ceil bought a whole replica for any hazard at all).
+    assert desired_now(_serving_row(4.0001, 4.0), T0, WS) == {("chat-api", P1, "spot"): 4}
+    # An overhead of 0.6 replica rounds to one more; the work's own fraction
+    # (2.3 replicas of demand) still rounds up.
+    assert desired_now(_serving_row(4.6, 4.0), T0, WS) == {("chat-api", P1, "spot"): 5}
+    assert desired_now(_serving_row(2.31, 2.3), T0, WS) == {("chat-api", P1, "spot"): 3}
+
+
+def test_serving_spot_without_its_work_rounds_up() -> None:
+    plan = _plan([(0, "chat-api", "spot", P1, 4.0001)])
+    plan = Plan(
+        plan.start, plan.hours, plan.period_hours, (),
+        plan.allocations.drop(columns=["units", "work_per_hour"]),
+        0.0, "test", "hand", 0.0, False,
+    )  # fmt: skip
+    assert desired_now(plan, T0, WS) == {("chat-api", P1, "spot"): 5}
+    assert serving_spot_instances(4.0001, None) == 5
