@@ -370,7 +370,7 @@ class ProductFleet:
         at = EPOCH + timedelta(seconds=now_s)
         requests: list[LaunchRequest | TerminateRequest] = []
         for _ in range(RECONCILE_PASSES):
-            want = apply_deltas(run.planned, decision_deltas(run.decisions))
+            want = apply_deltas(run.planned, decision_deltas(run.decisions, run.planned))
             want = substitute(want, run.book, at)
             want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN)
             doomed = frozenset(i for i, r in run.replicas.items() if r.noticed)
