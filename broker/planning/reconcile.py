@@ -59,8 +59,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from broker.planning.plan import Plan
-from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.errors import InputError
+from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey, launch_key, terminate_key
 from markets.model import Tier
 from policies.workloads.spec import WorkloadClass, WorkloadSet
@@ -139,8 +139,8 @@ def desired_now(plan: Plan, at: datetime, workloads: WorkloadSet) -> dict[Slot, 
     out: dict[Slot, int] = {}
     groups: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     nan = [math.nan] * len(rows)
-    units = rows["units"] if "units" in rows else nan
-    work = rows["work_per_hour"] if "work_per_hour" in rows else nan
+    units = rows.get("units", nan)
+    work = rows.get("work_per_hour", nan)
     for w, pool, tier, n, u, wk in zip(
         rows["workload"], rows["pool_key"], rows["tier"], rows["instances"], units, work,
         strict=True,

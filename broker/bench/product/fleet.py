@@ -27,7 +27,8 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
 - reconcile, at every tick start (``broker.daemon.reconcile``, with its
   functions): the plan's hour rounded as reconcile rounds it
   (``desired_now``), the decisions since the plan (``decision_deltas`` over
-  the records the daemon stores for them), refused pools substituted
+  the records the daemon stores for them, applied to the plan's counts as
+  the daemon's reconcile applies them), refused pools substituted
   (``substitute``), running replicas kept in equivalent pools (``stick``),
   then ``diff``: launches first (another pass when a pool refused), then
   terminations, a ready replica kept while the one replacing it warms up

@@ -52,9 +52,7 @@ def test_a_return_within_the_plan_moves_its_on_demand_back_to_spot() -> None:
     decisions = [*_break_glass(8), _return_to_spot(8)]
     assert apply_deltas(planned, decision_deltas(decisions, planned)) == {A_SPOT: 8}
     # Half of it still held by the plan's counts: half the return.
-    assert apply_deltas({B_OD: 4}, decision_deltas([_return_to_spot(8)], {B_OD: 4})) == {
-        A_SPOT: 4
-    }
+    assert apply_deltas({B_OD: 4}, decision_deltas([_return_to_spot(8)], {B_OD: 4})) == {A_SPOT: 4}
 
 
 def test_without_the_plan_the_deltas_are_summed() -> None:

@@ -11,10 +11,10 @@ from broker.planning.plan import ALLOCATION_COLUMNS, Plan
 from broker.planning.reconcile import (
     apply_deltas,
     desired_now,
-    serving_spot_instances,
     diff,
     launch_key,
     plan_hour,
+    serving_spot_instances,
     warm_up_seconds,
 )
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
