@@ -31,7 +31,7 @@ def test_a_restored_plan_keeps_what_reconcile_rounds_by() -> None:
 
 def test_a_record_from_before_the_work_columns_restores_rounded_up() -> None:
     rec = plan_record(_plan(), "d")
-    rec["rows"] = [r[:6] for r in rec["rows"]]  # type: ignore[index, union-attr]
+    rec["rows"] = [r[:6] for r in rec["rows"]]
     restored = plan_from_record(rec, "d")
     assert restored is not None
     assert desired_now(restored, T0, WS) == {("chat-api", P1, "spot"): 5}
