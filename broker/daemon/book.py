@@ -27,6 +27,7 @@ pools to fall back to itself (the lifecycle's rule does, for both).
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -321,21 +322,45 @@ def _from_row(row: FleetRow, owner: str) -> Instance:
     )
 
 
-def decision_deltas(decisions: Iterable[DecisionRecord]) -> dict[Slot, int]:
-    """Count changes the decisions since the plan imply (see ``_TAKE_OUT``)."""
+def decision_deltas(
+    decisions: Iterable[DecisionRecord], planned: Mapping[Slot, int] | None = None
+) -> dict[Slot, int]:
+    """Count changes the decisions since the plan imply (see ``_TAKE_OUT``).
+
+    With ``planned`` (the plan's whole counts in force), the decisions are
+    applied in order and a count never goes below zero, and a move (a
+    decision that ends instances and launches others: a return to spot)
+    launches only for the ended instances the plan in force still holds: a
+    re-plan that already put the workload back on spot dropped the
+    break-glass on-demand from its counts, and the return's spot would run on
+    top of the plan's (one more fleet of spot until the next plan)."""
     out: dict[Slot, int] = defaultdict(int)
+    have: dict[Slot, int] | None = None if planned is None else defaultdict(int, planned)
+
+    def add(slot: Slot, n: int) -> int:
+        """Apply ``n`` to ``slot``; what was applied (a cut stops at zero)."""
+        if have is not None and n < 0:
+            n = -min(-n, have[slot])
+        if have is not None:
+            have[slot] += n
+        out[slot] += n
+        return n
+
     for d in decisions:
         p = d.payload
         lost = p.get("lost_slot")
         if lost and (d.kind in _TAKE_OUT or p.get("taken_out")):
-            out[(lost[0], lost[1], lost[2])] -= int(p.get("lost_count", 1))
-        for s in p.get("ended_slots") or []:
-            out[(s[0], s[1], s[2])] -= 1
+            add((lost[0], lost[1], lost[2]), -int(p.get("lost_count", 1)))
+        ended = p.get("ended_slots") or []
+        held = -sum(add((s[0], s[1], s[2]), -1) for s in ended)
         for x in p.get("launches") or []:
             workload = x.get("workload") or d.workload
             if workload:
-                out[(workload, x["pool_key"], x["tier"])] += int(x["count"])
-    return dict(out)
+                n = int(x["count"])
+                if have is not None and ended:
+                    n = min(n, math.ceil(n * held / len(ended)))
+                add((workload, x["pool_key"], x["tier"]), n)
+    return {k: v for k, v in out.items() if v or planned is None}
 
 
 def substitute(want: Mapping[Slot, int], book: FleetBook, now: datetime) -> dict[Slot, int]:

@@ -459,8 +459,13 @@ def _committed_usd_per_hour(snap: MarketSnapshot, committed: Mapping[str, int]) 
     return sum(n * price.get(group, 0.0) for group, n in committed.items())
 
 
-# The allocation columns reconcile reads (``broker.planning.reconcile.desired_now``).
-_KEPT_COLUMNS = ("hour_start", "hour_end", "workload", "tier", "pool_key", "instances")
+# The allocation columns reconcile reads (``broker.planning.reconcile.desired_now``:
+# ``units`` and ``work_per_hour`` size a serving spot row's hazard overhead; a
+# record written before they were kept restores without them, rounded up).
+_KEPT_COLUMNS = (
+    "hour_start", "hour_end", "workload", "tier", "pool_key", "instances", "units",
+    "work_per_hour",
+)  # fmt: skip
 
 
 def _digest(config: DaemonConfig, workloads: WorkloadSet) -> str:
@@ -496,7 +501,8 @@ def plan_from_record(rec: Json | None, digest: str) -> Plan | None:
     """The plan ``plan_record`` wrote (None: none, or made for other workloads)."""
     if not rec or rec.get("digest") != digest:
         return None
-    rows = pd.DataFrame(rec["rows"], columns=list(_KEPT_COLUMNS))
+    width = min((len(r) for r in rec["rows"]), default=len(_KEPT_COLUMNS))
+    rows = pd.DataFrame([r[:width] for r in rec["rows"]], columns=list(_KEPT_COLUMNS[:width]))
     rows = rows.astype({"hour_start": int, "hour_end": int, "instances": float})
     return Plan(
         start=datetime.fromisoformat(rec["start"]),

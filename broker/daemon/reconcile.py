@@ -125,7 +125,7 @@ class ReconcileJob:
         if state.created_at is not None:
             with self._store.transaction() as tx:
                 decisions = tx.decisions(self._owner, since=state.created_at)
-            want = apply_deltas(want, decision_deltas(decisions))
+            want = apply_deltas(want, decision_deltas(decisions, want))
         book = self._book
         want = substitute(want, book, now)
         want = book.protect(want, self._store, now)  # replacements inside their window

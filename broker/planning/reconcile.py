@@ -11,7 +11,14 @@ relaxation, read as average instances over the period).
 
 - serving: each (pool, tier) count is rounded *up* (``ceil`` after a 1e-6
   tolerance): serving demand must be met every hour, so a fraction of an
-  instance needs a whole one.
+  instance needs a whole one. A spot row's count is the replicas its work
+  needs times the pool's spot factor (``policies.cost_table.spot_factor``:
+  the restart time the hazard costs, an expectation); where the row says its
+  work (``work_per_hour``, ``units``), the replicas the work needs are
+  rounded up and that overhead on top to the *nearest* whole instance
+  (``serving_spot_instances``). Rounding the overhead up bought a whole
+  replica for any hazard at all: a calm pool's 4.0001 spot replicas were 5,
+  a fleet-wide 1 / N above what serving the demand takes.
 - training and batch: per (workload, tier) the total is rounded to the
   nearest whole instance and shared out by largest remainder (ties to the
   pool listed first). Rounding each pool on its own could add or drop up to
@@ -52,6 +59,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from broker.planning.plan import Plan
+from markets.errors import InputError
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey, launch_key, terminate_key
 from markets.model import Tier
@@ -67,6 +75,7 @@ __all__ = [
     "leaving",
     "live_ours",
     "plan_hour",
+    "serving_spot_instances",
     "terminate_key",
     "warm_up_seconds",
 ]
@@ -92,6 +101,33 @@ def _largest_remainder(values: Sequence[float]) -> list[int]:
     return floors
 
 
+def serving_spot_instances(instances: float, ready: float | None) -> int:
+    """Whole spot instances for a serving row of ``instances`` whose work
+    needs ``ready`` replicas (``instances / spot factor``; None: not known):
+    the replicas rounded up, the hazard's restart overhead above them to the
+    nearest whole instance (module docstring). Without ``ready``, ``ceil``."""
+    if ready is None or not math.isfinite(ready) or ready > instances + _EPS:
+        return max(0, math.ceil(instances - _EPS))
+    whole = max(0, math.ceil(ready - _EPS))
+    return whole + max(0, math.floor(instances - ready + 0.5))
+
+
+def _ready_replicas(
+    workloads: WorkloadSet, workload: str, pool: str, n: float, units: float, work: float
+) -> float | None:
+    """Replicas the row's work needs: ``work`` over one instance's work
+    (its units times the workload's throughput there), None if not known."""
+    try:
+        w = workloads.by_name(workload)
+        thr = w.throughput_of(PoolKey.parse(pool).instance_type)
+    except (KeyError, ValueError, InputError):
+        return None
+    per_instance = units / n * thr if n > _EPS else 0.0
+    if not (per_instance > 0 and math.isfinite(work)):
+        return None
+    return work / per_instance
+
+
 def desired_now(plan: Plan, at: datetime, workloads: WorkloadSet) -> dict[Slot, int]:
     """Whole instances per (workload, pool, tier) for the hour in force at
     ``at``. A row in a provider or region the workload's allow-lists no
@@ -106,14 +142,22 @@ def desired_now(plan: Plan, at: datetime, workloads: WorkloadSet) -> dict[Slot, 
     specs = {w.name: w for w in workloads.workloads}
     out: dict[Slot, int] = {}
     groups: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
-    for w, pool, tier, n in zip(
-        rows["workload"], rows["pool_key"], rows["tier"], rows["instances"], strict=True
-    ):
+    nan = [math.nan] * len(rows)
+    units = rows.get("units", nan)
+    work = rows.get("work_per_hour", nan)
+    for w, pool, tier, n, u, wk in zip(
+        rows["workload"], rows["pool_key"], rows["tier"], rows["instances"], units, work,
+        strict=True,
+    ):  # fmt: skip
         spec = specs.get(str(w))
         if spec is not None and not _allowed(spec, str(pool)):
             continue
         if classes.get(str(w)) is WorkloadClass.SERVING:
-            k = math.ceil(float(n) - _EPS)
+            if str(tier) == Tier.SPOT.value:
+                ready = _ready_replicas(workloads, str(w), str(pool), float(n), float(u), float(wk))
+                k = serving_spot_instances(float(n), ready)
+            else:
+                k = math.ceil(float(n) - _EPS)
             if k > 0:
                 out[(str(w), str(pool), str(tier))] = k
         else:

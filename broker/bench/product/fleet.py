@@ -27,7 +27,8 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
 - reconcile, at every tick start (``broker.daemon.reconcile``, with its
   functions): the plan's hour rounded as reconcile rounds it
   (``desired_now``), the decisions since the plan (``decision_deltas`` over
-  the records the daemon stores for them), refused pools substituted
+  the records the daemon stores for them, applied to the plan's counts as
+  the daemon's reconcile applies them), refused pools substituted
   (``substitute``), running replicas kept in equivalent pools (``stick``),
   then ``diff``: launches first (another pass when a pool refused), then
   terminations, a ready replica kept while the one replacing it warms up
@@ -370,7 +371,7 @@ class ProductFleet:
         at = EPOCH + timedelta(seconds=now_s)
         requests: list[LaunchRequest | TerminateRequest] = []
         for _ in range(RECONCILE_PASSES):
-            want = apply_deltas(run.planned, decision_deltas(run.decisions))
+            want = apply_deltas(run.planned, decision_deltas(run.decisions, run.planned))
             want = substitute(want, run.book, at)
             want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN)
             doomed = frozenset(i for i, r in run.replicas.items() if r.noticed)

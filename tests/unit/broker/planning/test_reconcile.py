@@ -14,6 +14,7 @@ from broker.planning.reconcile import (
     diff,
     launch_key,
     plan_hour,
+    serving_spot_instances,
     warm_up_seconds,
 )
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
@@ -207,3 +208,30 @@ def test_a_plan_row_outside_the_workloads_allow_lists_is_never_launched_and_is_e
     requests = diff(want, [_inst("i-1", P1)], owner="me", generation=1)
     assert [r.pool_key for r in requests if isinstance(r, LaunchRequest)] == [gcp]
     assert [r.instance_ids for r in requests if isinstance(r, TerminateRequest)] == [("i-1",)]
+
+
+def _serving_row(n: float, work: float) -> Plan:
+    plan = _plan([(0, "chat-api", "spot", P1, n)])
+    plan.allocations["work_per_hour"] = work
+    return plan
+
+
+def test_serving_spot_rounds_the_hazard_overhead_to_the_nearest_instance() -> None:
+    # 4 replicas of work on a calm pool: the spot factor's 4.0001 instances
+    # are 4, not 5 (ceil bought a whole replica for any hazard at all).
+    assert desired_now(_serving_row(4.0001, 4.0), T0, WS) == {("chat-api", P1, "spot"): 4}
+    # An overhead of 0.6 replica rounds to one more; the work's own fraction
+    # (2.3 replicas of demand) still rounds up.
+    assert desired_now(_serving_row(4.6, 4.0), T0, WS) == {("chat-api", P1, "spot"): 5}
+    assert desired_now(_serving_row(2.31, 2.3), T0, WS) == {("chat-api", P1, "spot"): 3}
+
+
+def test_serving_spot_without_its_work_rounds_up() -> None:
+    plan = _plan([(0, "chat-api", "spot", P1, 4.0001)])
+    plan = Plan(
+        plan.start, plan.hours, plan.period_hours, (),
+        plan.allocations.drop(columns=["units", "work_per_hour"]),
+        0.0, "test", "hand", 0.0, False,
+    )  # fmt: skip
+    assert desired_now(plan, T0, WS) == {("chat-api", P1, "spot"): 5}
+    assert serving_spot_instances(4.0001, None) == 5
