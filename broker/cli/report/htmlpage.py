@@ -68,7 +68,7 @@ def _cell(value: Cell, column: Column) -> str:
 
 def _table(t: Table) -> str:
     if not t.rows:
-        return "<p>(none)</p>"
+        return f"<p>{escape(t.empty)}</p>"
     num = [c.kind != "text" for c in t.columns]
 
     def cls(i: int) -> str:
@@ -173,7 +173,7 @@ def _zones_chart(doc: Mapping[str, object]) -> str:
 
 
 def render_html(doc: Mapping[str, object]) -> str:
-    secs = sections(doc)
+    secs = sections(doc, pools=None)  # a page lists every first-week pool
     body = [f"<h1>{escape(title(doc))}</h1>"]
     links = [(s.key, s.heading) for s in secs] + [("charts", "Charts")]
     body.append("<nav>" + "".join(f'<a href="#{k}">{escape(h)}</a>' for k, h in links) + "</nav>")
@@ -183,6 +183,7 @@ def render_html(doc: Mapping[str, object]) -> str:
             if t.title:
                 body.append(f"<h3>{escape(t.title)}</h3>")
             body.append(_table(t))
+            body += [f"<p>{escape(note.strip())}</p>" for note in t.notes]
         body += [f"<p>{escape(line.strip())}</p>" for line in sec.lines]
         body.append("</section>")
     body.append('<section id="charts"><h2>Charts</h2>')

@@ -50,7 +50,9 @@ def render_markdown(doc: Mapping[str, object]) -> str:
             lines.append("")
             if t.title:
                 lines += [f"### {t.title}", ""]
-            lines += table_markdown(t) if t.rows else ["(none)"]
+            lines += table_markdown(t) if t.rows else [t.empty]
+            if t.notes:
+                lines += ["", *(f"- {note.strip()}" for note in t.notes)]
         if sec.lines:
             lines.append("")
             lines += [f"- {line.strip()}" for line in sec.lines]

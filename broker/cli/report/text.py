@@ -6,7 +6,9 @@ condensed (``$81.9k``). A table wider than ``width`` wraps: its first column
 (the row's name) is repeated and the other columns go into as many stacked
 blocks as needed; when even the name and one column do not fit, each row is
 printed vertically, a ``header: value`` line each. Prose lines wrap at word
-boundaries (a single word longer than the width, a long path, is kept whole).
+boundaries (a single word longer than the width, a long path, is kept whole,
+unindented when its indent would push it past the width). Each table's notes
+follow it.
 
 Must not: read the terminal (the caller passes ``width``) or compute a figure.
 """
@@ -40,9 +42,11 @@ def cell_text(value: Cell, column: Column) -> str:
 
 def _wrap(line: str, width: int) -> list[str]:
     indent = line[: len(line) - len(line.lstrip())]
-    return textwrap.wrap(line.strip(), width, initial_indent=indent,
-                         subsequent_indent=indent + "  ", break_long_words=False,
-                         break_on_hyphens=False) or [""]  # fmt: skip
+    out = textwrap.wrap(line.strip(), width, initial_indent=indent,
+                        subsequent_indent=indent + "  ", break_long_words=False,
+                        break_on_hyphens=False) or [""]  # fmt: skip
+    # a word kept whole that its indent pushes past the width loses the indent
+    return [s.lstrip() if len(s) > width else s for s in out]
 
 
 def _block(
@@ -63,7 +67,7 @@ def layout(table: Table, width: int) -> list[str]:
     body = [[cell_text(v, c) for v, c in zip(r, table.columns, strict=True)] for r in table.rows]
     right = [c.kind != "text" for c in table.columns]
     if not body:
-        return ["(none)"]
+        return _wrap(table.empty, width)
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
     gap = len(GAP)
     if sum(widths) + gap * (len(widths) - 1) <= width:
@@ -95,10 +99,14 @@ def render_text(doc: Mapping[str, object], width: int = 80) -> str:
     lines = _wrap(title(doc), width)
     for sec in sections(doc):
         lines += ["", *_wrap(f"== {sec.heading}", width)]
-        for t in sec.tables:
+        for i, t in enumerate(sec.tables):
+            if i:
+                lines.append("")
             if t.title:
-                lines.append(f"-- {t.title}")
+                lines += _wrap(f"-- {t.title}", width)
             lines += layout(t, width)
+            for note in t.notes:
+                lines += _wrap(note, width)
         if sec.tables and sec.lines:
             lines.append("")
         for line in sec.lines:
