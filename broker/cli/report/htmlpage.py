@@ -1,11 +1,12 @@
 """The what-if report as one self-contained HTML page.
 
-Owns: ``render_html(doc)``: the sections every format has (``sections``) as
-headings, tables and paragraphs, and a "Charts" section of inline SVG
-(``svg``): cost by tier per scenario (totals and savings on the bars), the
-spotfolio scenario's planned cost by tier over time (``timeline``), the
-committed sweep (``committed_sweep``), the risk band (``risk``'s P10/P50/P90)
-and spot exposure by zone (``spot_by_zone``). A chart whose block the
+Owns: ``render_html(doc)``: the sections every format has (``sections``,
+What to do with every first-week pool) as headings, tables and paragraphs,
+and a "Charts" section of inline SVG (``svg``): cost by tier per scenario
+(totals and savings on the bars), the spotfolio scenario's planned cost by
+tier over time (``timeline``), the committed sweep (``committed_sweep``),
+the risk band (``risk``'s P10/P50/P90) and spot exposure by zone
+(``spot_by_zone``). A chart whose block the
 document lacks is replaced by a note saying what would produce it. The page
 loads nothing: no script, no external style sheet, font or image, so it
 opens offline and mails as one file.

@@ -230,10 +230,10 @@ def _totals_table(advice: Mapping[str, object]) -> Table:
     notes = [f"{label} {_fmt(rec.get(key), 'usd')}: {defs[key]}"
              for key, label in _TOTALS if key in defs]  # fmt: skip
     for key, head, base in _EQUATIONS:
-        parts = rows(rec.get(key))
         if key in rec:
-            notes.append(f"{head} = {base}" + "".join(
-                f" {_signed(_num(p.get('usd')) or 0.0)} {p.get('what')}" for p in parts))  # fmt: skip
+            terms = [f" {_signed(_num(p.get('usd')) or 0.0)} {p.get('what')}"
+                     for p in rows(rec.get(key))]  # fmt: skip
+            notes.append(f"{head} = {base}" + "".join(terms))
     return Table("advice_totals", "the totals reconciled", cols, body, notes=tuple(notes))
 
 

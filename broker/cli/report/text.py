@@ -6,15 +6,16 @@ condensed (``$81.9k``). A table wider than ``width`` wraps: its first column
 (the row's name) is repeated and the other columns go into as many stacked
 blocks as needed; when even the name and one column do not fit, each row is
 printed vertically, a ``header: value`` line each. Prose lines wrap at word
-boundaries (a single word longer than the width, a long path, is kept whole,
-unindented when its indent would push it past the width). Each table's notes
-follow it.
+boundaries; a single word longer than the width loses its indent, then is
+cut after its ``/``s (a pool key, a path), a part longer still kept whole.
+Each table's notes follow it.
 
 Must not: read the terminal (the caller passes ``width``) or compute a figure.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Mapping
 
@@ -45,8 +46,23 @@ def _wrap(line: str, width: int) -> list[str]:
     out = textwrap.wrap(line.strip(), width, initial_indent=indent,
                         subsequent_indent=indent + "  ", break_long_words=False,
                         break_on_hyphens=False) or [""]  # fmt: skip
-    # a word kept whole that its indent pushes past the width loses the indent
-    return [s.lstrip() if len(s) > width else s for s in out]
+    return [piece for s in out for piece in _fit(s, width)]
+
+
+def _fit(line: str, width: int) -> list[str]:
+    """A line still wider than ``width`` (one long word): unindented, then
+    cut after its ``/``s (a pool key, a path); a part wider still is whole."""
+    if len(line) <= width:
+        return [line]
+    word = line.lstrip()
+    if len(word) <= width:
+        return [word]
+    out = [""]
+    for part in re.split(r"(?<=/)", word):
+        if out[-1] and len(out[-1]) + len(part) > width:
+            out.append("")
+        out[-1] += part
+    return out
 
 
 def _block(
