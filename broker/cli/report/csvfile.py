@@ -1,12 +1,15 @@
-"""The what-if report as CSV: one row per scenario, raw numbers.
+"""The what-if report as CSV: one table, raw numbers.
 
-Owns: ``render_csv(doc)``: the scenarios table (``sections.SCENARIO_COLUMNS``:
-the name, the billed total, its tiers and the work carried forward in USD
-(total = tiers - carried forward), the saving as a fraction,
-unmet unit-hours, revocations, break-glass, catch-up and planned USD), the
-document's numbers unrounded and unformatted, so a spreadsheet sums them to
-the JSON's totals. The other blocks (sweep, stress, risk) are in the JSON
-and HTML outputs; one CSV holds one table.
+Owns: ``render_csv(doc, table)``. ``--format csv`` writes the scenarios table
+(``sections.SCENARIO_COLUMNS``: the name, the billed total, its tiers and the
+work carried forward in USD (total = tiers - carried forward), the saving as
+a fraction, unmet unit-hours, revocations, break-glass, catch-up and planned
+USD); ``table`` names another of the report's tables (``csv_tables(doc)``:
+What to do's ``advice_commitments``, ``advice_first_week`` (every pool, one
+number a cell: the hourly counts stay in the JSON), ``advice_cost_by_workload``,
+``advice_cost_by_team``, ``advice_totals``, and the other sections' tables).
+The document's numbers unrounded and unformatted, so a spreadsheet sums them
+to the JSON's totals. One CSV holds one table.
 
 Must not: format numbers (no ``$``, no thousands separators) or compute one.
 """
@@ -17,13 +20,27 @@ import csv
 import io
 from collections.abc import Mapping
 
-from broker.cli.report.sections import scenario_table
+from broker.cli.report.sections import Table, scenario_table, sections
 
-__all__ = ["render_csv"]
+__all__ = ["csv_tables", "render_csv"]
 
 
-def render_csv(doc: Mapping[str, object]) -> str:
-    t = scenario_table(doc)
+def _tables(doc: Mapping[str, object]) -> dict[str, Table]:
+    found = {t.name: t for s in sections(doc, pools=None) for t in s.tables}
+    return {"scenarios": scenario_table(doc), **found}
+
+
+def csv_tables(doc: Mapping[str, object]) -> list[str]:
+    """The names ``render_csv`` takes for ``doc``."""
+    return list(_tables(doc))
+
+
+def render_csv(doc: Mapping[str, object], table: str = "scenarios") -> str:
+    """Table ``table`` of ``doc`` (a ``KeyError`` naming the choices if it has none)."""
+    found = _tables(doc)
+    if table not in found:
+        raise KeyError(f"no table {table!r} in this document: {', '.join(found)}")
+    t = found[table]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([c.key for c in t.columns])

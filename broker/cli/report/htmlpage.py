@@ -1,11 +1,12 @@
 """The what-if report as one self-contained HTML page.
 
-Owns: ``render_html(doc)``: the sections every format has (``sections``) as
-headings, tables and paragraphs, and a "Charts" section of inline SVG
-(``svg``): cost by tier per scenario (totals and savings on the bars), the
-spotfolio scenario's planned cost by tier over time (``timeline``), the
-committed sweep (``committed_sweep``), the risk band (``risk``'s P10/P50/P90)
-and spot exposure by zone (``spot_by_zone``). A chart whose block the
+Owns: ``render_html(doc)``: the sections every format has (``sections``,
+What to do with every first-week pool) as headings, tables and paragraphs,
+and a "Charts" section of inline SVG (``svg``): cost by tier per scenario
+(totals and savings on the bars), the spotfolio scenario's planned cost by
+tier over time (``timeline``), the committed sweep (``committed_sweep``),
+the risk band (``risk``'s P10/P50/P90) and spot exposure by zone
+(``spot_by_zone``). A chart whose block the
 document lacks is replaced by a note saying what would produce it. The page
 loads nothing: no script, no external style sheet, font or image, so it
 opens offline and mails as one file.
@@ -68,7 +69,7 @@ def _cell(value: Cell, column: Column) -> str:
 
 def _table(t: Table) -> str:
     if not t.rows:
-        return "<p>(none)</p>"
+        return f"<p>{escape(t.empty)}</p>"
     num = [c.kind != "text" for c in t.columns]
 
     def cls(i: int) -> str:
@@ -173,7 +174,7 @@ def _zones_chart(doc: Mapping[str, object]) -> str:
 
 
 def render_html(doc: Mapping[str, object]) -> str:
-    secs = sections(doc)
+    secs = sections(doc, pools=None)  # a page lists every first-week pool
     body = [f"<h1>{escape(title(doc))}</h1>"]
     links = [(s.key, s.heading) for s in secs] + [("charts", "Charts")]
     body.append("<nav>" + "".join(f'<a href="#{k}">{escape(h)}</a>' for k, h in links) + "</nav>")
@@ -183,6 +184,7 @@ def render_html(doc: Mapping[str, object]) -> str:
             if t.title:
                 body.append(f"<h3>{escape(t.title)}</h3>")
             body.append(_table(t))
+            body += [f"<p>{escape(note.strip())}</p>" for note in t.notes]
         body += [f"<p>{escape(line.strip())}</p>" for line in sec.lines]
         body.append("</section>")
     body.append('<section id="charts"><h2>Charts</h2>')

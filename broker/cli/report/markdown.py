@@ -2,7 +2,8 @@
 
 Owns: ``render_markdown(doc)``: a heading per section, a pipe table per
 table (every row with the header's number of cells, ``|`` in a cell
-escaped, numbers right-aligned), prose as paragraphs. Money is whole dollars
+escaped, numbers right-aligned) followed by its notes, prose as bullets; a
+table without rows is its ``empty`` line. Money is whole dollars
 (``$81,905``): a Markdown page has the room a terminal lacks.
 
 Must not: compute a figure.
@@ -50,7 +51,9 @@ def render_markdown(doc: Mapping[str, object]) -> str:
             lines.append("")
             if t.title:
                 lines += [f"### {t.title}", ""]
-            lines += table_markdown(t) if t.rows else ["(none)"]
+            lines += table_markdown(t) if t.rows else [t.empty]
+            if t.notes:
+                lines += ["", *(f"- {note.strip()}" for note in t.notes)]
         if sec.lines:
             lines.append("")
             lines += [f"- {line.strip()}" for line in sec.lines]

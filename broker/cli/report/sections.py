@@ -1,19 +1,28 @@
 """The what-if report's content, read once from the JSON document.
 
 Owns: ``Column``, ``Table`` and ``Section`` (what every format shows: headings,
-tables of raw values with a kind per column, and lines of prose) and
-``sections(doc)``, which reads a ``spotfolio.whatif/1`` document
-(``broker.cli.whatif``'s docstring) into them, in the report's order: what to
-do (``advice``, when the document has it), the scenarios, the risk band
-(``risk``, when present), the stressed market, the committed sweep, what is
-owned, the data used, and the optimizer's reasons. Blocks absent from the
-document are left out; ``advice`` and ``risk`` are read generically (lists of
-lines or of objects, objects of P10/P50/P90), so the report renders them
-however their producer grows them.
+tables of raw values with a kind per column, each with the prose that follows
+it, and lines of prose) and ``sections(doc)``, which reads a
+``spotfolio.whatif/1`` document (``broker.cli.whatif``'s docstring) into them,
+in the report's order: what to do (``advice``, when the document has it), the
+scenarios, the risk band (``risk``, when present), the stressed market, the
+committed sweep, what is owned, the data used, and the optimizer's reasons.
+Blocks absent from the document are left out.
 
-Must not: format a number (the renderers do, by ``Column.kind``), compute a
-figure the document does not hold (beyond the stressed total's change
-against x1's), or import the computation.
+What to do reads ``advice`` in ``broker.whatif.advice.Advice.to_dict``'s
+shape: the commitments to buy (or the line "buy no commitment"), the first
+week's whole instances per pool and tier (most and mean per hour and
+instance-hours, the pools of most instance-hours first; ``sections(doc,
+pools=None)`` lists them all, else the first ``POOL_ROWS`` and a line
+counting the rest; the hourly counts stay in the JSON), the cost per workload
+and per team, and the totals reconciled (each defined, and the two equations
+between them); then the risk band's one line (``risk_line``). The risk band's
+own section reads ``risk`` generically (objects of P10/P50/P90).
+
+Must not: format a number in a table (the renderers do, by ``Column.kind``;
+prose lines spell theirs in whole dollars, the same in every format),
+compute a figure the document does not hold (beyond the stressed total's
+change against x1's), or import the computation.
 """
 
 from __future__ import annotations
@@ -22,9 +31,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from broker.cli.report.money import full_usd
 from broker.jsondoc import at, obj
 
-__all__ = ["Cell", "Column", "Kind", "Section", "Table", "quantile_bands", "rows", "sections"]
+__all__ = [
+    "POOL_ROWS",
+    "Cell",
+    "Column",
+    "Kind",
+    "Section",
+    "Table",
+    "quantile_bands",
+    "risk_line",
+    "rows",
+    "sections",
+]
 
 Kind = Literal["text", "usd", "share", "amount"]
 Cell = str | float | int | None
@@ -45,6 +66,8 @@ class Table:
     title: str
     columns: tuple[Column, ...]
     rows: tuple[tuple[Cell, ...], ...]
+    notes: tuple[str, ...] = ()  # prose shown right after the table
+    empty: str = "(none)"  # shown instead of a table without rows
 
     def values(self, key: str) -> list[float]:
         """Column ``key``'s numbers, a row each (0.0 where a cell is not one)."""
@@ -146,29 +169,111 @@ def _generic_table(name: str, title: str, items: Sequence[Mapping[str, object]])
     return Table(name, title, cols, body)
 
 
-def _advice(value: object) -> Section | None:
-    """``advice`` as lines and tables, whatever its shape (module docstring)."""
-    if value is None:
+POOL_ROWS = 12  # first-week pools a terminal or a page of Markdown shows
+
+
+def _signed(usd: float) -> str:
+    return f"{'-' if usd < 0 else '+'} {full_usd(abs(usd))}"
+
+
+def _buy_table(advice: Mapping[str, object]) -> Table:
+    source = str(advice.get("commitments_from") or "period plan")
+    cols = (Column("instance_type", "instance type"), Column("family", "family"),
+            Column("provider", "provider"), Column("region", "region"),
+            Column("count", "count", "amount"), Column("term_years", "term (y)", "amount"),
+            Column("payment", "payment"), Column("obligation_usd", "obligation", "usd"),
+            Column("monthly_saving_usd", "saving/mo", "usd"),
+            Column("breakeven_utilisation", "break-even", "share"),
+            Column("utilisation", "expected", "share"))  # fmt: skip
+    body = tuple(tuple(_cell(c.get(k.key)) for k in cols) for c in rows(advice.get("commitments")))
+    return Table("advice_commitments", f"commitments to buy ({source})", cols, body,
+                 empty=f"buy no commitment ({source})")  # fmt: skip
+
+
+def _pool_table(advice: Mapping[str, object], limit: int | None) -> Table:
+    week = obj(advice.get("first_week"))
+    pools = sorted(rows(week.get("pools")), key=lambda p: -(_num(p.get("instance_hours")) or 0.0))
+    cols = (Column("tier", "tier"), Column("pool_key", "pool"),
+            Column("max_instances", "most", "amount"), Column("mean_instances", "mean", "amount"),
+            Column("instance_hours", "inst-h", "amount"))  # fmt: skip
+    shown = pools if limit is None else pools[:limit]
+    # the 168 hourly counts stay in the JSON: a cell holds one number
+    body = tuple(tuple(_cell(p.get(c.key)) for c in cols) for p in shown)
+    heading = f"first {week.get('hours')} h, whole instances (most / mean per hour)"
+    if len(shown) < len(pools):
+        heading += f": the {len(shown)} pools of most instance-hours"
+    more = len(pools) - len(shown)
+    notes = (f"{more} more pools in --json (advice.first_week)",) if more else ()
+    return Table("advice_first_week", heading, cols, body, notes=notes)
+
+
+def _cost_table(advice: Mapping[str, object], key: str, label: str) -> Table:
+    cols = (Column("name", label), *((Column("team", "team"),) if label == "workload" else ()),
+            Column("total_usd", "billed", "usd"),
+            Column("unused_commitment_usd", "unused committed", "usd"),
+            Column("unmet_unit_hours", "unmet u-h", "amount"))  # fmt: skip
+    body = tuple(tuple(_cell(r.get(c.key)) for c in cols) for r in rows(advice.get(key)))
+    return Table(f"advice_{key}", f"cost by {label}", cols, body)
+
+
+_TOTALS = (("objective_usd", "objective"), ("period_planned_usd", "period plan"),
+           ("planned_usd", "planned"), ("billed_usd", "billed"))  # fmt: skip
+_EQUATIONS = (("objective_less_planned", "objective", "period plan"),
+              ("billed_less_planned", "billed", "planned"))  # fmt: skip
+
+
+def _totals_table(advice: Mapping[str, object]) -> Table:
+    rec = obj(advice.get("reconciliation"))
+    defs = obj(rec.get("definitions"))
+    cols = (Column("total", "total"), Column("usd", "USD", "usd"))
+    body = tuple((label, _num(rec.get(key))) for key, label in _TOTALS if key in rec)
+    notes = [f"{label} {_fmt(rec.get(key), 'usd')}: {defs[key]}"
+             for key, label in _TOTALS if key in defs]  # fmt: skip
+    for key, head, base in _EQUATIONS:
+        if key in rec:
+            terms = [f" {_signed(_num(p.get('usd')) or 0.0)} {p.get('what')}"
+                     for p in rows(rec.get(key))]  # fmt: skip
+            notes.append(f"{head} = {base}" + "".join(terms))
+    return Table("advice_totals", "the totals reconciled", cols, body, notes=tuple(notes))
+
+
+def risk_line(risk: Mapping[str, object]) -> str | None:
+    """The risk band in one line (``None`` without one)."""
+    c, u = obj(risk.get("cost_usd")), obj(risk.get("unmet_unit_hours"))
+    if not c:
         return None
-    tables: list[Table] = []
-    lines: list[str] = []
 
-    def take(name: str, v: object) -> None:
-        if isinstance(v, str):
-            lines.append(v if not name else f"{name.replace('_', ' ')}: {v}")
-        elif isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v):
-            tables.append(_generic_table(f"advice_{name}" if name else "advice",
-                                         name.replace("_", " "), rows(v)))  # fmt: skip
-        elif isinstance(v, list):
-            lines.extend(str(x) for x in v)
-        elif isinstance(v, Mapping):
-            for k, sub in v.items():
-                take(str(k) if not name else f"{name}.{k}", sub)
-        elif v is not None:
-            lines.append(f"{name.replace('_', ' ')}: {v}")
+    def band(q: Mapping[str, object], fmt: str) -> str:
+        return " / ".join(f"{k.upper()} {_fmt(q.get(k), fmt)}" for k in ("p10", "p50", "p90"))
 
-    take("", value)
-    return Section("advice", "What to do", tuple(tables), tuple(lines))
+    line = (f"risk over {risk.get('scenarios', risk.get('samples'))} sampled spot and demand "
+            f"scenarios (seed {risk.get('seed')}): cost {band(c, 'usd')}")  # fmt: skip
+    if u:
+        line += f"; unmet {band(u, 'uh')} unit-hours"
+    rank = _num(risk.get("billed_rank"))
+    if rank is not None:
+        line += f"; {rank:.0%} of the samples cost less than the recorded bill"
+    return line
+
+
+def _fmt(value: object, kind: str) -> str:
+    x = _num(value)
+    if x is None:
+        return "-"
+    return full_usd(x) if kind == "usd" else f"{x:,.1f}"
+
+
+def _what_to_do(doc: Mapping[str, object], pools: int | None) -> Section | None:
+    """``advice`` (``broker.whatif.advice.Advice.to_dict``'s shape) and the
+    risk band's one line (module docstring)."""
+    advice = obj(doc.get("advice"))
+    if not advice:
+        return None
+    tables = (_buy_table(advice), _pool_table(advice, pools),
+              _cost_table(advice, "cost_by_workload", "workload"),
+              _cost_table(advice, "cost_by_team", "team"), _totals_table(advice))  # fmt: skip
+    line = risk_line(obj(doc.get("risk")))
+    return Section("advice", "What to do", tables, (line,) if line else ())
 
 
 def quantile_bands(value: object, path: str = "") -> list[tuple[str, float, float, float]]:
@@ -280,9 +385,10 @@ def title(doc: Mapping[str, object]) -> str:
     return text + (" (STALE market data)" if doc.get("stale") else "")
 
 
-def sections(doc: Mapping[str, object]) -> list[Section]:
-    """The report's sections in order (module docstring)."""
-    out: list[Section | None] = [_advice(doc.get("advice"))]
+def sections(doc: Mapping[str, object], pools: int | None = POOL_ROWS) -> list[Section]:
+    """The report's sections in order (module docstring); ``pools``: the
+    first-week pools What to do lists (``None``: all)."""
+    out: list[Section | None] = [_what_to_do(doc, pools)]
     warn = [f"warning: {b.get('scenario')}: budgets leave {b.get('unmet_unit_hours')} "
             f"unit-hours unmet ({'; '.join(_strings(b.get('budgets')))}): not a saving"
             for b in rows(doc.get("budget_unmet"))]  # fmt: skip

@@ -6,13 +6,16 @@ condensed (``$81.9k``). A table wider than ``width`` wraps: its first column
 (the row's name) is repeated and the other columns go into as many stacked
 blocks as needed; when even the name and one column do not fit, each row is
 printed vertically, a ``header: value`` line each. Prose lines wrap at word
-boundaries (a single word longer than the width, a long path, is kept whole).
+boundaries; a single word longer than the width loses its indent, then is
+cut after its ``/``s (a pool key, a path), a part longer still kept whole.
+Each table's notes follow it.
 
 Must not: read the terminal (the caller passes ``width``) or compute a figure.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Mapping
 
@@ -40,9 +43,26 @@ def cell_text(value: Cell, column: Column) -> str:
 
 def _wrap(line: str, width: int) -> list[str]:
     indent = line[: len(line) - len(line.lstrip())]
-    return textwrap.wrap(line.strip(), width, initial_indent=indent,
-                         subsequent_indent=indent + "  ", break_long_words=False,
-                         break_on_hyphens=False) or [""]  # fmt: skip
+    out = textwrap.wrap(line.strip(), width, initial_indent=indent,
+                        subsequent_indent=indent + "  ", break_long_words=False,
+                        break_on_hyphens=False) or [""]  # fmt: skip
+    return [piece for s in out for piece in _fit(s, width)]
+
+
+def _fit(line: str, width: int) -> list[str]:
+    """A line still wider than ``width`` (one long word): unindented, then
+    cut after its ``/``s (a pool key, a path); a part wider still is whole."""
+    if len(line) <= width:
+        return [line]
+    word = line.lstrip()
+    if len(word) <= width:
+        return [word]
+    out = [""]
+    for part in re.split(r"(?<=/)", word):
+        if out[-1] and len(out[-1]) + len(part) > width:
+            out.append("")
+        out[-1] += part
+    return out
 
 
 def _block(
@@ -63,7 +83,7 @@ def layout(table: Table, width: int) -> list[str]:
     body = [[cell_text(v, c) for v, c in zip(r, table.columns, strict=True)] for r in table.rows]
     right = [c.kind != "text" for c in table.columns]
     if not body:
-        return ["(none)"]
+        return _wrap(table.empty, width)
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
     gap = len(GAP)
     if sum(widths) + gap * (len(widths) - 1) <= width:
@@ -95,10 +115,14 @@ def render_text(doc: Mapping[str, object], width: int = 80) -> str:
     lines = _wrap(title(doc), width)
     for sec in sections(doc):
         lines += ["", *_wrap(f"== {sec.heading}", width)]
-        for t in sec.tables:
+        for i, t in enumerate(sec.tables):
+            if i:
+                lines.append("")
             if t.title:
-                lines.append(f"-- {t.title}")
+                lines += _wrap(f"-- {t.title}", width)
             lines += layout(t, width)
+            for note in t.notes:
+                lines += _wrap(note, width)
         if sec.tables and sec.lines:
             lines.append("")
         for line in sec.lines:

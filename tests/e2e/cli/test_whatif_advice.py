@@ -71,13 +71,24 @@ def test_a_bill_gives_costs_per_team_that_add_up_and_a_seeded_band(tmp_path: Pat
     assert again["risk"]["samples_cost_usd"] == risk["samples_cost_usd"]
 
 
-def test_text_starts_with_what_to_do_and_scenarios_0_draws_none() -> None:
+def test_text_starts_with_what_to_do_and_scenarios_0_draws_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # not a terminal: 80 columns
     code, text = _run("--days", "1", "--scenarios", "0")
     assert code == 0
     lines = text.splitlines()
-    assert lines[0] == "what to do"
-    assert any(line.startswith("  buy ") for line in lines[1:3])
+    assert lines[0].startswith("What-if over ")
+    heads = [line for line in lines if line.startswith("== ")]
+    assert heads[0] == "== What to do" and heads[1].startswith("== Scenarios")
+    what = lines[lines.index("== What to do") + 1 : lines.index(heads[1])]
+    assert what[0].startswith("-- commitments to buy")
+    # a table of buys (its header, then a row) or the one line saying none
+    assert what[1].startswith("instance type ") or what[1].startswith("buy no commitment")
+    assert "-- the totals reconciled" in what
+    assert any(line.startswith("objective = period plan") for line in what)
+    assert any(line.startswith("billed = planned") for line in what)
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
     assert "risk over" not in text
-    assert any("objective = period plan" in line for line in lines)
     code, doc = _run("--days", "1", "--scenarios", "0", "--json")
     assert code == 0 and "risk" not in json.loads(doc) and "advice" in json.loads(doc)

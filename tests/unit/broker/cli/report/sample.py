@@ -1,10 +1,13 @@
 """A ``spotfolio.whatif/1`` document written by hand, with every block the
-report reads (advice and risk in a shape their producer might grow: the
-report reads them generically), for the renderers' tests."""
+report reads (``advice`` and ``risk`` in the shapes ``broker.whatif.advice``
+and ``broker.whatif.risk`` write), for the renderers' tests; and
+``real_doc``: that document with the ``advice`` and ``risk`` of a real tiny
+what-if (``tests.fakes.tiny_market``, seven days: a full first week)."""
 
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 
@@ -41,14 +44,46 @@ _DOC: dict[str, Any] = {
          "verdict": "pays", "marginal_occupancy": 0.712}],
     "breakeven_occupancy": 0.825, "breakeven_occupancy_on_demand": 0.63,
     "advice": {
-        "buy": [{"provider": "gcp", "group": "gcp/us-east1/g2-standard-4", "term_years": 1,
-                 "payment": "no_upfront", "count": 29, "obligation_usd": 113125.0,
-                 "monthly_saving_usd": 5302.0, "breakeven_utilisation": 0.64}],
-        "summary": ["Commit 29 x g2-standard-4 in us-east1 for a year: saves $5,302/month."],
+        "commitments": [
+            {"provider": "gcp", "region": "us-east1", "instance_type": "g2-standard-4",
+             "family": "g2", "group": "gcp/us-east1/g2-standard-4", "term_years": 1,
+             "payment": "no_upfront", "count": 29, "usd_per_instance_hour": 0.445304,
+             "obligation_usd": 113125.07, "monthly_saving_usd": 5302.0, "utilisation": 1.0,
+             "breakeven_utilisation": 0.64}],
+        "commitments_from": "period plan",
+        "first_week": {"hours": 72, "rounding": "whole instances", "pools": [
+            {"pool_key": "gcp/us-east1/g2-standard-4", "tier": "committed",
+             "instance_type": "g2-standard-4", "max_instances": 29, "mean_instances": 29.0,
+             "instance_hours": 2088, "instances_by_hour": [29] * 72},
+            {"pool_key": "gcp/us-east1/us-east1-d/g2-standard-4", "tier": "spot",
+             "instance_type": "g2-standard-4", "max_instances": 9, "mean_instances": 2.931,
+             "instance_hours": 211, "instances_by_hour": [3] * 70 + [0, 1]}]},
+        "cost_by_workload": [
+            {"name": "chat-api", "team": "chat", "total_usd": 30000.0,
+             "unused_commitment_usd": 0.0, "unmet_unit_hours": 0.0},
+            {"name": "train", "team": None, "total_usd": 6599.85,
+             "unused_commitment_usd": 0.0, "unmet_unit_hours": 0.0}],
+        "cost_by_team": [
+            {"name": "(no team)", "team": "(no team)", "total_usd": 6599.85,
+             "unused_commitment_usd": 0.0, "unmet_unit_hours": 0.0},
+            {"name": "chat", "team": "chat", "total_usd": 30000.0,
+             "unused_commitment_usd": 0.0, "unmet_unit_hours": 0.0}],
+        "reconciliation": {
+            "objective_usd": 2607.82, "period_planned_usd": 2500.0, "planned_usd": 33779.8,
+            "billed_usd": 36599.85,
+            "objective_less_planned": [{"what": "churn, restart and other penalties",
+                                        "usd": 107.82}],
+            "billed_less_planned": [{"what": "break-glass on-demand (lifecycle)", "usd": 4011.0},
+                                    {"what": "actual spot prices", "usd": -1190.95}],
+            "definitions": {"objective_usd": "the plan's objective",
+                            "period_planned_usd": "the plan's dollars",
+                            "planned_usd": "the replayed plan's dollars",
+                            "billed_usd": "that plan billed"}},
     },
-    "risk": {"samples": 200, "seed": 0,
+    "risk": {"scenarios": 200, "seed": 0,
              "cost_usd": {"p10": 34100.0, "p50": 36600.0, "p90": 41200.0},
-             "unmet_unit_hours": {"p10": 0.0, "p50": 1.5, "p90": 12.0}},
+             "unmet_unit_hours": {"p10": 0.0, "p50": 1.5, "p90": 12.0},
+             "billed_usd": 36599.85, "billed_rank": 0.45},
     "timeline": {"basis": "planned", "step_hours": 24, "scenarios": {
         "spotfolio": {"committed": [309.9, 309.9, 309.9], "on_demand": [521.1, 465.7, 480.0],
                       "spot": [483.4, 517.8, 500.0]}}},
@@ -66,3 +101,24 @@ _DOC: dict[str, Any] = {
 def sample_doc() -> dict[str, Any]:
     """A fresh copy (tests may take blocks out)."""
     return copy.deepcopy(_DOC)
+
+
+@functools.cache
+def _tiny() -> tuple[dict[str, Any], dict[str, Any]]:
+    from broker.whatif.advice import advise
+    from broker.whatif.risk import risk_band
+    from broker.whatif.run import run_whatif
+    from tests.fakes.tiny_market import TinyMarket, pool_key
+    from tests.unit.broker.whatif.test_advice import workloads
+
+    result = run_whatif(TinyMarket(share={pool_key("a"): 0.5}), workloads(), days=7)
+    return advise(result).to_dict(), risk_band(result, 4, seed=0).to_dict()
+
+
+def real_doc() -> dict[str, Any]:
+    """``sample_doc`` with a real ``advice`` and ``risk`` (module docstring;
+    the what-if runs once per test session)."""
+    advice, risk = _tiny()
+    doc = sample_doc()
+    doc["advice"], doc["risk"] = copy.deepcopy(advice), copy.deepcopy(risk)
+    return doc

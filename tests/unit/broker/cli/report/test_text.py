@@ -59,3 +59,11 @@ def test_the_stressed_market_says_its_change_against_x1() -> None:
 def test_missing_values_print_a_dash() -> None:
     t = Table("t", "", (Column("name", "n"), Column("delta_usd", "d", "usd")), (("a", None),))
     assert layout(t, 80)[1].split() == ["a", "-"]
+
+
+def test_a_pool_key_wider_than_the_width_is_cut_after_its_slashes() -> None:
+    key = "gcp/europe-west4/europe-west4-b/a2-highgpu-8g"  # 45 characters
+    t = Table("t", "", (Column("tier", "tier"), Column("pool_key", "pool")), (("spot", key),))
+    lines = layout(t, 40)
+    assert max(len(line) for line in lines) <= 40
+    assert lines[:2] == ["tier: spot", "  pool:"] and "".join(lines[2:]) == key
