@@ -228,7 +228,13 @@ class Chooser:
             usd=usd,
         )
 
-    def shrink(self, w: Workload, inst: Instance, view: FleetView, now_s: float) -> Outcome | str:
+    def shrink(
+        self, w: Workload, inst: Instance, view: FleetView, now_s: float, *, forced: bool = False
+    ) -> Outcome | str:
+        """Run on what is left, at the largest allowed size. ``forced``: the
+        dwell and the preemption budget do not hold it back, for a gang
+        that must re-form anyway (a replacement or break-glass node joining
+        is a resize too: economics.md section 4, "otherwise shrink")."""
         if not w.elastic:
             return "the gang is not elastic"
         tally = view.tally(w.name)
@@ -241,7 +247,7 @@ class Chooser:
             w.min_dwell_minutes * 60.0,
             self.config.resize_budget_interval_s,
         )
-        if block is not None:
+        if block is not None and not forced:
             return block
         work = tally.work_per_hour * size / tally.units if tally.units > 0 else 0.0
         slack = self.slack(w, work, now_s, inst.pool_key, can_grow=False)
@@ -251,9 +257,15 @@ class Chooser:
         extra = round(tally.units) - size
         release = f", releasing {extra} more" if extra > 0 else ""
         slack_note = "" if slack is None else f"; deadline slack {slack[0]:.0f} h"
+        forced_note = (
+            f"; the revocation re-forms the gang within its dwell ({block}): no on-demand"
+            " while the deadline allows"
+            if block is not None
+            else ""
+        )
         reason = (
             f"shrink {w.name} to {size} units after losing {inst.units}{release} "
-            f"(min {w.min_units}, step {w.step_units}{slack_note})"
+            f"(min {w.min_units}, step {w.step_units}{slack_note}{forced_note})"
         )
         return Outcome(DecisionKind.SHRINK, reason, new_size=size)
 

@@ -426,6 +426,9 @@ class LifecycleManager:
         def shrink() -> Outcome | str:
             return self._choose.shrink(w, inst, view, now_s)
 
+        def forced_shrink() -> Outcome | str:
+            return self._choose.shrink(w, inst, view, now_s, forced=True)
+
         if self._governed(w):
             return self._on_deadline_revocation(notice, inst, w, view, now_s, cp, lost_work)
         slack = self._choose.slack(w, tally.work_per_hour + lost_work, now_s, inst.pool_key)
@@ -440,7 +443,16 @@ class LifecycleManager:
         elif tight:
             steps = [("break-glass", glass), ("replace", replace)]
         elif wc is WorkloadClass.TRAINING:
-            steps = [("shrink", shrink), ("replace", replace), ("break-glass", glass)]
+            # On-demand when the deadline requires it, otherwise shrink
+            # (economics.md section 4): a shrink the dwell held back is taken
+            # after all before breaking glass, unless it would put the deadline
+            # at risk (its slack check refuses it, and break-glass follows).
+            steps = [
+                ("shrink", shrink),
+                ("replace", replace),
+                ("shrink within the dwell", forced_shrink),
+                ("break-glass", glass),
+            ]
         else:
             cap = self._choose.batch_price_cap(w, inst)
             steps = [("replace", lambda: replace(cap))]

@@ -252,6 +252,25 @@ def test_no_second_shrink_inside_the_dwell_then_one_after_it() -> None:
     assert d.kind is DecisionKind.SHRINK
 
 
+def test_inside_the_dwell_with_no_spot_to_replace_an_early_job_shrinks_not_breaks_glass() -> None:
+    # economics.md section 4: on-demand when the deadline requires it,
+    # otherwise shrink. The dwell held the second shrink back; with no spot
+    # pool left to replace from, the gang re-forms anyway, so it re-forms
+    # smaller (the portfolio loop broke glass here 27 times a month on seed 0).
+    m, clock = manager()
+    fleet = ft_fleet()
+    spot = spot_of(fleet)
+    assert m.handle(revoke(spot[0], clock.now()), fleet, market()).kind is DecisionKind.SHRINK
+    clock.advance(timedelta(minutes=20))
+    _close_all_p4d_spot(m)
+    for z in ("us-central1-a", "us-central1-b", "us-central1-c"):
+        m.record_launch_failure(key(z, "a2-highgpu-8g", "gcp"))
+    d = m.handle(revoke(spot[1], clock.now()), fleet, market())
+    assert d.kind is DecisionKind.SHRINK and not d.launches
+    assert "re-forms the gang within its dwell" in d.reason
+    assert m.break_glass_committed_usd == 0
+
+
 def test_the_preemption_budget_allows_one_resize_an_hour_even_without_a_dwell() -> None:
     m, clock = manager(workloads(ft={"min_dwell_minutes": 0}))
     fleet = ft_fleet()
