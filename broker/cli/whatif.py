@@ -75,7 +75,7 @@ actual demand and market. ``--json`` prints one object::
 (``broker.cli.report``; ``--json`` is ``--format json``), to stdout or whole
 to ``--out FILE``; each file written (``--out``, ``--plot``) is named on
 stderr.
-The text output starts with the "what to do" section (``advice``).
+The text output starts with the title, then the "What to do" section (``advice``).
 
 ``plan`` runs one optimization and prints the plan with its explanation
 (JSON: ``status``, ``gap``, ``gap_met``, ``lower_bound_usd``, ``budget_unmet``
