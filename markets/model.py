@@ -23,6 +23,7 @@ from markets.errors import InputError
 from markets.keys import PoolKey
 
 __all__ = [
+    "DEFAULT_PRIOR_HOURS",
     "FailureDomain",
     "Hazard",
     "HazardSource",
@@ -131,6 +132,12 @@ class HazardSource(StrEnum):
     ADVISOR = "advisor"  # AWS Spot Instance Advisor bucket (a prior)
     MODEL = "model"  # the embedded default market's stated calibration
     ASSUMED = "assumed"  # a configured default: nothing known
+
+
+# The hazard prior's weight, in hours watched (one day of watching the pool):
+# what a ``Hazard``'s ``confidence`` is stated against
+# (``markets.hazard.prior`` builds its priors on it).
+DEFAULT_PRIOR_HOURS = 24.0
 
 
 class Hazard(_Frozen):

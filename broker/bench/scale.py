@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -77,39 +76,6 @@ def parallel_efficiency(n: int = 8, workers: int = 2, days: int = 1) -> dict[str
     }
 
 
-def _child(days: int) -> None:
-    """``spotfolio whatif --days DAYS --json`` as a user runs it (its defaults:
-    the example fleet, 6-hourly re-plans), its JSON to a pipe we drop."""
-    import contextlib
-    import io
-
-    from broker.cli import main
-
-    t0 = time.perf_counter()
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        code = main(["whatif", "--days", str(days), "--json"])
-    wall = time.perf_counter() - t0
-    if code != 0:
-        raise SystemExit(code)
-    doc = json.loads(buf.getvalue())
-    cost = next(s["total_cost_usd"] for s in doc["scenarios"] if s["name"] == "spotfolio")
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(
-        json.dumps(
-            {
-                "seconds": wall,
-                "rss_kib": own.ru_maxrss,
-                "children_rss_kib": kids.ru_maxrss,
-                "cost": cost,
-                "phases_s": doc["seconds"],
-                "cpu_s": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
-            }
-        )
-    )
-
-
 def year_whatif(days: int = YEAR_DAYS) -> dict[str, object]:
     """A ``days``-day what-if (default: a year) in a child process."""
     from markets.registry import open_market
@@ -117,7 +83,7 @@ def year_whatif(days: int = YEAR_DAYS) -> dict[str, object]:
     pools = len(list(open_market("default").pools()))
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "broker.bench.scale", str(days)],
+        [sys.executable, "-m", "broker.cli._measured", str(days)],
         capture_output=True, text=True, check=True, env=dict(os.environ),
     )  # fmt: skip
     total_s = time.perf_counter() - t0
@@ -137,7 +103,3 @@ def year_whatif(days: int = YEAR_DAYS) -> dict[str, object]:
         "spotfolio_total_cost_usd": child["cost"],
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
-
-
-if __name__ == "__main__":
-    _child(int(sys.argv[1]))

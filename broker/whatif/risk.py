@@ -50,8 +50,7 @@ import numpy.typing as npt
 from broker.planning.plan import Plan
 from broker.whatif.billing import MarketActuals, bill_reacted
 from broker.whatif.run import WhatIfInputs, WhatIfResult
-from markets.hazard.prior import DEFAULT_PRIOR_HOURS
-from markets.model import Hazard, MarketSnapshot, Tier
+from markets.model import DEFAULT_PRIOR_HOURS, Hazard, MarketSnapshot, Tier
 from policies.workloads.spec import WorkloadClass
 
 __all__ = [

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from markets.model import HazardSource
+from markets.model import DEFAULT_PRIOR_HOURS, HazardSource
 
 __all__ = [
     "ADVISOR_BUCKET_SHARES",
@@ -40,7 +40,6 @@ HOURS_PER_MONTH = 730.0  # 8760 / 12: the month AWS bills and the advisor's wind
 # "ranges": <5 %, 5-10 %, 10-15 %, 15-20 %, >20 %): bucket midpoints; the top
 # bucket is open-ended, 25 % is our assumption for it.
 ADVISOR_BUCKET_SHARES = (0.025, 0.075, 0.125, 0.175, 0.25)
-DEFAULT_PRIOR_HOURS = 24.0  # prior weight: one day of watching the pool
 
 
 def monthly_share_to_rate(share: float, hours_per_month: float = HOURS_PER_MONTH) -> float:
