@@ -143,20 +143,17 @@ def _enforce_shares(
             if over > 1e-9:
                 worst = max(worst, over)
                 amounts[i] -= over / e.units_per_instance
-        for members in by_zone.values():
-            z_units = sum(units[i] for i in members)
-            over = z_units - w.max_zone_share * total
-            if over > 1e-9:
-                worst = max(worst, over)
-                for i in members:
-                    amounts[i] *= 1.0 - over / z_units
-        for members in by_region.values() if w.max_region_share < 1.0 else ():
-            r_units = sum(units[i] for i in members)
-            over = r_units - w.max_region_share * total
-            if over > 1e-9:
-                worst = max(worst, over)
-                for i in members:
-                    amounts[i] *= 1.0 - over / r_units
+        places = [(by_zone, w.max_zone_share)]
+        if w.max_region_share < 1.0:
+            places.append((by_region, w.max_region_share))
+        for groups, cap in places:  # zones (a failure domain as one), then regions
+            for members in groups.values():
+                g_units = sum(units[i] for i in members)
+                over = g_units - cap * total
+                if over > 1e-9:
+                    worst = max(worst, over)
+                    for i in members:
+                        amounts[i] *= 1.0 - over / g_units
         if worst <= 1e-9:
             return [(e, n) for (e, _n), n in zip(alloc, amounts, strict=True) if n > 1e-9]
     return []
