@@ -78,6 +78,14 @@ class CommitmentBuy:
     monthly_saving_usd: float | None
     utilisation: float | None
     breakeven_utilisation: float | None
+    savings_plan: bool = False  # ``count`` is then $/h steps at ``usd_per_instance_hour``
+
+    @property
+    def size(self) -> str:
+        """What to buy: ``count`` instances, or a Savings Plan's $/h."""
+        if self.savings_plan:
+            return f"${self.count * self.usd_per_instance_hour:,.3f}/h"
+        return str(self.count)
 
     @property
     def group(self) -> str:
@@ -93,6 +101,8 @@ class CommitmentBuy:
             "term_years": self.term_years,
             "payment": self.payment,
             "count": self.count,
+            "kind": "savings_plan" if self.savings_plan else "instances",
+            "size": self.size,
             "usd_per_instance_hour": round(self.usd_per_instance_hour, 6),
             "obligation_usd": _r(self.obligation_usd, 2),
             "monthly_saving_usd": _r(self.monthly_saving_usd, 2),
@@ -261,7 +271,7 @@ def _buy(c: Commitment, snapshot: MarketSnapshot) -> CommitmentBuy:
     return CommitmentBuy(
         k.provider, k.region, k.instance_type, family, c.term_years, c.payment, c.instances,
         c.usd_per_instance_hour, c.obligation_usd, c.monthly_saving_usd, c.utilisation,
-        c.breakeven_utilisation,
+        c.breakeven_utilisation, c.is_savings_plan,
     )  # fmt: skip
 
 

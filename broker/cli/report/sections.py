@@ -180,7 +180,7 @@ def _buy_table(advice: Mapping[str, object]) -> Table:
     source = str(advice.get("commitments_from") or "period plan")
     cols = (Column("instance_type", "instance type"), Column("family", "family"),
             Column("provider", "provider"), Column("region", "region"),
-            Column("count", "count", "amount"), Column("term_years", "term (y)", "amount"),
+            Column("size", "buy"), Column("term_years", "term (y)", "amount"),
             Column("payment", "payment"), Column("obligation_usd", "obligation", "usd"),
             Column("monthly_saving_usd", "saving/mo", "usd"),
             Column("breakeven_utilisation", "break-even", "share"),

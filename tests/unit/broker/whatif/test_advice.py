@@ -194,3 +194,14 @@ def test_unused_commitments_go_to_their_users_pro_rata_else_to_their_own_row() -
     assert sum(r.total_usd for r in rows.values()) == pytest.approx(65.0)
     teams = {c.name: c.total_usd for c in _by_team(tuple(rows.values()))}
     assert teams[NO_TEAM] == pytest.approx(65.0)  # the unused row and the team-less job
+
+
+def test_a_savings_plan_is_bought_as_dollars_an_hour_not_a_count() -> None:
+    from broker.whatif.advice import CommitmentBuy
+
+    sp = CommitmentBuy("aws", "us-east-1", "savings-plan-ec2-g5", "g5", 1, "no_upfront", 11,
+                       0.001, 96.36, 3.16, 1.0, 0.72, savings_plan=True)  # fmt: skip
+    ri = CommitmentBuy("gcp", "us-east1", "g2-standard-4", "g2", 1, "no_upfront", 29,
+                       0.445, 113125.0, 5302.0, 1.0, 0.64)  # fmt: skip
+    assert (sp.size, sp.to_dict()["kind"]) == ("$0.011/h", "savings_plan")
+    assert (ri.size, ri.to_dict()["kind"]) == ("29", "instances")

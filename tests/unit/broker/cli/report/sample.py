@@ -47,7 +47,8 @@ _DOC: dict[str, Any] = {
         "commitments": [
             {"provider": "gcp", "region": "us-east1", "instance_type": "g2-standard-4",
              "family": "g2", "group": "gcp/us-east1/g2-standard-4", "term_years": 1,
-             "payment": "no_upfront", "count": 29, "usd_per_instance_hour": 0.445304,
+             "payment": "no_upfront", "count": 29, "kind": "instances", "size": "29",
+             "usd_per_instance_hour": 0.445304,
              "obligation_usd": 113125.07, "monthly_saving_usd": 5302.0, "utilisation": 1.0,
              "breakeven_utilisation": 0.64}],
         "commitments_from": "period plan",

@@ -69,8 +69,8 @@ def test_csv_advice_rows_hold_the_jsons_totals(doc: dict[str, Any]) -> None:
     assert totals == {"objective": rec["objective_usd"], "period plan": rec["period_planned_usd"],
                       "planned": rec["planned_usd"], "billed": billed}  # fmt: skip
     buys = _csv(doc, "advice_commitments")
-    assert [(int(r["count"]), float(r["obligation_usd"])) for r in buys] == [
-        (c["count"], c["obligation_usd"]) for c in adv["commitments"]
+    assert [(r["size"], float(r["obligation_usd"])) for r in buys] == [
+        (c["size"], c["obligation_usd"]) for c in adv["commitments"]
     ]
 
 
