@@ -152,6 +152,15 @@ class Hazard(_Frozen):
     def mean_hours_between(self) -> float:
         return float("inf") if self.rate_per_hour == 0 else 1.0 / self.rate_per_hour
 
+    @property
+    def observed_gamma_hours(self) -> float | None:
+        """Hours behind the estimate's Gamma when it rests on observation
+        (``confidence = T / (T + b0)``, so ``T / confidence``); ``None`` when
+        nothing was observed (each caller states its prior)."""
+        if self.observed_hours > 0 and self.confidence > 0:
+            return self.observed_hours / self.confidence
+        return None
+
 
 class SpotPriceRisk(_Frozen):
     """How a pool's spot price has moved (``markets.price_analytics``): the

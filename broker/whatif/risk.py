@@ -151,8 +151,9 @@ class RiskBand:
 
 def posterior_hours(h: Hazard) -> float:
     """Hours of evidence behind a hazard's posterior (module docstring)."""
-    if h.observed_hours > 0 and h.confidence > 0:
-        return h.observed_hours / h.confidence
+    observed = h.observed_gamma_hours
+    if observed is not None:
+        return observed
     return DEFAULT_PRIOR_HOURS / max(1.0 - h.confidence, 1e-6)
 
 

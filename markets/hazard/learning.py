@@ -48,10 +48,7 @@ _MIN_RATE = 1e-9  # a Gamma prior needs a positive rate: "never seen" is not "ne
 
 def snapshot_prior(hazard: Hazard) -> HazardPrior:
     """The Gamma prior whose mean a snapshot's hazard is (module docstring)."""
-    if hazard.confidence > 0 and hazard.observed_hours > 0:
-        hours = hazard.observed_hours / hazard.confidence
-    else:
-        hours = DEFAULT_PRIOR_HOURS
+    hours = hazard.observed_gamma_hours or DEFAULT_PRIOR_HOURS
     return HazardPrior(max(hazard.rate_per_hour, _MIN_RATE), hours, hazard.source)
 
 
