@@ -74,7 +74,11 @@ actual demand and market. ``--json`` prints one object::
 ``--format text|json|csv|markdown|html`` renders that document
 (``broker.cli.report``; ``--json`` is ``--format json``), to stdout or whole
 to ``--out FILE``; each file written (``--out``, ``--plot``) is named on
-stderr.
+stderr. A CSV holds one table: the scenarios, or the one ``--table NAME``
+names (``broker.cli.report.csvfile.TABLES``: ``advice_commitments``,
+``advice_first_week``, ``advice_cost_by_team``, ...); ``--table all --out
+r.csv`` writes every table the run has, ``r.csv`` the scenarios and
+``r.<table>.csv`` each other one.
 The text output starts with the title, then the "What to do" section (``advice``).
 
 ``plan`` runs one optimization and prints the plan with its explanation
@@ -414,6 +418,14 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     help="Write the output to this file (whole or not at all) instead of stdout.",
 )
 @click.option(
+    "--table",
+    default=None,
+    help="With --format csv: the table to write (default scenarios; "
+    "advice_commitments, advice_first_week, advice_cost_by_workload, "
+    "advice_cost_by_team, advice_totals, risk_usd, committed_sweep, ...), "
+    "or 'all' with --out (one file per table).",
+)
+@click.option(
     "--usage",
     type=click.Path(path_type=Path),
     default=None,
@@ -433,6 +445,7 @@ def whatif_command(
     plot: Path | None,
     fmt: str | None,
     out_path: Path | None,
+    table: str | None,
     usage: Path | None,
     usage_rules: Path | None,
     term: str,
@@ -450,6 +463,7 @@ def whatif_command(
     if plot is not None:
         check_plot_path(plot)  # before the run: a bad --plot fails in a second, not an hour
     fmt = _format(fmt, common.as_json, out_path)
+    _check_table(table, fmt, out_path)
     start = _start(common.start)
     have = _load_owned(owned)
     billed = None
@@ -559,8 +573,47 @@ def whatif_command(
     if plot is not None:
         plot_whatif(out, plot)
         wrote(plot)
+    if table is not None:
+        _emit_tables(out, table, out_path)
+        return
     # a file is laid out for the reader's terminal, not this one
     emit(render(fmt, out, text_width(isatty=None if out_path is None else False)), out_path)
+
+
+def _check_table(table: str | None, fmt: str, out: Path | None) -> None:
+    """``--table`` names a table, with ``--format csv`` (and ``all`` with
+    ``--out``): checked before the run."""
+    from broker.cli.report.csvfile import TABLES
+
+    if table is None:
+        return
+    if fmt != "csv":
+        raise InputError("--table", None, "--format csv with it (a CSV holds one table)",
+                         got=f"--table {table} --format {fmt}")  # fmt: skip
+    if table not in (*TABLES, "all"):
+        raise InputError("--table", None, f"one of {', '.join(TABLES)} or all", got=table)
+    if table == "all" and out is None:
+        raise InputError("--table", None, "all only with --out FILE.csv (one file per table)",
+                         got=table)  # fmt: skip
+
+
+def _emit_tables(doc: Mapping[str, object], table: str, out: Path | None) -> None:
+    """The CSV of ``table`` (or, for ``all``, every table of ``doc``: ``out``
+    holds the scenarios, ``<stem>.<table>.csv`` beside it each other one). A
+    table this run has not made is refused before anything is written."""
+    from broker.cli.report.csvfile import csv_tables, render_csv
+
+    have = csv_tables(doc)
+    if table != "all":
+        if table not in have:
+            raise InputError("--table", None, f"a table this run made ({', '.join(have)})",
+                             got=table)  # fmt: skip
+        emit(render_csv(doc, table), out)
+        return
+    assert out is not None  # _check_table
+    texts = {name: render_csv(doc, name) for name in have}  # all rendered before any write
+    for name, text in texts.items():
+        emit(text, out if name == "scenarios" else out.with_name(f"{out.stem}.{name}.csv"))
 
 
 def _format(fmt: str | None, as_json: bool, out: Path | None) -> str:

@@ -1,6 +1,8 @@
 """The what-if report as CSV: one table, raw numbers.
 
-Owns: ``render_csv(doc, table)``. ``--format csv`` writes the scenarios table
+Owns: ``render_csv(doc, table)`` and ``TABLES`` (every table name a
+what-if document can hold, so ``--table`` is checked before the run).
+``--format csv`` writes the scenarios table
 (``sections.SCENARIO_COLUMNS``: the name, the billed total, its tiers and the
 work carried forward in USD (total = tiers - carried forward), the saving as
 a fraction, unmet unit-hours, revocations, break-glass, catch-up and planned
@@ -22,7 +24,25 @@ from collections.abc import Mapping
 
 from broker.cli.report.sections import Table, scenario_table, sections
 
-__all__ = ["csv_tables", "render_csv"]
+__all__ = ["TABLES", "csv_tables", "render_csv"]
+
+# Every table ``sections`` can make, in the report's order; a document holds
+# those of the blocks it has (``csv_tables``). ``tests/unit/broker/cli/report/
+# test_csv.py`` checks that a full document's tables are these.
+TABLES = (
+    "scenarios",
+    "advice_commitments",
+    "advice_first_week",
+    "advice_cost_by_workload",
+    "advice_cost_by_team",
+    "advice_totals",
+    "risk_usd",
+    "risk_other",
+    "stress",
+    "committed_sweep",
+    "owned",
+    "next_buy",
+)
 
 
 def _tables(doc: Mapping[str, object]) -> dict[str, Table]:

@@ -172,6 +172,32 @@ def test_csv_parses_and_its_totals_are_the_jsons(
         assert tiers - float(r["work_ahead_usd"]) == pytest.approx(s["total_cost_usd"], abs=0.05)
 
 
+def test_csv_table_names_one_of_the_reports_tables(
+    doc: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = run(capsys, "--format", "csv", "--table", "advice_cost_by_workload")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    want = {r["name"]: r for r in doc["advice"]["cost_by_workload"]}
+    assert rows and {r["name"] for r in rows} == set(want)
+    for r in rows:
+        assert float(r["total_usd"]) == want[r["name"]]["total_usd"]
+
+
+def test_csv_table_all_writes_one_named_file_per_table(
+    doc: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from broker.cli.report.csvfile import csv_tables, render_csv
+
+    out = tmp_path / "r.csv"
+    stdout, err = run(capsys, "--format", "csv", "--table", "all", "--out", str(out))
+    names = csv_tables(doc)
+    assert stdout == "" and "committed_sweep" in names and "advice_commitments" in names
+    files = {n: out if n == "scenarios" else tmp_path / f"r.{n}.csv" for n in names}
+    assert sorted(err.splitlines()) == sorted(f"wrote {f}" for f in files.values())
+    for name, f in files.items():
+        assert f.read_text() == render_csv(_untimed(doc), name), name
+
+
 def test_markdown_tables_are_well_formed(capsys: pytest.CaptureFixture[str]) -> None:
     out, _ = run(capsys, "--format", "markdown")
     assert assert_well_formed(out) >= 2  # scenarios, sweep
@@ -237,6 +263,10 @@ def test_a_bad_format_exits_2_naming_the_option_and_choices(
         pytest.param(["--format", "html", "--out", "r.csv"], ".html", id="suffix-mismatch"),
         pytest.param(["--out", "/no/such/dir/r.txt"], "existing, writable directory",
                      id="no-directory"),
+        pytest.param(["--table", "advice_totals"], "--format csv", id="table-without-csv"),
+        pytest.param(["--format", "csv", "--table", "bogus"], "advice_commitments",
+                     id="unknown-table"),
+        pytest.param(["--format", "csv", "--table", "all"], "--out", id="all-to-stdout"),
     ],
 )  # fmt: skip
 def test_bad_output_options_exit_2_before_the_run(

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from broker.cli.report.csvfile import render_csv
+from broker.cli.report.csvfile import TABLES, csv_tables, render_csv
 from tests.unit.broker.cli.report.sample import sample_doc
 
 
@@ -27,3 +27,10 @@ def test_a_missing_number_is_an_empty_cell_not_a_dash() -> None:
     del doc["scenarios"][0]["planned_cost_usd"]
     row = next(csv.DictReader(io.StringIO(render_csv(doc))))
     assert row["planned_cost_usd"] == ""
+
+
+def test_tables_lists_every_table_a_full_document_has_in_order() -> None:
+    doc = sample_doc()
+    doc["owned"] = [{"pool": "aws/us-east-1/p4d.24xlarge", "count": 2}]
+    doc["next_buy"] = [{"pool": "aws/us-east-1/p4d.24xlarge", "count": 1}]
+    assert csv_tables(doc) == list(TABLES)
