@@ -14,14 +14,22 @@ A sample, drawn from ``numpy.random.default_rng(SeedSequence([seed, STREAM, i]))
   ``Gamma(shape = rate * H, rate = H)`` with ``H`` the posterior's hours:
   ``observed_hours / confidence`` when the pool was watched, else the prior's
   ``DEFAULT_PRIOR_HOURS / (1 - confidence)`` (``markets.hazard.posterior``:
-  ``confidence = T / (T + b0)``). Every whole spot instance of the plan in
-  that pool-hour (the plan's instances summed over workloads, rounded up) is
-  revoked with probability ``1 - exp(-rate)``, independently; the hour's held
-  share is the recorded one times the share not revoked, so the lifecycle
-  sees those revocations as it sees the recorded ones (and its launches into
-  the pool get that share). Prices stay as recorded. Revocations that bunch
-  in a zone (``markets.hazard.clustering``) are not drawn together, so the
-  spot part of the band is, if anything, too narrow;
+  ``confidence = T / (T + b0)``); ``q = 1 - exp(-rate)`` is then the chance
+  that one of its spot instances is revoked in an hour. Revocations bunch
+  (economics.md section 7: SkyServe saw 83-97 % of preemptions followed by
+  another in the same zone within 5 minutes), so they are drawn per burst
+  group: a failure domain of the snapshot (its zones together, its
+  ``co_share``), else one zone (``BURST_SHARE``). In each hour the group has
+  a burst with chance ``b = share x min q`` over its pools, and a burst
+  revokes every spot instance the plan holds in the group that hour; outside
+  a burst each instance is revoked on its own with chance ``(q - b) / (1 -
+  b)``. So every instance keeps its pool's chance ``q``, and a revocation is
+  part of a burst with chance ``share`` in the group's calmest pool (less in
+  busier ones). The instances are the plan's whole spot instances in that
+  pool-hour (summed over workloads, rounded up); the hour's held share is the
+  recorded one times the share not revoked, so the lifecycle sees those
+  revocations as it sees the recorded ones (and its launches into the pool
+  get that share). Prices stay as recorded;
 - **demand**: each serving workload's demand is its forecast (the one the
   plan was made on) plus an error that keeps the forecast's band: a standard
   normal AR(1) path ``z`` with hourly correlation ``DEMAND_CORRELATION``
@@ -50,10 +58,12 @@ import numpy.typing as npt
 from broker.planning.plan import Plan
 from broker.whatif.billing import MarketActuals, bill_reacted
 from broker.whatif.run import WhatIfInputs, WhatIfResult
+from markets.keys import PoolKey
 from markets.model import DEFAULT_PRIOR_HOURS, Hazard, MarketSnapshot, Tier
 from policies.workloads.spec import WorkloadClass
 
 __all__ = [
+    "BURST_SHARE",
     "DEFAULT_SCENARIOS",
     "DEMAND_CORRELATION",
     "STREAM",
@@ -74,6 +84,10 @@ FloatArray = npt.NDArray[np.float64]
 DEFAULT_SCENARIOS = 20
 DEMAND_CORRELATION = 0.9  # assumption: an hour's forecast error carries ~90 % into the next
 STREAM = 16  # the risk band's random stream, apart from any other use of the seed
+# The share of a zone's revocations that come together when the market names
+# no failure domain for it: the low end of SkyServe's (EuroSys 2025) 83-97 %
+# of preemptions followed by another in the same zone within 5 minutes.
+BURST_SHARE = 0.83
 PERCENTILES = (10, 50, 90)
 
 
@@ -141,7 +155,8 @@ class RiskBand:
             "samples_unmet_unit_hours": [round(x, 3) for x in self.samples_unmet_unit_hours],
             "method": (
                 "Spotfolio's replayed plan billed (lifecycle reaction, billing) on each sample: "
-                "spot revocations from each pool's hazard posterior, serving demand from the "
+                "spot revocations from each pool's hazard posterior, in zone or failure-domain "
+                f"bursts (share {BURST_SHARE} where no domain is known), serving demand from the "
                 f"forecast's band (AR(1) errors, correlation {DEMAND_CORRELATION}); "
                 "prices as recorded, the plan not re-made"
             ),
@@ -169,6 +184,22 @@ def _spot_instances(plan: Plan, hours: int) -> dict[str, FloatArray]:
     return {k: np.ceil(v - 1e-6).clip(min=0.0) for k, v in out.items()}
 
 
+def burst_groups(snapshot: MarketSnapshot, keys: Sequence[str]) -> list[tuple[list[str], float]]:
+    """The pools of ``keys`` by burst group, each with its share (module
+    docstring): a failure domain's zones together, else each zone alone;
+    sorted, so the draws are the same in every process."""
+    domain_of: dict[str, tuple[str, float]] = {}
+    for d in snapshot.failure_domains:
+        for z in d.zones:
+            domain_of.setdefault(z, (d.name, d.co_share))
+    groups: dict[str, tuple[list[str], float]] = {}
+    for key in sorted(keys):
+        zone = PoolKey.parse(key).zone_key
+        name, share = domain_of.get(zone, (zone, BURST_SHARE))
+        groups.setdefault(name, ([], share))[0].append(key)
+    return [groups[name] for name in sorted(groups)]
+
+
 def sample_held(
     rng: np.random.Generator,
     snapshot: MarketSnapshot,
@@ -176,24 +207,33 @@ def sample_held(
     spot: Mapping[str, FloatArray],
     hours: int,
 ) -> MarketActuals:
-    """The recorded market with revocations drawn from the hazard posteriors
-    of the pools the plan holds spot in (module docstring)."""
+    """The recorded market with revocations drawn, in bursts, from the hazard
+    posteriors of the pools the plan holds spot in (module docstring)."""
     hazards = {p.pool.key: p.hazard for p in snapshot.pools}
     held = dict(actuals.spot_available)
+    live = []
     for key in sorted(spot):
-        n = spot[key].astype(np.int64)
         h = hazards.get(key)
-        if h is None or h.rate_per_hour <= 0 or not n.any():
-            continue
-        b = posterior_hours(h)
-        rate = rng.gamma(h.rate_per_hour * b, 1.0 / b)
-        revoked = rng.binomial(n, 1.0 - math.exp(-rate))
-        base = np.ones(hours)
-        rec = actuals.spot_available.get(key)
-        if rec is not None:
-            m = min(len(rec), hours)
-            base[:m] = np.where(np.isfinite(rec[:m]), rec[:m], 1.0)
-        held[key] = base * (1.0 - revoked / np.maximum(n, 1))
+        if h is not None and h.rate_per_hour > 0 and spot[key].any():
+            live.append(key)
+    for keys, share in burst_groups(snapshot, live):
+        q = {}
+        for key in keys:
+            h = hazards[key]
+            b = posterior_hours(h)
+            q[key] = 1.0 - math.exp(-rng.gamma(h.rate_per_hour * b, 1.0 / b))
+        burst_p = share * min(q.values())
+        burst = rng.random(hours) < burst_p
+        for key in keys:
+            n = spot[key].astype(np.int64)
+            alone = (q[key] - burst_p) / (1.0 - burst_p) if burst_p < 1.0 else 0.0
+            revoked = np.where(burst, n, rng.binomial(n, min(max(alone, 0.0), 1.0)))
+            base = np.ones(hours)
+            rec = actuals.spot_available.get(key)
+            if rec is not None:
+                m = min(len(rec), hours)
+                base[:m] = np.where(np.isfinite(rec[:m]), rec[:m], 1.0)
+            held[key] = base * (1.0 - revoked / np.maximum(n, 1))
     return MarketActuals(actuals.spot_usd_per_hour, held)
 
 

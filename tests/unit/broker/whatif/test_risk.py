@@ -135,3 +135,54 @@ def test_a_bill_that_could_not_price_is_left_out_of_the_band_and_counted() -> No
     assert none.to_dict(2) == {"p10": None, "p50": None, "p90": None}
     r = risk.RiskBand(2, 0, band, band, (1.0, float("nan")), (0.0, 0.0), 1.0, 0.0)
     assert r.unpriced == 1 and r.to_dict()["samples_cost_usd"] == [1.0, None]
+
+
+def _watched(rate: float) -> Hazard:
+    return Hazard(rate_per_hour=rate, confidence=0.99, observed_hours=100_000.0,
+                  source=HazardSource.OBSERVED)  # fmt: skip
+
+
+def test_revocations_come_in_zone_bursts_and_keep_each_pools_rate() -> None:
+    """Two pools of one zone lose spot in the same hours, a pool of another
+    zone in its own; each pool's revoked share keeps its hazard's chance."""
+    a, a2, c = pool_key("a"), pool_key("a", "p3.8xlarge"), pool_key("c")
+    snap = TinyMarket([a, a2, c]).snapshot()
+    snap = snap.model_copy(update={"pools": tuple(
+        p.model_copy(update={"hazard": _watched(0.05)}) for p in snap.pools
+    )})  # fmt: skip
+    hours = 20_000
+    spot = {k: np.full(hours, 4.0) for k in (a, a2, c)}
+    out = sample_held(np.random.default_rng(7), snap, MarketActuals({}, {}), spot, hours)
+    lost = {k: 1.0 - out.spot_available[k] for k in spot}
+    q = 1.0 - np.exp(-0.05)
+    for k in spot:  # the marginal: every instance keeps its pool's chance
+        assert lost[k].mean() == pytest.approx(q, rel=0.08)
+    whole = {k: lost[k] >= 1.0 for k in spot}
+    # one zone: whole-pool losses together (the burst), share 0.83 of revocations
+    both = (whole[a] & whole[a2]).mean()
+    assert both == pytest.approx(risk.BURST_SHARE * q, rel=0.1)
+    # another zone: its bursts are its own (as if independent)
+    assert (whole[a] & whole[c]).mean() < 0.1 * both
+
+
+def test_a_failure_domain_bursts_across_its_zones_at_its_share() -> None:
+    from markets.model import FailureDomain
+
+    a, b = pool_key("a"), pool_key("b")
+    snap = TinyMarket([a, b]).snapshot()
+    dom = FailureDomain(name="east", zones=("aws/us-east-1a", "aws/us-east-1b"),
+                        co_share=0.4, baseline=0.05, events=20, window_s=300.0)  # fmt: skip
+    snap = snap.model_copy(update={"failure_domains": (dom,), "pools": tuple(
+        p.model_copy(update={"hazard": _watched(0.05)}) for p in snap.pools
+    )})  # fmt: skip
+    groups = risk.burst_groups(snap, [b, a])
+    assert groups == [([a, b], 0.4)]
+    hours = 20_000
+    spot = {k: np.full(hours, 1.0) for k in (a, b)}  # one instance: whole loss either way
+    out = sample_held(np.random.default_rng(3), snap, MarketActuals({}, {}), spot, hours)
+    lost = {k: out.spot_available[k] < 1.0 for k in spot}
+    q = 1.0 - np.exp(-0.05)
+    # P(both) = b + (1 - b) x alone^2, b = 0.4 q
+    bp = 0.4 * q
+    alone = (q - bp) / (1 - bp)
+    assert (lost[a] & lost[b]).mean() == pytest.approx(bp + (1 - bp) * alone**2, rel=0.15)
