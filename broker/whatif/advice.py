@@ -185,7 +185,8 @@ class Reconciliation:
 
     DEFINITIONS: ClassVar[dict[str, str]] = {
         "objective_usd": "the whole-period plan's solver objective: its dollars at planned "
-        "prices plus penalties that are not billed (unmet demand, churn and restarts)",
+        "prices plus penalties that are not billed (unmet demand, churn and restarts, the "
+        "value of time of each job's finish hour)",
         "period_planned_usd": "the whole-period plan's dollars at its planned prices "
         "(commitments every hour)",
         "planned_usd": "the replayed planning loop's plan (re-planned on each step's forecast "
@@ -353,10 +354,13 @@ def _reconcile(period: Plan, planned: Plan, bill: Bill, workloads: WorkloadSet) 
     for w in workloads.workloads:
         unmet = period.unmet_unit_hours.get(w.name, 0.0)
         unmet_penalty += unmet * w.unmet_penalty_usd_per_unit_hour
-    rest = period.objective_usd - period_planned - unmet_penalty
+    time_usd = period.meta_number("value_of_time_usd") or 0.0  # optimizer.finish
+    rest = period.objective_usd - period_planned - unmet_penalty - time_usd
     obj_parts: list[tuple[str, float]] = []
     if abs(unmet_penalty) > 0.005:
         obj_parts.append(("unmet-demand penalty", unmet_penalty))
+    if abs(time_usd) > 0.005:
+        obj_parts.append(("value of time: each job's finish hour at its $/h", time_usd))
     obj_parts.append(("churn, restart and other penalties", rest))
     planned_usd = planned.planned_cost_usd()
     parts = [

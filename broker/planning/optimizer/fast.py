@@ -20,6 +20,10 @@ Budgets: the greedy plan is then cut to every dollar limit the MILP honours
 tier and day, less what was spent); the work cut is unmet, and the plan names
 the budgets that cut it (``Plan.budget_limited``).
 
+Time: a fast plan prices none (a job's value of time is the MILP's,
+``broker.planning.optimizer.finish``); a job runs at the pace its deadline
+needs, from the cheapest sources.
+
 Must not: import PuLP.
 """
 

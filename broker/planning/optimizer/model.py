@@ -34,6 +34,9 @@ Objective (dollars):
      + sum (kappa u + r_w c) * D                            churn (launches: cold
                                                             start, and the restart
                                                             r_w hours billed at c)
+     + sum_w V_w F_w                                        finish hour of each job
+                                                            at its value of time
+                                                            (``finish``; V = 0: none)
 
 Constraints:
 
@@ -93,6 +96,7 @@ from broker.planning.optimizer.commitments import (
     owned_tail_instances,
 )
 from broker.planning.optimizer.domains import domain_caps, spread_key
+from broker.planning.optimizer.finish import FinishTerms, add_finish_terms
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from broker.planning.optimizer.regions import region_caps, widen_regions
 from broker.planning.optimizer.savings_plans import (
@@ -146,6 +150,7 @@ class BuiltModel:
     term: TermTerms | None = None  # commitments valued over their term (``commitments``)
     owned: dict[str, list[float]] = field(default_factory=dict)  # group -> owned per period
     savings_plans: SavingsPlans | None = None  # AWS Savings Plans (``savings_plans``)
+    finish: FinishTerms | None = None  # jobs' finish hours at their value of time (``finish``)
 
 
 class _Namer:
@@ -457,6 +462,13 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         cname = name("budget")
         prob += _lin(terms) <= rhs, cname
         built.described[cname] = text
+    # The value of finishing sooner: a priced finish hour per job (``finish``).
+    work_by_period: dict[str, dict[int, Terms]] = {}
+    for a in built.allocs:
+        cells = work_by_period.setdefault(a.workload, {})
+        cells.setdefault(a.period, []).append((a.var, a.work_per_instance))
+    built.finish = add_finish_terms(problem, prob, work_by_period, objective, name,
+                                    built.described)  # fmt: skip
 
     prob += _lin(objective)
     return built

@@ -107,6 +107,10 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
             _fix(built, key, 1.0 if i < k_best else 0.0)
         resolve()
         _carry_steps(built, w)
+    if built.finish is not None and built.finish.done:  # the rounded plan's true finish hour
+        if _solved(resolve()) is None:
+            return None
+        built.finish.round_done()
     return _solved(resolve())
 
 
@@ -228,4 +232,8 @@ def round_up(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> f
         return None
     for w in problem.workloads.workloads:
         _carry_steps(built, w)
+    if built.finish is not None and built.finish.done:  # the rounded plan's true finish hour
+        if _solved(resolve()) is None:
+            return None
+        built.finish.round_done()
     return _solved(resolve())

@@ -150,6 +150,10 @@ def _solve(problem: PlanningProblem, integral: bool | None) -> tuple[Plan, Built
     )  # fmt: skip
     if search is not None:
         plan.meta.update(search.steps)
+    if built.finish is not None and built.finish.finish:  # ``finish``: time's dollars apart
+        plan.meta["value_of_time_usd"] = built.finish.usd()
+        for w, hour in built.finish.hours().items():
+            plan.meta[f"finish_hour:{w}"] = hour
     if plan.unmet_total() > _UNMET_EPS:  # a budget that binds is why, not a saving
         limited = binding(problem, plan.allocations, plan.committed_usd_per_hour())
         plan = dataclasses.replace(plan, budget_limited=tuple(limited))
@@ -320,7 +324,8 @@ def _explain(
 
 
 def _waiting_line(advice: WaitVerdict, allocations: pd.DataFrame) -> str:
-    """The advice, and where the plan (whose objective prices no time) differs."""
+    """The advice, and where the plan differs (its objective prices the
+    finish hour to the end of a period, ``finish``; the advice to the hour)."""
     line = advice.sentence()
     first = int(allocations["hour_start"].min()) if not allocations.empty else None
     chosen_start = advice.chosen.wait_hours
