@@ -129,7 +129,9 @@ class ReconcileJob:
         book = self._book
         want = substitute(want, book, now)
         want = book.protect(want, self._store, now)  # replacements inside their window
-        want = stick(want, book.counts(book.last_fleet), book, STICK_MARGIN)
+        fleet = book.last_fleet
+        ready = book.ready_counts(fleet, now, self._warm_s)
+        want = stick(want, book.counts(fleet), book, STICK_MARGIN, ready)
         return self._within_disruption(want, now)
 
     def _within_disruption(self, want: dict[Slot, int], now: datetime) -> dict[Slot, int]:

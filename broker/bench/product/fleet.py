@@ -370,10 +370,12 @@ class ProductFleet:
         assert run.plan is not None
         at = EPOCH + timedelta(seconds=now_s)
         requests: list[LaunchRequest | TerminateRequest] = []
+        warm_s = warm_up_seconds(run.workloads)
         for _ in range(RECONCILE_PASSES):
             want = apply_deltas(run.planned, decision_deltas(run.decisions, run.planned))
             want = substitute(want, run.book, at)
-            want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN)
+            ready = run.book.ready_counts(run.fleet, at, warm_s)
+            want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN, ready)
             doomed = frozenset(i for i, r in run.replicas.items() if r.noticed)
             requests = diff(
                 want,
@@ -382,7 +384,7 @@ class ProductFleet:
                 OWNER,
                 doomed=doomed,
                 now=at,
-                warm_s=warm_up_seconds(run.workloads),
+                warm_s=warm_s,
             )
             refused = False
             for req in requests:
