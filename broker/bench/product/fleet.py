@@ -68,6 +68,7 @@ import numpy as np
 from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
 from broker.daemon.config import DaemonConfig
 from broker.daemon.lifecycle import Lifecycle
+from broker.daemon.plan import spot_returned
 from broker.daemon.reconcile import STICK_MARGIN
 from broker.daemon.store.notices import DecisionRecord
 from broker.daemon.store.tx import Json
@@ -219,6 +220,7 @@ class FleetRun:
     plan_s: float = -1.0
     planned: dict[Slot, int] = field(default_factory=dict)  # the plan's hour, whole
     generation: int = 0
+    spot_back: bool = False  # a snapshot since the plan offers spot its market did not
     decisions: list[DecisionRecord] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=itertools.count)
     notices: itertools.count[int] = field(default_factory=itertools.count)
@@ -279,7 +281,7 @@ class ProductFleet:
             run.last_tick_s = now_s
         self._revoked(run, now_s)
         self._tick(run, now_s)
-        if run.plan is None or now_s - run.plan_s >= REPLAN_S - 1e-6:
+        if run.plan is None or run.spot_back or now_s - run.plan_s >= REPLAN_S - 1e-6:
             self._replan(run, now_s)
         self._reconcile(run, now_s)
         return self._plan(run), run
@@ -326,6 +328,7 @@ class ProductFleet:
         snap = MarketSnapshot(
             at=at, pools=tuple(pools), source="fleet-window", failure_domains=domains
         )
+        run.spot_back |= bool(spot_returned(run.snapshot, snap, run.plan, at, run.workloads))
         run.snapshot, run.snapshot_s, run.snapshot_avail = snap, now_s, run.avail
         run.book.set_snapshot(snap)
         run.manager.on_market(snap)
@@ -361,6 +364,7 @@ class ProductFleet:
         # The plan covers one hour: its whole counts hold until the next plan.
         run.planned = desired_now(run.plan, at, run.workloads)
         run.generation += 1
+        run.spot_back = False
         run.decisions.clear()  # deltas count from the plan in force
 
     def _reconcile(self, run: FleetRun, now_s: float) -> None:

@@ -44,7 +44,8 @@ def _book(prices: dict[str, float] | None = None) -> FleetBook:
 def _fleet() -> tuple[Instance, ...]:
     # Two ready on-demand in zone a, kept by make before break; two launched
     # in zone b a minute ago (a notice's replacements), which the want holds.
-    return (_inst("i-a1", A, 900), _inst("i-a2", A, 900), _inst("i-b1", B, 60), _inst("i-b2", B, 60))
+    ready = (_inst("i-a1", A, 900), _inst("i-a2", A, 900))
+    return (*ready, _inst("i-b1", B, 60), _inst("i-b2", B, 60))
 
 
 def test_a_warming_replacement_gives_way_to_a_ready_surplus_replica() -> None:

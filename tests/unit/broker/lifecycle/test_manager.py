@@ -987,7 +987,8 @@ def _serving_glass() -> tuple[LifecycleManager, ManualClock, tuple[Instance, ...
     m, clock = manager()
     for z in ZONES:
         m.record_launch_failure(key(z, "g5.12xlarge"))
-    base = tuple(inst("chat", key("us-east-1b", "g5.12xlarge"), 4, Tier.ON_DEMAND) for _ in range(2))
+    b = key("us-east-1b", "g5.12xlarge")
+    base = tuple(inst("chat", b, 4, Tier.ON_DEMAND) for _ in range(2))
     lost = inst("chat", key("us-east-1a", "g5.12xlarge"), 4)
     d = m.handle(revoke(lost, clock.now()), (*base, lost), market())
     assert d.kind is DecisionKind.BREAK_GLASS
@@ -1023,11 +1024,9 @@ def test_without_the_dwell_floor_the_verdict_still_holds_a_serving_return() -> N
     # Without the floor the hysteresis still decides: a pool revoking every
     # minute or so saves less over its expected lifetime than the overlap
     # costs, and serving stays on on-demand.
-    m, clock, fleet, d = _serving_glass()
+    m, clock, fleet, _ = _serving_glass()
     g5 = [key(z, "g5.12xlarge") for z in ZONES]
-    stormy = market(
-        *(_pool(z, "g5.12xlarge", 4, 5.672, 1.9, hazard=50.0) for z in ZONES), drop=g5
-    )
+    stormy = market(*(_pool(z, "g5.12xlarge", 4, 5.672, 1.9, hazard=50.0) for z in ZONES), drop=g5)
     for _ in range(29):
         clock.advance(60)
         kinds = {r.kind for r in m.tick(None, fleet, stormy)}
