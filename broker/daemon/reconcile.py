@@ -3,7 +3,8 @@
 Owns: ``ReconcileJob``: ``desired`` (the plan's current hour, the decisions
 taken since the plan was made, pools that refused capacity swapped for the
 next acceptable one, running instances kept where the plan only moved them
-to an equivalent pool) and ``run`` (the requests that close the gap, carried
+to an equivalent pool, a ready serving replica before one still warming up)
+and ``run`` (the requests that close the gap, carried
 out). The arithmetic is ``broker.planning.reconcile``'s and
 ``broker.daemon.book``'s; this module runs it against the fleet.
 

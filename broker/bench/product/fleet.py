@@ -18,7 +18,10 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
   revocations came together in that same record (the week before and the
   window so far: ``markets.hazard.clustering.failure_domains``), which the
   lifecycle's replacements avoid after a revocation in one of them;
-- the plan: every ``REPLAN_S`` (the daemon's hourly replan) the fast path
+- the plan: every ``REPLAN_S`` (the daemon's hourly replan), and at a new
+  snapshot that offers spot in a zone the last did not while the plan in
+  force holds on-demand (the daemon's market refresh,
+  ``broker.daemon.plan.spot_returned``), the fast path
   (``broker.planning.optimizer.fast.fast_plan``) on a one-hour problem from
   the snapshot in force, pools that just refused spot at zero capacity. The
   fast path, not the MILP: a one-workload, one-hour problem is what it solves
@@ -29,7 +32,8 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
   (``desired_now``), the decisions since the plan (``decision_deltas`` over
   the records the daemon stores for them, applied to the plan's counts as
   the daemon's reconcile applies them), refused pools substituted
-  (``substitute``), running replicas kept in equivalent pools (``stick``),
+  (``substitute``), running replicas kept in equivalent pools, a ready one
+  before a warming one (``stick`` with ``FleetBook.ready_counts``),
   then ``diff``: launches first (another pass when a pool refused), then
   terminations, a ready replica kept while the one replacing it warms up
   (make before break, ``warm_up_seconds``);
