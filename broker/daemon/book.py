@@ -218,6 +218,23 @@ class FleetBook:
                 out[(i.workload, i.pool_key, i.tier.value)] += 1.0
         return dict(out)
 
+    def ready_counts(
+        self, fleet: Iterable[Instance], now: datetime, warm_s: Mapping[str, float]
+    ) -> dict[tuple[str, str, str], float]:
+        """``counts`` of the instances past their workload's warm-up
+        (``warm_s``, seconds; a workload not in it is ready once running),
+        none in a pool with an instance under a revocation notice (the pool
+        a replacement was sent away from: ``stick`` must not send it back)."""
+        out: dict[tuple[str, str, str], float] = defaultdict(float)
+        live = live_ours(fleet, self.owner)
+        at_risk = {i.pool_key for i in live if i.instance_id in self.doomed}
+        for i in live:
+            if i.pool_key in at_risk:
+                continue
+            if (now - i.launched_at).total_seconds() >= warm_s.get(i.workload, 0.0):
+                out[(i.workload, i.pool_key, i.tier.value)] += 1.0
+        return dict(out)
+
     def cost_rates(self) -> tuple[dict[str, float], float]:
         """$/h of the last fleet view by tier, and the share of units on spot."""
         rates = {t.value: 0.0 for t in Tier}
@@ -379,12 +396,25 @@ def substitute(want: Mapping[Slot, int], book: FleetBook, now: datetime) -> dict
 
 
 def stick(
-    want: Mapping[Slot, int], running: Mapping[Slot, float], book: FleetBook, margin: float
+    want: Mapping[Slot, int],
+    running: Mapping[Slot, float],
+    book: FleetBook,
+    margin: float,
+    ready: Mapping[Slot, float] | None = None,
 ) -> dict[Slot, int]:
     """Keep running instances where the plan only moved them to an equivalent
     pool: the same instance type and tier, priced less than ``margin`` cheaper
     (a 24-hour plan re-solved every hour flips between near-equal zones, and
     every flip is a cold start; the MILP charges churn, the fast path does not).
+
+    With ``ready`` (per slot, the running instances past their warm-up), a
+    wanted instance still warming up gives way to a ready surplus one of an
+    equivalent pool: a serving replacement launched at a notice in one zone
+    while make before break still keeps a ready replica in another (the
+    reconcile before the notice moved it, and the move's replacement is the
+    one being revoked) would otherwise run beside it until both are ready,
+    and then one of them ends; the ready one serves now, at the same price.
+    ``diff`` then ends the warming one (not-ready surplus goes first).
     """
     out = dict(want)
     groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
@@ -393,22 +423,51 @@ def stick(
     for w, pool, tier in sorted(set(want) | set(running)):
         groups[(w, tier, PoolKey.parse(pool).instance_type)].append(pool)
     for (w, tier, _itype), pools in groups.items():
-        t = Tier(tier)
-        surplus = {
-            p: int(running.get((w, p, tier), 0)) - out.get((w, p, tier), 0)
-            for p in pools
-            if running.get((w, p, tier), 0) > out.get((w, p, tier), 0)
-        }
-        for q in sorted(pools, key=lambda p: (-book.price(p, t), p)):
-            need = out.get((w, q, tier), 0) - int(running.get((w, q, tier), 0))
-            for p in sorted(surplus, key=lambda p: (book.price(p, t), p)):
-                if need <= 0:
-                    break
-                if surplus[p] <= 0 or book.price(q, t) < book.price(p, t) * (1 - margin):
-                    continue
-                k = min(need, surplus[p])
-                out[(w, q, tier)] -= k
-                out[(w, p, tier)] = out.get((w, p, tier), 0) + k
-                surplus[p] -= k
-                need -= k
+        slots = [(w, p, tier) for p in pools]
+        held = {s: int(running.get(s, 0)) for s in slots}
+        _shift(
+            out,
+            {s: out.get(s, 0) - held[s] for s in slots},
+            {s: held[s] - out.get(s, 0) for s in slots if held[s] > out.get(s, 0)},
+            book,
+            margin,
+        )
+        if ready is None:
+            continue
+        # The wanted instances running but not ready yet, against the ready
+        # instances beyond what their slot wants.
+        up = {s: int(ready.get(s, 0)) for s in slots}
+        _shift(
+            out,
+            {s: min(out.get(s, 0), held[s]) - up[s] for s in slots},
+            {s: up[s] - out.get(s, 0) for s in slots if up[s] > out.get(s, 0)},
+            book,
+            margin,
+        )
     return {k: v for k, v in out.items() if v > 0}
+
+
+def _shift(
+    out: dict[Slot, int],
+    need: Mapping[Slot, int],
+    surplus: dict[Slot, int],
+    book: FleetBook,
+    margin: float,
+) -> None:
+    """Move counts of ``out`` from slots that ``need`` instances to slots
+    with ``surplus`` ones of one (workload, tier, type) group: the dearest
+    needy slot first, the cheapest surplus first, never to a pool priced
+    more than ``margin`` above the needy one."""
+    for q in sorted(need, key=lambda s: (-book.price(s[1], Tier(s[2])), s)):
+        left = need[q]
+        for p in sorted(surplus, key=lambda s: (book.price(s[1], Tier(s[2])), s)):
+            if left <= 0:
+                break
+            t = Tier(q[2])
+            if surplus[p] <= 0 or book.price(q[1], t) < book.price(p[1], t) * (1 - margin):
+                continue
+            k = min(left, surplus[p])
+            out[q] = out.get(q, 0) - k
+            out[p] = out.get(p, 0) + k
+            surplus[p] -= k
+            left -= k

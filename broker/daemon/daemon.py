@@ -75,7 +75,7 @@ from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.notices import DrainTotals, NoticeJob
-from broker.daemon.plan import PlanJob, PlanState, Progress
+from broker.daemon.plan import PlanJob, PlanState, Progress, spot_returned
 from broker.daemon.reconcile import ReconcileJob
 from broker.daemon.store.store import Fence, LeaseLostError, Store
 from broker.daemon.stretches import StretchJob
@@ -331,11 +331,20 @@ class Daemon:
 
     # --- market and plan -------------------------------------------------------
     def refresh_market(self, force: bool = False) -> None:
-        """Job: a new market snapshot once the last is ``refresh_market_s`` old."""
+        """Job: a new market snapshot once the last is ``refresh_market_s`` old.
+        When it offers spot in a pool the last did not, and a plan is in
+        force, re-plan and reconcile now (``broker.daemon.plan.spot_returned``:
+        the plan was made on a market without that spot)."""
         last = self.snapshot
         self.snapshot = snap = self.planner.refresh_market(last, force=force)
         if snap is not last and not snap.stale:  # a new, complete snapshot
             self.metrics.market_refreshed(self.clock.now())
+            now = self.clock.now()
+            back = spot_returned(last, snap, self.state.plan, now, self.workloads)
+            if back and not force:
+                log.info(kv("spot_returned", pools=",".join(back)))
+                self.replan()
+                self.reconcile()
 
     def current_snapshot(self) -> MarketSnapshot:
         """The snapshot in force (fetched now if there is none yet)."""

@@ -3,7 +3,8 @@
 Owns: ``ReconcileJob``: ``desired`` (the plan's current hour, the decisions
 taken since the plan was made, pools that refused capacity swapped for the
 next acceptable one, running instances kept where the plan only moved them
-to an equivalent pool) and ``run`` (the requests that close the gap, carried
+to an equivalent pool, a ready serving replica before one still warming up)
+and ``run`` (the requests that close the gap, carried
 out). The arithmetic is ``broker.planning.reconcile``'s and
 ``broker.daemon.book``'s; this module runs it against the fleet.
 
@@ -129,7 +130,9 @@ class ReconcileJob:
         book = self._book
         want = substitute(want, book, now)
         want = book.protect(want, self._store, now)  # replacements inside their window
-        want = stick(want, book.counts(book.last_fleet), book, STICK_MARGIN)
+        fleet = book.last_fleet
+        ready = book.ready_counts(fleet, now, self._warm_s)
+        want = stick(want, book.counts(fleet), book, STICK_MARGIN, ready)
         return self._within_disruption(want, now)
 
     def _within_disruption(self, want: dict[Slot, int], now: datetime) -> dict[Slot, int]:

@@ -213,7 +213,9 @@ class LifecycleConfig(BaseModel):
     break_glass_min_hours: Annotated[float, Bounded(gt=0.0, le=MAX_HOURS, unit="hours")] = 1.0
     # Hysteresis: at least this long on on-demand (or the job's min dwell if
     # longer) before going back to spot, and only when savings x expected
-    # lifetime > return_margin x switching cost.
+    # lifetime > return_margin x switching cost. Serving is held by the
+    # second test alone: its return is make before break and stalls nothing
+    # (``broker.lifecycle.stretches.return_dwell_s``).
     return_min_dwell_s: Annotated[float, Bounded(ge=0.0, le=WEEK_S, unit="seconds")] = 1800.0
     return_margin: Annotated[float, Bounded(ge=0.0, le=1000)] = 1.0
     # Decide to extend or end a stretch this long before its dollars run out

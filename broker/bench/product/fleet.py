@@ -18,7 +18,10 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
   revocations came together in that same record (the week before and the
   window so far: ``markets.hazard.clustering.failure_domains``), which the
   lifecycle's replacements avoid after a revocation in one of them;
-- the plan: every ``REPLAN_S`` (the daemon's hourly replan) the fast path
+- the plan: every ``REPLAN_S`` (the daemon's hourly replan), and at a new
+  snapshot that offers spot in a zone the last did not while the plan in
+  force holds on-demand (the daemon's market refresh,
+  ``broker.daemon.plan.spot_returned``), the fast path
   (``broker.planning.optimizer.fast.fast_plan``) on a one-hour problem from
   the snapshot in force, pools that just refused spot at zero capacity. The
   fast path, not the MILP: a one-workload, one-hour problem is what it solves
@@ -29,7 +32,8 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
   (``desired_now``), the decisions since the plan (``decision_deltas`` over
   the records the daemon stores for them, applied to the plan's counts as
   the daemon's reconcile applies them), refused pools substituted
-  (``substitute``), running replicas kept in equivalent pools (``stick``),
+  (``substitute``), running replicas kept in equivalent pools, a ready one
+  before a warming one (``stick`` with ``FleetBook.ready_counts``),
   then ``diff``: launches first (another pass when a pool refused), then
   terminations, a ready replica kept while the one replacing it warms up
   (make before break, ``warm_up_seconds``);
@@ -68,6 +72,7 @@ import numpy as np
 from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
 from broker.daemon.config import DaemonConfig
 from broker.daemon.lifecycle import Lifecycle
+from broker.daemon.plan import spot_returned
 from broker.daemon.reconcile import STICK_MARGIN
 from broker.daemon.store.notices import DecisionRecord
 from broker.daemon.store.tx import Json
@@ -219,6 +224,7 @@ class FleetRun:
     plan_s: float = -1.0
     planned: dict[Slot, int] = field(default_factory=dict)  # the plan's hour, whole
     generation: int = 0
+    spot_back: bool = False  # a snapshot since the plan offers spot its market did not
     decisions: list[DecisionRecord] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=itertools.count)
     notices: itertools.count[int] = field(default_factory=itertools.count)
@@ -279,7 +285,7 @@ class ProductFleet:
             run.last_tick_s = now_s
         self._revoked(run, now_s)
         self._tick(run, now_s)
-        if run.plan is None or now_s - run.plan_s >= REPLAN_S - 1e-6:
+        if run.plan is None or run.spot_back or now_s - run.plan_s >= REPLAN_S - 1e-6:
             self._replan(run, now_s)
         self._reconcile(run, now_s)
         return self._plan(run), run
@@ -326,6 +332,7 @@ class ProductFleet:
         snap = MarketSnapshot(
             at=at, pools=tuple(pools), source="fleet-window", failure_domains=domains
         )
+        run.spot_back |= bool(spot_returned(run.snapshot, snap, run.plan, at, run.workloads))
         run.snapshot, run.snapshot_s, run.snapshot_avail = snap, now_s, run.avail
         run.book.set_snapshot(snap)
         run.manager.on_market(snap)
@@ -361,6 +368,7 @@ class ProductFleet:
         # The plan covers one hour: its whole counts hold until the next plan.
         run.planned = desired_now(run.plan, at, run.workloads)
         run.generation += 1
+        run.spot_back = False
         run.decisions.clear()  # deltas count from the plan in force
 
     def _reconcile(self, run: FleetRun, now_s: float) -> None:
@@ -370,10 +378,12 @@ class ProductFleet:
         assert run.plan is not None
         at = EPOCH + timedelta(seconds=now_s)
         requests: list[LaunchRequest | TerminateRequest] = []
+        warm_s = warm_up_seconds(run.workloads)
         for _ in range(RECONCILE_PASSES):
             want = apply_deltas(run.planned, decision_deltas(run.decisions, run.planned))
             want = substitute(want, run.book, at)
-            want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN)
+            ready = run.book.ready_counts(run.fleet, at, warm_s)
+            want = stick(want, run.book.counts(run.fleet), run.book, STICK_MARGIN, ready)
             doomed = frozenset(i for i, r in run.replicas.items() if r.noticed)
             requests = diff(
                 want,
@@ -382,7 +392,7 @@ class ProductFleet:
                 OWNER,
                 doomed=doomed,
                 now=at,
-                warm_s=warm_up_seconds(run.workloads),
+                warm_s=warm_s,
             )
             refused = False
             for req in requests:

@@ -14,12 +14,17 @@ pool breaker is open; B is over its zone share, the best pool left), ready
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import pytest
 
 from broker.bench.fleet import POLICIES, decided_by
-from broker.bench.product.fleet import DECIDED_BY, FleetRun, ProductFleet
-from broker.simulate.fleet import FleetSetting, FleetWindow, simulate_fleet
+from broker.bench.product.fleet import DECIDED_BY, FleetRun, ProductFleet, fleet_workloads
+from broker.daemon.plan import spot_returned
+from broker.planning.optimizer.fast import fast_plan
+from broker.planning.optimizer.problem import build_problem
+from broker.simulate.fleet import FleetSetting, FleetWindow, fleet_spec, simulate_fleet
 from policies.online.fleet import FleetPlan, FleetSpec, FleetView
 from policies.online.registry import fleet_policy
 
@@ -128,3 +133,43 @@ def test_going_back_to_spot_keeps_on_demand_until_the_spot_is_ready() -> None:
     assert back[-1].on_demand == 0 and sum(back[-1].spot) >= SETTING.replicas
     short_s = out.hours * 3600 - out.available_hours * 3600
     assert short_s == pytest.approx(60.0, abs=1e-6)
+
+
+def test_a_plan_made_without_spot_is_remade_when_spot_comes_back() -> None:
+    # both zones out for the window's first two ticks: the first plan (the
+    # daemon's start) can only put the replicas on on-demand, and no stretch
+    # is open (no notice made it). Spot is back at tick 2: the market refresh
+    # that shows it replans (broker.daemon.plan.spot_returned), and the fleet
+    # is on spot from then on, not from the next hourly plan (tick 12).
+    held = np.ones((2, 18), dtype=bool)
+    held[:, :2] = False
+    rule = _Recording()
+    out = simulate_fleet(SETTING, _window(held), rule)
+    first = rule.plans[0][2]
+    assert first.spot == (0, 0) and first.on_demand >= SETTING.replicas
+    at = {t: p for t, at_notice, p in rule.plans if not at_notice}
+    assert sum(at[2 * 300].spot) >= SETTING.replicas  # launched at once
+    assert at[2 * 300].on_demand >= SETTING.replicas  # make before break
+    assert all(p.on_demand == 0 for t, p in at.items() if t >= 3 * 300)
+    # on-demand: the two ticks without spot and the tick the spot warms up in
+    assert out.on_demand_hours == pytest.approx(SETTING.replicas * 3 * 300 / 3600 - 2 * 180 / 3600)
+    assert out.available_hours == pytest.approx(out.hours)
+
+
+def test_spot_back_replans_only_a_plan_that_holds_on_demand() -> None:
+    rule = ProductFleet()
+    run = rule.start(fleet_spec(SETTING, _window()))
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    run.avail = (False, True)
+    before = rule._market(run, 0.0)  # zone A out, B in
+    run.avail = (True, True)
+    after = rule._market(run, 300.0)
+    ws = fleet_workloads(SETTING.replicas)
+    demand = {"fleet": np.full(1, float(SETTING.replicas))}
+    spot_plan = fast_plan(build_problem(after, ws, demand, hours=1))
+    assert spot_returned(before, after, spot_plan, now, ws) == ()
+    no_spot = {p.pool.key: np.zeros(1) for p in after.pools}
+    od_plan = fast_plan(build_problem(after, ws, demand, hours=1, spot_capacity_instances=no_spot))
+    assert spot_returned(before, after, od_plan, now, ws) == (after.pools[0].pool.key,)
+    assert spot_returned(after, after, od_plan, now, ws) == ()
+    assert spot_returned(None, after, od_plan, now, ws) == ()

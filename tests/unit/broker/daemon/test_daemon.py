@@ -412,3 +412,27 @@ def test_a_provider_the_registry_does_not_know_is_refused_naming_the_field(
     assert "daemon.yaml" in msg and "provider" in msg and "aws, gcp" in msg and "sim" in msg
     path.write_text("owner: me\nprovider: AWS\n")  # names are case-insensitive
     assert load_daemon_config(path).provider == "aws"
+
+
+def test_a_market_refresh_with_spot_back_replans_a_plan_made_without_it(tmp_path: Path) -> None:
+    # No pool offers spot at the start: the plan puts everything on
+    # on-demand. The next market refresh offers spot again: the daemon
+    # replans and reconciles then (broker.daemon.plan.spot_returned), not at
+    # the next hourly plan.
+    keys = (pool_key("a"), pool_key("b"), pool_key("c"))
+    market = TinyMarket(keys, share=dict.fromkeys(keys, 0.0))
+    w = World(tmp_path, market)
+    d = w.daemon()
+    d.start()
+    before = d.state.generation
+    assert all(tier == "on_demand" for (_, _, tier) in w.slots())
+    market.share = dict.fromkeys(keys, 1.0)
+    w.clock.advance(d.config.intervals.refresh_market_s + 1)
+    d.refresh_market()
+    assert d.state.generation == before + 1
+    assert any(tier == "spot" for (_, _, tier) in w.slots())
+    # the same market again: no pool offers spot it did not, no replan
+    generation = d.state.generation
+    w.clock.advance(d.config.intervals.refresh_market_s + 1)
+    d.refresh_market()
+    assert d.state.generation == generation

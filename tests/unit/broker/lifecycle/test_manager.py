@@ -980,3 +980,54 @@ def test_a_return_whose_on_demand_is_gone_launches_no_spot_on_top_of_the_plan() 
     assert ret.kind is ReturnKind.RETURN_TO_SPOT
     assert ret.launches == () and ret.terminate_instance_ids == ()
     assert m.break_glass_stretches() == {}
+
+
+def _serving_glass() -> tuple[LifecycleManager, ManualClock, tuple[Instance, ...], Decision]:
+    """chat loses a spot g5 replica while every g5 pool refuses spot: break-glass."""
+    m, clock = manager()
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    b = key("us-east-1b", "g5.12xlarge")
+    base = tuple(inst("chat", b, 4, Tier.ON_DEMAND) for _ in range(2))
+    lost = inst("chat", key("us-east-1a", "g5.12xlarge"), 4)
+    d = m.handle(revoke(lost, clock.now()), (*base, lost), market())
+    assert d.kind is DecisionKind.BREAK_GLASS
+    clock.advance(20)
+    od = inst("chat", d.launches[0].pool_key, 4, Tier.ON_DEMAND, at=clock.now(), iid="i-od")
+    return m, clock, (*base, od), d
+
+
+def test_a_serving_return_to_spot_is_not_held_by_the_dwell_floor() -> None:
+    # A serving return is make before break (the on-demand serves until the
+    # spot is ready): the verdict's savings x lifetime against the overlap
+    # decides it, not the 30-min floor that keeps training from restarting
+    # at the first quiet minute (test_no_flapping_back_to_spot_before_the_dwell).
+    m, clock, fleet, d = _serving_glass()
+    returned_s = None
+    for minute in range(1, 30):
+        clock.advance(60)
+        rs = [r for r in m.tick(None, fleet, market()) if r.kind is ReturnKind.RETURN_TO_SPOT]
+        if rs:
+            returned_s = minute * 60
+            (r,) = rs
+            assert r.allocation_id == d.notice_id
+            assert r.terminate_instance_ids == ("i-od",)
+            assert r.after_ready  # the on-demand stays until the spot is ready
+            assert [x.tier for x in r.launches] == [Tier.SPOT]
+            break
+    # back once spot can be launched again (the refusals' TTL), well inside 30 min
+    assert returned_s is not None
+    assert UNAVAILABLE_OFFERING_TTL_S <= returned_s + 20 <= UNAVAILABLE_OFFERING_TTL_S + 120
+
+
+def test_without_the_dwell_floor_the_verdict_still_holds_a_serving_return() -> None:
+    # Without the floor the hysteresis still decides: a pool revoking every
+    # minute or so saves less over its expected lifetime than the overlap
+    # costs, and serving stays on on-demand.
+    m, clock, fleet, _ = _serving_glass()
+    g5 = [key(z, "g5.12xlarge") for z in ZONES]
+    stormy = market(*(_pool(z, "g5.12xlarge", 4, 5.672, 1.9, hazard=50.0) for z in ZONES), drop=g5)
+    for _ in range(29):
+        clock.advance(60)
+        kinds = {r.kind for r in m.tick(None, fleet, stormy)}
+        assert ReturnKind.RETURN_TO_SPOT not in kinds
