@@ -7,8 +7,8 @@ market (``broker.whatif.billing``): all on-demand; committed at the quantile
 rule + on-demand; a static ASG-like mix; ``spotfolio``, the daemon's planning
 loop replayed (``broker.whatif.replay``: plans 24 h ahead on the forecast and
 the market snapshot of each step, keeps ``step_hours``, carries what really
-happened, re-plans), with the commitments a whole-period plan on the
-forecast buys; and the hindsight MILP.
+happened, re-plans), with the commitments the what-if's whole-period plan on
+the forecast buys (``whole_period_plan``); and the hindsight MILP.
 
 The hindsight MILP knows the actual demand, the hourly spot prices and the
 share of each hour spot could be held, and is solved to a proven gap: its
@@ -45,13 +45,13 @@ from broker.whatif.reaction import DECIDED_BY as REACTION_DECIDED_BY
 from broker.whatif.reaction import Reactor
 from broker.whatif.replay import DECIDED_BY as REPLAY_DECIDED_BY
 from broker.whatif.replay import replay
-from broker.whatif.run import HISTORY_DAYS, _actual_demand, _actuals
+from broker.whatif.run import HISTORY_DAYS, _actual_demand, _actuals, whole_period_options
 from markets.model import MarketSnapshot
 from markets.protocols import PriceSource
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet, default_workloads
 
-__all__ = ["DECIDED_BY", "run", "run_seeds"]
+__all__ = ["DECIDED_BY", "run", "run_seeds", "whole_period_plan"]
 
 # Who decides each entry (``decided_by``): module:qualname.
 DECIDED_BY = {
@@ -78,8 +78,6 @@ def run(
 ) -> dict[str, object]:
     """The setting's report for one seed (a JSON object: ``policies``,
     ``hindsight``, ``solves``, ``seconds``)."""
-    from broker.planning.optimizer.solve import solve  # PuLP only when planning
-
     ws = workloads or default_workloads()
     t_all = time.perf_counter()
     snapshot = market.snapshot(None)
@@ -93,11 +91,10 @@ def run(
     forecast0 = {n: f.point.to_numpy(dtype=float) for n, f in demand.forecast(start, hours).items()}
     costs = CostTable.compute(snapshot, ws)  # every plan here uses the default cost options
 
-    # Commitments are a horizon decision: buy what a whole-period plan on the
-    # forecast buys, then replay the planning loop with them fixed.
+    # Commitments are a horizon decision: buy what the what-if's whole-period
+    # plan on the forecast buys, then replay the planning loop with them fixed.
     t = time.perf_counter()
-    long_plan = solve(build_problem(snapshot, ws, forecast0, hours=hours,
-                                    options=PlanOptions(period_hours=6), costs=costs))  # fmt: skip
+    long_plan = whole_period_plan(snapshot, ws, forecast0, hours, costs=costs)
     # Each step's lost spot goes through the lifecycle manager as the step
     # is taken, and the loop carries what its decisions did.
     reactor = Reactor(start, ws, snapshot, actuals, costs=costs)
@@ -143,6 +140,23 @@ def run(
         "seconds": {"rolling": round(rolling_s, 2), "hindsight": round(hindsight_s, 2),
                     "total": round(time.perf_counter() - t_all, 2)},
     }  # fmt: skip
+
+
+def whole_period_plan(
+    snapshot: MarketSnapshot,
+    ws: WorkloadSet,
+    forecast: Mapping[str, FloatArray],
+    hours: int,
+    *,
+    costs: CostTable,
+) -> Plan:
+    """The plan on the forecast over the whole period whose commitments the
+    replayed loop holds, solved as the what-if solves it
+    (``broker.whatif.run.whole_period_options``)."""
+    from broker.planning.optimizer.solve import solve  # PuLP only when planning
+
+    opts = whole_period_options(hours)
+    return solve(build_problem(snapshot, ws, forecast, hours=hours, options=opts, costs=costs))
 
 
 def _entry(name: str, b: Bill, best: float, serving: list[str]) -> dict[str, object]:

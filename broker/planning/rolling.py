@@ -17,7 +17,9 @@ one carried state:
 - ``remaining_unit_hours``: training/batch work still to do; the deadline
   moves closer, and a uniform-progress milestone (``milestones``) makes each
   step do its share, so re-plans cannot keep pushing work past the step
-  they commit;
+  they commit; the share is counted from the job's start, so a lead taken
+  while spot was cheap is kept, and a training job's work ahead is worth
+  what it would cost later (``broker.planning.pacing``);
 - ``spent_usd``: dollars spent so far, per workload, for the fleet
   (``FLEET``) and per tier and UTC day (``budgets.tier_day_key``), charged
   against the horizon and daily budgets (``budget_usd``,
@@ -47,6 +49,7 @@ from broker.planning.optimizer.problem import (
     PoolSeries,
     build_problem,
 )
+from broker.planning.pacing import ahead_usd_per_unit_hour, pacing
 from broker.planning.plan import ALLOCATION_COLUMNS, Plan, worst_status
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
@@ -91,16 +94,15 @@ class RollingState:
         }
 
     def milestones(self, step_hours: int, workloads: WorkloadSet) -> dict[str, tuple[int, float]]:
-        """Uniform progress over the next step: each job's remaining work
-        times ``step / time left``, due by the step's end."""
-        deadlines = self.deadlines(workloads)
-        out: dict[str, tuple[int, float]] = {}
-        for name, left in self.remaining_unit_hours.items():
-            if left <= 0:
-                continue
-            d = deadlines.get(name, math.inf)
-            out[name] = (step_hours, left * step_hours / max(d, float(step_hours)))
-        return out
+        """Uniform progress over the next step: each job's work due by the
+        step's end (``broker.planning.pacing``: the line from the job's
+        start, keeping a lead, never more than its remaining work spread
+        evenly over the time left)."""
+        return pacing(workloads, self.remaining_unit_hours, self.hour, step_hours, step_hours)[0]
+
+    def due(self, hours: int, workloads: WorkloadSet) -> dict[str, float]:
+        """Each job's work due within ``hours`` (``broker.planning.pacing``)."""
+        return pacing(workloads, self.remaining_unit_hours, self.hour, hours, hours)[1]
 
 
 def initial_state(
@@ -133,8 +135,9 @@ def window_problem(
 ) -> PlanningProblem:
     """The problem one re-plan solves: ``hours`` from ``snapshot`` with
     ``state``'s remaining work, deadlines, milestones, commitments, running
-    instances and spent dollars."""
-    return build_problem(
+    instances and spent dollars; work a job does ahead of what is due is
+    worth what it is expected to cost later (``broker.planning.pacing``)."""
+    problem = build_problem(
         snapshot,
         workloads,
         serving_demand,
@@ -147,8 +150,11 @@ def window_problem(
         remaining_unit_hours=dict(state.remaining_unit_hours),
         deadline_hour=state.deadlines(workloads),
         milestones=state.milestones(step_hours, workloads),
+        due_unit_hours=state.due(hours, workloads),
         spent_usd=dict(state.spent_usd),
     )
+    ahead = ahead_usd_per_unit_hour(problem.costs, workloads)
+    return dataclasses.replace(problem, ahead_usd_per_unit_hour=ahead) if ahead else problem
 
 
 def _first_rows(plan: Plan, step: int) -> pd.DataFrame:

@@ -31,6 +31,7 @@ Objective (dollars):
        what persistent demand saves with it beyond the horizon)
      + sum_t L_t * ( sum O * o_j + sum S * s_{p,t} )        on-demand, spot
      + sum_t L_t * sum_w pi_w U_{w,t} + sum_w pi_w U_w      unmet, class weight pi
+     + sum_w v_w (left_w - W_w - A_w)                       work left for later
      + sum (kappa u + r_w c) * D                            churn (launches: cold
                                                             start, and the restart
                                                             r_w hours billed at c)
@@ -47,7 +48,9 @@ Constraints:
                                                                  must be non-revocable)
                           units^{spot}_{w,t} <= sigma_w units_{w,t}
   batch:                  units_{w,t} <= M_w (parallelism cap)
-  training, batch:        sum_{t < deadline} L_t work_{w,t} + U_w >= W_w
+  training, batch:        sum_{t < deadline} L_t work_{w,t} + U_w >= W_w + A_w
+                          (A_w <= work left - W_w: work ahead, credited at
+                          v_w per unit-hour, what it is expected to cost later)
                           sum_{t < m} L_t work_{w,t} + U'_w >= W^m_w  (optional
                           milestone: a rolling horizon's uniform progress)
   diversification:        sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z,
@@ -643,8 +646,18 @@ def _workload_totals(
         for a in built.allocs
         if a.workload == w.name
     ]
+    # Work left beyond what is due, not done here, costs what it is expected
+    # to cost later (v_w (room - A_w) in the docstring, kept >= 0 so the gap
+    # stays relative to a positive objective).
+    later: Terms = []
+    room = problem.remaining(w) - required
+    value = problem.ahead_usd_per_unit_hour.get(w.name, 0.0)
+    if value > 0 and room > 1e-9:
+        b = pulp.LpVariable(name("B"), lowBound=0, upBound=room)
+        objective.append((b, value))
+        later.append((b, 1.0))
     cname = name("work")
-    built.prob += _lin([*terms, (u, 1.0)]) >= required, cname
+    built.prob += _lin([*terms, (u, 1.0), *later]) >= required + (room if later else 0.0), cname
     built.described[cname] = f"{w.name}: {required:,.0f} unit-hours of work by its deadline"
     milestone = problem.milestones.get(w.name)
     if milestone is not None and milestone[1] > 0:

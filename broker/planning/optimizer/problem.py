@@ -152,6 +152,14 @@ class PlanningProblem:
     # rolling horizon's uniform-progress milestone, so re-plans cannot keep
     # pushing work past the step they commit).
     milestones: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    # workload -> unit-hours due inside this horizon (a rolling horizon's
+    # pacing line, ``broker.planning.rolling``); left out: the pro-rata share
+    # of the time left (``required_unit_hours``).
+    due_unit_hours: Mapping[str, float] = field(default_factory=dict)
+    # workload -> dollars a unit-hour done beyond what is due here is worth
+    # (what it is expected to cost later): work ahead is bought while it is
+    # cheaper than that, up to the work left.
+    ahead_usd_per_unit_hour: Mapping[str, float] = field(default_factory=dict)
     # Dollars already spent against the horizon budgets (``budget_usd``) by
     # earlier steps of a rolling horizon: per workload name, and for the
     # fleet under "" (``broker.planning.rolling.FLEET``). The budget left is
@@ -256,14 +264,22 @@ class PlanningProblem:
     def required_unit_hours(self, w: Workload) -> float:
         """Work a training/batch job must finish inside this horizon: all of
         what remains if the deadline falls inside, else the pro-rata share of
-        the time left (uniform progress toward the deadline)."""
+        the time left (uniform progress toward the deadline), or what
+        ``due_unit_hours`` says is due."""
         remaining = self.remaining_unit_hours.get(w.name, w.unit_hours or 0.0)
         deadline = self.deadline_hour.get(w.name, w.deadline_hours or math.inf)
         if remaining <= 0:
             return 0.0
         if deadline <= self.hours:
             return remaining
+        due = self.due_unit_hours.get(w.name)
+        if due is not None:
+            return min(remaining, max(0.0, due))
         return remaining * self.hours / deadline
+
+    def remaining(self, w: Workload) -> float:
+        """Work the job still has to do (unit-hours)."""
+        return max(0.0, self.remaining_unit_hours.get(w.name, w.unit_hours or 0.0))
 
     def last_hour(self, w: Workload) -> float:
         """Hours into the horizon after which the job may not run."""
@@ -313,6 +329,8 @@ def build_problem(
     committed_fixed: Mapping[str, int] | None = None,
     previous_instances: Mapping[tuple[str, str, str], float] | None = None,
     milestones: Mapping[str, tuple[int, float]] | None = None,
+    due_unit_hours: Mapping[str, float] | None = None,
+    ahead_usd_per_unit_hour: Mapping[str, float] | None = None,
     spent_usd: Mapping[str, float] | None = None,
     owned: tuple[OwnedCommitment, ...] = (),
 ) -> PlanningProblem:
@@ -383,6 +401,8 @@ def build_problem(
         committed_fixed=committed_fixed,
         previous_instances={} if previous_instances is None else previous_instances,
         milestones={} if milestones is None else milestones,
+        due_unit_hours={} if due_unit_hours is None else due_unit_hours,
+        ahead_usd_per_unit_hour={} if ahead_usd_per_unit_hour is None else ahead_usd_per_unit_hour,
         spent_usd={} if spent_usd is None else spent_usd,
         owned=owned,
     )

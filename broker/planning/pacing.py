@@ -1,0 +1,120 @@
+"""Pacing a deadline job across re-plans: what is due by when, and what work ahead is worth.
+
+Owns: ``due_unit_hours`` (the work a job must have done ``h`` hours from
+now) and ``ahead_usd_per_unit_hour`` (what a unit-hour done beyond that is
+worth: what it is expected to cost later). ``broker.planning.rolling`` hands
+both to every window it builds, as the problem's milestone, its due work and
+its work-ahead value.
+
+Must not: solve, read the clock or a market beyond the cost table it is given.
+
+**What is due.** Uniform Progress's line from the job's start (the Can't Be
+Late setting, NSDI 2024: ``ep(t) = C t / R``), less what is done, so a lead
+taken while spot was plentiful is kept: a job ahead of the line may wait out
+a spot outage instead of running its gang minimum on on-demand. A job behind
+the line is not asked to catch up all at once: never more than the work left
+spread evenly over the time left (what each re-plan asked before, which
+threw any lead away: on the 30-day portfolio bench, seed 2, the loop ran the
+training job every step, 127 h of on-demand gang minimum where hindsight
+needs 90 h)::
+
+    due(h) = clip(min(C (t + h) / R - (C - left), left h / (R - t)), 0, left)
+
+**What work ahead is worth.** Nothing is due while the job is ahead, so a
+window plans no work unless doing it now beats doing it later. Later, the
+job runs at full size (its gang minimum on the cheapest non-revocable tier,
+the rest on the cheapest effective spot) where spot is held, and on the
+non-revocable tier alone where it is not; with ``a`` the share of time the
+job's cheapest spot pool was held (``PoolSnapshot.available_share``)::
+
+    v = a c_full + (1 - a) c_od
+
+``c_full < v < c_od`` whenever spot is cheaper: work ahead is bought at full
+size while spot is there, never on on-demand alone. Jobs without a gang
+(batch) pay the same spot price now or later, as far as a plan can see: they
+get no value (``0``) and keep to what is due.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from markets.model import Tier
+from policies.cost_table import CostTable
+from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
+
+__all__ = ["UNINFORMED_HELD_SHARE", "ahead_usd_per_unit_hour", "due_unit_hours", "pacing"]
+
+# A pool with no recorded share of time held: half (the middle of the
+# 0.17-0.91 range published for V100 zones, economics.md section 7; as the
+# lifecycle's deadline rule assumes).
+UNINFORMED_HELD_SHARE = 0.5
+
+
+def due_unit_hours(w: Workload, left: float, hour: float, h: float) -> float:
+    """Work ``w`` must have done ``h`` hours after ``hour`` (hours since the
+    epoch its deadline counts from), ``left`` unit-hours still to do (module
+    docstring). A job without a deadline or a total owes nothing."""
+    if left <= 0 or w.deadline_hours is None or w.unit_hours is None:
+        return 0.0
+    total, deadline = float(w.unit_hours), float(w.deadline_hours)
+    time_left = deadline - hour
+    if time_left <= h:
+        return left
+    done = max(0.0, total - left)
+    line = total * min(1.0, (hour + h) / deadline) - done
+    spread = left * h / time_left
+    return min(left, max(0.0, min(line, spread)))
+
+
+def ahead_usd_per_unit_hour(costs: CostTable, workloads: WorkloadSet) -> dict[str, float]:
+    """Per training job, what a unit-hour of its work done ahead is worth
+    (module docstring); jobs where waiting saves nothing are left out."""
+    out: dict[str, float] = {}
+    for w in workloads.workloads:
+        if w.workload_class is not WorkloadClass.TRAINING or w.unit_hours is None:
+            continue
+        v = _later_usd_per_unit_hour(costs, w)
+        if v > 0:
+            out[w.name] = v
+    return out
+
+
+def _later_usd_per_unit_hour(costs: CostTable, w: Workload) -> float:
+    od = costs.cheapest(w.name, Tier.ON_DEMAND)
+    spot = costs.cheapest(w.name, Tier.SPOT)
+    p_od = None if od is None else od.usd_per_work_hour[Tier.ON_DEMAND]
+    p_spot = None if spot is None else spot.usd_per_work_hour[Tier.SPOT]
+    if od is None or spot is None or p_od is None or p_spot is None or spot.spot_factor is None:
+        return 0.0
+    if p_spot >= p_od or w.max_spot_share <= 0 or w.max_units is None:
+        return 0.0
+    top = float(w.max_units)
+    spot_units = min(top - w.non_revocable_min_units, w.max_spot_share * top)
+    if spot_units <= 0:
+        return 0.0
+    work_od = (top - spot_units) * od.throughput
+    work_spot = spot_units * spot.throughput / spot.spot_factor
+    full = (work_od * p_od + work_spot * p_spot) / (work_od + work_spot)
+    share = costs.pool(spot.pool_key).available_share
+    held = UNINFORMED_HELD_SHARE if share is None or not math.isfinite(share) else share
+    held = min(1.0, max(0.0, held))
+    return held * full + (1.0 - held) * p_od
+
+
+def pacing(
+    workloads: WorkloadSet, remaining: Mapping[str, float], hour: float, step: int, horizon: int
+) -> tuple[dict[str, tuple[int, float]], dict[str, float]]:
+    """(milestones, due): per job with work left, ``(step, due by the step's
+    end)`` and the work due inside a window of ``horizon`` hours."""
+    by_name = {w.name: w for w in workloads.workloads}
+    milestones: dict[str, tuple[int, float]] = {}
+    due: dict[str, float] = {}
+    for name, left in remaining.items():
+        w = by_name.get(name)
+        if w is None or left <= 0:
+            continue
+        milestones[name] = (step, due_unit_hours(w, left, hour, float(step)))
+        due[name] = due_unit_hours(w, left, hour, float(horizon))
+    return milestones, due

@@ -1,0 +1,78 @@
+"""Pacing a deadline job across re-plans: a lead is kept, work ahead bought while spot is there."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.planning.optimizer.problem import PlanOptions
+from broker.planning.optimizer.solve import solve
+from broker.planning.pacing import ahead_usd_per_unit_hour, due_unit_hours
+from broker.planning.rolling import RollingState, window_problem
+from markets.model import Tier
+from policies.workloads.spec import Workload, parse_workloads
+from tests.unit.broker.planning.optimizer.test_solve import _market, _pool
+
+
+def _training(**extra: object) -> dict[str, object]:
+    # 240 unit-hours in 48 h: Uniform Progress's line asks 5 unit-hours an hour.
+    return {"name": "train", "class": "training", "instance_types": ["g1"], "elastic": True,
+            "min_units": 2, "step_units": 2, "max_units": 8, "unit_hours": 240,
+            "deadline_hours": 48, "max_zone_share": 1.0, "max_pool_share": 1.0,
+            "max_spot_share": 0.75, "min_dwell_minutes": 0, **extra}  # fmt: skip
+
+
+def _job() -> Workload:
+    return parse_workloads({"workloads": [_training()]}).workloads[0]
+
+
+def test_a_job_ahead_of_the_line_owes_nothing_until_the_line_catches_up() -> None:
+    # At hour 12 the line is at 60 unit-hours; 120 are done (120 left).
+    w = _job()
+    assert due_unit_hours(w, 120.0, 12.0, 6.0) == 0.0  # the line reaches 90 by hour 18
+    assert due_unit_hours(w, 120.0, 12.0, 18.0) == pytest.approx(150.0 - 120.0)
+    state = RollingState(hour=12, remaining_unit_hours={"train": 120.0})
+    ws = parse_workloads({"workloads": [_training()]})
+    # Re-spread over the time left, the step would owe 120 x 6 / 36 = 20.
+    assert state.milestones(6, ws) == {"train": (6, 0.0)}
+
+
+def test_a_job_behind_the_line_catches_up_no_faster_than_its_work_spread_over_the_time_left() -> (
+    None
+):
+    w = _job()
+    # 40 done at hour 12 (the line: 60): the line by hour 18 asks 50 more,
+    # the remaining 200 spread over the 36 h left ask 200 x 6 / 36.
+    assert due_unit_hours(w, 200.0, 12.0, 6.0) == pytest.approx(200.0 * 6 / 36)
+    assert due_unit_hours(w, 200.0, 40.0, 12.0) == 200.0  # the deadline is inside: all of it
+    assert due_unit_hours(w, 0.0, 12.0, 6.0) == 0.0
+
+
+def test_a_job_ahead_of_the_line_waits_out_a_spot_outage_instead_of_running_on_on_demand() -> None:
+    ws = parse_workloads({"workloads": [_training()]})
+    snap = _market(_pool("us-east-1a", spot=None, committed=None))  # no spot now
+    state = RollingState(hour=12, remaining_unit_hours={"train": 120.0})
+    problem = window_problem(snap, ws, {}, state, hours=12, step_hours=6,
+                             options=PlanOptions(integral=True))  # fmt: skip
+    plan = solve(problem)
+    assert plan.allocations.empty or plan.allocations.units.sum() == 0
+    assert plan.unmet_unit_hours["train"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_job_ahead_runs_at_full_size_while_spot_is_there() -> None:
+    # On-demand $1, spot $0.2 held half the time: later, a unit-hour costs
+    # 0.5 x (2 x 1 + 6 x 0.2) / 8 + 0.5 x 1 = $0.70; now, at full size, $0.40.
+    ws = parse_workloads({"workloads": [_training()]})
+    pool = _pool("us-east-1a", spot=0.2, committed=None).model_copy(update={"available_share": 0.5})
+    snap = _market(pool)
+    assert ahead_usd_per_unit_hour(
+        window_problem(snap, ws, {}, RollingState(), hours=1, step_hours=1).costs, ws
+    ) == {"train": pytest.approx(0.5 * (2 * 1.0 + 6 * 0.2) / 8 + 0.5 * 1.0)}
+    state = RollingState(hour=12, remaining_unit_hours={"train": 120.0})
+    plan = solve(window_problem(snap, ws, {}, state, hours=12, step_hours=6,
+                                options=PlanOptions(integral=True)))  # fmt: skip
+    a = plan.allocations
+    first = a[a.hour_start < 6]
+    per_hour = first.groupby("hour_start").units.sum()
+    assert len(per_hour) == 6 and set(per_hour.round(6)) == {8.0}  # full size, every hour
+    spot = first[first.tier == Tier.SPOT.value].groupby("hour_start").units.sum()
+    assert set(spot.round(6)) == {6.0}  # the gang minimum on on-demand, the rest on spot
