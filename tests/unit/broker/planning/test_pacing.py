@@ -15,10 +15,14 @@ from tests.unit.broker.planning.optimizer.test_solve import _market, _pool
 
 def _training(**extra: object) -> dict[str, object]:
     # 240 unit-hours in 48 h: Uniform Progress's line asks 5 unit-hours an hour.
+    # No value of time: the deadline is all that matters (at the training
+    # class's $1,000/h the plan would buy on-demand to finish sooner,
+    # broker.planning.optimizer.finish).
     return {"name": "train", "class": "training", "instance_types": ["g1"], "elastic": True,
             "min_units": 2, "step_units": 2, "max_units": 8, "unit_hours": 240,
             "deadline_hours": 48, "max_zone_share": 1.0, "max_pool_share": 1.0,
-            "max_spot_share": 0.75, "min_dwell_minutes": 0, **extra}  # fmt: skip
+            "max_spot_share": 0.75, "min_dwell_minutes": 0,
+            "value_of_time_usd_per_hour": 0, **extra}  # fmt: skip
 
 
 def _job() -> Workload:
