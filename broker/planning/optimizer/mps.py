@@ -79,9 +79,9 @@ def _build(prob: Any, signature: tuple[int, int, int]) -> _Columns:
     obj = prob.objective
     if obj is not None:
         for v, value in obj.items():
-            i = at.get(id(v))
-            if i is not None:
-                per_col[i].append(_ENTRY % (names[i], "OBJ", value))
+            j = at.get(id(v))
+            if j is not None:
+                per_col[j].append(_ENTRY % (names[j], "OBJ", value))
     return _Columns(signature, vs, names, rows, "".join(row_lines),
                     ["".join(lines) for lines in per_col])  # fmt: skip
 
