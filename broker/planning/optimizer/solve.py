@@ -264,8 +264,11 @@ def _extract(
 
 def _binding(built: BuiltModel, workload: str) -> list[str]:
     out = []
+    # PuLP 3 warns on every dict-style ``prob.constraints`` read (~8,000 per
+    # what-if week); its by-name lookup does not (absent before PuLP 3)
+    row = getattr(built.prob, "get_constraint_by_name", None) or built.prob.constraints.get
     for cname, text in built.described.items():
-        c = built.prob.constraints.get(cname)
+        c = row(cname)
         if c is None:
             continue
         if not (text.startswith(f"{workload}:") or text.startswith(("fleet", "spot capacity"))):
