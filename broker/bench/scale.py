@@ -4,7 +4,9 @@ Owns: ``parallel_efficiency`` (the same N what-if scenarios serially in this
 process, then on a 2-worker local Dask cluster through ``broker.scale.executor``,
 the executor ``sweep`` and ``bench --workers`` use; efficiency = serial
 seconds / (workers x cluster seconds), both warm: each side has run one
-scenario, untimed, first; the cluster's start is reported apart) and
+scenario, untimed, first; the cluster's start is reported apart; CPU
+seconds of both sides beside it, as a shared machine's load moves the wall
+clock of either) and
 ``year_whatif`` (``spotfolio whatif --days 365``: a year of hourly demand
 over the default market's 302 pools, run in a child process so its peak RSS
 is its own: the child's ``ru_maxrss``, and its children's, the CBC solver;
