@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pulp
+from pulp.apis import coin_api
 
 from broker.planning.optimizer.children import install, solver_children
 from broker.planning.optimizer.mps import columns, read_solution, write_mps
@@ -181,7 +182,9 @@ class _CBC(pulp.PULP_CBC_CMD):
         log_path = self.optionsDict.get("logPath")
         pipe = open(log_path, "w") if log_path else self.get_pipe()  # noqa: SIM115
         try:
-            code = subprocess.Popen(
+            # PuLP's own ``subprocess`` name: the shim of ``children`` (CBC dies
+            # with its caller, and with a solve that raises)
+            code = coin_api.subprocess.Popen(
                 [self.path, *cmds[1:].split()], stdout=pipe, stderr=pipe,
                 stdin=subprocess.DEVNULL,
             ).wait()  # fmt: skip
