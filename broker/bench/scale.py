@@ -4,7 +4,9 @@ Owns: ``parallel_efficiency`` (the same N what-if scenarios serially in this
 process, then on a 2-worker local Dask cluster through ``broker.scale.executor``,
 the executor ``sweep`` and ``bench --workers`` use; efficiency = serial
 seconds / (workers x cluster seconds), both warm: each side has run one
-scenario, untimed, first; the cluster's start is reported apart) and
+scenario, untimed, first; the cluster's start is reported apart; CPU
+seconds of both sides beside it, as a shared machine's load moves the wall
+clock of either) and
 ``year_whatif`` (``spotfolio whatif --days 365``: a year of hourly demand
 over the default market's 302 pools, run in a child process so its peak RSS
 is its own: the child's ``ru_maxrss``, and its children's, the CBC solver;
@@ -16,8 +18,10 @@ Must not: print, or run at small bench sizes (the hook in
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -49,20 +53,37 @@ def _warm() -> None:
     scenario_cost(0)
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (the CBC
+    solves): user + system, ``getrusage(2)``."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def parallel_efficiency(n: int = 8, workers: int = 2, days: int = 1) -> dict[str, object]:
+    """Efficiency on the wall clock (the target), and the CPU seconds behind
+    it: a shared machine slows both sides by what else runs, so
+    ``cpu_efficiency`` (serial CPU / the cluster's CPU: this process, which
+    runs the scheduler, and every worker with its solver children) says how
+    much work the cluster added, whatever the load."""
     seeds = list(range(1, n + 1))
     _warm()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     serial = [scenario_cost(s, days) for s in seeds]
-    serial_s = time.perf_counter() - t0
+    serial_s, serial_cpu = time.perf_counter() - t0, cpu_s() - c0
     t0 = time.perf_counter()
     with Executor(ExecutorSpec(workers=workers)) as ex:
         start_s = time.perf_counter() - t0
         ex.run_on_workers(_warm)
-        t1 = time.perf_counter()
-        parallel = ex.map(scenario_cost, seeds)
-        cluster_s = time.perf_counter() - t1
+        before = ex.run_on_workers(cpu_s)
+        t1, c1 = time.perf_counter(), cpu_s()
+        parallel = ex.map(functools.partial(scenario_cost, days=days), seeds)
+        cluster_s, here_cpu = time.perf_counter() - t1, cpu_s() - c1
+        after = ex.run_on_workers(cpu_s)
         got = ex.workers
+    workers_cpu = sum(b - a for a, b in zip(before, after, strict=True))
+    cluster_cpu = here_cpu + workers_cpu
     return {
         "scenarios": n,
         "workers": got,
@@ -71,6 +92,10 @@ def parallel_efficiency(n: int = 8, workers: int = 2, days: int = 1) -> dict[str
         "cluster_s": round(cluster_s, 2),
         "cluster_start_s": round(start_s, 2),
         "efficiency": round(serial_s / (got * cluster_s), 3) if cluster_s > 0 else None,
+        "serial_cpu_s": round(serial_cpu, 2),
+        "cluster_cpu_s": round(cluster_cpu, 2),
+        "workers_cpu_s": round(workers_cpu, 2),  # the rest: this process (scheduler, client)
+        "cpu_efficiency": round(serial_cpu / cluster_cpu, 3) if cluster_cpu > 0 else None,
         "same_results": serial == parallel,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }

@@ -31,6 +31,7 @@ import contextlib
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -39,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import pulp
+from pulp.apis import coin_api
 
 from broker.planning.optimizer.children import install, solver_children
+from broker.planning.optimizer.mps import columns, read_solution, write_mps
 from markets.errors import InputError
 from markets.extras import require
 
@@ -90,7 +93,7 @@ class Outcome:
 
 
 def _is_mip(prob: LpProblem) -> bool:
-    return any(v.cat == pulp.LpInteger for v in prob.variables())
+    return any(v.cat == pulp.LpInteger for v in columns(prob))
 
 
 def run_solver(
@@ -125,7 +128,7 @@ def _cbc(prob: LpProblem, gap: float, time_limit_s: float, warm: bool, bound_onl
         os.close(fd)
         log = Path(log_name)
     try:
-        solver = pulp.PULP_CBC_CMD(
+        solver = _CBC(
             msg=False,
             gapRel=gap if mip else None,
             timeLimit=max(0.1, time_limit_s),
@@ -150,6 +153,50 @@ def _cbc(prob: LpProblem, gap: float, time_limit_s: float, warm: bool, bound_onl
             with contextlib.suppress(ValueError):
                 bound = float(found[-1])
     return Outcome(status, obj, bound)
+
+
+class _CBC(pulp.PULP_CBC_CMD):
+    """PuLP's CBC with its model file written and its solution read by
+    ``broker.planning.optimizer.mps`` (the same file, so the same solve:
+    only PuLP's Python overhead goes). The command line is PuLP's
+    ``solve_CBC`` for the options used here (no presolve, cuts or LP-file
+    switches; never Windows)."""
+
+    def solve_CBC(self, lp: LpProblem, use_mps: bool = True) -> int:
+        if not self.executable(self.path):
+            raise pulp.PulpSolverError(f"Pulp: cannot execute {self.path}")
+        _lp_file, mps, sol, mst = self.create_tmp_files(lp.name, "lp", "mps", "sol", "mst")
+        vs, var_names, row_names = write_mps(lp, mps)
+        cmds = " " + mps + " "
+        if lp.sense == pulp.LpMaximize:
+            cmds += "-max "
+        if self.optionsDict.get("warmStart", False):
+            self.writesol(mst, lp, vs, var_names, row_names)
+            cmds += f"-mips {mst} "
+        if self.timeLimit is not None:
+            cmds += f"-sec {self.timeLimit} "
+        for option in self.options + self.getOptions():
+            cmds += "-" + option + " "
+        cmds += "-solve " if self.mip else "-initialSolve "
+        cmds += "-printingOptions all -solution " + sol + " "
+        log_path = self.optionsDict.get("logPath")
+        pipe = open(log_path, "w") if log_path else self.get_pipe()  # noqa: SIM115
+        try:
+            # PuLP's own ``subprocess`` name: the shim of ``children`` (CBC dies
+            # with its caller, and with a solve that raises)
+            code = coin_api.subprocess.Popen(
+                [self.path, *cmds[1:].split()], stdout=pipe, stderr=pipe,
+                stdin=subprocess.DEVNULL,
+            ).wait()  # fmt: skip
+        finally:
+            if pipe is not None:
+                pipe.close()
+        if code != 0 or not os.path.exists(sol):
+            raise pulp.PulpSolverError(f"Pulp: Error while executing {self.path}")
+        status, sol_status = self.get_status(sol)
+        read_solution(lp, sol, status, sol_status)
+        self.delete_tmp_files(mps, _lp_file, sol, mst)
+        return int(status)
 
 
 class _HiGHS(pulp.HiGHS):

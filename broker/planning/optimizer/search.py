@@ -37,6 +37,7 @@ import pulp
 
 from broker.planning.optimizer.backend import LpProblem, LpVariable, Outcome, run_solver
 from broker.planning.optimizer.model import BuiltModel
+from broker.planning.optimizer.mps import columns
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.rounding import load, pattern_search, quick_round, round_up
 
@@ -77,7 +78,7 @@ def relax_and_fix(
         return opts.time_limit_s - (time.perf_counter() - t0)
 
     prob = built.prob
-    ints = [v for v in prob.variables() if v.cat == pulp.LpInteger]
+    ints = [v for v in columns(prob) if v.cat == pulp.LpInteger]
     saved = {v.name: (v.lowBound, v.upBound) for v in ints}
     out = Search()
 
@@ -195,4 +196,4 @@ def _restore(ints: list[LpVariable], saved: Bounds) -> None:
 
 
 def _values(prob: LpProblem) -> dict[str, float | None]:
-    return {v.name: v.varValue for v in prob.variables()}
+    return {v.name: v.varValue for v in columns(prob)}

@@ -30,6 +30,7 @@ from broker.planning.optimizer.backend import LpVariable, run_solver
 from broker.planning.optimizer.budgets import binding
 from broker.planning.optimizer.commitments import appraise, obligation_hours
 from broker.planning.optimizer.model import BuiltModel, build_model
+from broker.planning.optimizer.mps import columns
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.regions import allow_list_lines
 from broker.planning.optimizer.search import relax_and_fix
@@ -119,7 +120,7 @@ def _solve(problem: PlanningProblem, integral: bool | None) -> tuple[Plan, Built
     built = build_model(problem, integral=integral)
     build_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    ints = [v for v in built.prob.variables() if v.cat == pulp.LpInteger]
+    ints = [v for v in columns(built.prob) if v.cat == pulp.LpInteger]
     search = None
     if not built.integral and ints:
         search = relax_and_fix(problem, built, start=t0)
@@ -255,7 +256,7 @@ def _extract(
         meta={
             "build_s": build_s,
             "solve_s": solve_s,
-            "variables": len(built.prob.variables()),
+            "variables": len(columns(built.prob)),
             "constraints": len(built.prob.constraints),
         },
     )
@@ -267,8 +268,11 @@ def _extract(
 
 def _binding(built: BuiltModel, workload: str) -> list[str]:
     out = []
+    # PuLP 3 warns on every dict-style ``prob.constraints`` read (~8,000 per
+    # what-if week); its by-name lookup does not (absent before PuLP 3)
+    row = getattr(built.prob, "get_constraint_by_name", None) or built.prob.constraints.get
     for cname, text in built.described.items():
-        c = built.prob.constraints.get(cname)
+        c = row(cname)
         if c is None:
             continue
         if not (text.startswith(f"{workload}:") or text.startswith(("fleet", "spot capacity"))):

@@ -29,6 +29,11 @@ def test_serial_map_reports_each_result() -> None:
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
 
+def test_serial_run_on_workers_returns_the_one_reading() -> None:
+    with Executor(ExecutorSpec()) as ex:
+        assert ex.run_on_workers(lambda: 7) == [7]
+
+
 @pytest.mark.slow
 def test_a_local_cluster_returns_the_serial_results_in_input_order() -> None:
     items = list(range(10))
