@@ -94,7 +94,7 @@ def need_hours(plan: Plan, at: datetime) -> dict[tuple[str, str], float]:
     h = plan_hour(plan, at)
     left_in_hour = 1.0 - ((at - plan.start).total_seconds() / 3600.0 - h)
     left_in_hour = min(max(left_in_hour, 0.0), 1.0)
-    col = "work_per_hour" if "work_per_hour" in a.columns else "units"
+    col = next(c for c in ("work_per_hour", "units", "instances") if c in a.columns)
     work: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * plan.hours)
     for w, tier, start, end, x in zip(
         a["workload"], a["tier"], a["hour_start"], a["hour_end"], a[col], strict=True
