@@ -185,6 +185,7 @@ def unpaid_moves(
             continue
         # the plan's launches on this tier, cheapest work first: (p, work left)
         deficit: list[list[float]] = []
+        launches: list[tuple[int, float]] = []  # per slot in order: (instances, work each)
         surplus: list[tuple[float, float, float, Instance]] = []
         for s in slots:
             p, work, usd = _per_work_usd(w, pools[s[1]], tier)
@@ -192,6 +193,7 @@ def unpaid_moves(
             n = want.get(s, 0) - len(got)
             if n > 0:
                 deficit.append([p, n * work])
+                launches.append((n, work))
             elif n < 0:
                 newest = sorted(got, key=lambda i: (i.launched_at, i.instance_id), reverse=True)
                 for inst in newest[:-n]:
@@ -228,8 +230,43 @@ def unpaid_moves(
         if wname in gangs:
             out[wname].extend(_gang_unpaid(w, moved, have, pools))
         else:
-            out[wname].extend(m.inst for m in moved if not m.saving_usd > m.price_usd)
+            unpaid = [m.inst for m in moved if not m.saving_usd > m.price_usd]
+            out[wname].extend(_replaceable(unpaid, launches, pools, w, tier))
     return {k: v for k, v in out.items() if v}
+
+
+def _replaceable(
+    kept: Sequence[Instance],
+    launches: Sequence[tuple[int, float]],
+    pools: Mapping[str, PoolSnapshot],
+    w: Workload,
+    tier: str,
+) -> list[Instance]:
+    """``kept`` less its dearest instances whose work no whole launch would
+    give way to: ``hold`` cuts launches in whole instances (slot order), so
+    keeping three 1-unit replicas against one 3.2-unit launch would run both
+    (an instance more, ended as a scale-down at the next reconcile)."""
+    ranked = sorted(
+        kept, key=lambda i: (_per_work_usd(w, pools[i.pool_key], tier)[0], i.instance_id)
+    )
+    work = [_per_work_usd(w, pools[i.pool_key], tier)[1] for i in ranked]
+
+    def cut(total: float) -> float:
+        left = total
+        for n, each in launches:
+            if each > 0:
+                left -= min(n, math.floor(left / each + 1e-6)) * each
+        return total - left
+
+    while ranked:
+        total = sum(work)
+        if cut(total) <= _EPS:
+            return []
+        if cut(total - work[-1]) + 1e-6 < cut(total):
+            break
+        ranked.pop()
+        work.pop()
+    return ranked
 
 
 def _gang_unpaid(
