@@ -23,10 +23,12 @@ from tests.fakes.tiny_market import T0, TinyMarket, pool_key
 
 OWNER = "me"
 A, B, C = pool_key("a"), pool_key("b"), pool_key("c")
+BIG = pool_key("b", "p3.8xlarge")  # four V100s
 
 
 def _ws(cls: str, **extra: Any) -> WorkloadSet:
-    spec: dict[str, Any] = {"name": "w", "class": cls, "instance_types": ["p3.2xlarge"],
+    spec: dict[str, Any] = {"name": "w", "class": cls,
+                            "instance_types": ["p3.2xlarge", "p3.8xlarge"],
                             "max_spot_share": 1.0, "max_zone_share": 1.0,
                             "max_pool_share": 1.0, **extra}  # fmt: skip
     if cls == "training":
@@ -51,7 +53,7 @@ def _unpaid(
     spot_usd: dict[str, float],
     need_h: float,
 ) -> list[str]:
-    pools = TinyMarket(spot_usd=spot_usd).snapshot(T0).by_key()
+    pools = TinyMarket([A, B, C, BIG], spot_usd=spot_usd).snapshot(T0).by_key()
     gangs = [w.name for w in ws.workloads if w.workload_class.value == "training"]
     kept = unpaid_moves(want, fleet, OWNER, {w.name: w for w in ws.workloads}, pools,
                         {("w", "spot"): need_h}, gangs=gangs)  # fmt: skip
@@ -123,3 +125,14 @@ def test_need_hours_runs_while_the_plan_keeps_the_work_of_the_hour_in_force() ->
     # From 00:15: the rest of hour 0, hours 1 and 2 (4 and 6 >= 4), stops at hour 3.
     assert math.isclose(need_hours(plan, T0 + timedelta(minutes=15))[("w", "spot")], 2.75)
     assert math.isclose(need_hours(plan, T0 + timedelta(hours=4))[("w", "spot")], 1.0)
+
+
+def test_instances_are_kept_only_as_far_as_whole_launches_give_way_to_them() -> None:
+    # 0.25 % cheaper per GPU on a 4-GPU type: no move pays. Three 1-GPU nodes
+    # cannot stand in for one 4-GPU launch (the launch would run beside them):
+    # they go; four can, and stay.
+    prices = {A: 1.0, BIG: 3.99}
+    three = FOUR_IN_A[:3]
+    assert _unpaid(_ws("batch"), {("w", BIG, "spot"): 1}, three, prices, need_h=24) == []
+    got = _unpaid(_ws("batch"), {("w", BIG, "spot"): 1}, FOUR_IN_A, prices, need_h=24)
+    assert got == [f"i-{k}" for k in range(4)]
