@@ -25,6 +25,14 @@ grant stays, and the launches that would have replaced it wait
 (``broker.planning.reconcile.hold``); what was ended is recorded after the
 terminations are sent.
 
+Moves that pay: a re-plan that ends running instances of a workload and
+launches the same work on the same tier elsewhere moves them only when the
+saving over the instance's expected remaining life exceeds the move's
+price (cold start, restart, lost work; a training gang judged whole:
+``broker.planning.moves``); the others stay, and the launches that would
+have replaced them are held back (``hold``). The disruption budget then
+rations the moves that pay.
+
 A plan that resizes an elastic training job (its units in the plan's
 current hour differ from the last reconcile's) is told to the lifecycle
 (``Lifecycle.record_resize``), so the job's shrink dwell counts from the
@@ -45,6 +53,9 @@ from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.plan import PlanState
 from broker.daemon.store.store import Store
+from broker.planning.moves import MoveCosts, need_hours, unpaid_moves
+from broker.planning.optimizer.problem import PlanOptions
+from broker.planning.plan import Plan
 from broker.planning.reconcile import (
     Slot,
     apply_deltas,
@@ -66,6 +77,8 @@ __all__ = ["STICK_MARGIN", "ReconcileJob"]
 # (assumption: a cold start of ~3 min plus warm-up is worth ~10 % of an hour).
 STICK_MARGIN = 0.10
 _PASSES = 3  # diffs per reconcile when pools refuse capacity
+# A move's cold start is priced as the planner's churn term prices a launch.
+_MOVE_COSTS = MoveCosts(churn_usd_per_unit=PlanOptions.churn_usd_per_unit)
 
 
 class ReconcileJob:
@@ -133,7 +146,22 @@ class ReconcileJob:
         fleet = book.last_fleet
         ready = book.ready_counts(fleet, now, self._warm_s)
         want = stick(want, book.counts(fleet), book, STICK_MARGIN, ready)
+        want = self._paying_moves(want, state.plan, now)
         return self._within_disruption(want, now)
+
+    def _paying_moves(self, want: dict[Slot, int], plan: Plan, now: datetime) -> dict[Slot, int]:
+        """``want`` with the running instances whose move does not pay kept
+        where they are, and the launches replacing them held back
+        (``broker.planning.moves``, module docstring)."""
+        snap = self._book.snapshot
+        if snap is None:
+            return want
+        fleet, doomed = list(self._book.last_fleet), self._book.doomed_ids(now)
+        kept = unpaid_moves(
+            want, fleet, self._owner, self._book.workloads, snap.by_key(), need_hours(plan, now),
+            gangs=self._gangs, costs=_MOVE_COSTS, doomed=doomed,
+        )  # fmt: skip
+        return hold(want, kept, fleet, self._owner, self._work_of, doomed=doomed)
 
     def _within_disruption(self, want: dict[Slot, int], now: datetime) -> dict[Slot, int]:
         """``want`` less the broker-made moves the disruption budget does not

@@ -90,23 +90,69 @@ def _terminated(reqs: Sequence[object]) -> int:
     return sum(len(r.instance_ids) for r in reqs if isinstance(r, TerminateRequest))
 
 
+def _day(pool: str, start: int, n: int = 4) -> list[tuple[str, int, int]]:
+    """``n`` in ``pool`` from hour ``start`` to the end of a day's plan."""
+    return [(pool, h, n) for h in range(start, 24)]
+
+
 def test_a_replan_moves_a_gang_at_most_once_per_hour() -> None:
+    # Each move pays (20 % cheaper for the rest of a day's plan): only the
+    # budget's one move per hour holds the second.
     acc = _Account(_gang())
-    acc.reconcile(PlanState(plan=_plan([(A, 0, 4), (B, 1, 4)]), generation=1))
+    plan = _plan([(A, 0, 4), *_day(B, 1)])
+    acc.reconcile(PlanState(plan=plan, generation=1))
     assert acc.held() == {A: 4}
     acc.clock.set(T0 + timedelta(hours=1))
-    moved = acc.reconcile(PlanState(plan=_plan([(A, 0, 4), (B, 1, 4)]), generation=1))
+    moved = acc.reconcile(PlanState(plan=plan, generation=1))
     assert _terminated(moved) == 4 and acc.held() == {B: 4}  # the first move is granted
     # Half an hour later a re-plan moves the gang on to C: held, nothing launched.
     acc.clock.set(T0 + timedelta(hours=1, minutes=30))
-    on = _plan([(A, 0, 4), (C, 1, 4)])
+    on = _plan([(A, 0, 4), *_day(C, 1)])
     assert acc.reconcile(PlanState(plan=on, generation=2)) == []
     assert acc.held() == {B: 4}
     # An hour after the first move it may move again.
     acc.clock.set(T0 + timedelta(hours=2, minutes=1))
-    on = _plan([(A, 0, 4), (C, 1, 4), (C, 2, 4)])
     assert _terminated(acc.reconcile(PlanState(plan=on, generation=3))) == 4
     assert acc.held() == {C: 4}
+
+
+def _batch() -> WorkloadSet:
+    return parse_workloads(
+        {"workloads": [{"name": "ft", "class": "batch", "instance_types": ["p3.2xlarge"],
+                        "unit_hours": 1000, "max_spot_share": 1.0, "max_zone_share": 1.0,
+                        "max_pool_share": 1.0}]}
+    )  # fmt: skip
+
+
+def test_a_replan_does_not_move_running_spot_for_less_than_the_move_costs() -> None:
+    # B is 20 % cheaper, but the plan needs the work for one more hour only:
+    # $0.20/h x 4 nodes x ~1 h saves less than 4 cold starts ($0.25 each).
+    acc = _Account(_batch())
+    plan = _plan([(A, 0, 4), (B, 1, 4)])
+    acc.reconcile(PlanState(plan=plan, generation=1))
+    acc.clock.set(T0 + timedelta(hours=1))
+    assert _terminated(acc.reconcile(PlanState(plan=plan, generation=1))) == 0
+    assert acc.held() == {A: 4}  # and nothing launched in B
+
+
+def test_a_replan_moves_running_spot_when_the_saving_over_its_life_pays() -> None:
+    acc = _Account(_batch())
+    plan = _plan([(A, 0, 4), *_day(B, 1)])
+    acc.reconcile(PlanState(plan=plan, generation=1))
+    acc.clock.set(T0 + timedelta(hours=1))
+    assert _terminated(acc.reconcile(PlanState(plan=plan, generation=1))) == 4
+    assert acc.held() == {B: 4}
+
+
+def test_a_replan_never_moves_one_gang_node_for_its_own_saving() -> None:
+    # One of the gang's four nodes to B for the day: the saving of one node
+    # (~$4) does not pay the whole gang's restart and lost work (~$9).
+    acc = _Account(_gang())
+    acc.reconcile(PlanState(plan=_plan(_day(A, 0)), generation=1))
+    acc.clock.set(T0 + timedelta(hours=1))
+    plan = _plan([(A, 0, 4), *_day(A, 1, 3), *_day(B, 1, 1)])
+    assert _terminated(acc.reconcile(PlanState(plan=plan, generation=2))) == 0
+    assert acc.held() == {A: 4}
 
 
 def test_a_revocation_replacement_starts_the_jobs_hour_for_plan_moves() -> None:
