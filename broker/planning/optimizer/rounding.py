@@ -79,6 +79,17 @@ def _carry_steps(built: BuiltModel, w: Workload) -> None:
 # --- quick ----------------------------------------------------------------------
 
 
+def _final_solve(built: BuiltModel, resolve: Resolve) -> float | None:
+    """The rounded plan's LP objective, each job charged its true finish hour
+    (``finish.FinishTerms.round_done``: its done-by variables fixed to what the
+    rounded plan's work shows, then solved once more)."""
+    if built.finish is not None and built.finish.done:
+        if _solved(resolve()) is None:
+            return None
+        built.finish.round_done()
+    return _solved(resolve())
+
+
 def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> float | None:
     """See the module docstring; the LP objective after rounding, or ``None``
     if the rounded plan breaks a hard constraint."""
@@ -107,11 +118,7 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
             _fix(built, key, 1.0 if i < k_best else 0.0)
         resolve()
         _carry_steps(built, w)
-    if built.finish is not None and built.finish.done:  # the rounded plan's true finish hour
-        if _solved(resolve()) is None:
-            return None
-        built.finish.round_done()
-    return _solved(resolve())
+    return _final_solve(built, resolve)
 
 
 # --- thorough -------------------------------------------------------------------
@@ -232,8 +239,4 @@ def round_up(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> f
         return None
     for w in problem.workloads.workloads:
         _carry_steps(built, w)
-    if built.finish is not None and built.finish.done:  # the rounded plan's true finish hour
-        if _solved(resolve()) is None:
-            return None
-        built.finish.round_done()
-    return _solved(resolve())
+    return _final_solve(built, resolve)
