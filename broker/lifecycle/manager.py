@@ -187,7 +187,7 @@ class LifecycleManager:
         self._book.ledger.restore(max(0.0, committed_usd - sum(open_usd)))
         for s, usd in zip(resumed, open_usd, strict=True):
             self._book.ledger.reopen(s.alloc_id, usd)
-            self._book.stretches[s.alloc_id] = s
+        self._book.resume(resumed, self._clock.now().timestamp(), self._guards.unavailable.ttl_s)
 
     def seed_rebalance_history(self, pool_key: str, hits: int, resolved: int) -> None:
         """Recorded rebalance outcomes of a pool (from the store, after a restart)."""

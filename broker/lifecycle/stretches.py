@@ -24,7 +24,7 @@ clock, or do I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -120,6 +120,8 @@ class BreakGlassBook:
         self.ledger = BreakGlassLedger(cap_usd)
         self.config = config
         self.stretches: dict[str, Stretch] = {}
+        # After a restart: no return is weighed before this (see ``resume``).
+        self.resumed_hold_until_s = float("-inf")
 
     def open(
         self,
@@ -157,6 +159,21 @@ class BreakGlassBook:
         )
         return usd
 
+    def resume(self, stretches: Sequence[Stretch], now_s: float, forgotten_s: float) -> None:
+        """Take back ``stretches`` open before a restart at ``now_s``.
+
+        What kept them on on-demand was partly in memory: the pools that
+        refused capacity, marked for ``forgotten_s`` (the manager's unavailable
+        book, ``markets.ttl.UNAVAILABLE_OFFERING_TTL_S``), and those marks are
+        gone. A return weighed at once would try a pool that refused a minute
+        ago, a decision the restart made and the first process would not have:
+        none is weighed until the marks would have run out. (Training and batch
+        are held longer by the dwell floor anyway; a serving stretch has none.)"""
+        for s in stretches:
+            self.stretches[s.alloc_id] = s
+        if stretches:
+            self.resumed_hold_until_s = now_s + forgotten_s
+
     def cancel(self, alloc_id: str) -> bool:
         """The stretch's launch failed: nothing was spent, release it all."""
         if alloc_id not in self.stretches:
@@ -186,6 +203,16 @@ class BreakGlassBook:
         pool and instance count the manager found for its work, if any."""
         cfg = self.config
         held_s = now_s - s.started_s
+        if target is not None and now_s < self.resumed_hold_until_s:
+            return self.keep(
+                s,
+                target,
+                "resumed after a restart: the capacity refusals seen before it are "
+                f"not remembered, no return weighed for "
+                f"{self.resumed_hold_until_s - now_s:.0f} s more",
+                now_s,
+                overlap_s=overlap_s(w),
+            )
         if target is not None:
             c, n = target
             od_usd_per_hour = s.count * s.on_demand_usd_per_hour
