@@ -56,6 +56,8 @@ from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 __all__ = ["LifecycleManager"]
 
 _REVOCATIONS = (NoticeKind.INTERRUPTION, NoticeKind.PREEMPTED)
+# What ``_handled`` says of an on-demand instance a stretch's return retired.
+_RETIRED = ":retired"
 
 
 class LifecycleManager:
@@ -488,6 +490,38 @@ class LifecycleManager:
             if w.allows(p.pool.provider.value, p.pool.region)
         ]
 
+    def _serving_in_stead(self, view: FleetView, s: Stretch) -> tuple[str, ...]:
+        """The on-demand a serving stretch's return retires when its own is
+        gone: on-demand of the same workload and instance type (its own pool
+        first) that an earlier return retired and that still runs.
+
+        Reconcile ends the newest surplus of a slot first. When a return's
+        spot is revoked while it warms up, the ready on-demand that return
+        kept (make before break) is still running, and the break-glass
+        on-demand the notice launches beside it is the surplus: it ends and
+        the older on-demand serves in the stretch's stead. (Never on-demand
+        no return retired: a re-plan's own base is not the stretch's.) Retiring nothing,
+        the return launched no spot and reported nothing ended, so the
+        stretch's break-glass count kept the workload on on-demand until the
+        next plan (fleet bench, seed 1: an hour at a time, with spot back in
+        every zone). A serving return ends nothing itself (``after_ready``:
+        reconcile ends the surplus once the spot is ready), so what it
+        reports only moves counts, which ``broker.daemon.book.decision_deltas``
+        never takes below what the plan and the decisions since hold."""
+        itype = PoolKey.parse(s.pool_key).instance_type
+        kept = [
+            inst
+            for inst in view.by_id.values()
+            if inst.workload == s.workload
+            and inst.tier is Tier.ON_DEMAND
+            and self._handled.get(inst.instance_id, "").endswith(_RETIRED)
+            and PoolKey.parse(inst.pool_key).instance_type == itype
+        ]
+        kept.sort(key=lambda i: i.pool_key != s.pool_key)  # its own pool first
+        for inst in kept[: s.count]:
+            view.remove(inst)
+        return tuple(i.instance_id for i in kept[: s.count])
+
     def _governed(self, w: Workload) -> bool:
         """The deadline rule decides for ``w`` (``broker.lifecycle.tiers``)."""
         return DeadlineJobs.applies(w) and w.name in self._choose.progress
@@ -759,8 +793,10 @@ class LifecycleManager:
             ids: tuple[str, ...] = ()
             if step.kind is not ReturnKind.EXTEND:
                 ids = view.retire(s.workload, s.pool_key, s.count, s.started_s, self._handled)
+                if not ids and step.kind is ReturnKind.RETURN_TO_SPOT and overlap_s(w) > 0:
+                    ids = self._serving_in_stead(view, s)
                 for iid in ids:
-                    self._handled[iid] = f"{s.alloc_id}:retired"
+                    self._handled[iid] = f"{s.alloc_id}{_RETIRED}"
                 view.drop_pending(s.alloc_id, s.pool_key)
             if step.kind is ReturnKind.RETURN_TO_SPOT and target is not None and ids:
                 c, n = target

@@ -18,6 +18,7 @@ from broker.lifecycle import (
     LifecycleConfig,
     LifecycleManager,
     ReturnKind,
+    SpotReturn,
 )
 from markets.clock import ManualClock
 from markets.fleet import Instance, InstanceState, Notice, NoticeKind
@@ -856,7 +857,10 @@ def test_caps_and_budgets_hold_over_a_random_run(
                 assert d.kind is DecisionKind.IGNORE and d.launches == ()
             seen.add(target.instance_id)
             units = [(x.tier, x.count * (8 if "p4d" in x.pool_key else 1)) for x in d.launches]
-            if d.kind is DecisionKind.SHRINK and d.workload == "ft":
+            # a shrink the dwell held back is taken before breaking glass
+            # (economics.md section 4) and says so; the others keep the budget
+            forced = "within its dwell" in d.reason
+            if d.kind is DecisionKind.SHRINK and d.workload == "ft" and not forced:
                 shrinks.setdefault("ft", []).append(now_s)
         elif op == 2:
             returns = m.tick(None, fleet, market())
@@ -1018,6 +1022,55 @@ def test_a_serving_return_to_spot_is_not_held_by_the_dwell_floor() -> None:
     # back once spot can be launched again (the refusals' TTL), well inside 30 min
     assert returned_s is not None
     assert UNAVAILABLE_OFFERING_TTL_S <= returned_s + 20 <= UNAVAILABLE_OFFERING_TTL_S + 120
+
+
+def _first_return(
+    m: LifecycleManager, clock: ManualClock, fleet: tuple[Instance, ...]
+) -> SpotReturn:
+    for _ in range(60):
+        clock.advance(60)
+        rs = [r for r in m.tick(None, fleet, market()) if r.kind is ReturnKind.RETURN_TO_SPOT]
+        if rs:
+            (r,) = rs
+            return r
+    raise AssertionError("no return to spot within an hour")
+
+
+def test_a_serving_return_retires_the_on_demand_serving_in_its_stretchs_stead() -> None:
+    # The fleet bench's defect (seed 1, p3.16xlarge): a return keeps its
+    # on-demand until its spot is ready; that spot is revoked while warming,
+    # every spot pool refuses, and the notice breaks glass again. Reconcile
+    # then holds the ready on-demand the first return kept and ends the new
+    # break-glass one (the newest surplus). The second return must retire the
+    # on-demand that serves in its stead and launch spot; it retired nothing,
+    # launched nothing, and the break-glass count held the fleet on on-demand
+    # until the next plan.
+    m, clock, fleet, _ = _serving_glass()
+    first = _first_return(m, clock, fleet)
+    assert first.terminate_instance_ids == ("i-od",) and first.after_ready
+    (launch,) = first.launches
+    clock.advance(30)
+    warming = inst("chat", launch.pool_key, 4, Tier.SPOT, at=clock.now(), iid="i-warm")
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    d2 = m.handle(revoke(warming, clock.now()), (*fleet, warming), market())
+    assert d2.kind is DecisionKind.BREAK_GLASS
+    # reconcile ended d2's on-demand: the kept one ("i-od") serves
+    second = _first_return(m, clock, fleet)
+    assert second.allocation_id == d2.notice_id
+    assert second.terminate_instance_ids == ("i-od",)
+    assert [x.tier for x in second.launches] == [Tier.SPOT]
+    assert second.after_ready  # reconcile ends it once the spot is ready
+
+
+def test_a_serving_return_never_retires_on_demand_no_return_retired() -> None:
+    # The plan's own on-demand base (never retired by a return) is not the
+    # stretch's: with the stretch's on-demand gone, the return launches
+    # nothing on top of the plan.
+    m, clock, fleet, _ = _serving_glass()
+    base = fleet[:2]
+    r = _first_return(m, clock, base)
+    assert r.terminate_instance_ids == () and r.launches == ()
 
 
 def test_without_the_dwell_floor_the_verdict_still_holds_a_serving_return() -> None:
