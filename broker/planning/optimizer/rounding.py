@@ -5,7 +5,8 @@ Owns the rounding steps of relax-and-fix (``search``), each working on a
 ``resolve`` callback that re-solves the LP in place:
 
 - ``quick_round``: the fast rounding every plain solve uses. Commitments to
-  the nearest whole instance; per gang, run whole blocks in the k blocks the
+  the nearest whole instance; each gang's placement
+  (``placement.fix_placements``); per gang, run whole blocks in the k blocks the
   relaxation used most, for a few k (the cheapest LP wins); then each block's
   size rounded up to an allowed step, the rounding error carried forward so
   the cumulative size never falls behind the relaxation's.
@@ -30,6 +31,7 @@ import pulp
 
 from broker.planning.optimizer.backend import LpProblem, LpVariable, Outcome
 from broker.planning.optimizer.model import BuiltModel
+from broker.planning.optimizer.placement import fix_placements, whole_instances
 from broker.planning.optimizer.problem import PlanningProblem
 from policies.workloads.spec import Workload
 
@@ -95,6 +97,7 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
     if the rounded plan breaks a hard constraint."""
     for v in built.commit_vars.values():
         v.lowBound = v.upBound = float(round(_val(v)))
+    fix_placements(list(built.gangs.values()), resolve)  # each gang in one placement
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if not keys:
@@ -118,7 +121,7 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
             _fix(built, key, 1.0 if i < k_best else 0.0)
         resolve()
         _carry_steps(built, w)
-    return _final_solve(built, resolve)
+    return whole_instances(list(built.gangs.values()), resolve, _final_solve(built, resolve))
 
 
 # --- thorough -------------------------------------------------------------------
@@ -158,7 +161,8 @@ def pattern_search(
 ) -> int:
     """Fix every gang's R_b to whole blocks (module docstring); leaves the
     best pattern's LP solution loaded. Returns the number of LPs solved."""
-    n = 0
+    fix_placements(list(built.gangs.values()), resolve)  # each gang in one placement first
+    n = len(built.gangs)
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if keys:

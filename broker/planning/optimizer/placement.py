@@ -1,0 +1,306 @@
+r"""Gang placement in the MILP: one placement per training gang per plan.
+
+Owns: the candidate placements of a gang (``gang_options``), the rows that
+keep a gang inside one of them (``GangRows``), and the rounding step that
+fixes the choice (``fix_placements``). The contract itself (which pools
+share a placement) is ``policies.workloads.placement``'s.
+
+Formulation (disjunctive, each placement's rows homogenised by its own
+indicator, so the LP relaxation is the convex hull of the per-placement
+gangs rather than one gang smeared over every pool). For gang w with
+candidate placements k (a zone and type, a region and type, a provider and
+type; ``*`` for the type under ``mixed_types``):
+
+  Y_{w,k}    binary       the gang lives in k for the whole plan; sum_k Y = 1
+  R_{w,k,b}  binary       the gang runs in k in block b;  R_{w,k,b} <= Y_{w,k}
+  N_{w,k,b}  integer      extra steps in k;  N_{w,k,b} <= steps * R_{w,k,b}
+  R_{w,b} = sum_k R_{w,k,b},  N_{w,b} = sum_k N_{w,k,b}   (what rounding reads)
+
+  per period t in b, per k (only k's own allocation variables x):
+    sum_x u_x x = m R_{w,k,b} + q N_{w,k,b}            gang size, inside k
+    sum_{x nonrev} u_x x >= m R_{w,k,b}                 gang minimum (if asked)
+    sum_{x spot} u_x x <= sigma * sum_x u_x x           spot share
+    S_{w,p,t} <= cap_{p,t} R_{w,k,b}                    each spot pool of k: its
+                                                        capacity only while the
+                                                        gang runs there
+  per k:  sum_t L_t work_{w,k,t} + U_{w,k} >= W_w Y_{w,k},  sum_k U_{w,k} <= U_w
+                                                        (all the due work in the
+                                                        one placement chosen)
+
+Every coefficient is a real capacity (the gang's own size, a pool's spot
+capacity, the work due), no big-M. Candidates: the zones/regions of the
+workload's spot candidate pools (``model._spot_candidates``), the cheapest
+on-demand pool of each type, and where the gang runs now (a rolling
+re-plan's ``previous_instances``): so staying costs no launch, and a move
+pays the churn and restart of every instance it launches (``model``).
+
+A gang's zone, pool, failure-domain and region caps are the contract's:
+under ``zone`` none applies (the gang is one zone by contract), under
+``region`` the region cap does not, under ``any`` all apply.
+
+Must not: solve, read plans or explain (``solve``); state the contract
+(``policies.workloads.placement``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pulp
+
+from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable, Outcome
+from markets.model import Tier
+from policies.cost_table import CostEntry
+from policies.workloads.placement import GangPlacement
+from policies.workloads.spec import Workload, WorkloadClass
+
+__all__ = [
+    "GangOption",
+    "GangRows",
+    "caps_apply",
+    "fix_placements",
+    "gang_options",
+    "place_of",
+    "whole_instances",
+]
+
+Terms = list[tuple[LpVariable, float]]
+_EPS = 1e-6
+
+
+def place_of(w: Workload, e: CostEntry) -> str:
+    """The placement of pool ``e`` under ``w``'s contract."""
+    k = e.key
+    key = w.gang_placement_key(provider=k.provider, region=k.region, zone=k.zone,
+                               instance_type=e.instance_type)  # fmt: skip
+    assert key is not None, "placements are for training gangs"
+    return key
+
+
+@dataclass(frozen=True)
+class GangOption:
+    """One candidate placement and the options inside it: spot pools,
+    the cheapest on-demand entry per type, commitment entries per type."""
+
+    key: str
+    spot: tuple[CostEntry, ...]
+    on_demand: tuple[CostEntry, ...]
+    committed: tuple[CostEntry, ...]
+
+
+def _cheapest(entries: Sequence[CostEntry], tier: Tier) -> list[CostEntry]:
+    best: dict[str, CostEntry] = {}
+    for e in entries:
+        price = e.usd_per_work_hour[tier]
+        if price is None:
+            continue
+        cur = best.get(e.instance_type)
+        if cur is None or price < (cur.usd_per_work_hour[tier] or math.inf):
+            best[e.instance_type] = e
+    return sorted(best.values(), key=lambda e: e.preference_rank)
+
+
+def gang_options(
+    w: Workload,
+    entries: Sequence[CostEntry],
+    spot: Sequence[CostEntry],
+    *,
+    committed: bool,
+    keep_groups: set[str],
+    running_pools: set[str],
+) -> list[GangOption]:
+    """The candidate placements of gang ``w`` (module docstring), cheapest
+    spot first. ``keep_groups``: commitment groups bought or owned already
+    (usable wherever they are); ``running_pools``: where the gang runs now."""
+    keys: dict[str, None] = {}
+    for e in spot:
+        keys[place_of(w, e)] = None
+    for e in _cheapest(entries, Tier.ON_DEMAND):
+        keys[place_of(w, e)] = None
+    for e in entries:
+        if e.pool_key in running_pools:
+            keys[place_of(w, e)] = None
+    out = []
+    for key in keys:
+        inside = [e for e in entries if place_of(w, e) == key]
+        # On-demand and commitments may be launched in any zone of their
+        # region: a zone placement's entries carry its region's prices.
+        od = _cheapest(inside, Tier.ON_DEMAND)
+        com = _cheapest(inside, Tier.COMMITTED) if committed else []
+        have = {str(e.key.group) for e in com}
+        for e in inside:
+            g = str(e.key.group)
+            if g in keep_groups and g not in have and e.usd_per_work_hour[Tier.COMMITTED]:
+                com.append(e)
+                have.add(g)
+        for e in inside:  # a running pool's own on-demand stays its own (no launch)
+            if e.pool_key in running_pools and e not in od and e.usd_per_work_hour[Tier.ON_DEMAND]:
+                od.append(e)
+        out.append(GangOption(key, tuple(e for e in spot if place_of(w, e) == key),
+                              tuple(od), tuple(com)))  # fmt: skip
+    return out
+
+
+def _lin(terms: Terms) -> LpExpression:
+    acc: dict[LpVariable, float] = {}
+    for v, c in terms:
+        acc[v] = acc.get(v, 0.0) + c
+    return pulp.LpAffineExpression(list(acc.items()))
+
+
+@dataclass
+class GangRows:
+    """The placement variables and rows of one gang (module docstring)."""
+
+    workload: Workload
+    keys: list[str]
+    choose: dict[str, LpVariable] = field(default_factory=dict)  # Y_k
+    blocks: dict[tuple[int, str], tuple[LpVariable, LpVariable]] = field(default_factory=dict)
+    work: dict[str, Terms] = field(default_factory=dict)  # k -> L_t * work terms
+    instances: list[LpVariable] = field(default_factory=list)  # its allocation variables
+
+    def add_choice(self, prob: LpProblem, name: Callable[[str], str]) -> None:
+        for k in self.keys:
+            self.choose[k] = pulp.LpVariable(name("Y"), cat=pulp.LpBinary)
+        # Not described: an equality always "binds"; the explanation says
+        # where the gang lives instead (``policies.workloads.placement.where``).
+        prob += _lin([(y, 1.0) for y in self.choose.values()]) == 1, name("place")
+
+    def add_block(
+        self, prob: LpProblem, name: Callable[[str], str], block: int, r: LpVariable, n: LpVariable
+    ) -> None:
+        """R_b and N_b as the sums of their per-placement parts."""
+        w = self.workload
+        steps = ((w.max_units or w.min_units) - w.min_units) // w.step_units
+        rs: Terms = []
+        ns: Terms = []
+        for k in self.keys:
+            rk = pulp.LpVariable(name("Rk"), cat=pulp.LpBinary)
+            nk = pulp.LpVariable(name("Nk"), lowBound=0, upBound=steps, cat=pulp.LpInteger)
+            prob += _lin([(rk, 1.0), (self.choose[k], -1.0)]) <= 0
+            prob += _lin([(nk, 1.0), (rk, -float(steps))]) <= 0
+            self.blocks[(block, k)] = (rk, nk)
+            rs.append((rk, 1.0))
+            ns.append((nk, 1.0))
+        prob += _lin([*rs, (r, -1.0)]) == 0
+        prob += _lin([*ns, (n, -1.0)]) == 0
+
+    def add_period(
+        self,
+        prob: LpProblem,
+        name: Callable[[str], str],
+        described: dict[str, str],
+        block: int,
+        length_h: float,
+        allocs: Sequence[tuple[str, Tier, LpVariable, float, float, float]],
+    ) -> None:
+        """Rows of one period; ``allocs``: (placement, tier, variable, units per
+        instance, work per instance-hour, spot capacity in instances)."""
+        w = self.workload
+        for k in self.keys:
+            rk, nk = self.blocks[(block, k)]
+            mine = [a for a in allocs if a[0] == k]
+            units = [(v, u) for _k, _t, v, u, _a, _c in mine]
+            cname = name("gang")
+            prob += (_lin([*units, (rk, -float(w.min_units)), (nk, -float(w.step_units))]) == 0,
+                     cname)  # fmt: skip
+            described[cname] = (  # the text of an unplaced gang: one line, whichever k binds
+                f"{w.name}: gang of {w.min_units}..{w.max_units} units in steps of {w.step_units}"
+            )
+            if w.non_revocable_min_units > 0:
+                nonrev = [(v, u) for _k, t, v, u, _a, _c in mine if t is not Tier.SPOT]
+                cname = name("gangmin")
+                prob += _lin([*nonrev, (rk, -float(w.min_units))]) >= 0, cname
+                described[cname] = f"{w.name}: gang minimum {w.min_units} on non-revocable tiers"
+            spot = [(v, u) for _k, t, v, u, _a, _c in mine if t is Tier.SPOT]
+            if w.max_spot_share < 1.0 and spot:
+                prob += _lin([*spot, *[(v, -w.max_spot_share * u) for v, u in units]]) <= 0
+            for _k, t, v, _u, _a, cap in mine:
+                if t is Tier.SPOT:
+                    prob += _lin([(v, 1.0), (rk, -cap)]) <= 0
+            self.work.setdefault(k, []).extend((v, length_h * a) for _k, _t, v, _u, a, _c in mine)
+            self.instances.extend(v for _k, _t, v, _u, _a, _c in mine)
+
+    def add_work(self, prob: LpProblem, name: Callable[[str], str], required: float,
+                 unmet: LpVariable) -> None:  # fmt: skip
+        """All the due work in the placement chosen (module docstring)."""
+        if required <= 0:
+            return
+        parts: Terms = []
+        for k in self.keys:
+            u = pulp.LpVariable(name("UK"), lowBound=0)
+            parts.append((u, 1.0))
+            prob += _lin([*self.work.get(k, []), (u, 1.0), (self.choose[k], -required)]) >= 0
+        prob += _lin([*parts, (unmet, -1.0)]) <= 0
+
+    def chosen(self) -> str | None:
+        """The placement the solution chose (largest Y)."""
+        if not self.choose:
+            return None
+        k, y = max(self.choose.items(), key=lambda kv: kv[1].value() or 0.0)
+        return k if (y.value() or 0.0) > 0.5 else None
+
+
+def caps_apply(w: Workload) -> tuple[bool, bool]:
+    """(zone and pool caps, region cap) apply to ``w``'s spot under its contract."""
+    if w.workload_class is not WorkloadClass.TRAINING:
+        return True, True
+    if w.placement is GangPlacement.ZONE:
+        return False, False
+    return True, w.placement is GangPlacement.ANY
+
+
+def fix_placements(gangs: Sequence[GangRows], resolve: Callable[[], Outcome],
+                   tries: int = 3) -> None:  # fmt: skip
+    """Relax-and-fix's first rounding step: per gang, fix Y to each of the
+    ``tries`` placements the relaxation used most and keep the cheapest LP
+    (the LP solution of the one kept is left loaded)."""
+    for g in gangs:
+        if len(g.keys) <= 1:
+            for y in g.choose.values():
+                y.lowBound = y.upBound = 1.0
+            continue
+        order = sorted(g.keys, key=lambda k: -(g.choose[k].value() or 0.0))
+        best: tuple[float, str] | None = None
+        for k in order[:tries]:
+            if best is not None and (g.choose[k].value() or 0.0) <= _EPS:
+                break
+            _fix(g, k)
+            res = resolve()
+            obj = res.objective if res.sol_status == pulp.LpSolutionOptimal else None
+            if obj is not None and (best is None or obj < best[0] - 1e-9):
+                best = (obj, k)
+        _fix(g, best[1] if best is not None else order[0])
+    if gangs:
+        resolve()
+
+
+def whole_instances(
+    gangs: Sequence[GangRows], resolve: Callable[[], Outcome], objective: float | None
+) -> float | None:
+    """Quick rounding's last step: when a placed gang's instance counts are
+    fractional, they are made integer (the rest as fixed or continuous as it
+    is) and solved once more. The rounded plan's ``objective``, the new one,
+    or ``None`` if no whole-instance plan fits."""
+    if objective is None or all(
+        abs((v.value() or 0.0) - round(v.value() or 0.0)) <= _EPS
+        for g in gangs
+        for v in g.instances
+    ):
+        return objective
+    for g in gangs:
+        for v in g.instances:
+            v.cat = pulp.LpInteger
+    return _objective(resolve())
+
+
+def _objective(res: Outcome) -> float | None:
+    ok = res.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    return res.objective if ok else None
+
+
+def _fix(g: GangRows, key: str) -> None:
+    for k, y in g.choose.items():
+        y.lowBound = y.upBound = 1.0 if k == key else 0.0
