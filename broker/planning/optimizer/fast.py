@@ -224,6 +224,9 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                and bought.get(_group(e), 0) > 0]  # fmt: skip
         spot_order = [e for e in entries if e.spot_factor is not None and w.max_spot_share > 0
                       and problem.options.allow_spot]  # fmt: skip
+        if w.workload_class is WorkloadClass.TRAINING:  # whole instances of one size
+            com = [e for e in com if e.units_per_instance == od.units_per_instance]
+            spot_order = [e for e in spot_order if e.units_per_instance == od.units_per_instance]
         required = problem.required_unit_hours(w)
         last = problem.last_hour(w)
         run_periods = [t for t, (h0, _h1) in enumerate(periods)
@@ -259,6 +262,8 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                 g = _group(e)
                 left = bought[g] - used.get((g, t), 0.0)
                 take = min(left, (need - got_nonrev) / measure(e))
+                if gang_mode:
+                    take = float(math.floor(take + 1e-9))
                 if take <= 1e-9:
                     continue
                 used[(g, t)] = used.get((g, t), 0.0) + take
