@@ -89,9 +89,14 @@ def test_a_training_gang_lives_in_one_zone_on_one_type_unless_it_says_otherwise(
                                     zone="europe-west4-b", instance_type="a2-highgpu-8g") == (
         "gcp/*/*/*"
     )  # fmt: skip
-    assert default_workloads().by_name("chat-api").gang_placement_key(
-        provider="aws", region="us-east-1", zone="us-east-1a", instance_type="g5.xlarge"
-    ) is None
+    assert (
+        default_workloads()
+        .by_name("chat-api")
+        .gang_placement_key(
+            provider="aws", region="us-east-1", zone="us-east-1a", instance_type="g5.xlarge"
+        )
+        is None
+    )
 
 
 def test_example_states_every_throughput_factor() -> None:
