@@ -16,8 +16,8 @@ and, with ``mixed_types: true``, the type part is ``*`` (one gang may mix
 the workload's types inside its zone, region or provider). Whole instances
 are the optimizer's and the fast path's to hold (``broker.planning.optimizer``).
 
-``placements_used`` (the placements a set of pools spans: one, or the
-contract is broken) and ``where`` (the explanation's line) read a plan's
+``placements_used`` (the placements a set of pools held at once spans:
+one, or the contract is broken) and ``where`` (the explanation's line) read a plan's
 pools against it.
 
 Must not: know prices, plans or PuLP; decide which placement is cheapest.
@@ -81,18 +81,32 @@ def placements_used(
     return out
 
 
-def where(placement: GangPlacement, mixed_types: bool, pool_keys: Iterable[str]) -> str:
-    """Where a gang lives, in words, for a plan's explanation."""
-    keys = sorted(set(pool_keys))
+def where(placement: GangPlacement, mixed_types: bool, cells: Iterable[tuple[int, str]]) -> str:
+    """Where a gang lives, in words, for a plan's explanation; ``cells``:
+    (hour, pool key) of every allocation it holds. Each hour the gang is in
+    one placement (else the line says it breaks its contract); a gang that
+    moves between blocks names each stay in order."""
     contract = f"placement {placement}{', mixed types' if mixed_types else ''}"
-    if not keys:
+    by_hour: dict[int, set[str]] = {}
+    for hour, key in cells:
+        by_hour.setdefault(int(hour), set()).add(key)
+    if not by_hour:
         return f"{contract}: not running in this plan"
-    used = placements_used(placement, mixed_types, keys)
-    parsed = [PoolKey.parse(k) for k in keys]
-    zones = sorted({f"{k.provider}/{k.region}/{k.zone}" for k in parsed})
-    types = sorted({k.instance_type for k in parsed})
-    place = zones[0] if len(zones) == 1 else f"{len(zones)} zones ({', '.join(zones)})"
-    line = f"{contract}: lives in {place} on {', '.join(types)}"
-    if len(used) > 1:
-        line += f" (BREAKS its contract: {len(used)} placements)"
+    stays: list[tuple[int, str]] = []  # (first hour, where)
+    broken = 0
+    for hour in sorted(by_hour):
+        keys = by_hour[hour]
+        broken += len(placements_used(placement, mixed_types, keys)) > 1
+        parsed = [PoolKey.parse(k) for k in sorted(keys)]
+        zones = sorted({f"{k.provider}/{k.region}/{k.zone}" for k in parsed})
+        types = sorted({k.instance_type for k in parsed})
+        here = f"{zones[0] if len(zones) == 1 else ' + '.join(zones)} on {', '.join(types)}"
+        if not stays or stays[-1][1] != here:
+            stays.append((hour, here))
+    line = f"{contract}: lives in {stays[0][1]}"
+    if len(stays) > 1:
+        line += "".join(f", from hour {h} in {here}" for h, here in stays[1:4])
+        line += f" (+{len(stays) - 4} more moves)" if len(stays) > 4 else ""
+    if broken:
+        line += f" (BREAKS its contract in {broken} hours)"
     return line

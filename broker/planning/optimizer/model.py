@@ -292,6 +292,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                 gang_opts[w.name] = places
                 od = list({e.pool_key: e for o in places for e in o.on_demand}.values())
                 com = list({_group_key(e): e for o in places for e in o.committed}.values())
+                spot = list({e.pool_key: e for o in places for e in o.spot}.values())
                 n_alloc += sum(len(o.spot) + len(o.on_demand) + len(o.committed)
                                for o in places) * n_t  # fmt: skip
                 per_w[w.name] = (od, com, spot)
@@ -313,9 +314,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     cat = pulp.LpInteger if integral else pulp.LpContinuous
     built = BuiltModel(prob=prob, integral=integral, spot_caps=caps)
     for wn, places in gang_opts.items():
-        rows = GangRows(problem.workloads.by_name(wn), [o.key for o in places])
-        rows.add_choice(prob, name)
-        built.gangs[wn] = rows
+        built.gangs[wn] = GangRows(problem.workloads.by_name(wn), [o.key for o in places])
     built.serving_demand = {
         w.name: problem.serving_period_demand(w.name)
         for w in problem.workloads.of_class(WorkloadClass.SERVING)
@@ -468,8 +467,15 @@ def _gang_places(
     keep |= owned_groups
     running = {key for (wn, key, _tier), n in problem.previous_instances.items()
                if wn == w.name and n > 0}  # fmt: skip
+    usable = [] if not spot else sorted(
+        (e for e in entries if e.usd_per_work_hour[Tier.SPOT] is not None
+         and e.spot_factor is not None
+         and float(problem.pool(e.pool_key).spot_capacity_instances.max(initial=0.0)) > 0),
+        key=lambda e: e.usd_per_work_hour[Tier.SPOT] or math.inf,
+    )  # fmt: skip
     return gang_options(w, entries, spot, committed=problem.options.allow_committed,
-                        keep_groups=keep, running_pools=running)  # fmt: skip
+                        keep_groups=keep, running_pools=running, usable_spot=usable,
+                        per_place=problem.options.max_spot_pools)  # fmt: skip
 
 
 def _period_allocs(
@@ -601,10 +607,9 @@ def _workload_period(
         r, n = built.gang[key]
         if rows is not None:  # the gang's rows, per placement (``placement``)
             cells = [(a.placement or "", a.tier, a.var, float(a.units_per_instance),
-                      a.work_per_instance,
                       float(built.spot_caps[a.pool_key][t]) if a.tier is Tier.SPOT else 0.0)
                      for a in allocs]  # fmt: skip
-            rows.add_period(prob, name, built.described, block, L, cells)
+            rows.add_period(prob, name, built.described, block, cells)
         else:
             _gang_rows(built, w, allocs, units, spot_units, r, n, name)
     elif w.max_units is not None:
@@ -761,8 +766,6 @@ def _workload_totals(
     cname = name("work")
     built.prob += _lin([*terms, (u, 1.0), *later]) >= required + (room if later else 0.0), cname
     built.described[cname] = f"{w.name}: {required:,.0f} unit-hours of work by its deadline"
-    if w.name in built.gangs:
-        built.gangs[w.name].add_work(built.prob, name, required, u)
     milestone = problem.milestones.get(w.name)
     if milestone is not None and milestone[1] > 0:
         hour, due = milestone

@@ -1,38 +1,45 @@
-r"""Gang placement in the MILP: one placement per training gang per plan.
+r"""Gang placement in the MILP: one placement per training gang per block.
 
 Owns: the candidate placements of a gang (``gang_options``), the rows that
-keep a gang inside one of them (``GangRows``), and the rounding step that
-fixes the choice (``fix_placements``). The contract itself (which pools
-share a placement) is ``policies.workloads.placement``'s.
+keep a gang inside one of them (``GangRows``), and the rounding steps that
+fix the choice (``fix_placements``) and make its instances whole
+(``whole_instances``). The contract itself (which pools share a placement)
+is ``policies.workloads.placement``'s.
 
-Formulation (disjunctive, each placement's rows homogenised by its own
-indicator, so the LP relaxation is the convex hull of the per-placement
-gangs rather than one gang smeared over every pool). For gang w with
-candidate placements k (a zone and type, a region and type, a provider and
-type; ``*`` for the type under ``mixed_types``):
+Formulation (disjunctive: each placement's rows are homogenised by its own
+indicator, so the LP relaxation of a block is the convex hull of the
+single-placement gangs, not one gang smeared over every pool). For gang w
+with candidate placements k (a zone and type, a region and type, a provider
+and type; ``*`` for the type under ``mixed_types``) and gang block b (the
+gang's size is decided once per block, ``model``):
 
-  Y_{w,k}    binary       the gang lives in k for the whole plan; sum_k Y = 1
-  R_{w,k,b}  binary       the gang runs in k in block b;  R_{w,k,b} <= Y_{w,k}
-  N_{w,k,b}  integer      extra steps in k;  N_{w,k,b} <= steps * R_{w,k,b}
-  R_{w,b} = sum_k R_{w,k,b},  N_{w,b} = sum_k N_{w,k,b}   (what rounding reads)
+  R_{w,k,b}  binary       the gang runs in k in block b
+  N_{w,k,b}  integer      its extra steps there;  N_{w,k,b} <= steps * R_{w,k,b}
+  R_{w,b} = sum_k R_{w,k,b} (<= 1),  N_{w,b} = sum_k N_{w,k,b}  (what the
+                          gang-block rounding reads and fixes)
 
-  per period t in b, per k (only k's own allocation variables x):
+  per period t in b, per k (only k's own allocation variables x, integer:
+  whole instances):
     sum_x u_x x = m R_{w,k,b} + q N_{w,k,b}            gang size, inside k
     sum_{x nonrev} u_x x >= m R_{w,k,b}                 gang minimum (if asked)
     sum_{x spot} u_x x <= sigma * sum_x u_x x           spot share
     S_{w,p,t} <= cap_{p,t} R_{w,k,b}                    each spot pool of k: its
                                                         capacity only while the
                                                         gang runs there
-  per k:  sum_t L_t work_{w,k,t} + U_{w,k} >= W_w Y_{w,k},  sum_k U_{w,k} <= U_w
-                                                        (all the due work in the
-                                                        one placement chosen)
 
 Every coefficient is a real capacity (the gang's own size, a pool's spot
-capacity, the work due), no big-M. Candidates: the zones/regions of the
-workload's spot candidate pools (``model._spot_candidates``), the cheapest
-on-demand pool of each type, and where the gang runs now (a rolling
-re-plan's ``previous_instances``): so staying costs no launch, and a move
-pays the churn and restart of every instance it launches (``model``).
+capacity), no big-M. A gang may change placement between blocks: a move
+launches every instance in the new placement, and each launch pays the
+churn and the restart hours billed (``model``'s D rows, per placement), so
+the gang moves only when the new placement pays for its restart. Growth
+and shrink inside a block stay in its placement.
+
+Candidates: the zones/regions of the workload's spot candidate pools
+(``model._spot_candidates``), the cheapest on-demand pool of each type, and
+where the gang runs now (a rolling re-plan's ``previous_instances``: staying
+costs no launch). The bound is the model's as built: placements outside
+these candidates are not in it, as spot pools beyond ``max_spot_pools`` are
+not.
 
 A gang's zone, pool, failure-domain and region caps are the contract's:
 under ``zone`` none applies (the gang is one zone by contract), under
@@ -110,10 +117,14 @@ def gang_options(
     committed: bool,
     keep_groups: set[str],
     running_pools: set[str],
+    usable_spot: Sequence[CostEntry] = (),
+    per_place: int = 8,
 ) -> list[GangOption]:
     """The candidate placements of gang ``w`` (module docstring), cheapest
     spot first. ``keep_groups``: commitment groups bought or owned already
-    (usable wherever they are); ``running_pools``: where the gang runs now."""
+    (usable wherever they are); ``running_pools``: where the gang runs now;
+    ``usable_spot``: every spot pool it may use, cheapest first: a
+    placement also gets its own (up to ``per_place``) beside ``spot``'s."""
     keys: dict[str, None] = {}
     for e in spot:
         keys[place_of(w, e)] = None
@@ -138,8 +149,15 @@ def gang_options(
         for e in inside:  # a running pool's own on-demand stays its own (no launch)
             if e.pool_key in running_pools and e not in od and e.usd_per_work_hour[Tier.ON_DEMAND]:
                 od.append(e)
-        out.append(GangOption(key, tuple(e for e in spot if place_of(w, e) == key),
-                              tuple(od), tuple(com)))  # fmt: skip
+        own = [e for e in spot if place_of(w, e) == key]
+        seen = {e.pool_key for e in own}
+        for e in usable_spot:
+            if len(own) >= per_place:
+                break
+            if e.pool_key not in seen and place_of(w, e) == key:
+                own.append(e)
+                seen.add(e.pool_key)
+        out.append(GangOption(key, tuple(own), tuple(od), tuple(com)))
     return out
 
 
@@ -156,17 +174,8 @@ class GangRows:
 
     workload: Workload
     keys: list[str]
-    choose: dict[str, LpVariable] = field(default_factory=dict)  # Y_k
     blocks: dict[tuple[int, str], tuple[LpVariable, LpVariable]] = field(default_factory=dict)
-    work: dict[str, Terms] = field(default_factory=dict)  # k -> L_t * work terms
     instances: list[LpVariable] = field(default_factory=list)  # its allocation variables
-
-    def add_choice(self, prob: LpProblem, name: Callable[[str], str]) -> None:
-        for k in self.keys:
-            self.choose[k] = pulp.LpVariable(name("Y"), cat=pulp.LpBinary)
-        # Not described: an equality always "binds"; the explanation says
-        # where the gang lives instead (``policies.workloads.placement.where``).
-        prob += _lin([(y, 1.0) for y in self.choose.values()]) == 1, name("place")
 
     def add_block(
         self, prob: LpProblem, name: Callable[[str], str], block: int, r: LpVariable, n: LpVariable
@@ -179,12 +188,13 @@ class GangRows:
         for k in self.keys:
             rk = pulp.LpVariable(name("Rk"), cat=pulp.LpBinary)
             nk = pulp.LpVariable(name("Nk"), lowBound=0, upBound=steps, cat=pulp.LpInteger)
-            prob += _lin([(rk, 1.0), (self.choose[k], -1.0)]) <= 0
             prob += _lin([(nk, 1.0), (rk, -float(steps))]) <= 0
             self.blocks[(block, k)] = (rk, nk)
             rs.append((rk, 1.0))
             ns.append((nk, 1.0))
-        prob += _lin([*rs, (r, -1.0)]) == 0
+        # Not described: an equality always "binds"; the explanation says
+        # where the gang lives instead (``policies.workloads.placement.where``).
+        prob += _lin([*rs, (r, -1.0)]) == 0, name("place")
         prob += _lin([*ns, (n, -1.0)]) == 0
 
     def add_period(
@@ -193,16 +203,15 @@ class GangRows:
         name: Callable[[str], str],
         described: dict[str, str],
         block: int,
-        length_h: float,
-        allocs: Sequence[tuple[str, Tier, LpVariable, float, float, float]],
+        allocs: Sequence[tuple[str, Tier, LpVariable, float, float]],
     ) -> None:
         """Rows of one period; ``allocs``: (placement, tier, variable, units per
-        instance, work per instance-hour, spot capacity in instances)."""
+        instance, spot capacity in instances)."""
         w = self.workload
         for k in self.keys:
             rk, nk = self.blocks[(block, k)]
             mine = [a for a in allocs if a[0] == k]
-            units = [(v, u) for _k, _t, v, u, _a, _c in mine]
+            units = [(v, u) for _k, _t, v, u, _c in mine]
             cname = name("gang")
             prob += (_lin([*units, (rk, -float(w.min_units)), (nk, -float(w.step_units))]) == 0,
                      cname)  # fmt: skip
@@ -210,37 +219,21 @@ class GangRows:
                 f"{w.name}: gang of {w.min_units}..{w.max_units} units in steps of {w.step_units}"
             )
             if w.non_revocable_min_units > 0:
-                nonrev = [(v, u) for _k, t, v, u, _a, _c in mine if t is not Tier.SPOT]
+                nonrev = [(v, u) for _k, t, v, u, _c in mine if t is not Tier.SPOT]
                 cname = name("gangmin")
                 prob += _lin([*nonrev, (rk, -float(w.min_units))]) >= 0, cname
                 described[cname] = f"{w.name}: gang minimum {w.min_units} on non-revocable tiers"
-            spot = [(v, u) for _k, t, v, u, _a, _c in mine if t is Tier.SPOT]
+            spot = [(v, u) for _k, t, v, u, _c in mine if t is Tier.SPOT]
             if w.max_spot_share < 1.0 and spot:
                 prob += _lin([*spot, *[(v, -w.max_spot_share * u) for v, u in units]]) <= 0
-            for _k, t, v, _u, _a, cap in mine:
+            for _k, t, v, _u, cap in mine:
                 if t is Tier.SPOT:
                     prob += _lin([(v, 1.0), (rk, -cap)]) <= 0
-            self.work.setdefault(k, []).extend((v, length_h * a) for _k, _t, v, _u, a, _c in mine)
-            self.instances.extend(v for _k, _t, v, _u, _a, _c in mine)
+            self.instances.extend(v for _k, _t, v, _u, _c in mine)
 
-    def add_work(self, prob: LpProblem, name: Callable[[str], str], required: float,
-                 unmet: LpVariable) -> None:  # fmt: skip
-        """All the due work in the placement chosen (module docstring)."""
-        if required <= 0:
-            return
-        parts: Terms = []
-        for k in self.keys:
-            u = pulp.LpVariable(name("UK"), lowBound=0)
-            parts.append((u, 1.0))
-            prob += _lin([*self.work.get(k, []), (u, 1.0), (self.choose[k], -required)]) >= 0
-        prob += _lin([*parts, (unmet, -1.0)]) <= 0
-
-    def chosen(self) -> str | None:
-        """The placement the solution chose (largest Y)."""
-        if not self.choose:
-            return None
-        k, y = max(self.choose.items(), key=lambda kv: kv[1].value() or 0.0)
-        return k if (y.value() or 0.0) > 0.5 else None
+    def placement_vars(self) -> list[LpVariable]:
+        """Every R_{w,k,b} (rounding fixes them; the integer completion keeps them)."""
+        return [rk for rk, _nk in self.blocks.values()]
 
 
 def caps_apply(w: Workload) -> tuple[bool, bool]:
@@ -252,27 +245,21 @@ def caps_apply(w: Workload) -> tuple[bool, bool]:
     return True, w.placement is GangPlacement.ANY
 
 
-def fix_placements(gangs: Sequence[GangRows], resolve: Callable[[], Outcome],
-                   tries: int = 3) -> None:  # fmt: skip
-    """Relax-and-fix's first rounding step: per gang, fix Y to each of the
-    ``tries`` placements the relaxation used most and keep the cheapest LP
-    (the LP solution of the one kept is left loaded)."""
+def fix_placements(gangs: Sequence[GangRows], resolve: Callable[[], Outcome]) -> None:
+    """The rounding step after whole gang blocks (R_b fixed): in each block
+    a gang runs, the placement the relaxation used most (ties: the previous
+    block's, a move costs churn); none in a block it does not run. Then the
+    LP is solved again, its solution left loaded."""
     for g in gangs:
-        if len(g.keys) <= 1:
-            for y in g.choose.values():
-                y.lowBound = y.upBound = 1.0
-            continue
-        order = sorted(g.keys, key=lambda k: -(g.choose[k].value() or 0.0))
-        best: tuple[float, str] | None = None
-        for k in order[:tries]:
-            if best is not None and (g.choose[k].value() or 0.0) <= _EPS:
-                break
-            _fix(g, k)
-            res = resolve()
-            obj = res.objective if res.sol_status == pulp.LpSolutionOptimal else None
-            if obj is not None and (best is None or obj < best[0] - 1e-9):
-                best = (obj, k)
-        _fix(g, best[1] if best is not None else order[0])
+        before: str | None = None
+        for block in sorted({b for b, _k in g.blocks}):
+            parts = {k: g.blocks[(block, k)][0] for k in g.keys}
+            value = {k: r.value() or 0.0 for k, r in parts.items()}
+            running = sum(value.values()) > 0.5
+            best = max(g.keys, key=lambda k: (value[k] + (_EPS if k == before else 0.0), k))
+            for k, r in parts.items():
+                r.lowBound = r.upBound = 1.0 if running and k == best else 0.0
+            before = best if running else before
     if gangs:
         resolve()
 
@@ -299,8 +286,3 @@ def whole_instances(
 def _objective(res: Outcome) -> float | None:
     ok = res.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
     return res.objective if ok else None
-
-
-def _fix(g: GangRows, key: str) -> None:
-    for k, y in g.choose.items():
-        y.lowBound = y.upBound = 1.0 if k == key else 0.0

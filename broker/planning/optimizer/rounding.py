@@ -5,19 +5,21 @@ Owns the rounding steps of relax-and-fix (``search``), each working on a
 ``resolve`` callback that re-solves the LP in place:
 
 - ``quick_round``: the fast rounding every plain solve uses. Commitments to
-  the nearest whole instance; each gang's placement
-  (``placement.fix_placements``); per gang, run whole blocks in the k blocks the
+  the nearest whole instance; per gang, run whole blocks in the k blocks the
   relaxation used most, for a few k (the cheapest LP wins); then each block's
   size rounded up to an allowed step, the rounding error carried forward so
-  the cumulative size never falls behind the relaxation's.
+  the cumulative size never falls behind the relaxation's; then each running
+  block's placement (``placement.fix_placements``) and, last, a placed
+  gang's instance counts whole (``placement.whole_instances``).
 - ``pattern_search``: the thorough one (when a proven gap is asked for).
   Consecutive blocks with about the same relaxed R_b (hours with the same
   demand and prices get the same R) form a run; a run with mass sum(R_b)
   becomes k whole blocks, contiguous and next to a running neighbour (a stop
   and restart costs churn), k = round(mass) first, then moved one block at a
   time while the LP (R fixed, C and N free) gets cheaper.
-- ``round_up``: commitments rounded up (down if a budget binds) and steps
-  carried as above: a whole plan before the integer completion.
+- ``round_up``: each running block's placement fixed, commitments rounded
+  up (down if a budget binds) and steps carried as above: a whole plan
+  before the integer completion.
 
 Must not: choose solvers or report (``search``/``solve`` do).
 """
@@ -97,7 +99,6 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
     if the rounded plan breaks a hard constraint."""
     for v in built.commit_vars.values():
         v.lowBound = v.upBound = float(round(_val(v)))
-    fix_placements(list(built.gangs.values()), resolve)  # each gang in one placement
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if not keys:
@@ -121,6 +122,7 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
             _fix(built, key, 1.0 if i < k_best else 0.0)
         resolve()
         _carry_steps(built, w)
+    fix_placements(list(built.gangs.values()), resolve)  # one placement per running block
     return whole_instances(list(built.gangs.values()), resolve, _final_solve(built, resolve))
 
 
@@ -161,8 +163,7 @@ def pattern_search(
 ) -> int:
     """Fix every gang's R_b to whole blocks (module docstring); leaves the
     best pattern's LP solution loaded. Returns the number of LPs solved."""
-    fix_placements(list(built.gangs.values()), resolve)  # each gang in one placement first
-    n = len(built.gangs)
+    n = 0
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if keys:
@@ -229,6 +230,7 @@ def round_up(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> f
     instead when that breaks a budget) and the LP re-solved, so the gang
     sizes adapt to them; then steps carried. The LP objective, ``None`` if a
     hard constraint still breaks."""
+    fix_placements(list(built.gangs.values()), resolve)  # one placement per running block
     relaxed = {g: _val(v) for g, v in built.commit_vars.items()}
     ways: tuple[Callable[[float], int], ...] = (
         lambda x: math.ceil(x - _EPS),

@@ -319,7 +319,9 @@ def _explain(
     advice = wait_advice(problem, w, frozenset(plan.committed_instances()))
     placed = None
     if w.workload_class is WorkloadClass.TRAINING:  # where the gang lives (its contract)
-        placed = where(w.placement, w.mixed_types, a.loc[a["instances"] > _EPS, "pool_key"])
+        held = a[a["instances"] > _EPS]
+        placed = where(w.placement, w.mixed_types,
+                       zip(held["hour_start"], held["pool_key"], strict=True))  # fmt: skip
     return WorkloadExplanation(
         workload=name,
         unit_hours_by_tier=by_tier,
