@@ -54,8 +54,8 @@ def placement_key(
 ) -> str:
     """The placement a pool ``provider/region/zone/instance_type`` is in
     under the contract (module docstring)."""
-    region_part = ANY if placement is GangPlacement.ANY else region
-    zone_part = zone if placement is GangPlacement.ZONE else ANY
+    region_part = ANY if placement == GangPlacement.ANY else region
+    zone_part = zone if placement == GangPlacement.ZONE else ANY
     type_part = ANY if mixed_types else instance_type
     return f"{provider}/{region_part}/{zone_part}/{type_part}"
 

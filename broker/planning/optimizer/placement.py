@@ -240,9 +240,9 @@ def caps_apply(w: Workload) -> tuple[bool, bool]:
     """(zone and pool caps, region cap) apply to ``w``'s spot under its contract."""
     if w.workload_class is not WorkloadClass.TRAINING:
         return True, True
-    if w.placement is GangPlacement.ZONE:
+    if w.placement == GangPlacement.ZONE:
         return False, False
-    return True, w.placement is GangPlacement.ANY
+    return True, w.placement == GangPlacement.ANY
 
 
 def fix_placements(gangs: Sequence[GangRows], resolve: Callable[[], Outcome]) -> None:
