@@ -69,6 +69,7 @@ __all__ = [
     "caps_apply",
     "fix_placements",
     "gang_options",
+    "narrow_placements",
     "place_of",
     "whole_instances",
 ]
@@ -243,6 +244,46 @@ def caps_apply(w: Workload) -> tuple[bool, bool]:
     if w.placement == GangPlacement.ZONE:
         return False, False
     return True, w.placement == GangPlacement.ANY
+
+
+def narrow_placements(
+    gangs: Sequence[GangRows], resolve: Callable[[], Outcome], tries: int = 2
+) -> None:
+    """Relax-and-fix's first step for gangs: the relaxation may run a
+    fraction of a gang in each of several placements at once (a convex
+    combination, which the bound may use), and then every block looks fully
+    "on" to the gang-block rounding. So, per gang, the placements are
+    narrowed to one per block first, leaving whether and how big the gang
+    runs to the LP and the rounding after: each of the ``tries`` placements
+    the relaxation used most, for the whole horizon, or in each block the
+    one it used most there; the cheapest LP is kept (loaded)."""
+    for g in gangs:
+        blocks = sorted({b for b, _k in g.blocks})
+        mass = {k: sum(g.blocks[(b, k)][0].value() or 0.0 for b in blocks) for k in g.keys}
+        per_block = {b: _most_used(g, b) for b in blocks}
+        ways = [dict.fromkeys(blocks, k) for k in sorted(g.keys, key=lambda k: -mass[k])[:tries]
+                if mass[k] > _EPS]  # fmt: skip
+        ways.append(per_block)
+        best: tuple[float, int] | None = None
+        for i, way in enumerate(ways):
+            _allow(g, way)
+            res = resolve()
+            obj = res.objective if res.sol_status == pulp.LpSolutionOptimal else None
+            if obj is not None and (best is None or obj < best[0] - 1e-9):
+                best = (obj, i)
+        _allow(g, ways[best[1]] if best is not None else per_block)
+    if gangs:
+        resolve()
+
+
+def _most_used(g: GangRows, block: int) -> str:
+    return max(g.keys, key=lambda k: (g.blocks[(block, k)][0].value() or 0.0, k))
+
+
+def _allow(g: GangRows, way: dict[int, str]) -> None:
+    for (b, k), (r, _n) in g.blocks.items():
+        r.lowBound = 0.0
+        r.upBound = 1.0 if way.get(b) == k else 0.0
 
 
 def fix_placements(gangs: Sequence[GangRows], resolve: Callable[[], Outcome]) -> None:

@@ -5,12 +5,14 @@ Owns the rounding steps of relax-and-fix (``search``), each working on a
 ``resolve`` callback that re-solves the LP in place:
 
 - ``quick_round``: the fast rounding every plain solve uses. Commitments to
-  the nearest whole instance; per gang, run whole blocks in the k blocks the
+  the nearest whole instance; each gang narrowed to one placement per
+  block (``placement.narrow_placements``); per gang, run whole blocks in the k blocks the
   relaxation used most, for a few k (the cheapest LP wins); then each block's
   size rounded up to an allowed step, the rounding error carried forward so
-  the cumulative size never falls behind the relaxation's; then each running
-  block's placement (``placement.fix_placements``) and, last, a placed
-  gang's instance counts whole (``placement.whole_instances``).
+  the cumulative size never falls behind the relaxation's (each running
+  block's placement is fixed first, ``placement.fix_placements``, so the
+  size adapts to that placement's capacity); last, a placed gang's
+  instance counts whole (``placement.whole_instances``).
 - ``pattern_search``: the thorough one (when a proven gap is asked for).
   Consecutive blocks with about the same relaxed R_b (hours with the same
   demand and prices get the same R) form a run; a run with mass sum(R_b)
@@ -33,7 +35,11 @@ import pulp
 
 from broker.planning.optimizer.backend import LpProblem, LpVariable, Outcome
 from broker.planning.optimizer.model import BuiltModel
-from broker.planning.optimizer.placement import fix_placements, whole_instances
+from broker.planning.optimizer.placement import (
+    fix_placements,
+    narrow_placements,
+    whole_instances,
+)
 from broker.planning.optimizer.problem import PlanningProblem
 from policies.workloads.spec import Workload
 
@@ -99,6 +105,7 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
     if the rounded plan breaks a hard constraint."""
     for v in built.commit_vars.values():
         v.lowBound = v.upBound = float(round(_val(v)))
+    narrow_placements(list(built.gangs.values()), resolve)  # one placement per block
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if not keys:
@@ -121,8 +128,9 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
         for i, key in enumerate(order):
             _fix(built, key, 1.0 if i < k_best else 0.0)
         resolve()
+        if w.name in built.gangs:  # where each running block is, before its size
+            fix_placements([built.gangs[w.name]], resolve)
         _carry_steps(built, w)
-    fix_placements(list(built.gangs.values()), resolve)  # one placement per running block
     return whole_instances(list(built.gangs.values()), resolve, _final_solve(built, resolve))
 
 
@@ -163,7 +171,8 @@ def pattern_search(
 ) -> int:
     """Fix every gang's R_b to whole blocks (module docstring); leaves the
     best pattern's LP solution loaded. Returns the number of LPs solved."""
-    n = 0
+    narrow_placements(list(built.gangs.values()), resolve)  # one placement per block
+    n = 3 * len(built.gangs)
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if keys:
