@@ -601,8 +601,9 @@ class LifecycleManager:
             found = (own, own.instances_for(s.work_per_hour), False)
         else:
             found = self._choose.find_spot(
-                w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type
-            )
+                w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type,
+                from_pool=s.pool_key,  # a gang's return stays in its placement
+            )  # fmt: skip
         target = None if isinstance(found, str) else found[:2]
         if mode is Mode.IDLE:
             return self._book.close(
@@ -748,8 +749,9 @@ class LifecycleManager:
                 step, target = self._deadline_step(s, w, view, now_s)
             else:
                 found = self._choose.find_spot(
-                    w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type
-                )
+                    w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type,
+                    from_pool=s.pool_key,  # a gang's return stays in its placement
+                )  # fmt: skip
                 target = None if isinstance(found, str) else found[:2]
                 step = self._book.step(s, w, target, found if isinstance(found, str) else "", now_s)
             if step is None:

@@ -30,7 +30,15 @@ from enum import StrEnum
 
 from markets.keys import PoolKey
 
-__all__ = ["ANY", "GangPlacement", "contains", "placement_key", "placements_used", "where"]
+__all__ = [
+    "ANY",
+    "GangPlacement",
+    "caps_apply",
+    "contains",
+    "placement_key",
+    "placements_used",
+    "where",
+]
 
 ANY = "*"
 
@@ -58,6 +66,17 @@ def placement_key(
     zone_part = zone if placement == GangPlacement.ZONE else ANY
     type_part = ANY if mixed_types else instance_type
     return f"{provider}/{region_part}/{zone_part}/{type_part}"
+
+
+def caps_apply(placement: GangPlacement | None) -> tuple[bool, bool]:
+    """(zone, pool and failure-domain caps; region cap) on a workload's spot
+    under its gang contract (``None``: no gang, every cap applies): one zone
+    by contract makes the zone and pool caps moot, one region the region cap."""
+    if placement is None:
+        return True, True
+    if placement == GangPlacement.ZONE:
+        return False, False
+    return True, placement == GangPlacement.ANY
 
 
 def contains(key: str, *, provider: str, region: str, instance_type: str) -> bool:

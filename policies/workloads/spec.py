@@ -58,7 +58,7 @@ from policies.workloads.classes import (
     WorkloadClass,
 )
 from policies.workloads.metric import DemandMetric
-from policies.workloads.placement import GangPlacement, placement_key
+from policies.workloads.placement import GangPlacement, caps_apply, placement_key
 
 __all__ = [
     "BUILTIN_CLASS_DEFAULTS",
@@ -371,6 +371,24 @@ class Workload(StrictModel):
             return None
         return placement_key(self.placement, self.mixed_types, provider=provider,
                              region=region, zone=zone, instance_type=instance_type)  # fmt: skip
+
+    def spot_caps_apply(self) -> tuple[bool, bool]:
+        """(zone and pool caps, region cap) apply to this workload's spot:
+        a gang's placement contract overrides those it makes moot
+        (``policies.workloads.placement.caps_apply``)."""
+        gang = self.workload_class is WorkloadClass.TRAINING
+        return caps_apply(self.placement if gang else None)
+
+    def same_placement(self, pool_a: str, pool_b: str) -> bool:
+        """Whether two pools (``provider/region/zone/type``) are in one
+        placement under this gang's contract (always, for no gang)."""
+        if self.workload_class is not WorkloadClass.TRAINING:
+            return True
+        keys = set()
+        for text in (pool_a, pool_b):
+            p, r, z, t = text.split("/")
+            keys.add(self.gang_placement_key(provider=p, region=r, zone=z, instance_type=t))
+        return len(keys) == 1
 
     def throughput_of(self, instance_type: str, default: float = 1.0) -> float:
         """Reference work per capacity unit-hour on an acceptable ``instance_type``.

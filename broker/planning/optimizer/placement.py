@@ -60,8 +60,7 @@ import pulp
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable, Outcome
 from markets.model import Tier
 from policies.cost_table import CostEntry
-from policies.workloads.placement import GangPlacement
-from policies.workloads.spec import Workload, WorkloadClass
+from policies.workloads.spec import Workload
 
 __all__ = [
     "GangOption",
@@ -239,11 +238,7 @@ class GangRows:
 
 def caps_apply(w: Workload) -> tuple[bool, bool]:
     """(zone and pool caps, region cap) apply to ``w``'s spot under its contract."""
-    if w.workload_class is not WorkloadClass.TRAINING:
-        return True, True
-    if w.placement == GangPlacement.ZONE:
-        return False, False
-    return True, w.placement == GangPlacement.ANY
+    return w.spot_caps_apply()
 
 
 def narrow_placements(
