@@ -248,6 +248,9 @@ class LifecycleManager:
             if w.allow_upgrade and lost is not None and snap is not None
             else ()
         )
+        if w.workload_class is WorkloadClass.TRAINING:  # a gang stays in its placement
+            tried = [*tried, *(c.pool_key for c in (*cands.spot, *cands.on_demand, *ups)
+                               if not w.same_placement(failed_pool, c.pool_key))]  # fmt: skip
         # The failure domain of the pool that refused is tried last: its other
         # zones are short or revoking too (``markets.model.FailureDomain``).
         suspect = self._choose.domain_pools(cands, failed_pool) if tier is Tier.SPOT else set()

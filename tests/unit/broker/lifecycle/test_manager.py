@@ -484,6 +484,19 @@ def test_a_zone_gang_with_no_spot_in_its_zone_breaks_glass_there() -> None:
     assert (launch.pool_key, launch.tier) == (key("us-east-1b", "p4d.24xlarge"), Tier.ON_DEMAND)
 
 
+def test_out_of_capacity_a_zone_gang_is_offered_no_pool_outside_its_zone() -> None:
+    """The daemon's substitution of a refused pool (``instead``): a zone
+    gang gets nothing in another zone (the plan's next move is whole);
+    a gang placed ``any`` gets the next zone as before."""
+    b = key("us-east-1b", "p4d.24xlarge")
+    for placement, expected in (("zone", None), ("any", key("us-east-1a", "p4d.24xlarge"))):
+        m, clock = manager(workloads(rigid={"placement": placement}))
+        m.on_market(market())
+        m.record_launch_failure(b)
+        found = m.instead("rigid", b, Tier.SPOT, 2, {b}, clock.now())
+        assert (found[0] if found else None) == expected
+
+
 # --- break-glass and the cap ----------------------------------------------------------
 
 
