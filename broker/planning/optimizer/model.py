@@ -47,13 +47,18 @@ Constraints:
                           units^{nonrev}_{w,t} >= m_w R_{w,b}   (if the gang minimum
                                                                  must be non-revocable)
                           units^{spot}_{w,t} <= sigma_w units_{w,t}
+                          all of it inside one placement per block, whole instances:
+                          R_{w,b} = sum_k R_{w,k,b}, each row above per placement k
+                          (``placement`` states it: the gang placement contract)
   batch:                  units_{w,t} <= M_w (parallelism cap)
   training, batch:        sum_{t < deadline} L_t work_{w,t} + U_w >= W_w + A_w
                           (A_w <= work left - W_w: work ahead, credited at
                           v_w per unit-hour, what it is expected to cost later)
                           sum_{t < m} L_t work_{w,t} + U'_w >= W^m_w  (optional
                           milestone: a rolling horizon's uniform progress)
-  diversification:        sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z,
+  diversification:        (the caps a gang's contract makes moot are not stated:
+                          ``placement.caps_apply``)
+                          sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z,
                           and each failure domain of zones: ``domains``)
                           u S_{w,p,t} <= rho_w sum_p u S_{w,p,t}                 (each p)
                           the same over each region at max_region_share (``regions``)
