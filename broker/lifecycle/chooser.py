@@ -272,8 +272,13 @@ class Chooser:
         return Outcome(DecisionKind.SHRINK, reason, new_size=size)
 
     def same_type(self, w: Workload, itype: str) -> str | None:
-        """Training gangs keep their instance type (rigid parallel groups)."""
-        if w.workload_class is WorkloadClass.TRAINING and self.config.training_same_instance_type:
+        """Training gangs keep their instance type (rigid parallel groups),
+        unless their contract says ``mixed_types``."""
+        if (
+            w.workload_class is WorkloadClass.TRAINING
+            and self.config.training_same_instance_type
+            and not w.mixed_types
+        ):
             return itype
         return None
 

@@ -629,11 +629,19 @@ def _workload_period(
     ):
         prob += _lin([*spot_units, *[(v, -w.max_spot_share * c) for v, c in units]]) <= 0
     zone_caps, region_cap = caps_apply(w)  # a gang's contract overrides them (``placement``)
-    if zone_caps:
-        _diversify(built, w, spot, spot_units, name)
-        _domains(problem, built, w, spot, spot_units, name)
-    if region_cap:
-        _regions(built, w, spot, spot_units, name)
+    # A placed gang's caps hold inside each placement (only one runs at a
+    # time): stated over all of them, the relaxation met them by spreading
+    # the gang over two regions at once.
+    groups: dict[str | None, list[AllocVar]] = {}
+    for a in spot:
+        groups.setdefault(a.placement, []).append(a)
+    for members in groups.values():
+        units_k = [(a.var, float(a.units_per_instance)) for a in members]
+        if zone_caps:
+            _diversify(built, w, members, units_k, name)
+            _domains(problem, built, w, members, units_k, name)
+        if region_cap:
+            _regions(built, w, members, units_k, name)
 
 
 def _gang_rows(
