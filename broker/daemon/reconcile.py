@@ -65,6 +65,7 @@ from broker.planning.reconcile import (
     leaving,
     live_ours,
     warm_up_seconds,
+    whole_gangs,
 )
 from markets.fleet import Instance, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey
@@ -145,9 +146,12 @@ class ReconcileJob:
         want = book.protect(want, self._store, now)  # replacements inside their window
         fleet = book.last_fleet
         ready = book.ready_counts(fleet, now, self._warm_s)
+        planned = want
         want = stick(want, book.counts(fleet), book, STICK_MARGIN, ready)
+        want = whole_gangs(want, self._workloads, planned)  # a gang moves whole
         want = self._paying_moves(want, state.plan, now)
-        return self._within_disruption(want, now)
+        want = self._within_disruption(want, now)
+        return whole_gangs(want, self._workloads, book.counts(fleet))  # or waits whole
 
     def _paying_moves(self, want: dict[Slot, int], plan: Plan, now: datetime) -> dict[Slot, int]:
         """``want`` with the running instances whose move does not pay kept

@@ -58,14 +58,22 @@ def shares_ok(w: Workload, tally: Tally, c: Candidate, units: float) -> bool:
     """Adding ``units`` of spot in ``c`` keeps the workload within its zone,
     pool and region shares of spot. A zone, pool or region holding none of its
     spot yet is always allowed: spreading into it can only lower the
-    concentration."""
+    concentration. Caps a gang's placement contract makes moot do not
+    apply (``Workload.spot_caps_apply``: a zone gang is one zone)."""
+    zone_caps, region_cap = w.spot_caps_apply()
     after = tally.spot_units + units
+    if not zone_caps:
+        return not region_cap or _region_ok(w, tally, c, units, after)
     in_zone = tally.spot_by_zone.get(c.zone_key, 0.0)
     if in_zone > _EPS and in_zone + units > w.max_zone_share * after + _EPS:
         return False
     in_pool = tally.spot_by_pool.get(c.pool_key, 0.0)
     if in_pool > _EPS and in_pool + units > w.max_pool_share * after + _EPS:
         return False
+    return not region_cap or _region_ok(w, tally, c, units, after)
+
+
+def _region_ok(w: Workload, tally: Tally, c: Candidate, units: float, after: float) -> bool:
     if w.max_region_share >= 1.0:
         return True
     region = _region(c.pool_key)
@@ -86,6 +94,7 @@ def find_spot(
     max_usd_per_work_hour: float | None = None,
     avoid_zones: frozenset[str] = frozenset(),
     avoid: Collection[str] = (),
+    inside: str | None = None,
 ) -> tuple[Candidate, int, bool] | str:
     """The first spot pool, in the placement rule's order
     (``broker.lifecycle.fallback.options``: a likely placement, effective
@@ -97,11 +106,15 @@ def find_spot(
     budget; one within the workload's zone and pool shares if any, else the
     first over them (a gang of three nodes in three zones cannot be restored
     otherwise; the next plan spreads it again). ``avoid``: pools and zones
-    never used (at risk: a rebalance recommendation). Returns ``(pool,
-    instances, over_share)``, or why none."""
+    never used (at risk: a rebalance recommendation). ``inside``: a pool of
+    a training gang: only pools in its placement (the gang's contract,
+    ``policies.workloads.placement``; the gang moves whole only by a
+    re-plan). Returns ``(pool, instances, over_share)``, or why none."""
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
     ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type, tried=avoid))
+    if inside is not None:
+        ranked = [x for x in ranked if w.same_placement(inside, x[0].pool_key)]
     if avoid_zones:
         ranked = [x for x in ranked if x[0].zone_key not in avoid_zones] + [
             x for x in ranked if x[0].zone_key in avoid_zones
@@ -126,6 +139,8 @@ def find_spot(
     if over is not None:
         return over[0], over[1], True
     of_type = f" of type {same_type}" if same_type else ""
+    if inside is not None and w.workload_class is WorkloadClass.TRAINING:
+        of_type += f" in its placement ({w.placement}) of {inside}"
     if not skipped:
         return f"no acceptable pool{of_type} offers spot"
     counts = ", ".join(f"{n} {why}" for why, n in skipped.items())
@@ -139,13 +154,17 @@ def pick_on_demand(
     now_s: float,
     same_type: str | None,
     prefer_pool: str,
+    workload: Workload | None = None,
 ) -> Candidate | None:
     """The cheapest on-demand pool per unit of work not out of capacity,
     ``prefer_pool`` (the lost one) on a tie. Breakers do not apply: on-demand
-    is not revoked."""
+    is not revoked. A training gang's ``workload``: only pools in the
+    placement of ``prefer_pool`` (its contract)."""
     best: Candidate | None = None
     for c, blocked in options(cands, guards, Tier.ON_DEMAND, now_s=now_s, same_type=same_type):
         if blocked is not None:
+            continue
+        if workload is not None and not workload.same_placement(prefer_pool, c.pool_key):
             continue
         if best is None:
             best = c

@@ -149,6 +149,7 @@ class Chooser:
             max_usd_per_work_hour,
             avoid_zones=domain_zones,
             avoid=avoid,
+            from_pool=inst.pool_key,
         )
         if isinstance(found, str):
             return found
@@ -188,6 +189,7 @@ class Chooser:
             now_s=now_s,
             same_type=self.same_type(w, PoolKey.parse(pool_key).instance_type),
             prefer_pool=pool_key,
+            workload=w if w.workload_class is WorkloadClass.TRAINING else None,
         )
         if od is None:
             return "no acceptable pool has on-demand capacity"
@@ -270,8 +272,13 @@ class Chooser:
         return Outcome(DecisionKind.SHRINK, reason, new_size=size)
 
     def same_type(self, w: Workload, itype: str) -> str | None:
-        """Training gangs keep their instance type (rigid parallel groups)."""
-        if w.workload_class is WorkloadClass.TRAINING and self.config.training_same_instance_type:
+        """Training gangs keep their instance type (rigid parallel groups),
+        unless their contract says ``mixed_types``."""
+        if (
+            w.workload_class is WorkloadClass.TRAINING
+            and self.config.training_same_instance_type
+            and not w.mixed_types
+        ):
             return itype
         return None
 
@@ -286,7 +293,12 @@ class Chooser:
         *,
         avoid_zones: frozenset[str] = frozenset(),
         avoid: Collection[str] = (),
+        from_pool: str | None = None,
     ) -> tuple[Candidate, int, bool] | str:
+        """Spot for ``work_per_hour`` (``choices.find_spot``); ``from_pool``:
+        where a training gang is (its lost or break-glass pool): the spot
+        stays in that gang's placement."""
+        gang = w.workload_class is WorkloadClass.TRAINING
         return find_spot(
             w,
             work_per_hour,
@@ -299,6 +311,7 @@ class Chooser:
             max_usd_per_work_hour=max_usd_per_work_hour,
             avoid_zones=avoid_zones,
             avoid=avoid,
+            inside=from_pool if gang else None,
         )
 
     def domain_pools(self, cands: Candidates, pool_key: str) -> set[str]:

@@ -250,6 +250,9 @@ class LifecycleManager:
             if w.allow_upgrade and lost is not None and snap is not None
             else ()
         )
+        if w.workload_class is WorkloadClass.TRAINING:  # a gang stays in its placement
+            tried = [*tried, *(c.pool_key for c in (*cands.spot, *cands.on_demand, *ups)
+                               if not w.same_placement(failed_pool, c.pool_key))]  # fmt: skip
         # The failure domain of the pool that refused is tried last: its other
         # zones are short or revoking too (``markets.model.FailureDomain``).
         suspect = self._choose.domain_pools(cands, failed_pool) if tier is Tier.SPOT else set()
@@ -635,8 +638,9 @@ class LifecycleManager:
             found = (own, own.instances_for(s.work_per_hour), False)
         else:
             found = self._choose.find_spot(
-                w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type
-            )
+                w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type,
+                from_pool=s.pool_key,  # a gang's return stays in its placement
+            )  # fmt: skip
         target = None if isinstance(found, str) else found[:2]
         if mode is Mode.IDLE:
             return self._book.close(
@@ -782,8 +786,9 @@ class LifecycleManager:
                 step, target = self._deadline_step(s, w, view, now_s)
             else:
                 found = self._choose.find_spot(
-                    w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type
-                )
+                    w, s.work_per_hour, view, now_s, PoolKey.parse(s.pool_key).instance_type,
+                    from_pool=s.pool_key,  # a gang's return stays in its placement
+                )  # fmt: skip
                 target = None if isinstance(found, str) else found[:2]
                 step = self._book.step(s, w, target, found if isinstance(found, str) else "", now_s)
             if step is None:

@@ -109,6 +109,9 @@ class WorkloadExplanation:
     unmet_unit_hours: float
     # A deadline job: wait for a better pool or run now (policies.waiting).
     waiting: str | None = None
+    # A training gang: where it lives under its placement contract
+    # (policies.workloads.placement.where).
+    placement: str | None = None
 
     def lines(self) -> list[str]:
         out = [f"{self.workload}:"]
@@ -117,6 +120,8 @@ class WorkloadExplanation:
             f"{t} {v / total:.0%}" for t, v in self.unit_hours_by_tier.items() if v > 0
         )
         out.append(f"  tiers: {shares or 'nothing allocated'}")
+        if self.placement:
+            out.append(f"  {self.placement}")
         for key, tier, uh in self.pools[:4]:
             out.append(f"  {tier:<9} {key}: {uh:,.0f} unit-hours")
         if self.ranking:

@@ -44,6 +44,13 @@ and holds back the same work of the workload's launches elsewhere, in whole
 instances and never more than the kept work: the plan's move waits instead
 of running twice over.
 
+Gangs whole: ``whole_gangs`` keeps every training gang in one placement
+(``policies.workloads.placement``) after the adjustments above, which work
+slot by slot: a ``stick`` that kept the on-demand in the old zone while the
+spot moved, or a ``hold`` that kept part of a gang, would split it across
+zones. Such a gang takes the preferred counts instead (the plan's, or where
+it runs now): it moves whole or not at all.
+
 Safety: only instances whose ``OWNER_TAG`` equals ``owner`` are counted or
 terminated; instances about to be revoked (``doomed``) count as gone and are
 never terminated (their workload may be checkpointing in the notice window).
@@ -78,6 +85,7 @@ __all__ = [
     "serving_spot_instances",
     "terminate_key",
     "warm_up_seconds",
+    "whole_gangs",
 ]
 
 Slot = tuple[str, str, str]  # (workload, pool_key, tier)
@@ -195,6 +203,38 @@ def _have(
         if inst.instance_id not in doomed:
             have[(inst.workload, inst.pool_key, inst.tier.value)].append(inst)
     return have
+
+
+def _placements(w: Workload, slots: Iterable[Slot]) -> set[str]:
+    out = set()
+    for _w, pool, _t in slots:
+        k = PoolKey.parse(pool)
+        key = w.gang_placement_key(provider=k.provider, region=k.region, zone=k.zone,
+                                   instance_type=k.instance_type)  # fmt: skip
+        out.add(key or "")
+    return out
+
+
+def whole_gangs(
+    want: Mapping[Slot, int],
+    workloads: WorkloadSet,
+    prefer: Mapping[Slot, int | float],
+) -> dict[Slot, int]:
+    """``want`` with every training gang in one placement (module
+    docstring): a gang whose slots span more than one takes its slots of
+    ``prefer`` (whole instances), if those are in one placement."""
+    out = dict(want)
+    for w in workloads.of_class(WorkloadClass.TRAINING):
+        mine = [s for s, n in out.items() if s[0] == w.name and n > 0]
+        if len(_placements(w, mine)) <= 1:
+            continue
+        alt = {s: round(n) for s, n in prefer.items() if s[0] == w.name and round(n) > 0}
+        if len(_placements(w, alt)) > 1:
+            continue  # nothing whole to fall back on: the plan's next hour decides
+        for s in mine:
+            del out[s]
+        out.update(alt)
+    return out
 
 
 def _newest_first(insts: Iterable[Instance]) -> list[Instance]:

@@ -58,6 +58,7 @@ from policies.workloads.classes import (
     WorkloadClass,
 )
 from policies.workloads.metric import DemandMetric
+from policies.workloads.placement import GangPlacement, caps_apply, placement_key
 
 __all__ = [
     "BUILTIN_CLASS_DEFAULTS",
@@ -66,6 +67,7 @@ __all__ = [
     "DemandMetric",
     "DemandShape",
     "Disruption",
+    "GangPlacement",
     "Workload",
     "WorkloadClass",
     "WorkloadSet",
@@ -90,6 +92,8 @@ _APPLIES_TO: dict[str, frozenset[WorkloadClass]] = {
     "elastic": frozenset({WorkloadClass.TRAINING}),
     "min_on_non_revocable": frozenset({WorkloadClass.TRAINING}),
     "min_dwell_minutes": frozenset({WorkloadClass.TRAINING}),
+    "placement": frozenset({WorkloadClass.TRAINING}),
+    "mixed_types": frozenset({WorkloadClass.TRAINING}),
     "max_units": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
     "unit_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
     "deadline_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
@@ -154,7 +158,7 @@ class Workload(StrictModel):
     Fields left out take the class's default (``ClassDefaults``). Class
     specifics: serving ``demand`` or ``demand_metric``; training ``min_units``, ``step_units``,
     ``max_units``, ``elastic``, ``min_on_non_revocable``, ``unit_hours``,
-    ``deadline_hours``, ``min_dwell_minutes``; batch ``unit_hours``,
+    ``deadline_hours``, ``min_dwell_minutes``, ``placement``, ``mixed_types``; batch ``unit_hours``,
     ``deadline_hours``, ``max_units`` (a parallelism cap). A field of another
     class is an error.
     """
@@ -213,6 +217,11 @@ class Workload(StrictModel):
     # A finite job (the default) only counts for the hours it runs.
     recurring: bool = False
     min_dwell_minutes: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS * 60, unit="minutes")] = 0.0
+    # The gang placement contract (``policies.workloads.placement``): one
+    # zone (default), one region or one provider ("any"), one instance type
+    # unless mixed_types; every plan, growth, shrink and replacement inside it.
+    placement: GangPlacement = GangPlacement.ZONE
+    mixed_types: bool = False
     # How far the broker's own moves (re-plans ending running spot or gang
     # capacity) may disrupt this workload, beside the fleet-wide budget.
     disruption: Disruption = Field(default_factory=Disruption)
@@ -352,6 +361,34 @@ class Workload(StrictModel):
             )
 
     # --- lookups the optimizer uses -------------------------------------------------
+
+    def gang_placement_key(
+        self, *, provider: str, region: str, zone: str, instance_type: str
+    ) -> str | None:
+        """The placement a pool is in under this gang's contract
+        (``policies.workloads.placement``); ``None`` for a workload that is no gang."""
+        if self.workload_class is not WorkloadClass.TRAINING:
+            return None
+        return placement_key(self.placement, self.mixed_types, provider=provider,
+                             region=region, zone=zone, instance_type=instance_type)  # fmt: skip
+
+    def spot_caps_apply(self) -> tuple[bool, bool]:
+        """(zone and pool caps, region cap) apply to this workload's spot:
+        a gang's placement contract overrides those it makes moot
+        (``policies.workloads.placement.caps_apply``)."""
+        gang = self.workload_class is WorkloadClass.TRAINING
+        return caps_apply(self.placement if gang else None)
+
+    def same_placement(self, pool_a: str, pool_b: str) -> bool:
+        """Whether two pools (``provider/region/zone/type``) are in one
+        placement under this gang's contract (always, for no gang)."""
+        if self.workload_class is not WorkloadClass.TRAINING:
+            return True
+        keys = set()
+        for text in (pool_a, pool_b):
+            p, r, z, t = text.split("/")
+            keys.add(self.gang_placement_key(provider=p, region=r, zone=z, instance_type=t))
+        return len(keys) == 1
 
     def throughput_of(self, instance_type: str, default: float = 1.0) -> float:
         """Reference work per capacity unit-hour on an acceptable ``instance_type``.

@@ -20,6 +20,13 @@ Budgets: the greedy plan is then cut to every dollar limit the MILP honours
 tier and day, less what was spent); the work cut is unmet, and the plan names
 the budgets that cut it (``Plan.budget_limited``).
 
+Gangs: a training gang keeps its placement contract
+(``policies.workloads.placement``): one placement is chosen first (where
+the gang runs now, else the cheapest estimate), every tier of the gang
+comes from inside it, in whole instances and gang sizes its instances can
+make; the zone, pool and region caps it overrides are not applied
+(``placement.caps_apply``).
+
 Time: a fast plan prices none (a job's value of time is the MILP's,
 ``broker.planning.optimizer.finish``); a job runs at the pace its deadline
 needs, from the cheapest sources.
@@ -38,6 +45,7 @@ import pandas as pd
 
 from broker.planning.optimizer.budgets import cap_allocations
 from broker.planning.optimizer.domains import spread_key
+from broker.planning.optimizer.placement import caps_apply, place_of
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.regions import region_key, region_share_cap
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
@@ -174,7 +182,8 @@ def _gang_schedule(
     """The gang size with the lowest estimated dollars per unit of work (the
     minimum on on-demand where the policy says so, the rest at the cheapest
     effective spot price), run for just enough of the earliest periods."""
-    sizes = w.gang_sizes()
+    # whole instances: sizes the placement's instances make
+    sizes = [z for z in w.gang_sizes() if z % od.units_per_instance == 0] or w.gang_sizes()
     od_unit = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.throughput
     spot_prices = [e.usd_per_work_hour[Tier.SPOT] for e in spot]
     spot_unit = min((p * od.throughput for p in spot_prices if p is not None), default=od_unit)
@@ -203,7 +212,9 @@ def fast_plan(problem: PlanningProblem) -> Plan:
     unmet: dict[str, float] = {}
     commit_pool: dict[str, CostEntry] = {}
     for w in sorted(problem.workloads.workloads, key=lambda x: -x.priority):
-        entries = problem.entries(w)
+        entries: Sequence[CostEntry] = problem.entries(w)
+        if w.workload_class is WorkloadClass.TRAINING:
+            entries = _gang_placement(problem, w, entries, pools)
         on_demand = [e for e in entries if e.usd_per_work_hour[Tier.ON_DEMAND] is not None]
         if not on_demand:  # no pool of the market offers its types: all of it unmet
             unmet[w.name] = _all_demand(problem, w)
@@ -213,6 +224,9 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                and bought.get(_group(e), 0) > 0]  # fmt: skip
         spot_order = [e for e in entries if e.spot_factor is not None and w.max_spot_share > 0
                       and problem.options.allow_spot]  # fmt: skip
+        if w.workload_class is WorkloadClass.TRAINING:  # whole instances of one size
+            com = [e for e in com if e.units_per_instance == od.units_per_instance]
+            spot_order = [e for e in spot_order if e.units_per_instance == od.units_per_instance]
         required = problem.required_unit_hours(w)
         last = problem.last_hour(w)
         run_periods = [t for t, (h0, _h1) in enumerate(periods)
@@ -248,6 +262,8 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                 g = _group(e)
                 left = bought[g] - used.get((g, t), 0.0)
                 take = min(left, (need - got_nonrev) / measure(e))
+                if gang_mode:
+                    take = float(math.floor(take + 1e-9))
                 if take <= 1e-9:
                     continue
                 used[(g, t)] = used.get((g, t), 0.0) + take
@@ -262,7 +278,14 @@ def fast_plan(problem: PlanningProblem) -> Plan:
             od_price = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.work_per_instance_hour
             od_base = max(base - got_nonrev, 0.0) / measure(od)
             spot_target = min(need - max(base, got_nonrev), w.max_spot_share * need)
-            spot = _fill_spot(w, spot_order, t, max(spot_target, 0.0), pools, in_units=gang_mode)
+            spot = _fill_spot(_capped(w), spot_order, t, max(spot_target, 0.0), pools,
+                              in_units=gang_mode)  # fmt: skip
+            if gang_mode:  # whole instances; the fraction back to the pool
+                whole = [(e, float(math.floor(n + 1e-9))) for e, n in spot]
+                for (e, n), (_e, k) in zip(spot, whole, strict=True):
+                    pools.left[e.pool_key][t] += n - k
+                spot = [(e, k) for e, k in whole if k > 0]
+                od_base = float(math.ceil(od_base - 1e-9))
             spot_work = sum(
                 n
                 * (
@@ -313,6 +336,53 @@ def fast_plan(problem: PlanningProblem) -> Plan:
         unmet[w.name] * w.unmet_penalty_usd_per_unit_hour for w in problem.workloads.workloads
     )
     return Plan(**{**plan.__dict__, "objective_usd": cost})
+
+
+def _capped(w: Workload) -> Workload:
+    """``w`` with the spot caps its placement contract overrides lifted."""
+    zone_caps, region_cap = caps_apply(w)
+    lift: dict[str, float] = {}
+    if not zone_caps:
+        lift |= {"max_zone_share": 1.0, "max_pool_share": 1.0}
+    if not region_cap:
+        lift["max_region_share"] = 1.0
+    return w.model_copy(update=lift) if lift else w
+
+
+def _gang_placement(
+    problem: PlanningProblem, w: Workload, entries: Sequence[CostEntry], pools: _Pools
+) -> list[CostEntry]:
+    """The entries of the one placement the gang gets: where it runs now
+    (``previous_instances``), else the one with the cheapest estimated
+    dollars per unit of work at its gang minimum (on-demand for the
+    non-revocable part, the cheapest spot with capacity for the rest)."""
+    by_place: dict[str, list[CostEntry]] = {}
+    for e in entries:
+        by_place.setdefault(place_of(w, e), []).append(e)
+    running = {
+        place_of(w, e)
+        for e in entries
+        for tier in Tier
+        if problem.previous_instances.get((w.name, e.pool_key, tier.value), 0.0) > 0
+    }
+
+    def estimate(place: str) -> float:
+        es = by_place[place]
+        od = [p for e in es if (p := e.usd_per_work_hour[Tier.ON_DEMAND]) is not None]
+        if not od:
+            return math.inf
+        spot = [p for e in es if (p := e.usd_per_work_hour[Tier.SPOT]) is not None
+                and e.spot_factor is not None
+                and float(pools.left[e.pool_key].max()) > 0]  # fmt: skip
+        nonrev = w.non_revocable_min_units / max(1, w.min_units)
+        best_spot = min(spot, default=min(od)) if w.max_spot_share > 0 else min(od)
+        return nonrev * min(od) + (1.0 - nonrev) * min(best_spot, min(od))
+
+    if not by_place:
+        return []
+    stay = [p for p in running if p in by_place and math.isfinite(estimate(p))]
+    chosen = stay[0] if len(stay) == 1 else min(sorted(by_place), key=estimate)
+    return by_place[chosen]
 
 
 def _fixed_price(problem: PlanningProblem, group: str) -> float:

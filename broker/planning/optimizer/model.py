@@ -47,13 +47,18 @@ Constraints:
                           units^{nonrev}_{w,t} >= m_w R_{w,b}   (if the gang minimum
                                                                  must be non-revocable)
                           units^{spot}_{w,t} <= sigma_w units_{w,t}
+                          all of it inside one placement per block, whole instances:
+                          R_{w,b} = sum_k R_{w,k,b}, each row above per placement k
+                          (``placement`` states it: the gang placement contract)
   batch:                  units_{w,t} <= M_w (parallelism cap)
   training, batch:        sum_{t < deadline} L_t work_{w,t} + U_w >= W_w + A_w
                           (A_w <= work left - W_w: work ahead, credited at
                           v_w per unit-hour, what it is expected to cost later)
                           sum_{t < m} L_t work_{w,t} + U'_w >= W^m_w  (optional
                           milestone: a rolling horizon's uniform progress)
-  diversification:        sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z,
+  diversification:        (the caps a gang's contract makes moot are not stated:
+                          ``placement.caps_apply``)
+                          sum_{p in z} u S_{w,p,t} <= zeta_w sum_p u S_{w,p,t}   (each z,
                           and each failure domain of zones: ``domains``)
                           u S_{w,p,t} <= rho_w sum_p u S_{w,p,t}                 (each p)
                           the same over each region at max_region_share (``regions``)
@@ -100,6 +105,7 @@ from broker.planning.optimizer.commitments import (
 )
 from broker.planning.optimizer.domains import domain_caps, spread_key
 from broker.planning.optimizer.finish import FinishTerms, add_finish_terms
+from broker.planning.optimizer.placement import GangOption, GangRows, caps_apply, gang_options
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from broker.planning.optimizer.regions import region_caps, widen_regions
 from broker.planning.optimizer.savings_plans import (
@@ -133,6 +139,7 @@ class AllocVar:
     work_per_instance: float  # reference units per instance-hour (spot: effective)
     usd_per_instance_hour: float
     var: LpVariable
+    placement: str | None = None  # a gang's placement (``placement``), else None
 
 
 @dataclass
@@ -154,6 +161,8 @@ class BuiltModel:
     owned: dict[str, list[float]] = field(default_factory=dict)  # group -> owned per period
     savings_plans: SavingsPlans | None = None  # AWS Savings Plans (``savings_plans``)
     finish: FinishTerms | None = None  # jobs' finish hours at their value of time (``finish``)
+    gangs: dict[str, GangRows] = field(default_factory=dict)  # gang placements (``placement``)
+    spot_caps: dict[str, FloatArray] = field(default_factory=dict)  # pool -> instances per period
 
 
 class _Namer:
@@ -212,9 +221,11 @@ def _aggregate(
     per_w: dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]],
     *,
     integral: bool,
+    gangs: frozenset[str] = frozenset(),
 ) -> dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]]:
     """Drop dominated on-demand options and commitment groups (exact: see
-    ``broker.planning.optimizer.aggregate``)."""
+    ``broker.planning.optimizer.aggregate``). A placed gang's options are
+    kept: its placement rows tell them apart (``placement``)."""
     running: dict[str, set[str]] = {w: set() for w in per_w}
     for (w, key, tier), n in problem.previous_instances.items():
         if tier == Tier.ON_DEMAND.value and n > 0 and w in running:
@@ -228,10 +239,11 @@ def _aggregate(
             price.setdefault(g, committed_usd_per_instance_hour(problem, e) or 0.0)
     fixed = {g for g, n in (problem.committed_fixed or {}).items() if n > 0}
     fixed |= {c.group for c in problem.owned if c.group is not None}
+    fixed |= {_group_key(e) for w in gangs for e in per_w[w][1]}
     kept = undominated_commitments(groups, price, keep=fixed)
     return {
         w: (
-            undominated_on_demand(od, integral=integral, keep=running[w]),
+            od if w in gangs else undominated_on_demand(od, integral=integral, keep=running[w]),
             [e for e in com if _group_key(e) in kept],
             spot,
         )
@@ -259,6 +271,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     H = float(problem.hours)
 
     per_w: dict[str, tuple[list[CostEntry], list[CostEntry], list[CostEntry]]] = {}
+    gang_opts: dict[str, list[GangOption]] = {}
     n_alloc = 0
     owned_groups = {c.group for c in problem.owned if c.group is not None}
     for w in problem.workloads.workloads:
@@ -278,6 +291,17 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                 com.append(e)
                 have.add(g)
         spot = _spot_candidates(problem, w, entries)
+        if w.workload_class is WorkloadClass.TRAINING:
+            places = _gang_places(problem, w, entries, spot, owned_groups)
+            if places:
+                gang_opts[w.name] = places
+                od = list({e.pool_key: e for o in places for e in o.on_demand}.values())
+                com = list({_group_key(e): e for o in places for e in o.committed}.values())
+                spot = list({e.pool_key: e for o in places for e in o.spot}.values())
+                n_alloc += sum(len(o.spot) + len(o.on_demand) + len(o.committed)
+                               for o in places) * n_t  # fmt: skip
+                per_w[w.name] = (od, com, spot)
+                continue
         per_w[w.name] = (od, com, spot)
         n_alloc += (len(od) + len(com) + len(spot)) * n_t
     in_use = {e.pool_key for od, com, spot in per_w.values() for e in spot}
@@ -287,12 +311,15 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         integral = opts.integral if opts.integral is not None else n_alloc <= opts.integral_max_vars
     if opts.aggregate:
         od_before = {w: od for w, (od, _c, _s) in per_w.items()}
-        per_w = _aggregate(problem, per_w, integral=integral)
+        per_w = _aggregate(problem, per_w, integral=integral, gangs=frozenset(gang_opts))
         # AWS on-demand a Savings Plan may pay for (``savings_plans``)
-        per_w = {w: (on_demand_to_cover(problem, od_before[w], od, com, integral=integral), com, sp)
+        per_w = {w: (od if w in gang_opts else
+                     on_demand_to_cover(problem, od_before[w], od, com, integral=integral), com, sp)
                  for w, (od, com, sp) in per_w.items()}  # fmt: skip
     cat = pulp.LpInteger if integral else pulp.LpContinuous
-    built = BuiltModel(prob=prob, integral=integral)
+    built = BuiltModel(prob=prob, integral=integral, spot_caps=caps)
+    for wn, places in gang_opts.items():
+        built.gangs[wn] = GangRows(problem.workloads.by_name(wn), [o.key for o in places])
     built.serving_demand = {
         w.name: problem.serving_period_demand(w.name)
         for w in problem.workloads.of_class(WorkloadClass.SERVING)
@@ -334,65 +361,21 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         od, com, spot = per_w[w.name]
         built.spot_pools[w.name] = [e.pool_key for e in spot]
         last = problem.last_hour(w)
-        prev: dict[tuple[Tier, str], LpVariable] = {}
+        prev: dict[tuple[Tier, str, str | None], LpVariable] = {}
         for t, (h0, _h1) in enumerate(periods):
             if w.workload_class is not WorkloadClass.SERVING and h0 >= last:
                 continue  # past the deadline: the job may not run
             L = float(lengths[t])
             allocs: list[AllocVar] = []
-            for e in com:
-                g = _group_key(e)
-                v = pulp.LpVariable(name("K"), lowBound=0, cat=cat)
-                allocs.append(
-                    AllocVar(
-                        w.name,
-                        Tier.COMMITTED,
-                        e.pool_key,
-                        g,
-                        t,
-                        e.units_per_instance,
-                        e.work_per_instance_hour,
-                        built.commit_price[g],
-                        v,
-                    )
-                )
-                commit_use.setdefault((g, t), []).append((v, 1.0))
-            for e in od:
-                price = (e.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * e.work_per_instance_hour
-                v = pulp.LpVariable(name("O"), lowBound=0, cat=cat)
-                allocs.append(
-                    AllocVar(
-                        w.name,
-                        Tier.ON_DEMAND,
-                        e.pool_key,
-                        e.instance_type,
-                        t,
-                        e.units_per_instance,
-                        e.work_per_instance_hour,
-                        price,
-                        v,
-                    )
-                )
-            for e in spot:
-                cap = float(caps[e.pool_key][t])
-                sp = float(spot_prices[e.pool_key][t])
-                if cap <= 0 or not math.isfinite(sp) or e.spot_factor is None:
-                    continue
-                v = pulp.LpVariable(name("S"), lowBound=0, upBound=cap, cat=cat)
-                allocs.append(
-                    AllocVar(
-                        w.name,
-                        Tier.SPOT,
-                        e.pool_key,
-                        e.pool_key,
-                        t,
-                        e.units_per_instance,
-                        e.work_per_instance_hour / e.spot_factor,
-                        sp,
-                        v,
-                    )
-                )
-                pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))
+            layout: list[tuple[str | None, Sequence[CostEntry], Sequence[CostEntry],
+                               Sequence[CostEntry]]] = (
+                [(o.key, o.committed, o.on_demand, o.spot) for o in gang_opts[w.name]]
+                if w.name in gang_opts
+                else [(None, com, od, spot)]
+            )  # fmt: skip
+            for place, p_com, p_od, p_spot in layout:
+                _period_allocs(built, w, t, place, p_com, p_od, p_spot, spot_prices, commit_use,
+                               pool_use, allocs, name, cat)  # fmt: skip
             built.allocs.extend(allocs)
             plans.cover(w.name, t, L, [(a.var, a.pool_key, a.group, a.usd_per_instance_hour,
                                         a.work_per_instance)
@@ -403,7 +386,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                     objective.append((a.var, L * a.usd_per_instance_hour))
                 # churn on launches of on-demand and spot
                 if a.tier is not Tier.COMMITTED and opts.churn_usd_per_unit > 0:
-                    key = (a.tier, a.group)
+                    key = (a.tier, a.group, a.placement)
                     before = prev.get(key)
                     d = pulp.LpVariable(name("D"), lowBound=0)
                     if before is None:
@@ -477,6 +460,107 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     return built
 
 
+def _gang_places(
+    problem: PlanningProblem,
+    w: Workload,
+    entries: Sequence[CostEntry],
+    spot: Sequence[CostEntry],
+    owned_groups: set[str],
+) -> list[GangOption]:
+    """A training gang's candidate placements (``placement``)."""
+    keep = {g for g, n in (problem.committed_fixed or {}).items() if n > 0}
+    keep |= owned_groups
+    running = {key for (wn, key, _tier), n in problem.previous_instances.items()
+               if wn == w.name and n > 0}  # fmt: skip
+    usable = [] if not spot else sorted(
+        (e for e in entries if e.usd_per_work_hour[Tier.SPOT] is not None
+         and e.spot_factor is not None
+         and float(problem.pool(e.pool_key).spot_capacity_instances.max(initial=0.0)) > 0),
+        key=lambda e: e.usd_per_work_hour[Tier.SPOT] or math.inf,
+    )  # fmt: skip
+    return gang_options(w, entries, spot, committed=problem.options.allow_committed,
+                        keep_groups=keep, running_pools=running, usable_spot=usable,
+                        per_place=problem.options.max_spot_pools)  # fmt: skip
+
+
+def _period_allocs(
+    built: BuiltModel,
+    w: Workload,
+    t: int,
+    place: str | None,
+    com: Sequence[CostEntry],
+    od: Sequence[CostEntry],
+    spot: Sequence[CostEntry],
+    spot_prices: dict[str, FloatArray],
+    commit_use: dict[tuple[str, int], Terms],
+    pool_use: dict[tuple[str, int], Terms],
+    allocs: list[AllocVar],
+    name: _Namer,
+    cat: str,
+) -> None:
+    """Allocation variables of ``w`` in period ``t`` (inside gang placement
+    ``place``, if any), appended to ``allocs``. A placed gang is whole
+    instances even in a relaxed model (its contract)."""
+    if place is not None:
+        cat = pulp.LpInteger
+    for e in com:
+        g = _group_key(e)
+        v = pulp.LpVariable(name("K"), lowBound=0, cat=cat)
+        allocs.append(
+            AllocVar(
+                w.name,
+                Tier.COMMITTED,
+                e.pool_key,
+                g,
+                t,
+                e.units_per_instance,
+                e.work_per_instance_hour,
+                built.commit_price[g],
+                v,
+                place,
+            )
+        )
+        commit_use.setdefault((g, t), []).append((v, 1.0))
+    for e in od:
+        price = (e.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * e.work_per_instance_hour
+        v = pulp.LpVariable(name("O"), lowBound=0, cat=cat)
+        allocs.append(
+            AllocVar(
+                w.name,
+                Tier.ON_DEMAND,
+                e.pool_key,
+                e.instance_type,
+                t,
+                e.units_per_instance,
+                e.work_per_instance_hour,
+                price,
+                v,
+                place,
+            )
+        )
+    for e in spot:
+        cap = float(built.spot_caps[e.pool_key][t])
+        sp = float(spot_prices[e.pool_key][t])
+        if cap <= 0 or not math.isfinite(sp) or e.spot_factor is None:
+            continue
+        v = pulp.LpVariable(name("S"), lowBound=0, upBound=cap, cat=cat)
+        allocs.append(
+            AllocVar(
+                w.name,
+                Tier.SPOT,
+                e.pool_key,
+                e.pool_key,
+                t,
+                e.units_per_instance,
+                e.work_per_instance_hour / e.spot_factor,
+                sp,
+                v,
+                place,
+            )
+        )
+        pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))
+
+
 def _workload_period(
     problem: PlanningProblem,
     built: BuiltModel,
@@ -516,27 +600,23 @@ def _workload_period(
         )
         block = int(problem.period_bounds[t][0] // dwell_h)
         key = (w.name, block)
+        rows = built.gangs.get(w.name)
         if key not in built.gang:
             steps = (w.max_units - w.min_units) // w.step_units
             r = pulp.LpVariable(name("R"), cat=pulp.LpBinary)
             n = pulp.LpVariable(name("N"), lowBound=0, upBound=steps, cat=pulp.LpInteger)
             prob += _lin([(n, 1.0), (r, -float(steps))]) <= 0
             built.gang[key] = (r, n)
+            if rows is not None:
+                rows.add_block(prob, name, block, r, n)
         r, n = built.gang[key]
-        cname = name("gang")
-        prob += _lin([*units, (r, -float(w.min_units)), (n, -float(w.step_units))]) == 0, cname
-        built.described[cname] = (
-            f"{w.name}: gang of {w.min_units}..{w.max_units} units in steps of {w.step_units}"
-        )
-        if w.non_revocable_min_units > 0:
-            nonrev_units = [
-                (a.var, float(a.units_per_instance)) for a in allocs if a.tier is not Tier.SPOT
-            ]
-            cname = name("gangmin")
-            prob += _lin([*nonrev_units, (r, -float(w.min_units))]) >= 0, cname
-            built.described[cname] = f"{w.name}: gang minimum {w.min_units} on non-revocable tiers"
-        if w.max_spot_share < 1.0 and spot_units:
-            prob += _lin([*spot_units, *[(v, -w.max_spot_share * c) for v, c in units]]) <= 0
+        if rows is not None:  # the gang's rows, per placement (``placement``)
+            cells = [(a.placement or "", a.tier, a.var, float(a.units_per_instance),
+                      float(built.spot_caps[a.pool_key][t]) if a.tier is Tier.SPOT else 0.0)
+                     for a in allocs]  # fmt: skip
+            rows.add_period(prob, name, built.described, block, cells)
+        else:
+            _gang_rows(built, w, allocs, units, spot_units, r, n, name)
     elif w.max_units is not None:
         cname = name("par")
         prob += _lin(units) <= float(w.max_units), cname
@@ -548,9 +628,49 @@ def _workload_period(
         and spot_units
     ):
         prob += _lin([*spot_units, *[(v, -w.max_spot_share * c) for v, c in units]]) <= 0
-    _diversify(built, w, spot, spot_units, name)
-    _domains(problem, built, w, spot, spot_units, name)
-    _regions(built, w, spot, spot_units, name)
+    zone_caps, region_cap = caps_apply(w)  # a gang's contract overrides them (``placement``)
+    # A placed gang's caps hold inside each placement (only one runs at a
+    # time): stated over all of them, the relaxation met them by spreading
+    # the gang over two regions at once.
+    groups: dict[str | None, list[AllocVar]] = {}
+    for a in spot:
+        groups.setdefault(a.placement, []).append(a)
+    for members in groups.values():
+        units_k = [(a.var, float(a.units_per_instance)) for a in members]
+        if zone_caps:
+            _diversify(built, w, members, units_k, name)
+            _domains(problem, built, w, members, units_k, name)
+        if region_cap:
+            _regions(built, w, members, units_k, name)
+
+
+def _gang_rows(
+    built: BuiltModel,
+    w: Workload,
+    allocs: list[AllocVar],
+    units: Terms,
+    spot_units: Terms,
+    r: LpVariable,
+    n: LpVariable,
+    name: _Namer,
+) -> None:
+    """A gang with no placement options (no pool offers its types): its size
+    rows over whatever allocations it has (none: it cannot run)."""
+    prob = built.prob
+    cname = name("gang")
+    prob += _lin([*units, (r, -float(w.min_units)), (n, -float(w.step_units))]) == 0, cname
+    built.described[cname] = (
+        f"{w.name}: gang of {w.min_units}..{w.max_units} units in steps of {w.step_units}"
+    )
+    if w.non_revocable_min_units > 0:
+        nonrev_units = [
+            (a.var, float(a.units_per_instance)) for a in allocs if a.tier is not Tier.SPOT
+        ]
+        cname = name("gangmin")
+        prob += _lin([*nonrev_units, (r, -float(w.min_units))]) >= 0, cname
+        built.described[cname] = f"{w.name}: gang minimum {w.min_units} on non-revocable tiers"
+    if w.max_spot_share < 1.0 and spot_units:
+        prob += _lin([*spot_units, *[(v, -w.max_spot_share * c) for v, c in units]]) <= 0
 
 
 def _regions(

@@ -5,18 +5,23 @@ Owns the rounding steps of relax-and-fix (``search``), each working on a
 ``resolve`` callback that re-solves the LP in place:
 
 - ``quick_round``: the fast rounding every plain solve uses. Commitments to
-  the nearest whole instance; per gang, run whole blocks in the k blocks the
+  the nearest whole instance; each gang narrowed to one placement per
+  block (``placement.narrow_placements``); per gang, run whole blocks in the k blocks the
   relaxation used most, for a few k (the cheapest LP wins); then each block's
   size rounded up to an allowed step, the rounding error carried forward so
-  the cumulative size never falls behind the relaxation's.
+  the cumulative size never falls behind the relaxation's (each running
+  block's placement is fixed first, ``placement.fix_placements``, so the
+  size adapts to that placement's capacity); last, a placed gang's
+  instance counts whole (``placement.whole_instances``).
 - ``pattern_search``: the thorough one (when a proven gap is asked for).
   Consecutive blocks with about the same relaxed R_b (hours with the same
   demand and prices get the same R) form a run; a run with mass sum(R_b)
   becomes k whole blocks, contiguous and next to a running neighbour (a stop
   and restart costs churn), k = round(mass) first, then moved one block at a
   time while the LP (R fixed, C and N free) gets cheaper.
-- ``round_up``: commitments rounded up (down if a budget binds) and steps
-  carried as above: a whole plan before the integer completion.
+- ``round_up``: each running block's placement fixed, commitments rounded
+  up (down if a budget binds) and steps carried as above: a whole plan
+  before the integer completion.
 
 Must not: choose solvers or report (``search``/``solve`` do).
 """
@@ -30,6 +35,11 @@ import pulp
 
 from broker.planning.optimizer.backend import LpProblem, LpVariable, Outcome
 from broker.planning.optimizer.model import BuiltModel
+from broker.planning.optimizer.placement import (
+    fix_placements,
+    narrow_placements,
+    whole_instances,
+)
 from broker.planning.optimizer.problem import PlanningProblem
 from policies.workloads.spec import Workload
 
@@ -95,6 +105,7 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
     if the rounded plan breaks a hard constraint."""
     for v in built.commit_vars.values():
         v.lowBound = v.upBound = float(round(_val(v)))
+    narrow_placements(list(built.gangs.values()), resolve)  # one placement per block
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if not keys:
@@ -117,8 +128,10 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
         for i, key in enumerate(order):
             _fix(built, key, 1.0 if i < k_best else 0.0)
         resolve()
+        if w.name in built.gangs:  # where each running block is, before its size
+            fix_placements([built.gangs[w.name]], resolve)
         _carry_steps(built, w)
-    return _final_solve(built, resolve)
+    return whole_instances(list(built.gangs.values()), resolve, _final_solve(built, resolve))
 
 
 # --- thorough -------------------------------------------------------------------
@@ -158,7 +171,8 @@ def pattern_search(
 ) -> int:
     """Fix every gang's R_b to whole blocks (module docstring); leaves the
     best pattern's LP solution loaded. Returns the number of LPs solved."""
-    n = 0
+    narrow_placements(list(built.gangs.values()), resolve)  # one placement per block
+    n = 3 * len(built.gangs)
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if keys:
@@ -225,6 +239,7 @@ def round_up(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> f
     instead when that breaks a budget) and the LP re-solved, so the gang
     sizes adapt to them; then steps carried. The LP objective, ``None`` if a
     hard constraint still breaks."""
+    fix_placements(list(built.gangs.values()), resolve)  # one placement per running block
     relaxed = {g: _val(v) for g, v in built.commit_vars.items()}
     ways: tuple[Callable[[float], int], ...] = (
         lambda x: math.ceil(x - _EPS),

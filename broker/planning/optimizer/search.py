@@ -132,6 +132,7 @@ def _complete(
     if rounded is None:
         return None
     gang_r = {id(r) for r, _n in built.gang.values()}
+    gang_r |= {id(r) for g in built.gangs.values() for r in g.placement_vars()}  # placements
     for v in ints:
         if id(v) not in gang_r:
             v.cat = pulp.LpInteger

@@ -45,6 +45,7 @@ from broker.planning.plan import (
 from markets.errors import InfeasiblePlanError, SolverTimeLimitError
 from markets.model import Tier
 from policies.waiting import WaitVerdict
+from policies.workloads.placement import where
 from policies.workloads.spec import WorkloadClass
 
 __all__ = ["OPTIMAL_GAP", "gap_met", "plan_status", "solve"]
@@ -316,6 +317,11 @@ def _explain(
         types = ", ".join(w.instance_types)
         binding = [f"{name}: no pool of the market offers its instance types ({types})"]
     advice = wait_advice(problem, w, frozenset(plan.committed_instances()))
+    placed = None
+    if w.workload_class is WorkloadClass.TRAINING:  # where the gang lives (its contract)
+        held = a[a["instances"] > _EPS]
+        placed = where(w.placement, w.mixed_types,
+                       zip(held["hour_start"], held["pool_key"], strict=True))  # fmt: skip
     return WorkloadExplanation(
         workload=name,
         unit_hours_by_tier=by_tier,
@@ -324,6 +330,7 @@ def _explain(
         binding=binding,
         unmet_unit_hours=plan.unmet_unit_hours.get(name, 0.0),
         waiting=_waiting_line(advice, a) if advice is not None else None,
+        placement=placed,
     )
 
 

@@ -42,7 +42,10 @@ def _gang(**extra: Any) -> WorkloadSet:
         {"workloads": [{"name": "ft", "class": "training", "instance_types": ["p3.2xlarge"],
                         "min_units": 4, "unit_hours": 1000, "deadline_hours": 5000,
                         "max_spot_share": 1.0, "min_on_non_revocable": False,
-                        "max_zone_share": 1.0, "max_pool_share": 1.0, **extra}]}
+                        "max_zone_share": 1.0, "max_pool_share": 1.0,
+                        # spread over pools A, B, C to test the budget, not the
+                        # zone contract (its own tests: ``placement``)
+                        "placement": "any", **extra}]}
     )  # fmt: skip
 
 

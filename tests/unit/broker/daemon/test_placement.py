@@ -162,7 +162,8 @@ def _elastic() -> WorkloadSet:
     return parse_workloads(
         {"workloads": [{"name": "ft", "class": "training", "instance_types": ["p3.2xlarge"],
                         "elastic": True, "min_units": 1, "step_units": 1, "max_units": 4,
-                        "min_dwell_minutes": 30, "unit_hours": 100, "deadline_hours": 5000}]}
+                        "min_dwell_minutes": 30, "unit_hours": 100, "deadline_hours": 5000,
+                        "placement": "any"}]}  # its nodes in three zones (A, B, C)
     )  # fmt: skip
 
 

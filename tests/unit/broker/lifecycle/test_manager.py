@@ -114,6 +114,9 @@ def workloads(cap: float | None = 5000.0, **overrides: dict[str, object]) -> Wor
             "max_units": 64,
             "unit_hours": 10000,
             "deadline_hours": 480,
+            # These gangs are spread over zones to exercise the rules below;
+            # the zone contract has its own tests (``placement``).
+            "placement": "any",
         },
         "rigid": {
             "class": "training",
@@ -121,6 +124,7 @@ def workloads(cap: float | None = 5000.0, **overrides: dict[str, object]) -> Wor
             "min_units": 16,
             "unit_hours": 1000,
             "deadline_hours": 480,
+            "placement": "any",
         },
         "sweeps": {
             "class": "batch",
@@ -439,6 +443,59 @@ def test_a_training_gang_is_replaced_with_its_own_instance_type() -> None:
     # No p4d spot pool passes; the GCP a2 type is acceptable to ft but not to rigid.
     assert d.kind is DecisionKind.BREAK_GLASS
     assert d.launches[0].pool_key.endswith("/p4d.24xlarge")
+
+
+@pytest.mark.parametrize(
+    ("placement", "zones"),
+    [
+        pytest.param("zone", {"us-east-1b"}, id="zone-gang-stays-in-its-zone"),
+        pytest.param("any", set(ZONES), id="any-gang-may-go-elsewhere"),
+    ],
+)
+def test_a_revoked_gang_node_is_replaced_inside_the_gangs_placement(
+    placement: str, zones: set[str]
+) -> None:
+    """A zone gang in us-east-1b: the cheaper p4d spot of us-east-1a is not
+    taken (the gang's all-reduce would cross zones); the replacement, or the
+    break-glass on-demand, stays in us-east-1b. A spot return too."""
+    m, clock = manager(workloads(rigid={"placement": placement}))
+    fleet = (
+        inst("rigid", key("us-east-1b", "p4d.24xlarge"), 8, Tier.ON_DEMAND),
+        inst("rigid", key("us-east-1b", "p4d.24xlarge"), 8),
+    )
+    d = m.handle(revoke(fleet[1], clock.now()), fleet, market())
+    assert d.kind in (DecisionKind.REPLACE, DecisionKind.BREAK_GLASS)
+    assert {launch.pool_key.split("/")[2] for launch in d.launches} <= zones
+    if placement == "any":  # the cheapest spot, as before the contract
+        assert d.launches[0].pool_key == key("us-east-1a", "p4d.24xlarge")
+    else:
+        assert d.launches[0].pool_key == key("us-east-1b", "p4d.24xlarge")
+
+
+def test_a_zone_gang_with_no_spot_in_its_zone_breaks_glass_there() -> None:
+    m, clock = manager(workloads(rigid={"placement": "zone"}))
+    m.record_launch_failure(key("us-east-1b", "p4d.24xlarge"))
+    fleet = (
+        inst("rigid", key("us-east-1b", "p4d.24xlarge"), 8, Tier.ON_DEMAND),
+        inst("rigid", key("us-east-1b", "p4d.24xlarge"), 8),
+    )
+    d = m.handle(revoke(fleet[1], clock.now()), fleet, market())
+    assert d.kind is DecisionKind.BREAK_GLASS
+    (launch,) = d.launches
+    assert (launch.pool_key, launch.tier) == (key("us-east-1b", "p4d.24xlarge"), Tier.ON_DEMAND)
+
+
+def test_out_of_capacity_a_zone_gang_is_offered_no_pool_outside_its_zone() -> None:
+    """The daemon's substitution of a refused pool (``instead``): a zone
+    gang gets nothing in another zone (the plan's next move is whole);
+    a gang placed ``any`` gets the next zone as before."""
+    b = key("us-east-1b", "p4d.24xlarge")
+    for placement, expected in (("zone", None), ("any", key("us-east-1a", "p4d.24xlarge"))):
+        m, clock = manager(workloads(rigid={"placement": placement}))
+        m.on_market(market())
+        m.record_launch_failure(b)
+        found = m.instead("rigid", b, Tier.SPOT, 2, {b}, clock.now())
+        assert (found[0] if found else None) == expected
 
 
 # --- break-glass and the cap ----------------------------------------------------------

@@ -16,6 +16,7 @@ from broker.planning.reconcile import (
     plan_hour,
     serving_spot_instances,
     warm_up_seconds,
+    whole_gangs,
 )
 from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.model import Provider, Tier
@@ -235,3 +236,30 @@ def test_serving_spot_without_its_work_rounds_up() -> None:
     )  # fmt: skip
     assert desired_now(plan, T0, WS) == {("chat-api", P1, "spot"): 5}
     assert serving_spot_instances(4.0001, None) == 5
+
+
+def test_a_gang_split_across_zones_by_slot_adjustments_takes_the_plans_counts_whole() -> None:
+    """``stick`` kept the on-demand node in us-east-1a (same price there)
+    while the plan moved the gang, spot and all, to us-east-1b: the gang
+    would run across two zones. It takes the plan's whole move instead, and
+    when the move is held back, it stays whole where it runs."""
+    ws = default_workloads()
+    a = "aws/us-east-1/us-east-1a/p4d.24xlarge"
+    b = "aws/us-east-1/us-east-1b/p4d.24xlarge"
+    chat = ("chat-api", "aws/us-east-1/us-east-1a/g5.xlarge", "spot")
+    planned = {("llm-finetune", b, "on_demand"): 2, ("llm-finetune", b, "spot"): 3, chat: 4}
+    split = {("llm-finetune", a, "on_demand"): 2, ("llm-finetune", b, "spot"): 3, chat: 4}
+    assert whole_gangs(split, ws, planned) == planned
+    running = {("llm-finetune", a, "on_demand"): 2.0, ("llm-finetune", a, "spot"): 3.0}
+    assert whole_gangs(split, ws, running) == {
+        ("llm-finetune", a, "on_demand"): 2,
+        ("llm-finetune", a, "spot"): 3,
+        chat: 4,
+    }
+    # one placement already: untouched; a region contract allows both zones
+    assert whole_gangs(planned, ws, running) == planned
+    region = ws.model_copy(update={"workloads": [
+        w.model_copy(update={"placement": "region"}) if w.name == "llm-finetune" else w
+        for w in ws.workloads
+    ]})  # fmt: skip
+    assert whole_gangs(split, region, planned) == split

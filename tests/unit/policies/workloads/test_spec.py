@@ -78,6 +78,27 @@ def test_example_training_gang_and_deadline() -> None:
     assert job.preference_rank("p5.48xlarge") == 0
 
 
+def test_a_training_gang_lives_in_one_zone_on_one_type_unless_it_says_otherwise() -> None:
+    gang = default_workloads().by_name("llm-finetune")
+    assert (gang.placement, gang.mixed_types) == ("zone", False)
+    key = gang.gang_placement_key(provider="aws", region="us-east-1", zone="us-east-1a",
+                                  instance_type="p4d.24xlarge")  # fmt: skip
+    assert key == "aws/us-east-1/us-east-1a/p4d.24xlarge"
+    loose = gang.model_copy(update={"placement": "any", "mixed_types": True})
+    assert loose.gang_placement_key(provider="gcp", region="europe-west4",
+                                    zone="europe-west4-b", instance_type="a2-highgpu-8g") == (
+        "gcp/*/*/*"
+    )  # fmt: skip
+    assert (
+        default_workloads()
+        .by_name("chat-api")
+        .gang_placement_key(
+            provider="aws", region="us-east-1", zone="us-east-1a", instance_type="g5.xlarge"
+        )
+        is None
+    )
+
+
 def test_example_states_every_throughput_factor() -> None:
     # The example's references differ per workload (A10G, A100, V100), so no
     # listed type may fall back to the caller's default.
@@ -381,6 +402,24 @@ BAD_FIELDS = [
         "workloads",
         "at least 1",
         id="no-workloads",
+    ),
+    pytest.param(
+        _set("workloads/1/placement", "rack"),
+        "workloads[1].placement",
+        "'zone', 'region' or 'any'",
+        id="bad-gang-placement",
+    ),
+    pytest.param(
+        _set("workloads/1/mixed_types", "maybe"),
+        "workloads[1].mixed_types",
+        "boolean",
+        id="bad-mixed-types",
+    ),
+    pytest.param(
+        _set("workloads/2/placement", "zone"),
+        "workloads[2].placement",
+        "training only",
+        id="placement-on-a-batch-workload",
     ),
 ]
 

@@ -92,5 +92,9 @@ def test_aggregation_leaves_the_optimum_where_it_was(
     plain = dataclasses.replace(problem, options=PlanOptions(aggregate=False))
     obj, n = _optimum(problem, relax=relax)
     obj_plain, n_plain = _optimum(plain, relax=relax)
-    assert n < n_plain
+    # A placed gang's options and commitment groups are all kept (its
+    # placement rows tell them apart; so are the other workloads' groups of
+    # its types, to stay exact): here the gang lists every type, so little is
+    # dropped. The dominance rules themselves are tested above.
+    assert n <= n_plain
     assert obj == pytest.approx(obj_plain, rel=1e-7)

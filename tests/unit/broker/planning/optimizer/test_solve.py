@@ -25,6 +25,7 @@ from markets.model import (
 )
 from policies.cost_table import CostTable
 from policies.reservations import committed_count
+from policies.workloads.placement import placements_used
 from policies.workloads.spec import WorkloadClass, parse_workloads
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
@@ -185,7 +186,8 @@ def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -
     for w in ws.workloads:
         mine = a[a.workload == w.name]
         spot = mine[mine.tier == "spot"]
-        for _, rows in spot.groupby("hour_start"):
+        zone_caps = w.workload_class is not WorkloadClass.TRAINING or w.placement != "zone"
+        for _, rows in spot.groupby("hour_start") if zone_caps else ():
             total = rows.units.sum()
             for _, z in rows.groupby(rows.pool_key.str.split("/").str[2]):
                 assert z.units.sum() <= w.max_zone_share * total + 1e-6
@@ -202,6 +204,10 @@ def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -
                 assert round(rows.units.sum(), 6) in sizes
             nonrev = mine[mine.tier != "spot"].groupby("hour_start").units.sum()
             assert (nonrev >= w.min_units - 1e-6).all()
+            # its placement contract: one placement, whole instances
+            used = placements_used(w.placement, w.mixed_types, mine.pool_key[mine.instances > 1e-6])
+            assert len(used) <= 1, used
+            assert (abs(mine.instances - mine.instances.round()) <= 1e-6).all()
     # pool capacity
     caps = {p.key: float(p.spot_capacity_instances.min()) for p in problem.pools}
     spot = a[a.tier == "spot"]

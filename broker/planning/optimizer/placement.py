@@ -1,0 +1,324 @@
+r"""Gang placement in the MILP: one placement per training gang per block.
+
+Owns: the candidate placements of a gang (``gang_options``), the rows that
+keep a gang inside one of them (``GangRows``), and the rounding steps that
+fix the choice (``fix_placements``) and make its instances whole
+(``whole_instances``). The contract itself (which pools share a placement)
+is ``policies.workloads.placement``'s.
+
+Formulation (disjunctive: each placement's rows are homogenised by its own
+indicator, so the LP relaxation of a block is the convex hull of the
+single-placement gangs, not one gang smeared over every pool). For gang w
+with candidate placements k (a zone and type, a region and type, a provider
+and type; ``*`` for the type under ``mixed_types``) and gang block b (the
+gang's size is decided once per block, ``model``):
+
+  R_{w,k,b}  binary       the gang runs in k in block b
+  N_{w,k,b}  integer      its extra steps there;  N_{w,k,b} <= steps * R_{w,k,b}
+  R_{w,b} = sum_k R_{w,k,b} (<= 1),  N_{w,b} = sum_k N_{w,k,b}  (what the
+                          gang-block rounding reads and fixes)
+
+  per period t in b, per k (only k's own allocation variables x, integer:
+  whole instances):
+    sum_x u_x x = m R_{w,k,b} + q N_{w,k,b}            gang size, inside k
+    sum_{x nonrev} u_x x >= m R_{w,k,b}                 gang minimum (if asked)
+    sum_{x spot} u_x x <= sigma * sum_x u_x x           spot share
+    S_{w,p,t} <= cap_{p,t} R_{w,k,b}                    each spot pool of k: its
+                                                        capacity only while the
+                                                        gang runs there
+
+Every coefficient is a real capacity (the gang's own size, a pool's spot
+capacity), no big-M. A gang may change placement between blocks: a move
+launches every instance in the new placement, and each launch pays the
+churn and the restart hours billed (``model``'s D rows, per placement), so
+the gang moves only when the new placement pays for its restart. Growth
+and shrink inside a block stay in its placement.
+
+Candidates: the zones/regions of the workload's spot candidate pools
+(``model._spot_candidates``), the cheapest on-demand pool of each type, and
+where the gang runs now (a rolling re-plan's ``previous_instances``: staying
+costs no launch). The bound is the model's as built: placements outside
+these candidates are not in it, as spot pools beyond ``max_spot_pools`` are
+not.
+
+A gang's zone, pool, failure-domain and region caps are the contract's:
+under ``zone`` none applies (the gang is one zone by contract), under
+``region`` the region cap does not, under ``any`` all apply.
+
+Must not: solve, read plans or explain (``solve``); state the contract
+(``policies.workloads.placement``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pulp
+
+from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable, Outcome
+from markets.model import Tier
+from policies.cost_table import CostEntry
+from policies.workloads.spec import Workload
+
+__all__ = [
+    "GangOption",
+    "GangRows",
+    "caps_apply",
+    "fix_placements",
+    "gang_options",
+    "narrow_placements",
+    "place_of",
+    "whole_instances",
+]
+
+Terms = list[tuple[LpVariable, float]]
+_EPS = 1e-6
+
+
+def place_of(w: Workload, e: CostEntry) -> str:
+    """The placement of pool ``e`` under ``w``'s contract."""
+    k = e.key
+    key = w.gang_placement_key(provider=k.provider, region=k.region, zone=k.zone,
+                               instance_type=e.instance_type)  # fmt: skip
+    assert key is not None, "placements are for training gangs"
+    return key
+
+
+@dataclass(frozen=True)
+class GangOption:
+    """One candidate placement and the options inside it: spot pools,
+    the cheapest on-demand entry per type, commitment entries per type."""
+
+    key: str
+    spot: tuple[CostEntry, ...]
+    on_demand: tuple[CostEntry, ...]
+    committed: tuple[CostEntry, ...]
+
+
+def _cheapest(entries: Sequence[CostEntry], tier: Tier) -> list[CostEntry]:
+    best: dict[str, CostEntry] = {}
+    for e in entries:
+        price = e.usd_per_work_hour[tier]
+        if price is None:
+            continue
+        cur = best.get(e.instance_type)
+        if cur is None or price < (cur.usd_per_work_hour[tier] or math.inf):
+            best[e.instance_type] = e
+    return sorted(best.values(), key=lambda e: e.preference_rank)
+
+
+def gang_options(
+    w: Workload,
+    entries: Sequence[CostEntry],
+    spot: Sequence[CostEntry],
+    *,
+    committed: bool,
+    keep_groups: set[str],
+    running_pools: set[str],
+    usable_spot: Sequence[CostEntry] = (),
+    per_place: int = 8,
+) -> list[GangOption]:
+    """The candidate placements of gang ``w`` (module docstring), cheapest
+    spot first. ``keep_groups``: commitment groups bought or owned already
+    (usable wherever they are); ``running_pools``: where the gang runs now;
+    ``usable_spot``: every spot pool it may use, cheapest first: a
+    placement also gets its own (up to ``per_place``) beside ``spot``'s."""
+    keys: dict[str, None] = {}
+    for e in spot:
+        keys[place_of(w, e)] = None
+    for e in _cheapest(entries, Tier.ON_DEMAND):
+        keys[place_of(w, e)] = None
+    for e in entries:
+        if e.pool_key in running_pools:
+            keys[place_of(w, e)] = None
+    out = []
+    for key in keys:
+        inside = [e for e in entries if place_of(w, e) == key]
+        # On-demand and commitments may be launched in any zone of their
+        # region: a zone placement's entries carry its region's prices.
+        od = _cheapest(inside, Tier.ON_DEMAND)
+        com = _cheapest(inside, Tier.COMMITTED) if committed else []
+        have = {str(e.key.group) for e in com}
+        for e in inside:
+            g = str(e.key.group)
+            if g in keep_groups and g not in have and e.usd_per_work_hour[Tier.COMMITTED]:
+                com.append(e)
+                have.add(g)
+        for e in inside:  # a running pool's own on-demand stays its own (no launch)
+            if e.pool_key in running_pools and e not in od and e.usd_per_work_hour[Tier.ON_DEMAND]:
+                od.append(e)
+        own = [e for e in spot if place_of(w, e) == key]
+        seen = {e.pool_key for e in own}
+        for e in usable_spot:
+            if len(own) >= per_place:
+                break
+            if e.pool_key not in seen and place_of(w, e) == key:
+                own.append(e)
+                seen.add(e.pool_key)
+        out.append(GangOption(key, tuple(own), tuple(od), tuple(com)))
+    return out
+
+
+def _lin(terms: Terms) -> LpExpression:
+    acc: dict[LpVariable, float] = {}
+    for v, c in terms:
+        acc[v] = acc.get(v, 0.0) + c
+    return pulp.LpAffineExpression(list(acc.items()))
+
+
+@dataclass
+class GangRows:
+    """The placement variables and rows of one gang (module docstring)."""
+
+    workload: Workload
+    keys: list[str]
+    blocks: dict[tuple[int, str], tuple[LpVariable, LpVariable]] = field(default_factory=dict)
+    instances: list[LpVariable] = field(default_factory=list)  # its allocation variables
+
+    def add_block(
+        self, prob: LpProblem, name: Callable[[str], str], block: int, r: LpVariable, n: LpVariable
+    ) -> None:
+        """R_b and N_b as the sums of their per-placement parts."""
+        w = self.workload
+        steps = ((w.max_units or w.min_units) - w.min_units) // w.step_units
+        rs: Terms = []
+        ns: Terms = []
+        for k in self.keys:
+            rk = pulp.LpVariable(name("Rk"), cat=pulp.LpBinary)
+            nk = pulp.LpVariable(name("Nk"), lowBound=0, upBound=steps, cat=pulp.LpInteger)
+            prob += _lin([(nk, 1.0), (rk, -float(steps))]) <= 0
+            self.blocks[(block, k)] = (rk, nk)
+            rs.append((rk, 1.0))
+            ns.append((nk, 1.0))
+        # Not described: an equality always "binds"; the explanation says
+        # where the gang lives instead (``policies.workloads.placement.where``).
+        prob += _lin([*rs, (r, -1.0)]) == 0, name("place")
+        prob += _lin([*ns, (n, -1.0)]) == 0
+
+    def add_period(
+        self,
+        prob: LpProblem,
+        name: Callable[[str], str],
+        described: dict[str, str],
+        block: int,
+        allocs: Sequence[tuple[str, Tier, LpVariable, float, float]],
+    ) -> None:
+        """Rows of one period; ``allocs``: (placement, tier, variable, units per
+        instance, spot capacity in instances)."""
+        w = self.workload
+        for k in self.keys:
+            rk, nk = self.blocks[(block, k)]
+            mine = [a for a in allocs if a[0] == k]
+            units = [(v, u) for _k, _t, v, u, _c in mine]
+            cname = name("gang")
+            prob += (_lin([*units, (rk, -float(w.min_units)), (nk, -float(w.step_units))]) == 0,
+                     cname)  # fmt: skip
+            described[cname] = (  # the text of an unplaced gang: one line, whichever k binds
+                f"{w.name}: gang of {w.min_units}..{w.max_units} units in steps of {w.step_units}"
+            )
+            if w.non_revocable_min_units > 0:
+                nonrev = [(v, u) for _k, t, v, u, _c in mine if t is not Tier.SPOT]
+                cname = name("gangmin")
+                prob += _lin([*nonrev, (rk, -float(w.min_units))]) >= 0, cname
+                described[cname] = f"{w.name}: gang minimum {w.min_units} on non-revocable tiers"
+            spot = [(v, u) for _k, t, v, u, _c in mine if t is Tier.SPOT]
+            if w.max_spot_share < 1.0 and spot:
+                prob += _lin([*spot, *[(v, -w.max_spot_share * u) for v, u in units]]) <= 0
+            for _k, t, v, _u, cap in mine:
+                if t is Tier.SPOT:
+                    prob += _lin([(v, 1.0), (rk, -cap)]) <= 0
+            self.instances.extend(v for _k, _t, v, _u, _c in mine)
+
+    def placement_vars(self) -> list[LpVariable]:
+        """Every R_{w,k,b} (rounding fixes them; the integer completion keeps them)."""
+        return [rk for rk, _nk in self.blocks.values()]
+
+
+def caps_apply(w: Workload) -> tuple[bool, bool]:
+    """(zone and pool caps, region cap) apply to ``w``'s spot under its contract."""
+    return w.spot_caps_apply()
+
+
+def narrow_placements(
+    gangs: Sequence[GangRows], resolve: Callable[[], Outcome], tries: int = 2
+) -> None:
+    """Relax-and-fix's first step for gangs: the relaxation may run a
+    fraction of a gang in each of several placements at once (a convex
+    combination, which the bound may use), and then every block looks fully
+    "on" to the gang-block rounding. So, per gang, the placements are
+    narrowed to one per block first, leaving whether and how big the gang
+    runs to the LP and the rounding after: each of the ``tries`` placements
+    the relaxation used most, for the whole horizon, or in each block the
+    one it used most there; the cheapest LP is kept (loaded)."""
+    for g in gangs:
+        blocks = sorted({b for b, _k in g.blocks})
+        mass = {k: sum(g.blocks[(b, k)][0].value() or 0.0 for b in blocks) for k in g.keys}
+        per_block = {b: _most_used(g, b) for b in blocks}
+        ways = [dict.fromkeys(blocks, k) for k in sorted(g.keys, key=lambda k: -mass[k])[:tries]
+                if mass[k] > _EPS]  # fmt: skip
+        ways.append(per_block)
+        best: tuple[float, int] | None = None
+        for i, way in enumerate(ways):
+            _allow(g, way)
+            res = resolve()
+            obj = res.objective if res.sol_status == pulp.LpSolutionOptimal else None
+            if obj is not None and (best is None or obj < best[0] - 1e-9):
+                best = (obj, i)
+        _allow(g, ways[best[1]] if best is not None else per_block)
+    if gangs:
+        resolve()
+
+
+def _most_used(g: GangRows, block: int) -> str:
+    return max(g.keys, key=lambda k: (g.blocks[(block, k)][0].value() or 0.0, k))
+
+
+def _allow(g: GangRows, way: dict[int, str]) -> None:
+    for (b, k), (r, _n) in g.blocks.items():
+        r.lowBound = 0.0
+        r.upBound = 1.0 if way.get(b) == k else 0.0
+
+
+def fix_placements(gangs: Sequence[GangRows], resolve: Callable[[], Outcome]) -> None:
+    """The rounding step after whole gang blocks (R_b fixed): in each block
+    a gang runs, the placement the relaxation used most (ties: the previous
+    block's, a move costs churn); none in a block it does not run. Then the
+    LP is solved again, its solution left loaded."""
+    for g in gangs:
+        before: str | None = None
+        for block in sorted({b for b, _k in g.blocks}):
+            parts = {k: g.blocks[(block, k)][0] for k in g.keys}
+            value = {k: r.value() or 0.0 for k, r in parts.items()}
+            running = sum(value.values()) > 0.5
+            best = max(g.keys, key=lambda k: (value[k] + (_EPS if k == before else 0.0), k))
+            for k, r in parts.items():
+                r.lowBound = r.upBound = 1.0 if running and k == best else 0.0
+            before = best if running else before
+    if gangs:
+        resolve()
+
+
+def whole_instances(
+    gangs: Sequence[GangRows], resolve: Callable[[], Outcome], objective: float | None
+) -> float | None:
+    """Quick rounding's last step: when a placed gang's instance counts are
+    fractional, they are made integer (the rest as fixed or continuous as it
+    is) and solved once more. The rounded plan's ``objective``, the new one,
+    or ``None`` if no whole-instance plan fits."""
+    if objective is None or all(
+        abs((v.value() or 0.0) - round(v.value() or 0.0)) <= _EPS
+        for g in gangs
+        for v in g.instances
+    ):
+        return objective
+    for g in gangs:
+        for v in g.instances:
+            v.cat = pulp.LpInteger
+    return _objective(resolve())
+
+
+def _objective(res: Outcome) -> float | None:
+    ok = res.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    return res.objective if ok else None

@@ -1,0 +1,200 @@
+"""The gang placement contract: every plan keeps each training gang in one
+placement (zone, region or provider; one type unless mixed), in whole
+instances, and says where it lives."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.planning.demand import DemandSet
+from broker.planning.optimizer.fast import fast_plan
+from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
+from broker.planning.optimizer.solve import solve
+from broker.planning.plan import Plan
+from markets.default.market import open_default_market
+from markets.model import (
+    Hazard,
+    HazardSource,
+    InstanceType,
+    MarketSnapshot,
+    Pool,
+    PoolSnapshot,
+    Provider,
+)
+from policies.workloads.placement import placements_used
+from policies.workloads.spec import Workload, WorkloadSet, default_workloads, parse_workloads
+
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def _gang_rows(plan: Plan, name: str) -> pd.DataFrame:
+    a = plan.allocations
+    return a[(a.workload == name) & (a.instances > 1e-6)]
+
+
+def _assert_contract(plan: Plan, w: Workload) -> None:
+    rows = _gang_rows(plan, w.name)
+    for _h, held in rows.groupby("hour_start"):  # at any time: one placement
+        used = placements_used(w.placement, w.mixed_types, held.pool_key)
+        assert len(used) <= 1, f"{w.name} spans {sorted(used)}"
+        assert len({k.split("/")[0] for k in held.pool_key}) <= 1  # one provider, always
+    assert (abs(rows.instances - rows.instances.round()) <= 1e-6).all(), "whole instances"
+    sizes = {0.0, *map(float, w.gang_sizes())}
+    for _h, per_hour in rows.groupby("hour_start"):
+        assert round(float(per_hour.units.sum()), 6) in sizes
+
+
+def _default(hours: int, ws: WorkloadSet | None = None) -> tuple[PlanningProblem, Plan]:
+    snap = open_default_market().snapshot(None)
+    ws = ws or default_workloads()
+    ds = DemandSet.from_shapes(ws, snap.at, hours, seed=1)
+    demand = {k: v.to_numpy() for k, v in ds.serving.items()}
+    problem = build_problem(snap, ws, demand, hours=hours)
+    return problem, solve(problem)
+
+
+def _with_gang(**update: object) -> WorkloadSet:
+    ws = default_workloads()
+    gang = ws.by_name("llm-finetune").model_copy(update=update)
+    return ws.model_copy(update={"workloads": [gang if w.name == gang.name else w
+                                               for w in ws.workloads]})  # fmt: skip
+
+
+def test_the_default_gang_lives_in_one_zone_on_one_type() -> None:
+    """The measured defect: the synchronous fine-tune was planned across AWS
+    us-east-1, GCP us-central1 and europe-west4 at once, mixing H100 and
+    A100 (``spotfolio plan --days 2`` before the contract)."""
+    _problem, plan = _default(48)
+    rows = _gang_rows(plan, "llm-finetune")
+    assert not rows.empty
+    for _h, held in rows.groupby("hour_start"):
+        keys = [k.split("/") for k in held.pool_key]
+        assert len({(p, r, z) for p, r, z, _t in keys}) == 1  # one zone
+        assert len({t for *_pz, t in keys}) == 1  # one type
+    _assert_contract(plan, default_workloads().by_name("llm-finetune"))
+    line = plan.explanations["llm-finetune"].placement
+    p, r, z, t = rows.sort_values("hour_start").pool_key.iloc[0].split("/")
+    assert line is not None and line.startswith(f"placement zone: lives in {p}/{r}/{z} on {t}")
+    assert "BREAKS" not in line and line in plan.explain()
+
+
+def test_a_region_contract_stays_in_one_region_and_any_in_one_provider() -> None:
+    for update in ({"placement": "region"}, {"placement": "any", "mixed_types": True}):
+        ws = _with_gang(**update)
+        _problem, plan = _default(24, ws)
+        _assert_contract(plan, ws.by_name("llm-finetune"))
+
+
+def test_the_fast_path_keeps_the_gang_where_it_runs() -> None:
+    problem, plan = _default(24)
+    rows = _gang_rows(plan, "llm-finetune")
+    first = rows[rows.hour_start == rows.hour_start.min()]
+    running = {
+        ("llm-finetune", k, tier): float(n)
+        for k, tier, n in zip(first.pool_key, first.tier, first.instances, strict=True)
+    }
+    fast = fast_plan(dataclasses.replace(problem, previous_instances=running))
+    w = problem.workloads.by_name("llm-finetune")
+    _assert_contract(fast, w)
+    here = placements_used(w.placement, w.mixed_types, rows.pool_key)
+    moved = placements_used(w.placement, w.mixed_types, _gang_rows(fast, w.name).pool_key)
+    assert not moved or moved == here
+
+
+# --- property: every plan's gangs satisfy their contract ---------------------------
+
+_TYPES = (("h", 8, 3.0, 12.0), ("a", 8, 1.0, 4.0), ("s", 4, 1.0, 2.2))  # name, GPUs, speed, $/h
+
+
+def _market(seed: int, zones_per_region: int) -> MarketSnapshot:
+    rng = np.random.default_rng(seed)
+    pools = []
+    for provider, regions in ((Provider.AWS, ("us-east-1", "eu-west-1")),
+                              (Provider.GCP, ("us-central1",))):  # fmt: skip
+        for region in regions:
+            for z in range(zones_per_region):
+                zone = f"{region}{'abc'[z]}" if provider is Provider.AWS else f"{region}-{'abc'[z]}"
+                for name, gpus, _speed, od in _TYPES:
+                    itype = f"{provider.value}-{name}"
+                    inst = InstanceType(provider=provider, name=itype, family=name,
+                                        units=gpus, gpus=gpus, vcpus=8 * gpus,
+                                        memory_gib=32.0 * gpus)  # fmt: skip
+                    price = od * float(rng.uniform(0.9, 1.1))
+                    pools.append(PoolSnapshot(
+                        pool=Pool(provider=provider, region=region, zone=zone,
+                                  instance_type=itype),
+                        instance=inst,
+                        on_demand_usd_per_hour=price,
+                        spot_usd_per_hour=price * float(rng.uniform(0.15, 0.5)),
+                        committed_1y_usd_per_hour=price * 0.62,
+                        placement_score=int(rng.integers(1, 11)),
+                        hazard=Hazard(rate_per_hour=float(rng.uniform(0.001, 0.05)),
+                                      source=HazardSource.MODEL, confidence=0.5),
+                        available_share=float(rng.uniform(0.3, 1.0)),
+                        observed_at=T0,
+                    ))  # fmt: skip
+    return MarketSnapshot(at=T0, pools=tuple(pools), source="synthetic")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    placement=st.sampled_from(["zone", "region", "any"]),
+    mixed=st.booleans(),
+    min_nodes=st.integers(1, 3),
+    extra_nodes=st.integers(0, 4),
+    nonrev=st.booleans(),
+    zones=st.integers(1, 3),
+    relaxed=st.booleans(),
+)
+def test_every_plan_keeps_every_gang_in_its_contract(
+    seed: int, placement: str, mixed: bool, min_nodes: int, extra_nodes: int, nonrev: bool,
+    zones: int, relaxed: bool,
+) -> None:  # fmt: skip
+    snap = _market(seed, zones)
+    hours = 6
+    types = [f"{p}-{n}" for p in ("aws", "gcp") for n, *_r in _TYPES]
+    speed = {f"{p}-{n}": s for p in ("aws", "gcp") for n, _g, s, _o in _TYPES}
+    min_units = 8 * min_nodes
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": types, "throughput": speed,
+         "elastic": extra_nodes > 0, "min_units": min_units, "step_units": 8,
+         "max_units": min_units + 8 * extra_nodes, "unit_hours": 2.0 * min_units * hours,
+         "deadline_hours": float(hours), "min_on_non_revocable": nonrev,
+         "placement": placement, "mixed_types": mixed, "value_of_time_usd_per_hour": 0.0},
+        {"name": "other", "class": "training", "instance_types": types[:3], "min_units": 8,
+         "unit_hours": 8.0 * hours, "deadline_hours": float(hours)},
+        {"name": "sweep", "class": "batch", "instance_types": types, "unit_hours": 40.0},
+    ]}, demand_supplied=True)  # fmt: skip
+    options = PlanOptions(integral=not relaxed, time_limit_s=30.0)
+    problem = build_problem(snap, ws, {}, hours=hours, options=options)
+    for plan in (solve(problem), fast_plan(problem)):
+        for w in ws.of_class("training"):
+            _assert_contract(plan, w)
+            assert plan.explanations.get(w.name) is None or plan.explanations[
+                w.name
+            ].placement.startswith(f"placement {w.placement}")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("relaxed", [False, True], ids=["milp", "relax-and-fix"])
+def test_the_bound_stays_a_bound(relaxed: bool) -> None:
+    """The plan's status is honest: its objective is never below its bound."""
+    snap = _market(3, 2)
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["aws-h", "gcp-a", "aws-a"],
+         "elastic": True, "min_units": 16, "step_units": 8, "max_units": 32,
+         "unit_hours": 300.0, "deadline_hours": 12.0, "value_of_time_usd_per_hour": 0.0},
+    ]}, demand_supplied=True)  # fmt: skip
+    problem = build_problem(snap, ws, {}, hours=12,
+                            options=PlanOptions(integral=not relaxed, gap=0.0))  # fmt: skip
+    plan = solve(problem)
+    bound = plan.meta["lower_bound_usd"]
+    assert bound is not None and float(bound) <= plan.objective_usd * (1 + 1e-9) + 1e-6
+    _assert_contract(plan, ws.by_name("gang"))
