@@ -19,6 +19,7 @@ for anything but the actuals of the step just taken.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -118,6 +119,11 @@ def replay(
         reactor.run(plan, t, step)
         return _step_reacted(plan, step, actuals, t, reactor, first_snap, before)
 
+    if solve_fn is None:
+        from broker.planning.optimizer.solve import solve  # PuLP only when planning
+
+        # the steps' allocations are kept, their reasons never read
+        solve_fn = functools.partial(solve, explain=False)
     return rolling_horizon(
         window,
         hours,
