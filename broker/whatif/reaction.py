@@ -193,6 +193,9 @@ class _Replay:
     done: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     serial: int = 0
     hour: int = 0
+    # work_per_held_hour per (workload, pool, tier): every instance's every
+    # hour is credited (~10^7 times in a year's risk band)
+    work: dict[tuple[str, str, Tier], float] = field(default_factory=dict)
 
     # --- the fleet ------------------------------------------------------------------
     def _new_id(self, prefix: str) -> str:
@@ -227,9 +230,11 @@ class _Replay:
             self.plan_held[key] += held_h
         else:
             self.launched[key] += held_h
-        self.done[i.workload] += held_h * work_per_held_hour(
-            self.costs, i.workload, i.pool_key, i.tier
-        )
+        wk = (i.workload, i.pool_key, i.tier)
+        work = self.work.get(wk)
+        if work is None:  # the table's figure, looked up once per slot
+            work = self.work[wk] = work_per_held_hour(self.costs, *wk)
+        self.done[i.workload] += held_h * work
         x.since_s = until_s
 
     # --- one hour ---------------------------------------------------------------
