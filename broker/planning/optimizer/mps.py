@@ -46,6 +46,7 @@ _INT_START = "    MARK      'MARKER'                 'INTORG'\n"
 _INT_END = "    MARK      'MARKER'                 'INTEND'\n"
 # PuLP's own %-formats (pulp.mps_lp), kept as they are so the bytes are its bytes
 _ENTRY = "    %-8s  %-8s  % .12e\n"
+_NUMBER = "% .12e"  # the number of an ``_ENTRY``
 _RHS = "    RHS       %-8s  % .12e\n"
 
 
@@ -81,11 +82,20 @@ def _build(prob: Any, signature: tuple[int, int, int]) -> _Columns:
     rows = [f"C{j:07d}" for j in range(len(prob._constraints))]
     per_col: list[list[str]] = [[] for _ in vs]
     row_lines = []
+    # A model repeats few coefficients (1, -1, the work rates): each one's
+    # ``% .12e`` is formatted once (zero never kept: 0.0 and -0.0 are one key
+    # but two texts).
+    text: dict[float, str] = {}
     for cname, c in zip(rows, prob._constraints.values(), strict=True):
         row_lines.append(f" {pulp_const.LpConstraintTypeToMps[c.sense]}  {cname}\n")
         for v, value in c.items():
             i = at[id(v)]
-            per_col[i].append(_ENTRY % (names[i], cname, value))
+            number = text.get(value)
+            if number is None:
+                number = _NUMBER % value
+                if value:
+                    text[value] = number
+            per_col[i].append(f"    {names[i]:<8}  {cname:<8}  {number}\n")
     obj = prob.objective
     if obj is not None:
         for v, value in obj.items():
