@@ -15,7 +15,7 @@ do I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from broker.lifecycle.disruption import DisruptionBudget
@@ -115,6 +115,7 @@ def find_spot(
         if max_usd_per_work_hour is None
         else f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"
     )
+    allows: Callable[[float], bool] | None = None
     for c, blocked in ranked:
         eff = c.spot_usd_per_work_hour
         if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
@@ -125,7 +126,9 @@ def find_spot(
         else:
             n = c.instances_for(work_per_hour)
             units = n * c.units
-            if not guards.churn.allows(units, capacity_units, now_s):
+            if allows is None:  # the window read where the first pool needs it
+                allows = guards.churn.allowing(capacity_units, now_s)
+            if not allows(units):
                 why = "over the churn budget"
             elif not shares_ok(w, tally, c, units):
                 why = "over the zone/pool share"
