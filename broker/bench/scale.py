@@ -12,8 +12,12 @@ over the default market's 302 pools, run in a child process so its peak RSS
 is its own: the child's ``ru_maxrss``, and its children's, the CBC solver;
 CPU seconds beside the wall time, for a shared machine).
 
+The year is ``whatif``'s defaults, the 20-sample risk band included (each
+sample replays a year of the lifecycle's reaction): measured in session 9 on
+2 shared cores, ~500 CPU-s (README, "Many scenarios, on a cluster").
+
 Must not: print, or run at small bench sizes (the hook in
-``broker.bench.runner`` runs it at full size only: a year is about a minute).
+``broker.bench.runner`` runs it at full size only: the year takes minutes).
 """
 
 from __future__ import annotations
