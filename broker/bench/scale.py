@@ -14,7 +14,8 @@ CPU seconds beside the wall time, for a shared machine).
 
 The year is ``whatif``'s defaults, the 20-sample risk band included (each
 sample replays a year of the lifecycle's reaction): measured in session 9 on
-2 shared cores, ~500 CPU-s (README, "Many scenarios, on a cluster").
+2 shared cores at load ~2, 463 s and 455 CPU-s, 363.5 MiB (README, "Many
+scenarios, on a cluster").
 
 Must not: print, or run at small bench sizes (the hook in
 ``broker.bench.runner`` runs it at full size only: the year takes minutes).
