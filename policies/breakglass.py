@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -153,7 +154,14 @@ class ChurnBudget:
         return self._used
 
     def allows(self, units: float, capacity_units: float, now_s: float) -> bool:
-        return self.used_units(now_s) + units <= self.limit_units(capacity_units) + 1e-9
+        return self.allowing(capacity_units, now_s)(units)
+
+    def allowing(self, capacity_units: float, now_s: float) -> Callable[[float], bool]:
+        """``allows`` at one instant for any number of units, the window read
+        once (a placement that weighs ~300 pools asks it for each)."""
+        used = self.used_units(now_s)
+        limit = self.limit_units(capacity_units) + 1e-9
+        return lambda units: used + units <= limit
 
     def record(self, units: float, now_s: float) -> None:
         self._events.append((now_s, units))

@@ -123,7 +123,7 @@ def _reaction(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
 def _scale(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     """Parallel efficiency on 2 local Dask workers and the one-year what-if
     over the default market's ~300 pools (issue 16): full-size runs only (a
-    couple of minutes; ``{}`` below, so the targets read "not measured")."""
+    year alone is ~500 CPU-s; ``{}`` below, so the targets read "not measured")."""
     if windows < FULL_SIZE_WINDOWS:
         return {}
     from broker.bench import scale  # lazy: the what-if stack and dask (see above)

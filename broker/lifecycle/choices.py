@@ -15,7 +15,7 @@ do I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from broker.lifecycle.disruption import DisruptionBudget
@@ -112,29 +112,42 @@ def find_spot(
     re-plan). Returns ``(pool, instances, over_share)``, or why none."""
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
-    ranked = list(options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type, tried=avoid))
-    if inside is not None:
-        ranked = [x for x in ranked if w.same_placement(inside, x[0].pool_key)]
+    found = options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type, tried=avoid)
+    if inside is not None:  # a training gang stays inside its placement
+        found = (x for x in found if w.same_placement(inside, x[0].pool_key))
+    # Read lazily: the pools after the one returned are never looked up (a
+    # year's what-if asks this ~10^5 times over ~300 pools).
+    ranked: Iterable[tuple[Candidate, str | None]] = found
     if avoid_zones:
-        ranked = [x for x in ranked if x[0].zone_key not in avoid_zones] + [
-            x for x in ranked if x[0].zone_key in avoid_zones
+        listed = list(found)
+        ranked = [x for x in listed if x[0].zone_key not in avoid_zones] + [
+            x for x in listed if x[0].zone_key in avoid_zones
         ]
+    dearer = (
+        ""
+        if max_usd_per_work_hour is None
+        else f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"
+    )
+    allows: Callable[[float], bool] | None = None
     for c, blocked in ranked:
         eff = c.spot_usd_per_work_hour
-        n = c.instances_for(work_per_hour)
-        units = n * c.units
         if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
             # not sorted by cost alone (placement, domain): every pool is looked at
-            why = f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"
+            why = dearer
         elif blocked is not None:
             why = blocked
-        elif not guards.churn.allows(units, capacity_units, now_s):
-            why = "over the churn budget"
-        elif not shares_ok(w, tally, c, units):
-            why = "over the zone/pool share"
-            over = over or (c, n)
         else:
-            return c, n, False
+            n = c.instances_for(work_per_hour)
+            units = n * c.units
+            if allows is None:  # the window read where the first pool needs it
+                allows = guards.churn.allowing(capacity_units, now_s)
+            if not allows(units):
+                why = "over the churn budget"
+            elif not shares_ok(w, tally, c, units):
+                why = "over the zone/pool share"
+                over = over or (c, n)
+            else:
+                return c, n, False
         skipped[why] = skipped.get(why, 0) + 1
     if over is not None:
         return over[0], over[1], True

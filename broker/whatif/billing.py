@@ -68,6 +68,7 @@ import pandas as pd
 
 from broker.lifecycle import LifecycleConfig
 from broker.planning.plan import Plan
+from broker.whatif.desired import DesiredByHour
 from broker.whatif.reaction import Reaction, react, work_per_held_hour
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.cost_table import CostTable
@@ -242,12 +243,14 @@ def bill_reacted(
     costs: CostTable,
     lifecycle_costs: CostTable | None = None,
     config: LifecycleConfig | None = None,
+    desired: DesiredByHour | None = None,
 ) -> Bill:
     """Replay ``plan`` through the lifecycle manager (``config``: its
     settings, the defaults if ``None``) and price what its decisions bought
     (see the module docstring); ``costs`` is ``snapshot``'s cost table,
     ``lifecycle_costs`` the manager's if the caller holds it
-    (``reaction.lifecycle_cost_options``)."""
+    (``reaction.lifecycle_cost_options``), ``desired`` the plan's rounded
+    hours if it bills the same plan more than once."""
     costs.check(snapshot, workloads)
     reaction = react(
         plan,
@@ -257,6 +260,7 @@ def bill_reacted(
         costs=costs,
         lifecycle_costs=lifecycle_costs,
         config=config,
+        desired=desired,
     )
     return bill_reaction(plan, reaction, workloads, actual_demand, snapshot, actuals, costs=costs)
 

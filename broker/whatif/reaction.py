@@ -77,7 +77,8 @@ from typing import Protocol
 from broker.lifecycle import Decision, LifecycleConfig, LifecycleManager, SpotReturn
 from broker.lifecycle.stretches import overlap_s
 from broker.planning.plan import Plan
-from broker.planning.reconcile import Slot, desired_now
+from broker.planning.reconcile import Slot
+from broker.whatif.desired import DesiredByHour
 from markets.clock import ManualClock
 from markets.fleet import Instance, InstanceState, Notice, NoticeKind
 from markets.keys import PoolKey
@@ -179,6 +180,7 @@ class _Replay:
     costs: CostTable
     manager: LifecycleManager
     clock: ManualClock
+    desired: DesiredByHour | None = None  # the plan's rounded hours (``plan``'s)
     slots: dict[Slot, list[_Live]] = field(default_factory=dict)
     spot_launched: list[_Live] = field(default_factory=list)
     glass: dict[str, list[_Live]] = field(default_factory=dict)  # notice id -> on-demand
@@ -191,6 +193,9 @@ class _Replay:
     done: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     serial: int = 0
     hour: int = 0
+    # work_per_held_hour per (workload, pool, tier): every instance's every
+    # hour is credited (~10^7 times in a year's risk band)
+    work: dict[tuple[str, str, Tier], float] = field(default_factory=dict)
 
     # --- the fleet ------------------------------------------------------------------
     def _new_id(self, prefix: str) -> str:
@@ -225,9 +230,11 @@ class _Replay:
             self.plan_held[key] += held_h
         else:
             self.launched[key] += held_h
-        self.done[i.workload] += held_h * work_per_held_hour(
-            self.costs, i.workload, i.pool_key, i.tier
-        )
+        wk = (i.workload, i.pool_key, i.tier)
+        work = self.work.get(wk)
+        if work is None:  # the table's figure, looked up once per slot
+            work = self.work[wk] = work_per_held_hour(self.costs, *wk)
+        self.done[i.workload] += held_h * work
         x.since_s = until_s
 
     # --- one hour ---------------------------------------------------------------
@@ -313,7 +320,9 @@ class _Replay:
 
     def _form(self, t0: datetime, h: int) -> None:
         self._reconcile_glass(t0.timestamp())
-        want = desired_now(self.plan, t0, self.workloads)
+        if self.desired is None or self.desired.plan is not self.plan:
+            self.desired = DesiredByHour(self.plan, self.workloads)
+        want = self.desired.at(t0)
         out_count = Counter(self.taken_out.values())
         for slot in sorted(set(self.slots) | set(want)):  # ids in one order every run
             n = want.get(slot, 0)
@@ -474,13 +483,19 @@ class Reactor:
         self._args = (workloads, snapshot, actuals, costs, self.manager, clock)
         self._replay: _Replay | None = None
 
-    def run(self, plan: Plan, first_hour: int, hours: int) -> None:
+    def run(
+        self, plan: Plan, first_hour: int, hours: int, desired: DesiredByHour | None = None
+    ) -> None:
+        """``desired``: ``plan``'s rounded hours when the caller holds them
+        (a plan replayed more than once, the risk band's samples)."""
         at = self.start + timedelta(hours=first_hour)
         if plan.start != at:
             plan = dataclasses.replace(plan, start=at)
         if self._replay is None:
             self._replay = _Replay(self.start, plan, *self._args)
         self._replay.plan = plan
+        if desired is not None and desired.plan is plan and desired.workloads is self._args[0]:
+            self._replay.desired = desired
         for h in range(first_hour, first_hour + hours):
             self._replay.run_hour(h)
 
@@ -517,14 +532,16 @@ def react(
     costs: CostTable,
     lifecycle_costs: CostTable | None = None,
     config: LifecycleConfig | None = None,
+    desired: DesiredByHour | None = None,
 ) -> Reaction:
     """Replay ``plan``'s hours against ``actuals`` through a lifecycle
     manager (see the module docstring). ``costs`` is ``snapshot``'s table (any
     options): it measures the work done. The manager ranks on a table of its
     own options (``lifecycle_cost_options``): ``lifecycle_costs`` if given,
-    else ``costs`` when the options agree, else one it computes."""
+    else ``costs`` when the options agree, else one it computes.
+    ``desired``: ``plan``'s rounded hours, to share between replays of it."""
     cfg = lifecycle_config(plan, config)
     reactor = Reactor(plan.start, workloads, snapshot, actuals, costs=costs,
                       lifecycle_costs=lifecycle_costs, config=cfg)  # fmt: skip
-    reactor.run(plan, 0, plan.hours)
+    reactor.run(plan, 0, plan.hours, desired)
     return reactor.result()

@@ -19,6 +19,8 @@ for anything but the actuals of the step just taken.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
@@ -113,9 +115,15 @@ def replay(
         t = state.hour
         if reactor is None:
             return _step_actuals(plan, step, actuals, t)
+        before = len(reactor.launched)
         reactor.run(plan, t, step)
-        return _step_reacted(plan, step, actuals, t, reactor, first_snap)
+        return _step_reacted(plan, step, actuals, t, reactor, first_snap, before)
 
+    if solve_fn is None:
+        from broker.planning.optimizer.solve import solve  # PuLP only when planning
+
+        # the steps' allocations are kept, their reasons never read
+        solve_fn = functools.partial(solve, explain=False)
     return rolling_horizon(
         window,
         hours,
@@ -183,11 +191,15 @@ def _step_reacted(
     offset: int,
     reactor: Reactor,
     snapshot: MarketSnapshot,
+    before: int = 0,
 ) -> StepOutcome:
     """Work and dollars of the plan's first ``step`` hours once the lifecycle
     reacted (``reactor`` has run them), counted as ``broker.whatif.billing``
     bills a reaction: the plan's spot at the share its whole instances held,
-    the lifecycle's launches for the hours they ran."""
+    the lifecycle's launches for the hours they ran. ``before``: how many
+    launch tallies the reactor held before these hours ran; a tally is keyed
+    by its hour and first made while that hour runs, so the step's are the
+    ones after it (a year's replay read every earlier one at every step)."""
     spot = Tier.SPOT.value
 
     def held_share(name: str, key: str, h: int) -> float:
@@ -198,7 +210,7 @@ def _step_reacted(
     done, charges = _plan_rows(plan, step, actuals, offset, held_share)
     pools = snapshot.by_key()
     costs = reactor.costs
-    for (h, name, key, tier_name), ih in reactor.launched.items():
+    for (h, name, key, tier_name), ih in itertools.islice(reactor.launched.items(), before, None):
         if not offset <= h < offset + step or ih <= 0:
             continue
         tier = Tier(tier_name)

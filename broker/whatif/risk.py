@@ -57,6 +57,7 @@ import numpy.typing as npt
 
 from broker.planning.plan import Plan
 from broker.whatif.billing import MarketActuals, bill_reacted
+from broker.whatif.desired import DesiredByHour
 from broker.whatif.run import WhatIfInputs, WhatIfResult
 from markets.keys import PoolKey
 from markets.model import DEFAULT_PRIOR_HOURS, Hazard, MarketSnapshot, Tier
@@ -285,6 +286,7 @@ def risk_band(
     plan = ours.plan
     hours = plan.hours
     spot = _spot_instances(plan, hours)
+    desired = DesiredByHour(plan, inputs.workloads)  # the plan's hours, rounded once
     costs: list[float] = []
     unmet: list[float] = []
     for i in range(scenarios):
@@ -294,7 +296,8 @@ def risk_band(
         actuals = sample_held(rng, inputs.snapshot, inputs.actuals, spot, hours)
         demand = sample_demand(rng, inputs, hours)
         bill = bill_reacted(plan, inputs.workloads, demand, inputs.snapshot, actuals,
-                            costs=inputs.costs, lifecycle_costs=inputs.lifecycle_costs)  # fmt: skip
+                            costs=inputs.costs, lifecycle_costs=inputs.lifecycle_costs,
+                            desired=desired)  # fmt: skip
         costs.append(bill.total_usd)
         unmet.append(float(sum(bill.unmet_unit_hours.values())))
     return RiskBand(scenarios, seed, Band.of(costs), Band.of(unmet), tuple(costs), tuple(unmet),

@@ -23,7 +23,7 @@ import numpy as np
 from markets import catalog
 from markets.clock import ensure_utc
 from markets.default.calibration import MODEL_HAZARD_CONFIDENCE
-from markets.default.spot_model import PoolModel, SpotModel, ZoneModel
+from markets.default.spot_model import PoolModel, SpotModel, ZoneModel, ZonePath
 from markets.errors import InputError
 from markets.model import (
     Hazard,
@@ -49,6 +49,9 @@ DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 WARMUP_HOURS = 168  # history generated before ``start`` so a snapshot at start has a past
 TRAILING_SHARE_HOURS = 168.0  # ``available_share`` of a snapshot: the last 7 days
 PLACEMENT_WINDOW_HOURS = 24.0  # placement score looks at the last day's fulfilment
+# What every snapshot of a pool shares: instance type, on-demand, 1- and
+# 3-year committed prices, model hazard (``DefaultMarket._snapshot_parts``).
+_Static = tuple[InstanceType, float, float | None, float | None, Hazard]
 
 
 class DefaultMarket:
@@ -85,6 +88,7 @@ class DefaultMarket:
         # The model always covers the whole catalog (so a filter shows the same
         # pools' histories as the full market); ``pools()`` shows the filter.
         self._model = SpotModel(seed, self._total_h)
+        self._parts: list[tuple[Pool, str, ZonePath, _Static]] | None = None
         self._pools = sorted(
             (
                 m.pool
@@ -193,27 +197,22 @@ class DefaultMarket:
         t = self._check_in_span(at, "--at")
         hour = min(int(t), int(self._total_h) - 1)
         rows = []
-        for pool in self._pools:
-            path, m = self._model.pool_path(pool.key)
-            xs, ys = path.down_knots[pool.key]
+        for pool, key, path, static in self._snapshot_parts():
+            xs, ys = path.down_knots[key]
             d = np.interp([t - TRAILING_SHARE_HOURS, t - PLACEMENT_WINDOW_HOURS, t], xs, ys)
             share_7d = 1.0 - (d[2] - d[0]) / TRAILING_SHARE_HOURS
             share_1d = 1.0 - (d[2] - d[1]) / PLACEMENT_WINDOW_HOURS
             i = int(np.searchsorted(path.crunch_starts, t, side="right")) - 1
-            short = i >= 0 and t < path.crunch_ends[i] and bool(path.affected[pool.key][i])
+            short = i >= 0 and t < path.crunch_ends[i] and bool(path.affected[key][i])
             score = 1 + round(9.0 * (0.5 * share_1d + 0.5 * (0.0 if short else 1.0)))
-            hazard = Hazard(
-                rate_per_hour=m.hazard_per_hour,
-                source=HazardSource.MODEL,
-                confidence=MODEL_HAZARD_CONFIDENCE,
-            )
+            instance, on_demand, c1y, c3y, hazard = static
             snap = PoolSnapshot(
                 pool=pool,
-                instance=catalog.instance_type(pool.instance_type),
-                on_demand_usd_per_hour=self._on_demand(pool),
-                spot_usd_per_hour=float(self._model.spot_prices(pool.key)[hour]),
-                committed_1y_usd_per_hour=self._committed(pool, 1),
-                committed_3y_usd_per_hour=self._committed(pool, 3),
+                instance=instance,
+                on_demand_usd_per_hour=on_demand,
+                spot_usd_per_hour=float(self._model.spot_prices(key)[hour]),
+                committed_1y_usd_per_hour=c1y,
+                committed_3y_usd_per_hour=c3y,
                 placement_score=min(10, max(1, score)),
                 hazard=hazard,
                 available_share=min(1.0, max(0.0, float(share_7d))),
@@ -222,6 +221,31 @@ class DefaultMarket:
             )
             rows.append(snap)
         return MarketSnapshot(at=at, pools=tuple(rows), source=f"default(seed={self.seed})")
+
+    def _snapshot_parts(self) -> list[tuple[Pool, str, ZonePath, _Static]]:
+        """Per pool, what every snapshot of it shares (its key, generated
+        history and parameters, catalog prices, model hazard), found once:
+        a year's what-if takes a snapshot every 6 hours, ~1,500 of ~300
+        pools, and the catalog's price look-ups were half of each."""
+        if self._parts is None:
+            parts = []
+            for pool in self._pools:
+                key = pool.key
+                path, m = self._model.pool_path(key)
+                static: _Static = (
+                    catalog.instance_type(pool.instance_type),
+                    self._on_demand(pool),
+                    self._committed(pool, 1),
+                    self._committed(pool, 3),
+                    Hazard(
+                        rate_per_hour=m.hazard_per_hour,
+                        source=HazardSource.MODEL,
+                        confidence=MODEL_HAZARD_CONFIDENCE,
+                    ),
+                )
+                parts.append((pool, key, path, static))
+            self._parts = parts
+        return self._parts
 
     def hourly(self, start: datetime, hours: int) -> pd.DataFrame:
         """One row per (hour, pool), hour-major; ``start`` is floored to the hour.

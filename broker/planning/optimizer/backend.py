@@ -50,6 +50,13 @@ from markets.extras import require
 __all__ = ["LpExpression", "LpProblem", "LpVariable", "Outcome", "run_solver"]
 
 install()  # every CBC PuLP starts dies with us (broker.planning.optimizer.children)
+# PuLP 3.x warns (DeprecationWarning, ignored by default and in pyproject's
+# pytest filters) on every ``LpVariable(...)`` made directly, which is how the
+# model makes its ~2,000 a step; the warning machinery ran each time, ~4 % of
+# a what-if replay step (py-spy, whatif --days 365). Off, where PuLP has the switch.
+_v4_switch = getattr(getattr(pulp, "v4_migration", None), "set_v4_migration_warnings", None)
+if _v4_switch is not None:
+    _v4_switch(False)
 
 # PuLP ships no type hints (pyproject: ignore_missing_imports for pulp.*), so
 # mypy sees every PuLP object as Any. These names say which PuLP object an Any

@@ -32,7 +32,7 @@ Must not: decide solver options (``backend``) or build models (``model``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulp
@@ -46,6 +46,7 @@ _INT_START = "    MARK      'MARKER'                 'INTORG'\n"
 _INT_END = "    MARK      'MARKER'                 'INTEND'\n"
 # PuLP's own %-formats (pulp.mps_lp), kept as they are so the bytes are its bytes
 _ENTRY = "    %-8s  %-8s  % .12e\n"
+_NUMBER = "% .12e"  # the number of an ``_ENTRY``
 _RHS = "    RHS       %-8s  % .12e\n"
 
 
@@ -57,6 +58,16 @@ class _Columns:
     rows: list[str]  # C0000000 ..., in the order the constraints were added
     row_lines: str  # the ROWS section's constraint lines
     coef_lines: list[str]  # per column: its rows' and the objective's lines
+    var_names: dict[str, str]  # PuLP's variable name -> X0000000
+    row_names: dict[str, str]  # PuLP's constraint name -> C0000000
+    dummy: frozenset[int]  # columns of PuLP's ``__dummy`` (never given a value)
+    # Per column, the (category, lower, upper) its last written lines were
+    # made for, and those lines (its COLUMNS block, integer markers around it
+    # when integer, and its BOUNDS lines): a re-solve changes a few bounds
+    # and categories, so most columns' lines are the last solve's.
+    last: list[tuple[Any, Any, Any] | None] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)
+    bounds: list[str] = field(default_factory=list)
 
 
 def _signature(prob: Any) -> tuple[int, int, int]:
@@ -71,19 +82,33 @@ def _build(prob: Any, signature: tuple[int, int, int]) -> _Columns:
     rows = [f"C{j:07d}" for j in range(len(prob._constraints))]
     per_col: list[list[str]] = [[] for _ in vs]
     row_lines = []
+    # A model repeats few coefficients (1, -1, the work rates): each one's
+    # ``% .12e`` is formatted once (zero never kept: 0.0 and -0.0 are one key
+    # but two texts).
+    text: dict[float, str] = {}
     for cname, c in zip(rows, prob._constraints.values(), strict=True):
         row_lines.append(f" {pulp_const.LpConstraintTypeToMps[c.sense]}  {cname}\n")
         for v, value in c.items():
             i = at[id(v)]
-            per_col[i].append(_ENTRY % (names[i], cname, value))
+            number = text.get(value)
+            if number is None:
+                number = _NUMBER % value
+                if value:
+                    text[value] = number
+            per_col[i].append(f"    {names[i]:<8}  {cname:<8}  {number}\n")
     obj = prob.objective
     if obj is not None:
         for v, value in obj.items():
             j = at.get(id(v))
             if j is not None:
                 per_col[j].append(_ENTRY % (names[j], "OBJ", value))
+    n = len(vs)
     return _Columns(signature, vs, names, rows, "".join(row_lines),
-                    ["".join(lines) for lines in per_col])  # fmt: skip
+                    ["".join(lines) for lines in per_col],
+                    {v.name: x for v, x in zip(vs, names, strict=True)},
+                    dict(zip(prob._constraints, rows, strict=True)),
+                    frozenset(i for i, v in enumerate(vs) if v.name == "__dummy"),
+                    [None] * n, [""] * n, [""] * n)  # fmt: skip
 
 
 def _cached(prob: Any) -> _Columns:
@@ -117,24 +142,25 @@ def write_mps(prob: Any, path: str) -> tuple[list[Any], dict[str, str], dict[str
             "COLUMNS\n",
         ]
         integer = pulp.LpInteger
-        for v, lines in zip(cols.variables, cols.coef_lines, strict=True):
-            if v.cat == integer:
-                parts += (_INT_START, lines, _INT_END)
-            else:
-                parts.append(lines)
+        last, body, bounds = cols.last, cols.body, cols.bounds
+        for i, v in enumerate(cols.variables):
+            key = (v.cat, v.lowBound, v.upBound)
+            if last[i] != key:  # NaN bounds never match: written afresh
+                lines = cols.coef_lines[i]
+                body[i] = f"{_INT_START}{lines}{_INT_END}" if v.cat == integer else lines
+                bounds[i] = "".join(writeMPSBoundLines(cols.names[i], v, True))
+                last[i] = key
+        parts += body
         parts.append("RHS\n")
         for cname, c in zip(cols.rows, prob._constraints.values(), strict=True):
             rhs = -c.constant if c.constant != 0 else 0
             parts.append(_RHS % (cname, rhs))
         parts.append("BOUNDS\n")
-        for name, v in zip(cols.names, cols.variables, strict=True):
-            parts.extend(writeMPSBoundLines(name, v, True))
+        parts += bounds
         parts.append("ENDATA\n")
         with open(path, "w") as f:
             f.write("".join(parts))
-        var_names = {v.name: n for v, n in zip(cols.variables, cols.names, strict=True)}
-        row_names = dict(zip(prob._constraints, cols.rows, strict=True))
-        return cols.variables, var_names, row_names
+        return cols.variables, cols.var_names, cols.row_names
     finally:
         prob.restoreObjective(was_none, dummy)
 
@@ -181,8 +207,9 @@ def read_solution(prob: Any, path: str, status: int, sol_status: int) -> None:
             elif name[0] == "C" and i < len(cons):
                 cons[i].slack = -1 * (cons[i].constant + float(parts[2]))
                 cons[i].pi = float(parts[3])
+    dummy = cols.dummy
     for i, (v, x) in enumerate(zip(vs, values, strict=True)):
-        if v.name != "__dummy":
+        if i not in dummy:
             v.varValue = x
             if i in djs:
                 v.dj = djs[i]
