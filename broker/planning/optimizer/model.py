@@ -105,7 +105,13 @@ from broker.planning.optimizer.commitments import (
 )
 from broker.planning.optimizer.domains import domain_caps, spread_key
 from broker.planning.optimizer.finish import FinishTerms, add_finish_terms
-from broker.planning.optimizer.placement import GangOption, GangRows, caps_apply, gang_options
+from broker.planning.optimizer.placement import (
+    GangOption,
+    GangRows,
+    caps_apply,
+    cheapest_per_type,
+    gang_options,
+)
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from broker.planning.optimizer.regions import region_caps, widen_regions
 from broker.planning.optimizer.savings_plans import (
@@ -175,18 +181,6 @@ class _Namer:
 
 def _group_key(e: CostEntry) -> str:
     return str(e.key.group)
-
-
-def _cheapest_per_type(entries: Sequence[CostEntry], tier: Tier) -> list[CostEntry]:
-    best: dict[str, CostEntry] = {}
-    for e in entries:
-        price = e.usd_per_work_hour[tier]
-        if price is None:
-            continue
-        cur = best.get(e.instance_type)
-        if cur is None or price < (cur.usd_per_work_hour[tier] or math.inf):
-            best[e.instance_type] = e
-    return sorted(best.values(), key=lambda e: e.preference_rank)
 
 
 def _spot_candidates(
@@ -276,8 +270,8 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     owned_groups = {c.group for c in problem.owned if c.group is not None}
     for w in problem.workloads.workloads:
         entries = problem.entries(w)
-        od = _cheapest_per_type(entries, Tier.ON_DEMAND)
-        com = _cheapest_per_type(entries, Tier.COMMITTED) if opts.allow_committed else []
+        od = cheapest_per_type(entries, Tier.ON_DEMAND)
+        com = cheapest_per_type(entries, Tier.COMMITTED) if opts.allow_committed else []
         # Commitments already bought are usable wherever they were bought, even
         # if another region has become cheaper since.
         have = {_group_key(e) for e in com}

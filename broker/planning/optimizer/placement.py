@@ -66,6 +66,7 @@ __all__ = [
     "GangOption",
     "GangRows",
     "caps_apply",
+    "cheapest_per_type",
     "fix_placements",
     "gang_options",
     "narrow_placements",
@@ -97,7 +98,9 @@ class GangOption:
     committed: tuple[CostEntry, ...]
 
 
-def _cheapest(entries: Sequence[CostEntry], tier: Tier) -> list[CostEntry]:
+def cheapest_per_type(entries: Sequence[CostEntry], tier: Tier) -> list[CostEntry]:
+    """The cheapest entry per instance type on ``tier`` (its $/work-hour),
+    in preference order; entries without a price there are left out."""
     best: dict[str, CostEntry] = {}
     for e in entries:
         price = e.usd_per_work_hour[tier]
@@ -128,7 +131,7 @@ def gang_options(
     keys: dict[str, None] = {}
     for e in spot:
         keys[place_of(w, e)] = None
-    for e in _cheapest(entries, Tier.ON_DEMAND):
+    for e in cheapest_per_type(entries, Tier.ON_DEMAND):
         keys[place_of(w, e)] = None
     for e in entries:
         if e.pool_key in running_pools:
@@ -138,8 +141,8 @@ def gang_options(
         inside = [e for e in entries if place_of(w, e) == key]
         # On-demand and commitments may be launched in any zone of their
         # region: a zone placement's entries carry its region's prices.
-        od = _cheapest(inside, Tier.ON_DEMAND)
-        com = _cheapest(inside, Tier.COMMITTED) if committed else []
+        od = cheapest_per_type(inside, Tier.ON_DEMAND)
+        com = cheapest_per_type(inside, Tier.COMMITTED) if committed else []
         have = {str(e.key.group) for e in com}
         for e in inside:
             g = str(e.key.group)
