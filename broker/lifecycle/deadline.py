@@ -39,7 +39,7 @@ Both lines above are capped by a lazy one, which keeps a reserve of
 regime's) and ``2d`` for the final on-demand run to absorb::
 
     target(t) = min(ep(t), line(t), max(0, C - (R - t - lazy)))
-    lazy = 2d + LAZY_OUTAGES x mean outage
+    lazy = 2d + LAZY_OUTAGES x min(mean outage, LAZY_OUTAGE_CAP_HOURS)
 
 so outages are waited through, spot spells taken meanwhile, until the
 deadline needs on-demand. (``line`` applies only where spot is not scarce:
@@ -51,6 +51,15 @@ low-availability, loose-deadline quadrant 1.001 / 1.000 before, 0.989 /
 0.990 after. With 8 or 12 outages the figures move by at most 0.007 (a
 little worse on both seeds); at 4 the reserve no longer covers the outages
 (0.972 / 0.970).
+Where spot is scarce its outages last hours, and six of them left no lazy
+cap at all: on-demand followed Uniform Progress's line, and the job
+finished hours early (2.8 h on average at low availability and a loose
+deadline, seed 1) with spot in those hours unused. A typical outage counts
+as at most ``LAZY_OUTAGE_CAP_HOURS`` (1 h) in the reserve. Gap closure
+against greedy on seeds 0 / 1 / 2 / 3 (2 and 3 held out): 0.391 / 0.410 /
+0.389 / 0.403 before, 0.391 / 0.398 / 0.381 / 0.392 after; a cap of 0.75 h
+measured 0.420 / 0.415 (seeds 0 / 1), 1.25 h 0.393 / 0.399, 2 h 0.407
+(seed 1).
 
 **Changeovers** cost ``d`` of billed time and of slack. Uniform Progress
 leaves on-demand for idle as soon as it is ``2d`` ahead and restarts a few
@@ -116,6 +125,12 @@ MAX_SPELLS = 512
 #   many typical outages (module docstring: 8 and 12 measure a little worse
 #   on both bench seeds, 4 much worse).
 LAZY_OUTAGES = 6.0
+# - and counts a typical outage as at most an hour in that reserve: where spot
+#   is scarce, outages last hours and six of them made on-demand follow
+#   Uniform Progress's line from the start, finishing hours early with spot
+#   left unused (module docstring: 0.75 h is too thin a reserve, 1.25-2 h
+#   keep part of the gain).
+LAZY_OUTAGE_CAP_HOURS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +240,7 @@ class DeadlineTier:
         a = self.rate(job, memory)
         left_h = job.deadline_hours - at_hours
         need = (job.compute_hours - progress) / left_h if left_h > EPS else math.inf
-        out = min(self.mean_outage(memory), job.deadline_hours)
+        out = min(self.mean_outage(memory), job.deadline_hours, LAZY_OUTAGE_CAP_HOURS)
         lazy_reserve = 2.0 * job.changeover_hours + LAZY_OUTAGES * out
         wanted = min(ep, max(0.0, job.compute_hours - (left_h - lazy_reserve)))
         if a < need:  # scarce spot: the tail is on-demand anyway

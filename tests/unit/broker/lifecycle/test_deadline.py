@@ -58,6 +58,23 @@ def test_on_demand_is_kept_through_an_outage_rather_than_restarted() -> None:
     assert _seen(TickView(0.6, 0.31, Mode.ON_DEMAND, False), poor)[0] == Mode.ON_DEMAND
 
 
+def test_where_outages_last_hours_on_demand_still_waits_for_the_lazy_reserve() -> None:
+    # A 48 h job due in 60 h on a pool held 30 % of the time in 2 h spells
+    # with 5 h outages. Ten hours in with 5 h done it is behind Uniform
+    # Progress's line (8 h), but 50 h are left for 43 h of work: on-demand
+    # waits until the slack is 2d + six outages of at most an hour
+    # (LAZY_OUTAGE_CAP_HOURS). Six 5-hour outages (30 h of reserve) had it
+    # follow the line from the start, finishing hours early with spot unused.
+    job = JobSpec(compute_hours=48.0, deadline_hours=60.0, changeover_hours=0.2,
+                  tick_hours=1 / 6)  # fmt: skip
+    scarce = Prior(held_share=0.3, losses_per_held_hour=0.5, hours=168.0,
+                   up_spells_hours=(2.0,) * 20, down_spells_hours=(5.0,) * 20)  # fmt: skip
+    mem = RULE.start(scarce)
+    assert _seen(TickView(10.0, 5.0, Mode.IDLE, False), mem, job)[0] == Mode.IDLE
+    # with less done the reserve is reached: on-demand now
+    assert _seen(TickView(10.0, 4.0, Mode.IDLE, False), mem, job)[0] == Mode.ON_DEMAND
+
+
 def test_spot_is_kept_while_held_even_when_behind() -> None:
     assert _seen(TickView(1.0, 0.2, Mode.SPOT, True), RULE.start(None))[0] == Mode.SPOT
 
