@@ -503,8 +503,8 @@ class LifecycleManager:
         kept (make before break) is still running, and the break-glass
         on-demand the notice launches beside it is the surplus: it ends and
         the older on-demand serves in the stretch's stead. (Never on-demand
-        no return retired: a re-plan's own base is not the stretch's.) Retiring nothing,
-        the return launched no spot and reported nothing ended, so the
+        no return retired: a re-plan's own base is not the stretch's.)
+        Retiring nothing, the return launched no spot and reported nothing ended, so the
         stretch's break-glass count kept the workload on on-demand until the
         next plan (fleet bench, seed 1: an hour at a time, with spot back in
         every zone). A serving return ends nothing itself (``after_ready``:
@@ -521,8 +521,7 @@ class LifecycleManager:
             and PoolKey.parse(inst.pool_key).instance_type == itype
         ]
         kept.sort(key=lambda i: i.pool_key != s.pool_key)  # its own pool first
-        for inst in kept[: s.count]:
-            view.remove(inst)
+        # out of the view's tallies already: handled instances are built out
         return tuple(i.instance_id for i in kept[: s.count])
 
     def _governed(self, w: Workload) -> bool:
