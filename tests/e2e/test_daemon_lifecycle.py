@@ -287,24 +287,28 @@ def _hook_world(tmp_path: Path, hooks: dict[str, Any]) -> tuple[World, Daemon]:
 
 def test_a_revocation_calls_the_checkpoint_hook_without_waiting_for_it(tmp_path: Path) -> None:
     out = tmp_path / "hook.txt"
+    gate = tmp_path / "gate"
+    # The hook waits for the test to open the gate, so the decision cannot
+    # have waited for it: poll_notices returns with the gate still shut.
     script = (
-        "import os, sys, time; time.sleep(float(sys.argv[2])); "
+        "import os, pathlib, sys, time\n"
+        "while not pathlib.Path(sys.argv[2]).exists(): time.sleep(0.02)\n"
+        "time.sleep(float(sys.argv[3]))\n"
         "open(sys.argv[1], 'w').write(os.environ['SPOTFOLIO_NOTICE_ID'] + ' ' "
         "+ os.environ['SPOTFOLIO_BUDGET_S'])"
     )
-    cmd = [sys.executable, "-c", script, str(out), str(HOOK_SLEEP_S)]
+    cmd = [sys.executable, "-c", script, str(out), str(gate), str(HOOK_SLEEP_S)]
     w, d = _hook_world(tmp_path, {"api": {"command": cmd}})
     victim = _api_spot(w)
     w.cloud.revoke(victim.instance_id, w.clock.now() + timedelta(seconds=120))
-    t = time.perf_counter()
-    d.poll_notices()
-    assert time.perf_counter() - t < HOOK_SLEEP_S  # the decision did not wait
-    assert d.hooks.started == 1 and not out.exists()
+    d.poll_notices()  # the decision did not wait for the hook (it still waits on the gate)
+    assert d.hooks.started == 1 and d.hooks.in_flight and not out.exists()
     with w.store.transaction() as tx:
         (dec,) = [x for x in tx.decisions("me") if x.notice_id and x.kind != "ignore"]
         assert tx.hook_results("me") == {}
     budget = dec.payload["checkpoint"]["hook_budget_s"]
     assert 100 < budget < 120  # the AWS window less the decision's latency and margin
+    gate.touch()
     deadline = time.monotonic() + 30
     while d.hooks.in_flight and time.monotonic() < deadline:
         time.sleep(0.05)

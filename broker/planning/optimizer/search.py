@@ -171,6 +171,7 @@ def _prove(
     values = _values(built.prob)
     _restore(ints, saved)
     t = time.perf_counter()
+    out.steps["proof_limit_s"] = budget_s  # what was left of time_limit_s when it began
     proof = run_solver(
         built.prob, solver, gap=gap, time_limit_s=budget_s, warm=True, bound_only=True
     )

@@ -115,7 +115,7 @@ def test_command_over_budget_is_killed_with_everything_it_started(tmp_path: Path
     elapsed = time.monotonic() - t0
     assert r.timed_out and not r.ok
     assert "killed after its 1.0 s budget" in r.detail
-    assert elapsed < 3.5  # the budget plus the kill's own bounded wait
+    assert elapsed < 20  # the budget plus the kill's bounded wait, far short of the 60 s sleep
     grandchild = int(pidfile.read_text())
     for _ in range(40):
         if _gone(grandchild):
