@@ -153,14 +153,26 @@ class ChurnBudget:
             self._used = 0.0  # no float drift once the window empties
         return self._used
 
-    def allows(self, units: float, capacity_units: float, now_s: float) -> bool:
-        return self.allowing(capacity_units, now_s)(units)
+    def allows(
+        self, units: float, capacity_units: float, now_s: float, *, whole: bool = False
+    ) -> bool:
+        return self.allowing(capacity_units, now_s, whole=whole)(units)
 
-    def allowing(self, capacity_units: float, now_s: float) -> Callable[[float], bool]:
+    def allowing(
+        self, capacity_units: float, now_s: float, *, whole: bool = False
+    ) -> Callable[[float], bool]:
         """``allows`` at one instant for any number of units, the window read
-        once (a placement that weighs ~300 pools asks it for each)."""
+        once (a placement that weighs ~300 pools asks it for each).
+
+        ``whole``: the units move together or not at all (a synchronous
+        gang's nodes, returned to spot as one): a move larger than the limit
+        is let into an empty window alone, so at most one such move per
+        window, as the floor lets a small fleet move one node. Without it a
+        gang bigger than the limit could never leave on-demand."""
         used = self.used_units(now_s)
         limit = self.limit_units(capacity_units) + 1e-9
+        if whole and used <= 1e-9:
+            return lambda units: True
         return lambda units: used + units <= limit
 
     def record(self, units: float, now_s: float) -> None:

@@ -54,7 +54,10 @@ reports of a pool from before (``tick`` takes them from its snapshot).
 
 The churn budget counts spot units (re)placed by notice decisions (and returns
 to spot): a storm spends it and the rest go on-demand within the cap or wait;
-on-demand launches do not count, as they cannot be revoked again.
+on-demand launches do not count, as they cannot be revoked again. A training
+gang's spot moves whole: more units than the limit go into an empty window
+alone (``policies.breakglass.ChurnBudget.allowing``), else a gang larger
+than the limit could never leave on-demand.
 
 A sequence: ``us-east-1a/p4d revoked -> pool breaker opens -> replace in
 us-east-1b/p4d``; ``1a revokes again within 5 min -> zone breaker opens ->

@@ -140,7 +140,8 @@ def find_spot(
             n = c.instances_for(work_per_hour)
             units = n * c.units
             if allows is None:  # the window read where the first pool needs it
-                allows = guards.churn.allowing(capacity_units, now_s)
+                # a gang's nodes move together (``ChurnBudget.allowing``)
+                allows = guards.churn.allowing(capacity_units, now_s, whole=inside is not None)
             if not allows(units):
                 why = "over the churn budget"
             elif not shares_ok(w, tally, c, units):

@@ -98,6 +98,19 @@ def test_churn_floor_lets_a_small_fleet_replace_one_node() -> None:
     assert not c.allows(8, 80, 1.0)
 
 
+def test_a_whole_move_larger_than_the_limit_takes_an_empty_window_alone() -> None:
+    c = ChurnBudget(window_s=600.0, max_share=0.05, floor_units=8.0)
+    assert not c.allows(24, 160, 0.0)  # three 8-GPU nodes, limit 8
+    assert c.allows(24, 160, 0.0, whole=True)  # a gang's nodes: together or not at all
+    c.record(24, 0.0)
+    assert not c.allows(8, 160, 1.0, whole=True)  # the window is spent
+    assert not c.allows(24, 160, 599.0, whole=True)
+    assert c.allows(24, 160, 600.0, whole=True)
+    c.record(4, 600.0)
+    assert not c.allows(24, 160, 601.0, whole=True)  # only into an empty window
+    assert c.allows(4, 160, 601.0, whole=True)  # within the limit as before
+
+
 @pytest.mark.parametrize(
     ("last_s", "now_s", "dwell_s", "budget_s", "blocked_by"),
     [

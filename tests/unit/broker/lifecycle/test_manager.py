@@ -485,6 +485,41 @@ def test_a_zone_gang_with_no_spot_in_its_zone_breaks_glass_there() -> None:
     assert (launch.pool_key, launch.tier) == (key("us-east-1b", "p4d.24xlarge"), Tier.ON_DEMAND)
 
 
+def test_a_gang_move_larger_than_the_churn_limit_goes_alone_into_an_empty_window() -> None:
+    """A mixed-type zone gang loses its H100 node (3 x an A100's work); the
+    A100 spot in its zone needs 3 nodes, 24 units, over the fleet's limit
+    (floor 8 units). The nodes move together or not at all, so the move
+    takes an empty window alone (``ChurnBudget.allowing``). (Before,
+    such a gang broke glass and could never return: the what-if's
+    ``mixed_types`` run held 3 x a2 on-demand for 160 h, spent the cap and
+    left the serving API 180 unit-hours short.)"""
+    p5 = _pool("us-east-1a", "p5.48xlarge", 8, 98.32, 30.0)
+    ws = workloads(
+        rigid={
+            "placement": "zone",
+            "mixed_types": True,
+            "instance_types": ["p5.48xlarge", "p4d.24xlarge"],
+            "throughput": {"p5.48xlarge": 3.0, "p4d.24xlarge": 1.0},
+        }
+    )
+    m, clock = manager(ws)
+    m.record_launch_failure(key("us-east-1a", "p5.48xlarge"))
+    base = tuple(
+        inst("rigid", key("us-east-1a", "p4d.24xlarge"), 8, Tier.ON_DEMAND) for _ in range(2)
+    )
+    h100 = (
+        inst("rigid", key("us-east-1a", "p5.48xlarge"), 8),
+        inst("rigid", key("us-east-1a", "p5.48xlarge"), 8),
+    )
+    fleet = (*base, *h100)
+    d = m.handle(revoke(h100[0], clock.now()), fleet, market(p5))
+    assert d.kind is DecisionKind.REPLACE, d.reason
+    assert [(x.pool_key, x.tier, x.count) for x in d.launches] == [
+        (key("us-east-1a", "p4d.24xlarge"), Tier.SPOT, 3)
+    ]
+    assert "churn" not in d.reason
+
+
 def test_out_of_capacity_a_zone_gang_is_offered_no_pool_outside_its_zone() -> None:
     """The daemon's substitution of a refused pool (``instead``): a zone
     gang gets nothing in another zone (the plan's next move is whole);
