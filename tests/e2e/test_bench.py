@@ -53,7 +53,12 @@ def _traces(days: int = 6) -> tuple[AvailabilityTrace, ...]:
 
 PORTFOLIO_POLICIES = {"on_demand", "committed_quantile", "static_mix", "spotfolio",
                       "hindsight"}  # fmt: skip
-PORTFOLIO_KEYS = {"total_cost_usd", "cost_vs_hindsight", "unmet_serving_unit_hours"}
+PORTFOLIO_KEYS = {
+    "total_cost_usd",
+    "cost_vs_hindsight",
+    "cost_vs_bound",
+    "unmet_serving_unit_hours",
+}
 
 
 @pytest.fixture
@@ -76,6 +81,13 @@ def _check_portfolio(block: dict[str, Any]) -> None:
     assert block["policies"]["spotfolio"]["decided_by"].startswith("broker.planning.rolling:")
     h = block["hindsight"]
     assert h["lower_bound_usd"] is not None and h["lower_bound_usd"] <= h["objective_usd"] + 1e-6
+    # The hindsight's objective is its bill (plus any unmet-work or
+    # value-of-time term), hourly, and no policy is billed below its bound.
+    assert h["period_hours"] == 1
+    assert h["objective_usd"] == pytest.approx(h["total_cost_usd"], rel=0.01)
+    assert h["below_bound"] == []
+    for row in block["policies"].values():
+        assert row["cost_vs_bound"] >= 1.0 - 1e-4
     assert (
         block["spread"]["spotfolio"]["cost_vs_hindsight_max"]
         >= (block["spread"]["spotfolio"]["cost_vs_hindsight_min"])
