@@ -132,20 +132,21 @@ class FleetBook:
             self.mark_unavailable(pool, Tier(tier), at)
         return len(revoked), len(refused)
 
-    def protect(self, want: Mapping[Slot, int], store: Store, now: datetime) -> dict[Slot, int]:
-        """``want`` with no slot below what it holds now if it holds an
-        instance launched for a notice whose instance is still doomed (its
-        revocation has not landed yet). A plan made inside the window (a
-        restart with the plan due, a re-plan) may move that capacity, and
-        reconcile ends the newest instances of a slot first, the replacement
-        itself: measured in the crash test, plans made at restarts ended 38
-        replacements in 100 kills and sent their capacity back to the pool
-        being revoked. Such a slot is not shrunk until the deadline; past it
-        the replacement is ordinary capacity. Never adds a launch."""
+    def protected(self, store: Store, now: datetime) -> dict[Slot, int]:
+        """The floor under reconcile's desired counts: each slot that holds
+        an instance launched for a notice whose instance is still doomed
+        (its revocation has not landed yet), with what it holds now. A plan
+        made inside the window (a restart with the plan due, a re-plan) may
+        move that capacity, and reconcile ends the newest instances of a
+        slot first, the replacement itself: measured in the crash test,
+        plans made at restarts ended 38 replacements in 100 kills and sent
+        their capacity back to the pool being revoked. Such a slot is not
+        shrunk until the deadline, by the plan or by ``stick`` (its ``floor``);
+        past it the replacement is ordinary capacity. Never asks for a
+        launch: the floor is what the slot holds."""
         open_ = {iid for iid, deadline in self.doomed.items() if deadline >= now}
-        out = dict(want)
         if not open_:
-            return out
+            return {}
         # from the earliest open notice (a scheduled change's replacement may
         # have been launched days before its start)
         since = min(
@@ -162,11 +163,9 @@ class FleetBook:
             if (inst := self.by_id.get(iid)) is not None and iid not in self.doomed
         }
         if not slots:
-            return out
+            return {}
         held = self.counts(self.last_fleet)
-        for slot in slots:
-            out[slot] = max(out.get(slot, 0), int(held.get(slot, 0)))
-        return out
+        return {slot: int(held.get(slot, 0)) for slot in sorted(slots)}
 
     def doomed_ids(self, now: datetime) -> frozenset[str]:
         for iid in [i for i, t in self.doomed.items() if t + _DOOM_KEEP < now]:
@@ -401,6 +400,7 @@ def stick(
     book: FleetBook,
     margin: float,
     ready: Mapping[Slot, float] | None = None,
+    floor: Mapping[Slot, int] | None = None,
 ) -> dict[Slot, int]:
     """Keep running instances where the plan only moved them to an equivalent
     pool: the same instance type and tier, priced less than ``margin`` cheaper
@@ -415,8 +415,18 @@ def stick(
     one being revoked) would otherwise run beside it until both are ready,
     and then one of them ends; the ready one serves now, at the same price.
     ``diff`` then ends the warming one (not-ready surplus goes first).
+
+    ``floor`` (``FleetBook.protected``): no slot gives counts away below
+    it, so a notice's replacement gives way (above) only once the
+    revocation it replaces has landed. Without it, a replacement whose pool
+    another notice hit since counts as not ready (``ready_counts``) and
+    gave way to a ready surplus instance elsewhere, ended inside its
+    window (the 100-kill crash test under load: a merged replacement of
+    two instances, ended by the two restarts that followed a third notice
+    in its pool).
     """
     out = dict(want)
+    keep = floor or {}
     groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     # Sorted, with pool names breaking price ties: the same inputs give the
     # same moves in every process (set order follows PYTHONHASHSEED).
@@ -431,6 +441,7 @@ def stick(
             {s: held[s] - out.get(s, 0) for s in slots if held[s] > out.get(s, 0)},
             book,
             margin,
+            keep,
         )
         if ready is None:
             continue
@@ -443,6 +454,7 @@ def stick(
             {s: up[s] - out.get(s, 0) for s in slots if up[s] > out.get(s, 0)},
             book,
             margin,
+            keep,
         )
     return {k: v for k, v in out.items() if v > 0}
 
@@ -453,13 +465,14 @@ def _shift(
     surplus: dict[Slot, int],
     book: FleetBook,
     margin: float,
+    floor: Mapping[Slot, int],
 ) -> None:
     """Move counts of ``out`` from slots that ``need`` instances to slots
     with ``surplus`` ones of one (workload, tier, type) group: the dearest
     needy slot first, the cheapest surplus first, never to a pool priced
-    more than ``margin`` above the needy one."""
+    more than ``margin`` above the needy one, never a slot below its ``floor``."""
     for q in sorted(need, key=lambda s: (-book.price(s[1], Tier(s[2])), s)):
-        left = need[q]
+        left = min(need[q], out.get(q, 0) - floor.get(q, 0))
         for p in sorted(surplus, key=lambda s: (book.price(s[1], Tier(s[2])), s)):
             if left <= 0:
                 break

@@ -132,7 +132,7 @@ class ReconcileJob:
         """The plan's current hour, the lifecycle's decisions since the plan,
         unavailable pools swapped for the next acceptable one, and the
         replacements of instances still under a notice kept
-        (``FleetBook.protect``)."""
+        (``FleetBook.protected``: a floor the plan and ``stick`` respect)."""
         if state.plan is None:
             return {}
         want = desired_now(state.plan, now, self._workloads)
@@ -143,11 +143,12 @@ class ReconcileJob:
             want = apply_deltas(want, decision_deltas(decisions, want))
         book = self._book
         want = substitute(want, book, now)
-        want = book.protect(want, self._store, now)  # replacements inside their window
+        floor = book.protected(self._store, now)  # replacements inside their window
+        want = {**want, **{s: max(want.get(s, 0), n) for s, n in floor.items()}}
         fleet = book.last_fleet
         ready = book.ready_counts(fleet, now, self._warm_s)
         planned = want
-        want = stick(want, book.counts(fleet), book, STICK_MARGIN, ready)
+        want = stick(want, book.counts(fleet), book, STICK_MARGIN, ready, floor)
         want = whole_gangs(want, self._workloads, planned)  # a gang moves whole
         want = self._paying_moves(want, state.plan, now)
         want = self._within_disruption(want, now)

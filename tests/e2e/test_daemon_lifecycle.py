@@ -1093,6 +1093,79 @@ def test_a_restart_with_a_plan_due_replans_without_undoing_the_replacement(
     assert victim.instance_id in {i.instance_id for i in w.cloud.alive()}  # never ended by us
 
 
+def _sweeps_plan(w: World, d: Daemon, counts: dict[str, int]) -> None:
+    """A plan of ``counts`` spot instances of ``sweeps`` per pool for the
+    hour, recorded in the store as the plan in force (a restart within
+    ``replan_s`` keeps it) and put in force in ``d``."""
+    from broker.daemon.plan import PlanState, plan_from_record
+
+    now = w.clock.now()
+    digest = d.planner._digest
+    rows = [[0, 1, "sweeps", "spot", p, float(n), float(n), float(n)] for p, n in counts.items()]
+    rec = {
+        "digest": digest, "start": now.replace(minute=0, second=0, microsecond=0).isoformat(),
+        "hours": 1, "period_hours": 1, "status": "optimal", "solver": "test",
+        "objective_usd": 0.0, "rows": rows,
+    }  # fmt: skip
+    plan = plan_from_record(rec, digest)
+    assert plan is not None
+    epoch = d.state.epoch or now
+    with w.store.transaction() as tx:
+        gen = tx.record_plan("me", {"epoch": epoch.isoformat(), "in_force": rec}, now)
+    d.state = PlanState(plan, gen, now, epoch)
+
+
+def test_a_restart_keeps_a_replacement_whose_pool_another_notice_hit(tmp_path: Path) -> None:
+    """The 100-kill crash run under load: a replacement whose own notice
+    window is open sits in a pool where another instance then got a notice
+    (so nothing in that pool counts as ready), and the restarted daemon's
+    plan holds a ready surplus instance in an equivalent pool. ``stick``
+    gave the replacement's count to that surplus and reconcile ended the
+    replacement before the revocation it replaces landed; the replacement's
+    floor (``FleetBook.protected``) now holds through ``stick``, and the
+    plan's surplus ends instead."""
+    d_ = pool_key("d")
+    w = World(tmp_path, TinyMarket([A, B, C, d_]))
+    w.workloads = parse_workloads({"workloads": [
+        {"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
+         "throughput": {"p3.2xlarge": 1.0}, "unit_hours": 2000, "deadline_hours": 500,
+         "max_units": 8},
+    ]})  # fmt: skip
+    first = w.daemon()
+    first.start()
+    _sweeps_plan(w, first, {A: 1, B: 2, C: 1, d_: 2})
+    first.reconcile()
+
+    def in_pool(pool: str) -> list[str]:
+        return sorted(i.instance_id for i in w.cloud.alive() if i.pool_key == pool)
+
+    def notice(iid: str) -> Instance:
+        w.clock.advance(5)
+        before = {i.instance_id for i in w.cloud.alive()}
+        w.cloud.revoke(iid, w.clock.now() + timedelta(seconds=120))
+        first.poll_notices()
+        (added,) = [i for i in w.cloud.alive() if i.instance_id not in before]
+        return added
+
+    victim = in_pool(A)[0]
+    replacement = notice(victim)
+    assert replacement.pool_key == B  # (the lifecycle's choice, stated)
+    other = next(i for i in in_pool(B) if i != replacement.instance_id)
+    assert notice(other).pool_key == C  # B holds an instance under a notice now
+    assert len(in_pool(d_)) == 2  # ready, no notice, no replacement
+    w.clock.advance(5)
+    _sweeps_plan(w, first, {C: 1, d_: 1})  # a re-plan moves B's capacity away
+    w.clock.advance(w.config.lease_ttl_s + 1)  # still inside the victim's window
+    second = w.daemon()
+    before = set(in_pool(d_))
+    second.start()
+    alive = {i.instance_id for i in w.cloud.alive()}
+    assert {victim, replacement.instance_id} <= alive
+    assert len(before & alive) == 1  # the plan's surplus in d ended
+    assert second.reconcile() == []
+    assert w.cloud.counters.duplicate_launches == 0 and w.cloud.orphaned(w.known()) == []
+
+
 def test_the_crash_oracle_sees_a_launch_on_top_of_instances_the_daemon_lost_track_of(
     tmp_path: Path,
 ) -> None:

@@ -87,3 +87,28 @@ def test_only_the_warming_part_moves_and_a_pool_under_notice_is_not_a_target() -
     ready = book.ready_counts(spot, NOW, WARM)
     assert ("chat", A, "spot") not in ready
     assert stick(want, book.counts(spot), book, 0.1, ready) == want
+
+
+def test_a_replacement_in_a_pool_hit_by_another_notice_keeps_its_floor() -> None:
+    """Zone b holds a replacement whose notice window is open (its floor,
+    ``FleetBook.protected``) and, since, another instance under a notice of
+    its own: nothing in b counts as ready, and without the floor the
+    replacement would give way to a ready surplus replica of zone a and be
+    ended before the revocation it replaces lands."""
+    book = _book()
+    fleet = (_inst("i-a1", A, 900), _inst("i-a2", A, 900), _inst("i-b1", B, 900),
+             _inst("i-b2", B, 60))  # fmt: skip
+    book.doom("i-b1", NOW + timedelta(seconds=90), NOW - timedelta(seconds=30))
+    slot_a, slot_b = ("chat", A, "on_demand"), ("chat", B, "on_demand")
+    want = {slot_a: 1, slot_b: 1}  # the plan's one in b is the replacement i-b2
+    running, ready = book.counts(fleet), book.ready_counts(fleet, NOW, WARM)
+    assert ready == {slot_a: 2.0} and running == {slot_a: 2.0, slot_b: 1.0}
+    doomed = frozenset(book.doomed)
+    moved = stick(want, running, book, 0.1, ready)
+    assert moved == {slot_a: 2}
+    (end,) = diff(moved, fleet, 1, "me", doomed=doomed, now=NOW, warm_s=WARM)
+    assert isinstance(end, TerminateRequest) and end.instance_ids == ("i-b2",)
+    kept = stick(want, running, book, 0.1, ready, {slot_b: 1})
+    assert kept == want
+    # i-a2 stays while the replacement warms up (make before break): nothing ends.
+    assert diff(kept, fleet, 1, "me", doomed=doomed, now=NOW, warm_s=WARM) == []
