@@ -241,6 +241,22 @@ class FleetView:
                 self.remove(inst)
         return tuple(ids)
 
+    def retire_ids(
+        self, ids: Collection[str], count: int, skip: Collection[str]
+    ) -> tuple[str, ...]:
+        """Up to ``count`` of ``ids`` still in the fleet and counted (none
+        of ``skip``), taken out of the tallies."""
+        out: list[str] = []
+        for iid in ids:
+            inst = self.by_id.get(iid)
+            if len(out) == count:
+                break
+            if inst is None or iid in skip or iid in self.removed:
+                continue
+            out.append(iid)
+            self.remove(inst)
+        return tuple(out)
+
     def tally(self, workload: str) -> Tally:
         t = self.tallies.get(workload)
         if t is None:

@@ -444,6 +444,7 @@ class ProductFleet:
         payload: Json = {
             "kind": kind,
             "launches": [_launch_json(x) for x in decision.launches],
+            "kept": [_launch_json(x) for x in decision.kept],
             "lost_slot": [inst.workload, inst.pool_key, inst.tier.value],
             "lost_count": 1,
             "taken_out": kind != "ignore",

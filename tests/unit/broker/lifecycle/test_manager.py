@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from broker.lifecycle import (
     Decision,
     DecisionKind,
+    LaunchIntent,
     LifecycleConfig,
     LifecycleManager,
     ReturnKind,
@@ -1153,6 +1154,54 @@ def test_a_serving_return_retires_the_on_demand_serving_in_its_stretchs_stead() 
     assert second.terminate_instance_ids == ("i-od",)
     assert [x.tier for x in second.launches] == [Tier.SPOT]
     assert second.after_ready  # reconcile ends it once the spot is ready
+
+
+def test_a_serving_break_glass_takes_back_the_on_demand_a_return_still_runs() -> None:
+    # A return keeps the on-demand it retires until its spot is ready (make
+    # before break). When that spot is revoked first, the retired on-demand
+    # is ready and serving: break glass onto it, launch nothing. A launch
+    # would be ready a cold start after a 2-minute notice has run out and
+    # would run beside it, paid, until reconcile ended the surplus (fleet
+    # bench, seed 1: ~2,800 such launches in the p3.16xlarge group).
+    m, clock, fleet, _ = _serving_glass()
+    first = _first_return(m, clock, fleet)
+    assert first.terminate_instance_ids == ("i-od",) and first.after_ready
+    (launch,) = first.launches
+    clock.advance(30)
+    warming = inst("chat", launch.pool_key, 4, Tier.SPOT, at=clock.now(), iid="i-warm")
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    d2 = m.handle(revoke(warming, clock.now()), (*fleet, warming), market())
+    assert d2.kind is DecisionKind.BREAK_GLASS
+    assert d2.launches == ()
+    assert d2.kept_instance_ids == ("i-od",)
+    od_pool = fleet[-1].pool_key
+    assert d2.kept == (LaunchIntent(od_pool, Tier.ON_DEMAND, 1),)
+    assert d2.break_glass_usd_committed > 0  # against the cap, as any break-glass
+    assert d2.as_record()["kept"] == [{"pool_key": od_pool, "tier": "on_demand", "count": 1}]
+    assert m.stretch_state(d2.notice_id)["kept"] == ["i-od"]  # stored with it
+    # its own return retires what it took back
+    second = _first_return(m, clock, fleet)
+    assert second.allocation_id == d2.notice_id
+    assert second.terminate_instance_ids == ("i-od",)
+    assert [x.tier for x in second.launches] == [Tier.SPOT]
+
+
+def test_with_no_retired_on_demand_running_serving_breaks_glass_onto_a_launch() -> None:
+    # The on-demand a return retired is gone (reconcile ended it once its
+    # spot was ready): a later revocation launches on-demand as before.
+    m, clock, fleet, _ = _serving_glass()
+    first = _first_return(m, clock, fleet)
+    (launch,) = first.launches
+    clock.advance(600)
+    ready = inst("chat", launch.pool_key, 4, Tier.SPOT, at=clock.now(), iid="i-ready")
+    running = (*fleet[:2], ready)  # "i-od" ended
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    d2 = m.handle(revoke(ready, clock.now()), running, market())
+    assert d2.kind is DecisionKind.BREAK_GLASS
+    assert [x.tier for x in d2.launches] == [Tier.ON_DEMAND]
+    assert d2.kept == () and d2.kept_instance_ids == ()
 
 
 def test_a_serving_return_never_retires_on_demand_no_return_retired() -> None:
