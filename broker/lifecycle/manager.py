@@ -844,7 +844,10 @@ class LifecycleManager:
             launches: tuple[LaunchIntent, ...] = ()
             ids: tuple[str, ...] = ()
             if step.kind is not ReturnKind.EXTEND:
-                ids = view.retire(s.workload, s.pool_key, s.count, s.started_s, self._handled)
+                ids = view.retire(
+                    s.workload, s.pool_key, s.count, s.started_s, self._handled,
+                    newest_first=overlap_s(w) > 0,  # reconcile ends them: the newest first
+                )  # fmt: skip
                 if len(ids) < s.count and s.kept:  # the on-demand it took back
                     ids += view.retire_ids(s.kept, s.count - len(ids), self._handled)
                 if not ids and step.kind is ReturnKind.RETURN_TO_SPOT and overlap_s(w) > 0:

@@ -1204,6 +1204,21 @@ def test_with_no_retired_on_demand_running_serving_breaks_glass_onto_a_launch() 
     assert d2.kept == () and d2.kept_instance_ids == ()
 
 
+def test_a_serving_return_names_the_newest_on_demand_as_reconcile_ends_it() -> None:
+    # A serving return leaves the ending to reconcile, which ends a slot's
+    # newest surplus first (``broker.planning.reconcile.diff``). The return
+    # names the newest on-demand of its pool launched since the stretch
+    # began, so the instance the manager takes as retired is the one that
+    # ends (and a later break-glass takes back only on-demand that runs on
+    # as surplus, not one the counts still hold).
+    m, clock, fleet, _ = _serving_glass()
+    od = fleet[-1]
+    later = inst("chat", od.pool_key, 4, Tier.ON_DEMAND, at=od.launched_at + timedelta(minutes=5),
+                 iid="i-newer")  # fmt: skip
+    r = _first_return(m, clock, (*fleet, later))
+    assert r.terminate_instance_ids == ("i-newer",)
+
+
 def test_a_serving_return_never_retires_on_demand_no_return_retired() -> None:
     # The plan's own on-demand base (never retired by a return) is not the
     # stretch's: with the stretch's on-demand gone, the return launches
