@@ -1187,6 +1187,25 @@ def test_a_serving_break_glass_takes_back_the_on_demand_a_return_still_runs() ->
     assert [x.tier for x in second.launches] == [Tier.SPOT]
 
 
+def test_a_withdrawn_take_back_leaves_the_on_demand_retired() -> None:
+    # The daemon refused the decision (its cap or budget guard): the stretch
+    # goes, and the on-demand it took back is the return's retired one again,
+    # so the next revocation can take it back.
+    m, clock, fleet, _ = _serving_glass()
+    (launch,) = _first_return(m, clock, fleet).launches
+    clock.advance(30)
+    warm = [inst("chat", launch.pool_key, 4, Tier.SPOT, at=clock.now(), iid=f"i-w{i}")
+            for i in range(2)]  # fmt: skip
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    d2 = m.handle(revoke(warm[0], clock.now()), (*fleet, *warm), market())
+    assert d2.kept_instance_ids == ("i-od",)
+    m.withdraw(d2.notice_id)
+    assert d2.notice_id not in m.break_glass_stretches()
+    d3 = m.handle(revoke(warm[1], clock.now()), (*fleet, *warm), market())
+    assert d3.kept_instance_ids == ("i-od",) and d3.launches == ()
+
+
 def test_with_no_retired_on_demand_running_serving_breaks_glass_onto_a_launch() -> None:
     # The on-demand a return retired is gone (reconcile ended it once its
     # spot was ready): a later revocation launches on-demand as before.
