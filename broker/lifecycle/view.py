@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from markets.fleet import Instance, InstanceState
@@ -236,7 +236,7 @@ class FleetView:
         surplus (``broker.planning.reconcile.diff``), for a return whose
         on-demand reconcile ends (a serving return, after its spot is
         ready): the instances named are then the ones that end."""
-        found = (
+        found: Iterable[Instance] = (
             inst
             for inst in self.by_id.values()
             if inst.workload == workload
@@ -247,7 +247,7 @@ class FleetView:
             and inst.launched_at.timestamp() >= since_s
         )
         if newest_first:
-            found = iter(sorted(found, key=lambda i: (i.launched_at, i.instance_id), reverse=True))
+            found = sorted(found, key=lambda i: (i.launched_at, i.instance_id), reverse=True)
         ids: list[str] = []
         for inst in found:
             if len(ids) == count:
