@@ -59,6 +59,9 @@ __all__ = ["LifecycleManager"]
 _REVOCATIONS = (NoticeKind.INTERRUPTION, NoticeKind.PREEMPTED)
 # What ``_handled`` says of an on-demand instance a stretch's return retired.
 _RETIRED = ":retired"
+# What it says of on-demand reconcile keeps only until its replacement is
+# ready (``kept_until_ready``): retired as a return's is.
+_SURPLUS = f"reconcile{_RETIRED}"
 
 
 class LifecycleManager:
@@ -151,6 +154,31 @@ class LifecycleManager:
     def record_resize(self, workload: str, at: datetime | None = None) -> None:
         """A resize made elsewhere (by the plan) starts the dwell too."""
         self._choose.last_resize[workload] = ensure_utc(at or self._clock.now()).timestamp()
+
+    def kept_until_ready(self, instance_ids: Collection[str]) -> None:
+        """The on-demand reconcile keeps only until what replaces it is ready
+        (make before break: surplus to the plan and the decisions since,
+        ``broker.planning.reconcile.surplus``), all of it, after each
+        reconcile pass. The manager counts it as it counts the on-demand a
+        return to spot retired: out of the tallies, and what a serving
+        break-glass takes back instead of launching (``_take_back``). A plan
+        that moves serving capacity back to spot while break-glass stretches
+        hold it on on-demand (a market refresh that finds spot back) leaves
+        that on-demand running until the spot is ready; when that spot is
+        revoked first, the notice keeps it rather than launch beside it.
+        Named before and not now: counted again (the counts hold it)."""
+        named = set(instance_ids)
+        changed = False
+        for iid in [i for i, why in self._handled.items() if why == _SURPLUS]:
+            if iid not in named:
+                del self._handled[iid]
+                changed = True
+        for iid in named:
+            if iid not in self._handled:
+                self._handled[iid] = _SURPLUS
+                changed = True
+        if changed:
+            self._view = None  # the tallies are rebuilt without them
 
     def set_horizon_start(self, at: datetime) -> None:
         """The plan epoch (``deadline_hours`` count from here), once the daemon

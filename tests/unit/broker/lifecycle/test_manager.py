@@ -1238,6 +1238,43 @@ def test_a_serving_return_names_the_newest_on_demand_as_reconcile_ends_it() -> N
     assert r.terminate_instance_ids == ("i-newer",)
 
 
+def _spot_lost_beside_surplus_on_demand(
+    named: list[list[str]],
+) -> Decision:
+    """chat: one spot g5 replica in 1a and one on-demand g5 in 1b that
+    reconcile keeps only until the spot replacing it is ready (a plan moved
+    the capacity back to spot); every g5 spot pool then refuses, and the
+    spot is revoked. ``named``: the successive ``kept_until_ready`` sets."""
+    m, clock = manager()
+    od = inst("chat", key("us-east-1b", "g5.12xlarge"), 4, Tier.ON_DEMAND, iid="i-surplus")
+    warm = inst("chat", key("us-east-1a", "g5.12xlarge"), 4, at=T0 + timedelta(minutes=1))
+    clock.advance(90)
+    for ids in named:
+        m.kept_until_ready(ids)
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    return m.handle(revoke(warm, clock.now()), (od, warm), market())
+
+
+def test_a_serving_break_glass_takes_back_on_demand_reconcile_keeps_until_ready() -> None:
+    # A re-plan put the fleet back on spot while break-glass on-demand still
+    # ran; reconcile keeps that on-demand until the spot is ready and names
+    # it. The spot is revoked first: the notice keeps the on-demand serving
+    # instead of launching another beside it (fleet bench, seed 1: 0.5499 ->
+    # 0.5487 x on-demand).
+    d = _spot_lost_beside_surplus_on_demand([["i-surplus"]])
+    assert d.kind is DecisionKind.BREAK_GLASS
+    assert d.launches == () and d.kept_instance_ids == ("i-surplus",)
+
+
+def test_on_demand_reconcile_no_longer_names_counts_again() -> None:
+    # A later reconcile no longer names it (the counts hold it again): it is
+    # capacity the workload has, not surplus to take back.
+    d = _spot_lost_beside_surplus_on_demand([["i-surplus"], []])
+    assert d.kept_instance_ids == ()
+    assert [x.tier for x in d.launches] == [Tier.ON_DEMAND]
+
+
 def test_a_serving_return_never_retires_on_demand_no_return_retired() -> None:
     # The plan's own on-demand base (never retired by a return) is not the
     # stretch's: with the stretch's on-demand gone, the return launches
