@@ -27,8 +27,9 @@ remaining life exceeds what it costs:
   restores, the MILP's ``r_w c``; a serving replica's old instance also runs
   that long: make before break) and the lost work (half a checkpoint
   interval of the moved work, redone; the workload's interval, else Daly's
-  optimum for the old pool's hazard, ``policies.checkpoint``; stateless
-  serving loses none).
+  optimum for the old pool's hazard: ``policies.moving``, the rule the
+  planner's move term of a running gang uses too; stateless serving loses
+  none).
 
 A training gang is synchronous: ending any of its nodes restarts all of
 them, so its move is judged whole: the saving of every node the plan moves
@@ -57,8 +58,8 @@ from broker.planning.reconcile import Slot, live_ours, plan_hour
 from markets.errors import InputError
 from markets.fleet import Instance, InstanceState
 from markets.model import PoolSnapshot, Tier
-from policies.checkpoint import daly_interval
 from policies.cost_table import spot_factor
+from policies.moving import lost_work_hours
 from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["MoveCosts", "need_hours", "unpaid_moves"]
@@ -139,22 +140,6 @@ def _life_h(snap: PoolSnapshot, tier: str, need_h: float) -> float:
     return (1.0 - math.exp(-lam * need_h)) / lam
 
 
-def _lost_h(w: Workload, snap: PoolSnapshot) -> float:
-    """Expected work lost by ending an instance now: half a checkpoint interval
-    (stateless serving and checkpoint-free jobs: none beyond the restart)."""
-    if w.workload_class is WorkloadClass.SERVING or w.checkpoint_write_seconds <= 0:
-        return 0.0
-    if w.checkpoint_interval_minutes is not None:
-        return w.checkpoint_interval_minutes / 120.0
-    lam = snap.hazard.rate_per_hour
-    if lam <= _EPS:
-        return 0.0  # no hazard: the job checkpoints rarely and loses little
-    try:
-        return daly_interval(w.checkpoint_write_hours, 1.0 / lam) / 2.0
-    except ValueError:
-        return 0.0
-
-
 def unpaid_moves(
     want: Mapping[Slot, int],
     fleet: Sequence[Instance],
@@ -223,7 +208,7 @@ def unpaid_moves(
             if w.workload_class is WorkloadClass.SERVING:
                 restart_usd += w.restart_hours * usd_old  # make before break
             price = costs.churn_usd_per_unit * inst.units + restart_usd
-            price += _lost_h(w, snap) * p_old * work
+            price += lost_work_hours(w, snap) * p_old * work
             moved.append(_Move(inst, saving, price, p_old * work))
         if not moved:
             continue
@@ -285,6 +270,6 @@ def _gang_unpaid(
             if math.isfinite(p):
                 gang_usd_per_h += p * work * len(insts)
     idle_usd_per_h = max(gang_usd_per_h - sum(m.usd_per_h for m in moved), 0.0)
-    lost_h = max(_lost_h(w, pools[m.inst.pool_key]) for m in moved)
+    lost_h = max(lost_work_hours(w, pools[m.inst.pool_key]) for m in moved)
     price = sum(m.price_usd for m in moved) + idle_usd_per_h * (w.restart_hours + lost_h)
     return [] if sum(m.saving_usd for m in moved) > price else [m.inst for m in moved]

@@ -20,7 +20,15 @@ The replay, hour by hour (``t_h`` = the plan's start + h hours):
    revoked comes back at the next hour start as a new instance if the plan
    still has it. A plan slot covered by an open break-glass stretch is left
    out while the stretch lasts (its work is on on-demand already: the daemon's
-   book takes a decided slot out the same way).
+   book takes a decided slot out the same way). An hour whose plan ends
+   running nodes of a training gang (a re-plan moving or shrinking it) is a
+   broker-made move: its units are recorded in the manager's disruption
+   budget (``broker.lifecycle.disruption``) at the hour start, as the
+   daemon's reconcile records the gang moves it carries out, so the job's
+   move interval and the fleet's churn window start there. The replay
+   carries the plan's move out without asking the budget's ``grant`` (the
+   daemon's reconcile would hold a move it refuses, ``hold``), and records
+   no plan-ended spot of other workloads (the daemon's reconcile does).
 2. **Revocations.** In a pool whose actual held share ``s`` is below 1 that
    hour, ``floor(n (1 - s) + 1/2)`` of the ``n`` spot instances there are
    revoked at ``t_h`` (the newest first), each as an interruption notice
@@ -196,6 +204,10 @@ class _Replay:
     # work_per_held_hour per (workload, pool, tier): every instance's every
     # hour is credited (~10^7 times in a year's risk band)
     work: dict[tuple[str, str, Tier], float] = field(default_factory=dict)
+    gangs: frozenset[str] = field(init=False, default=frozenset())  # training: synchronous gangs
+
+    def __post_init__(self) -> None:
+        self.gangs = frozenset(w.name for w in self.workloads.of_class(WorkloadClass.TRAINING))
 
     # --- the fleet ------------------------------------------------------------------
     def _new_id(self, prefix: str) -> str:
@@ -324,12 +336,15 @@ class _Replay:
             self.desired = DesiredByHour(self.plan, self.workloads)
         want = self.desired.at(t0)
         out_count = Counter(self.taken_out.values())
+        ended: dict[str, float] = defaultdict(float)  # gang -> units of its nodes the plan ends
         for slot in sorted(set(self.slots) | set(want)):  # ids in one order every run
             n = want.get(slot, 0)
             if n:
                 self.plan_instances[(h, *slot)] = n
             n = max(0, n - out_count.get(slot, 0))
             live = self.slots.setdefault(slot, [])
+            if slot[0] in self.gangs:
+                ended[slot[0]] += sum(x.inst.units for x in live[n:])
             del live[n:]
             w, pool, tier = slot
             while len(live) < n:
@@ -338,6 +353,9 @@ class _Replay:
                 live.append(_Live(inst, t0.timestamp(), slot))
             if not live:
                 del self.slots[slot]
+        for w, units in sorted(ended.items()):
+            if units > 0:  # a broker-made move: the one disruption budget counts it
+                self.manager.disruption.record(units, t0.timestamp(), w)
 
     def _storm(self, t0: datetime, h: int) -> None:
         """Revoke the lost share of every spot pool; one decision per notice."""

@@ -38,6 +38,9 @@ Objective (dollars):
      + sum_w V_w F_w                                        finish hour of each job
                                                             at its value of time
                                                             (``finish``; V = 0: none)
+     + sum_w L_w M_w                                        a running gang moved: the
+                                                            work since its checkpoint
+                                                            (``placement``)
 
 Constraints:
 
@@ -124,6 +127,7 @@ from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
+from policies.moving import lost_work_hours
 from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["AllocVar", "BuiltModel", "build_model"]
@@ -313,7 +317,10 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     cat = pulp.LpInteger if integral else pulp.LpContinuous
     built = BuiltModel(prob=prob, integral=integral, spot_caps=caps)
     for wn, places in gang_opts.items():
-        built.gangs[wn] = GangRows(problem.workloads.by_name(wn), [o.key for o in places])
+        gw = problem.workloads.by_name(wn)
+        running, move_usd = _running_gang(problem, gw)
+        built.gangs[wn] = GangRows(gw, [o.key for o in places], running=running,
+                                   move_usd=move_usd)  # fmt: skip
     built.serving_demand = {
         w.name: problem.serving_period_demand(w.name)
         for w in problem.workloads.of_class(WorkloadClass.SERVING)
@@ -398,6 +405,9 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                     prev[key] = a.var
             _workload_period(problem, built, w, t, L, allocs, objective, name)
         _workload_totals(problem, built, w, objective, name)
+        rows = built.gangs.get(w.name)
+        if rows is not None:  # a running gang's move loses its work since a checkpoint
+            objective.extend(rows.add_move(prob, name))
 
     committed_work: dict[tuple[str, int], Terms] = {}
     for a in built.allocs:
@@ -475,6 +485,31 @@ def _gang_places(
     return gang_options(w, entries, spot, committed=problem.options.allow_committed,
                         keep_groups=keep, running_pools=running, usable_spot=usable,
                         per_place=problem.options.max_spot_pools)  # fmt: skip
+
+
+def _running_gang(problem: PlanningProblem, w: Workload) -> tuple[frozenset[str], float]:
+    """Where gang ``w`` runs now (its placements, from ``previous_instances``)
+    and what moving it loses (``placement``'s L_w): half a checkpoint
+    interval (``policies.moving``, the longest of its pools') of the whole
+    running gang, at what it costs an hour there now."""
+    places: set[str] = set()
+    usd_per_hour, lost_h = 0.0, 0.0
+    for (wn, key, tier), n in problem.previous_instances.items():
+        if wn != w.name or n <= 0:
+            continue
+        try:
+            snap = problem.pool(key).snap
+        except KeyError:
+            continue  # a pool the market no longer lists: nothing to stay in
+        k = PoolKey.parse(key)
+        places.add(w.gang_placement_key(provider=k.provider, region=k.region, zone=k.zone,
+                                        instance_type=k.instance_type) or "")  # fmt: skip
+        price = snap.price(Tier(tier), term_years=problem.options.term_years)
+        if price is None or not math.isfinite(price):
+            price = snap.on_demand_usd_per_hour
+        usd_per_hour += float(n) * price
+        lost_h = max(lost_h, lost_work_hours(w, snap))
+    return frozenset(places), lost_h * usd_per_hour
 
 
 def _period_allocs(

@@ -10,7 +10,7 @@ else; demand is exactly their work.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,7 @@ import pytest
 
 from broker.planning.plan import ALLOCATION_COLUMNS, Plan
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted, bill_reaction
-from broker.whatif.reaction import DECIDED_BY, react
+from broker.whatif.reaction import DECIDED_BY, Reactor, react
 from markets.model import (
     Hazard,
     HazardSource,
@@ -215,3 +215,35 @@ def test_on_demand_the_manager_kept_instead_of_launching_is_launched_here() -> N
     replay._carry_out(kept, ("api", A, Tier.SPOT.value), T0)
     (got,) = replay.glass["n-kept"]
     assert (got.inst.pool_key, got.inst.tier) == (A, Tier.ON_DEMAND)
+
+
+def test_a_plan_that_moves_a_running_gang_spends_the_disruption_budget() -> None:
+    """A training gang of two on-demand nodes in zone a that the next step's
+    plan moves to zone b is a broker-made move: the manager's one disruption
+    budget records its two units at that step's start (the job's move
+    interval starts), as the daemon's reconcile records the gang moves it
+    carries out."""
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["g1"], "min_units": 2,
+         "max_units": 2, "unit_hours": 8.0, "deadline_hours": 24.0},
+    ]})  # fmt: skip
+    snap = _snapshot()
+    costs = CostTable.compute(snap, ws)
+
+    def step(pool: str) -> Plan:
+        row = (0, 0, 2, "gang", Tier.ON_DEMAND.value, pool, 2.0, 2.0, 2.0, OD_USD)
+        return Plan(
+            start=T0, hours=2, period_hours=1, commitments=(),
+            allocations=pd.DataFrame([row], columns=ALLOCATION_COLUMNS), objective_usd=0.0,
+            status="hand-made", solver="none", solve_time_s=0.0, integral=True,
+        )  # fmt: skip
+
+    reactor = Reactor(T0, ws, snap, _actuals(1.0), costs=costs)
+    budget = reactor.manager.disruption
+    reactor.run(step(A), 0, 2)
+    assert budget.last_move_s("gang") is None  # forming the gang moves nothing
+    reactor.run(step(B), 2, 2)
+    moved_s = (T0 + timedelta(hours=2)).timestamp()
+    assert budget.last_move_s("gang") == moved_s
+    assert budget.used_units(moved_s) == pytest.approx(2.0)
+    assert budget.block_reason("gang", moved_s + 60.0) is not None  # one move per hour

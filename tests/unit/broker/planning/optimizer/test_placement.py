@@ -198,3 +198,67 @@ def test_the_bound_stays_a_bound(relaxed: bool) -> None:
     bound = plan.meta["lower_bound_usd"]
     assert bound is not None and float(bound) <= plan.objective_usd * (1 + 1e-9) + 1e-6
     _assert_contract(plan, ws.by_name("gang"))
+
+
+# --- a running gang moves only when the move pays ---------------------------------
+
+
+def _two_zones(here_usd: float, there_usd: float) -> MarketSnapshot:
+    """One 8-GPU type on GCP in us-central1-a and europe-west4-a (two
+    placements), on-demand only."""
+    inst = InstanceType(provider=Provider.GCP, name="gcp-h", family="h", units=8, gpus=8,
+                        vcpus=64, memory_gib=256.0)  # fmt: skip
+    pools = tuple(
+        PoolSnapshot(pool=Pool(provider=Provider.GCP, region=region, zone=f"{region}-a",
+                               instance_type="gcp-h"),
+                     instance=inst, on_demand_usd_per_hour=usd, observed_at=T0)
+        for region, usd in (("us-central1", here_usd), ("europe-west4", there_usd))
+    )  # fmt: skip
+    return MarketSnapshot(at=T0, pools=pools, source="synthetic")
+
+
+_HERE = "gcp/us-central1/us-central1-a/gcp-h"
+_THERE = "gcp/europe-west4/europe-west4-a/gcp-h"
+
+
+def _running_gang_plan(there_usd: float, **update: object) -> Plan:
+    """A 2-node gang (16 GPUs, $10 a node-hour) running in us-central1-a must
+    run all 6 hours of the window. Moving it to europe-west4-a costs, beside
+    the new hours, the churn ($0.25 x 16 = $4), every new node's restart (30
+    min billed: 2 x 0.5 h x p) and the work since its last checkpoint (a
+    2-hour interval: 1 h of the running gang, $20)."""
+    gang = {"name": "gang", "class": "training", "instance_types": ["gcp-h"],
+            "min_units": 16, "step_units": 8, "max_units": 16, "unit_hours": 96.0,
+            "deadline_hours": 6.0, "restart_minutes": 30.0, "checkpoint_write_seconds": 60.0,
+            "checkpoint_interval_minutes": 120.0, "value_of_time_usd_per_hour": 0.0,
+            **update}  # fmt: skip
+    ws = parse_workloads({"workloads": [gang]}, demand_supplied=True)
+    options = PlanOptions(allow_spot=False, allow_committed=False, integral=True, gap=0.0)
+    problem = build_problem(_two_zones(10.0, there_usd), ws, {}, hours=6, options=options,
+                            previous_instances={("gang", _HERE, "on_demand"): 2.0})  # fmt: skip
+    return solve(problem)
+
+
+@pytest.mark.parametrize(
+    ("there_usd", "where"),
+    [
+        # 6 h x 2 x $8.5 + $4 churn + $8.5 restart = $114.5 < $120 staying: the
+        # churn and restart alone let it move; the hour of lost work ($20) does not.
+        pytest.param(8.5, _HERE, id="small-saving-stays"),
+        # 6 h x 2 x $5 + $4 + $5 + $20 lost = $89 < $120: the move pays.
+        pytest.param(5.0, _THERE, id="large-saving-moves"),
+    ],
+)
+def test_a_running_gang_moves_only_when_the_saving_pays_the_lost_work(
+    there_usd: float, where: str
+) -> None:
+    plan = _running_gang_plan(there_usd)
+    rows = _gang_rows(plan, "gang")
+    assert set(rows.pool_key) == {where}
+    assert sorted(rows.hour_start) == list(range(6))
+    assert (rows.instances.round(6) == 2.0).all()
+
+
+def test_a_gang_whose_disruption_budget_is_nil_never_moves() -> None:
+    plan = _running_gang_plan(5.0, disruption={"max_share": 0.0})
+    assert set(_gang_rows(plan, "gang").pool_key) == {_HERE}
