@@ -367,6 +367,12 @@ def decision_deltas(
         lost = p.get("lost_slot")
         if lost and (d.kind in _TAKE_OUT or p.get("taken_out")):
             add((lost[0], lost[1], lost[2]), -int(p.get("lost_count", 1)))
+        # break-glass onto on-demand a return had ended that still runs: the
+        # ended count comes back (``Decision.kept``)
+        for x in p.get("kept") or []:
+            workload = x.get("workload") or d.workload
+            if workload:
+                add((workload, x["pool_key"], x["tier"]), int(x["count"]))
         ended = p.get("ended_slots") or []
         held = -sum(add((s[0], s[1], s[2]), -1) for s in ended)
         for x in p.get("launches") or []:

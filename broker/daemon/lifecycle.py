@@ -51,6 +51,11 @@ class Lifecycle(Protocol):
         """The plan resized an elastic job: its shrink dwell counts from ``at``."""
         ...
 
+    def kept_until_ready(self, instance_ids: Collection[str]) -> None:
+        """After a reconcile pass: the on-demand it keeps only until what
+        replaces it is ready (``broker.planning.reconcile.surplus``), all of it."""
+        ...
+
     # --- the placement rule (broker.lifecycle.fallback) ------------------------
     @property
     def unavailable(self) -> UnavailableOfferings:

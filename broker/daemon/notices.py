@@ -472,6 +472,17 @@ class NoticeJob:
             "lost_count": 1,
             "taken_out": n.kind in _DOOMING and kind != "ignore",
             "launch_before_terminate": dec.launch_before_terminate,
+            # on-demand taken back instead of launched (``Decision.kept``)
+            "kept": [
+                {
+                    "pool_key": x.pool_key,
+                    "tier": x.tier.value,
+                    "count": int(x.count),
+                    "workload": workload,
+                }
+                for x in dec.kept
+                if workload is not None and not refused
+            ],
             "refused": refused,
             "preemption_tax": None if tax is None else tax.as_record(),
         }

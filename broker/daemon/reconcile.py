@@ -64,11 +64,13 @@ from broker.planning.reconcile import (
     hold,
     leaving,
     live_ours,
+    surplus,
     warm_up_seconds,
     whole_gangs,
 )
 from markets.fleet import Instance, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey
+from markets.model import Tier
 from markets.protocols import Provider
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
@@ -228,10 +230,13 @@ class ReconcileJob:
         when a pool refused, then terminations)."""
         done: list[Request] = []
         requests: list[Request] = []
+        want: dict[Slot, int] = {}
+        doomed: frozenset[str] = frozenset()
         for _ in range(_PASSES):
             doomed = self._book.doomed_ids(now)
+            want = self.desired(state, now)
             requests = diff(
-                self.desired(state, now),
+                want,
                 fleet,
                 state.generation,
                 self._owner,
@@ -262,4 +267,10 @@ class ReconcileJob:
                         moved[w] += n_units
         for w, total in sorted(moved.items()):
             self._lifecycle.disruption.record(total, now.timestamp(), w)
+        # What make before break keeps only until its replacement is ready:
+        # the lifecycle counts it as retired (``Lifecycle.kept_until_ready``).
+        ended = {i for r in done if isinstance(r, TerminateRequest) for i in r.instance_ids}
+        after = [i for i in fleet if i.instance_id not in ended]
+        kept = surplus(want, after, self._owner, doomed=doomed, tier=Tier.ON_DEMAND)
+        self._lifecycle.kept_until_ready(kept)
         return done

@@ -17,7 +17,7 @@ per workload class), read a clock, or do I/O.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from broker.lifecycle.choices import (
@@ -48,6 +48,8 @@ class Outcome:
     launches: tuple[LaunchIntent, ...] = ()
     new_size: int | None = None
     usd: float = 0.0
+    kept: tuple[LaunchIntent, ...] = ()  # on-demand taken back instead of launched
+    kept_instance_ids: tuple[str, ...] = ()
 
 
 class Chooser:
@@ -194,24 +196,14 @@ class Chooser:
         if od is None:
             return "no acceptable pool has on-demand capacity"
         n = od.instances_for(lost_work)
-        lost = cands.by_pool.get(pool_key)
-        lost_spot = 0.0 if lost is None else (lost.spot_usd_per_hour or 0.0)
-        g = self.guards
-        calm_s = max(
-            g.pool_breakers.open_until_s(pool_key),
-            g.zone_breakers.open_until_s(PoolKey.parse(pool_key).zone_key),
-        )
-        hours = max(
-            self.config.break_glass_min_hours,
-            (max(0.0, calm_s - now_s) + self.config.return_min_dwell_s) / 3600.0,
-        )
+        hours = self._calm_hours(pool_key, now_s)
         usd = self.book.open(
             nid,
             w.name,
             od,
             n,
             work_per_hour=lost_work,
-            lost_spot_usd_per_hour=lost_spot,
+            lost_spot_usd_per_hour=self._spot_price(cands, pool_key),
             hours=hours,
             now_s=now_s,
         )
@@ -229,6 +221,81 @@ class Chooser:
             (LaunchIntent(od.pool_key, Tier.ON_DEMAND, n),),
             usd=usd,
         )
+
+    def take_back(
+        self,
+        nid: str,
+        w: Workload,
+        pool_key: str,
+        retired: Sequence[Instance],
+        lost_work: float,
+        view: FleetView,
+        now_s: float,
+    ) -> Outcome | str:
+        """Break glass for ``lost_work`` of spot in ``pool_key`` onto on-demand
+        that still runs: ``retired``, instances of one on-demand pool that a
+        return to spot retired and keeps until its spot is ready (make
+        before break). A stretch for as many of them as the work needs,
+        against the cap as ``open_on_demand``'s; nothing is launched: they
+        serve now, where a launch would be ready a cold start later and
+        would run beside them until reconcile ends the surplus."""
+        if not retired:
+            return "no on-demand a return retired still runs"
+        cands = self.candidates(w)
+        od = cands.by_pool.get(retired[0].pool_key)
+        if od is None:
+            return f"{retired[0].pool_key} is not in the market"
+        n = od.instances_for(lost_work)
+        if n > len(retired):
+            return f"{len(retired)} retired on-demand still run, {n} needed"
+        kept = tuple(retired[:n])
+        ids = tuple(i.instance_id for i in kept)
+        hours = self._calm_hours(pool_key, now_s)
+        usd = self.book.open(
+            nid,
+            w.name,
+            od,
+            n,
+            work_per_hour=lost_work,
+            lost_spot_usd_per_hour=self._spot_price(cands, pool_key),
+            hours=hours,
+            now_s=now_s,
+            kept=ids,
+        )
+        if isinstance(usd, str):
+            return usd
+        for inst in kept:
+            view.restore(inst)
+        reason = (
+            f"break glass onto {n} x {od.instance_type} on-demand in {od.pool_key} that a "
+            f"return to spot retired and that still runs: nothing launched, ${usd:,.0f} "
+            f"committed for {hours:.1f} h (cap left ${self.book.ledger.remaining_usd:,.0f})"
+        )
+        return Outcome(
+            DecisionKind.BREAK_GLASS,
+            reason,
+            usd=usd,
+            kept=(LaunchIntent(od.pool_key, Tier.ON_DEMAND, n),),
+            kept_instance_ids=ids,
+        )
+
+    def _calm_hours(self, pool_key: str, now_s: float) -> float:
+        """Hours a break-glass stretch for spot lost in ``pool_key`` commits:
+        until its breakers close plus the return dwell, at least the minimum."""
+        g = self.guards
+        calm_s = max(
+            g.pool_breakers.open_until_s(pool_key),
+            g.zone_breakers.open_until_s(PoolKey.parse(pool_key).zone_key),
+        )
+        return max(
+            self.config.break_glass_min_hours,
+            (max(0.0, calm_s - now_s) + self.config.return_min_dwell_s) / 3600.0,
+        )
+
+    @staticmethod
+    def _spot_price(cands: Candidates, pool_key: str) -> float:
+        lost = cands.by_pool.get(pool_key)
+        return 0.0 if lost is None else (lost.spot_usd_per_hour or 0.0)
 
     def shrink(
         self, w: Workload, inst: Instance, view: FleetView, now_s: float, *, forced: bool = False

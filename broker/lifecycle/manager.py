@@ -13,6 +13,7 @@ Pure and deterministic given the clock, the notices, fleets and snapshots.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -58,6 +59,9 @@ __all__ = ["LifecycleManager"]
 _REVOCATIONS = (NoticeKind.INTERRUPTION, NoticeKind.PREEMPTED)
 # What ``_handled`` says of an on-demand instance a stretch's return retired.
 _RETIRED = ":retired"
+# What it says of on-demand reconcile keeps only until its replacement is
+# ready (``kept_until_ready``): retired as a return's is.
+_SURPLUS = f"reconcile{_RETIRED}"
 
 
 class LifecycleManager:
@@ -151,6 +155,31 @@ class LifecycleManager:
         """A resize made elsewhere (by the plan) starts the dwell too."""
         self._choose.last_resize[workload] = ensure_utc(at or self._clock.now()).timestamp()
 
+    def kept_until_ready(self, instance_ids: Collection[str]) -> None:
+        """The on-demand reconcile keeps only until what replaces it is ready
+        (make before break: surplus to the plan and the decisions since,
+        ``broker.planning.reconcile.surplus``), all of it, after each
+        reconcile pass. The manager counts it as it counts the on-demand a
+        return to spot retired: out of the tallies, and what a serving
+        break-glass takes back instead of launching (``_take_back``). A plan
+        that moves serving capacity back to spot while break-glass stretches
+        hold it on on-demand (a market refresh that finds spot back) leaves
+        that on-demand running until the spot is ready; when that spot is
+        revoked first, the notice keeps it rather than launch beside it.
+        Named before and not now: counted again (the counts hold it)."""
+        named = set(instance_ids)
+        changed = False
+        for iid in [i for i, why in self._handled.items() if why == _SURPLUS]:
+            if iid not in named:
+                del self._handled[iid]
+                changed = True
+        for iid in named:
+            if iid not in self._handled:
+                self._handled[iid] = _SURPLUS
+                changed = True
+        if changed:
+            self._view = None  # the tallies are rebuilt without them
+
     def set_horizon_start(self, at: datetime) -> None:
         """The plan epoch (``deadline_hours`` count from here), once the daemon
         knows it: from its config, its store, or its first plan."""
@@ -160,6 +189,13 @@ class LifecycleManager:
     def withdraw(self, notice_id: str) -> None:
         """The daemon refused ``notice_id``'s decision (its own budget or cap
         guard): forget its launches and release any stretch it opened."""
+        s = self._book.stretches.get(notice_id)
+        if s is not None and s.kept:  # what it took back is retired again
+            for iid in s.kept:
+                self._handled[iid] = f"{notice_id}{_RETIRED}"
+                inst = None if self._view is None else self._view.by_id.get(iid)
+                if inst is not None and self._view is not None:
+                    self._view.remove(inst)
         self._book.cancel(notice_id)
         if self._view is not None:
             for p in [p for p in self._view.pending if p.notice_id == notice_id]:
@@ -426,6 +462,10 @@ class LifecycleManager:
             return self._choose.replace(nid, w, inst, lost_work, view, now_s, max_usd)
 
         def glass() -> Outcome | str:
+            if w.workload_class is WorkloadClass.SERVING:
+                kept = self._take_back(nid, w, inst, lost_work, view, now_s)
+                if not isinstance(kept, str):
+                    return kept
             return self._choose.break_glass(nid, w, inst, lost_work, view, now_s)
 
         def shrink() -> Outcome | str:
@@ -466,7 +506,7 @@ class LifecycleManager:
             if not isinstance(out, str):
                 if refusals:
                     reason = f"{out.reason} ({'; '.join(refusals)})"
-                    out = Outcome(out.kind, reason, out.launches, out.new_size, out.usd)
+                    out = dataclasses.replace(out, reason=reason)
                 return self._decision(notice, out, w.name, inst, cp)
             refusals.append(f"no {name}: {out}")
         why = "; ".join(refusals)
@@ -493,6 +533,48 @@ class LifecycleManager:
             if w.allows(p.pool.provider.value, p.pool.region)
         ]
 
+    def _retired_running(
+        self, view: FleetView, workload: str, itype: str | None, first_pool: str
+    ) -> list[Instance]:
+        """On-demand of ``workload`` (of ``itype`` if given) that a return to
+        spot retired and that still runs, ``first_pool``'s first."""
+        kept = [
+            inst
+            for inst in view.by_id.values()
+            if inst.workload == workload
+            and inst.tier is Tier.ON_DEMAND
+            and self._handled.get(inst.instance_id, "").endswith(_RETIRED)
+            and (itype is None or PoolKey.parse(inst.pool_key).instance_type == itype)
+        ]
+        kept.sort(key=lambda i: i.pool_key != first_pool)
+        return kept
+
+    def _take_back(
+        self, nid: str, w: Workload, inst: Instance, lost_work: float, view: FleetView, now_s: float
+    ) -> Outcome | str:
+        """Serving spot lost while on-demand a return to spot retired still
+        runs: break glass onto that on-demand, not onto a launch.
+
+        A serving return keeps the on-demand it retires until its spot is
+        ready (make before break). When that spot, or other spot of the
+        workload, is revoked meanwhile, the retired on-demand is ready and
+        serving; a break-glass launch beside it would be ready only a cold
+        start later (after a 2-minute notice has run out) and would cost its
+        on-demand price until reconcile ends the surplus. So the stretch
+        takes the running on-demand back, of one pool (the lost pool's
+        first) and as many instances as the lost work needs; a later return
+        retires them again (``Stretch.kept``)."""
+        retired = self._retired_running(view, w.name, None, inst.pool_key)
+        if not retired:
+            return "no on-demand a return retired still runs"
+        pool = retired[0].pool_key
+        same_pool = [i for i in retired if i.pool_key == pool]
+        out = self._choose.take_back(nid, w, inst.pool_key, same_pool, lost_work, view, now_s)
+        if not isinstance(out, str):
+            for iid in out.kept_instance_ids:
+                self._handled.pop(iid, None)  # serving again, counted in the tallies
+        return out
+
     def _serving_in_stead(self, view: FleetView, s: Stretch) -> tuple[str, ...]:
         """The on-demand a serving stretch's return retires when its own is
         gone: on-demand of the same workload and instance type (its own pool
@@ -512,15 +594,7 @@ class LifecycleManager:
         reports only moves counts, which ``broker.daemon.book.decision_deltas``
         never takes below what the plan and the decisions since hold."""
         itype = PoolKey.parse(s.pool_key).instance_type
-        kept = [
-            inst
-            for inst in view.by_id.values()
-            if inst.workload == s.workload
-            and inst.tier is Tier.ON_DEMAND
-            and self._handled.get(inst.instance_id, "").endswith(_RETIRED)
-            and PoolKey.parse(inst.pool_key).instance_type == itype
-        ]
-        kept.sort(key=lambda i: i.pool_key != s.pool_key)  # its own pool first
+        kept = self._retired_running(view, s.workload, itype, s.pool_key)  # its own pool first
         # out of the view's tallies already: handled instances are built out
         return tuple(i.instance_id for i in kept[: s.count])
 
@@ -611,7 +685,7 @@ class LifecycleManager:
             out = self._choose.break_glass(nid, w, inst, lost_work, view, now_s)
             if not isinstance(out, str):
                 reason = f"{out.reason} (the deadline rule: on-demand now; {'; '.join(refusals)})"
-                out = Outcome(out.kind, reason, out.launches, out.new_size, out.usd)
+                out = dataclasses.replace(out, reason=reason)
                 return self._decision(notice, out, w.name, inst, cp)
             refusals.append(f"no break-glass: {out}")
             why = "the deadline rule asks for on-demand, but " + "; ".join(refusals)
@@ -753,6 +827,8 @@ class LifecycleManager:
             checkpoint=cp,
             break_glass_usd_committed=out.usd,
             launch_before_terminate=lbt,
+            kept=out.kept,
+            kept_instance_ids=out.kept_instance_ids,
         )
 
     # --- break-glass upkeep --------------------------------------------------------
@@ -796,7 +872,12 @@ class LifecycleManager:
             launches: tuple[LaunchIntent, ...] = ()
             ids: tuple[str, ...] = ()
             if step.kind is not ReturnKind.EXTEND:
-                ids = view.retire(s.workload, s.pool_key, s.count, s.started_s, self._handled)
+                ids = view.retire(
+                    s.workload, s.pool_key, s.count, s.started_s, self._handled,
+                    newest_first=overlap_s(w) > 0,  # reconcile ends them: the newest first
+                )  # fmt: skip
+                if len(ids) < s.count and s.kept:  # the on-demand it took back
+                    ids += view.retire_ids(s.kept, s.count - len(ids), self._handled)
                 if not ids and step.kind is ReturnKind.RETURN_TO_SPOT and overlap_s(w) > 0:
                     ids = self._serving_in_stead(view, s)
                 for iid in ids:

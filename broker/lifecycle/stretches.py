@@ -58,6 +58,10 @@ class Stretch:
     started_s: float
     expires_s: float  # when its committed dollars run out
     steps: int = 0
+    # On-demand it took back instead of launching (an earlier return retired
+    # it while its spot warmed up): what its own return retires, as it
+    # retires the on-demand a stretch launched.
+    kept: tuple[str, ...] = ()
 
 
 _FIELDS = tuple(f.name for f in fields(Stretch))
@@ -93,15 +97,19 @@ def return_dwell_s(w: Workload, config: LifecycleConfig) -> float:
 
 def stretch_record(s: Stretch) -> dict[str, object]:
     """``s`` as JSON-ready fields (the daemon stores it with its decisions)."""
-    return {name: getattr(s, name) for name in _FIELDS}
+    out: dict[str, object] = {name: getattr(s, name) for name in _FIELDS}
+    out["kept"] = list(s.kept)
+    return out
 
 
 def stretch_from_record(r: Mapping[str, Any]) -> Stretch:
     """The inverse of ``stretch_record`` (extra keys such as ``open_usd`` are ignored).
 
     ``r`` comes back from JSON (``json.loads``, the store's SQLAlchemy JSON
-    column), whose values are typed Any; ``Stretch`` checks nothing more."""
-    return Stretch(**{name: r[name] for name in _FIELDS})
+    column), whose values are typed Any; ``Stretch`` checks nothing more.
+    A record from before ``kept`` existed kept nothing."""
+    fields_ = {name: r[name] for name in _FIELDS if name != "kept"}
+    return Stretch(**fields_, kept=tuple(r.get("kept") or ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +142,10 @@ class BreakGlassBook:
         lost_spot_usd_per_hour: float,
         hours: float,
         now_s: float,
+        kept: tuple[str, ...] = (),
     ) -> float | str:
-        """Commit the stretch's estimated extra dollars; return them, or why not."""
+        """Commit the stretch's estimated extra dollars; return them, or why
+        not. ``kept``: the on-demand instances it takes back (none launched)."""
         cap = self.ledger.cap_usd
         if cap == 0:
             return "break-glass is disabled (cap $0)"
@@ -156,6 +166,7 @@ class BreakGlassBook:
             extra_usd_per_hour=extra,
             started_s=now_s,
             expires_s=now_s + hours * 3600.0,
+            kept=kept,
         )
         return usd
 

@@ -103,6 +103,12 @@ class Decision:
     break_glass_usd_committed: float = 0.0
     # Rebalance: launch first; terminate the at-risk instance once the new one runs.
     launch_before_terminate: bool = False
+    # Break-glass onto on-demand that still runs (an earlier return to spot
+    # retired it and keeps it until its spot is ready): what is kept, per
+    # pool, in place of launches (a count the plan's slot gains back), and
+    # the instances.
+    kept: tuple[LaunchIntent, ...] = ()
+    kept_instance_ids: tuple[str, ...] = ()
 
     def as_record(self) -> dict[str, object]:
         """JSON-ready fields for the store's audit log and structured logs."""
@@ -133,6 +139,10 @@ class Decision:
             },
             "break_glass_usd_committed": round(self.break_glass_usd_committed, 2),
             "launch_before_terminate": self.launch_before_terminate,
+            "kept": [
+                {"pool_key": x.pool_key, "tier": x.tier.value, "count": x.count} for x in self.kept
+            ],
+            "kept_instance_ids": list(self.kept_instance_ids),
         }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from markets.fleet import Instance, InstanceState
@@ -220,26 +220,57 @@ class FleetView:
             self.add(inst.workload, inst.pool_key, inst.tier, inst.units, 1)
 
     def retire(
-        self, workload: str, pool_key: str, count: int, since_s: float, skip: Collection[str]
+        self,
+        workload: str,
+        pool_key: str,
+        count: int,
+        since_s: float,
+        skip: Collection[str],
+        *,
+        newest_first: bool = False,
     ) -> tuple[str, ...]:
         """Up to ``count`` on-demand instances of ``workload`` in ``pool_key``
         launched at or after ``since_s`` (never capacity that was there before
-        a break-glass stretch began), taken out of the tallies."""
+        a break-glass stretch began), taken out of the tallies.
+        ``newest_first``: the newest of them, as reconcile ends a slot's
+        surplus (``broker.planning.reconcile.diff``), for a return whose
+        on-demand reconcile ends (a serving return, after its spot is
+        ready): the instances named are then the ones that end."""
+        found: Iterable[Instance] = (
+            inst
+            for inst in self.by_id.values()
+            if inst.workload == workload
+            and inst.pool_key == pool_key
+            and inst.tier is Tier.ON_DEMAND
+            and inst.instance_id not in skip
+            and inst.instance_id not in self.removed
+            and inst.launched_at.timestamp() >= since_s
+        )
+        if newest_first:
+            found = sorted(found, key=lambda i: (i.launched_at, i.instance_id), reverse=True)
         ids: list[str] = []
-        for inst in self.by_id.values():
+        for inst in found:
             if len(ids) == count:
                 break
-            if (
-                inst.workload == workload
-                and inst.pool_key == pool_key
-                and inst.tier is Tier.ON_DEMAND
-                and inst.instance_id not in skip
-                and inst.instance_id not in self.removed
-                and inst.launched_at.timestamp() >= since_s
-            ):
-                ids.append(inst.instance_id)
-                self.remove(inst)
+            ids.append(inst.instance_id)
+            self.remove(inst)
         return tuple(ids)
+
+    def retire_ids(
+        self, ids: Collection[str], count: int, skip: Collection[str]
+    ) -> tuple[str, ...]:
+        """Up to ``count`` of ``ids`` still in the fleet and counted (none
+        of ``skip``), taken out of the tallies."""
+        out: list[str] = []
+        for iid in ids:
+            inst = self.by_id.get(iid)
+            if len(out) == count:
+                break
+            if inst is None or iid in skip or iid in self.removed:
+                continue
+            out.append(iid)
+            self.remove(inst)
+        return tuple(out)
 
     def tally(self, workload: str) -> Tally:
         t = self.tallies.get(workload)

@@ -83,6 +83,7 @@ __all__ = [
     "live_ours",
     "plan_hour",
     "serving_spot_instances",
+    "surplus",
     "terminate_key",
     "warm_up_seconds",
     "whole_gangs",
@@ -367,6 +368,29 @@ def diff(
             )
         )
     return [*launches, *terminations]
+
+
+def surplus(
+    desired: Mapping[Slot, int],
+    fleet: Sequence[Instance],
+    owner: str,
+    *,
+    doomed: frozenset[str] = frozenset(),
+    tier: Tier | None = None,
+) -> tuple[str, ...]:
+    """Instances of ``fleet`` beyond ``desired`` in their slot (on ``tier``
+    if given), each slot's newest first as ``diff`` ends them. Taken on the
+    fleet once a diff's terminations are carried out, it is what make before
+    break keeps only until the instances replacing it are ready (``diff``):
+    capacity nothing in the plan or the decisions since stands behind."""
+    out: list[str] = []
+    for slot, got in sorted(_have(fleet, owner, doomed).items()):
+        extra = len(got) - desired.get(slot, 0)
+        if extra <= 0 or (tier is not None and slot[2] != tier.value):
+            continue
+        newest = sorted(got, key=lambda i: (i.launched_at, i.instance_id), reverse=True)
+        out.extend(i.instance_id for i in newest[:extra])
+    return tuple(out)
 
 
 def _make_before_break(

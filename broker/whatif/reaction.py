@@ -388,7 +388,11 @@ class _Replay:
     def _carry_out(self, d: Decision, slot: Slot | None, at: datetime) -> None:
         if d.workload is None:
             return
-        for x in d.launches:
+        # On-demand the manager took back instead of launching (``Decision.kept``)
+        # is, here, never a retired break-glass instance (a return's is ended at
+        # once: ``_apply``) but one the plan's slots hold (``_terminate`` ended
+        # its twin): the daemon's reconcile makes up the kept count with a launch.
+        for x in (*d.launches, *d.kept):
             got = self._launch(d.notice_id, d.workload, x.pool_key, x.tier, x.count, at)
             if x.tier is Tier.ON_DEMAND and got:
                 self.glass.setdefault(d.notice_id, []).extend(got)

@@ -47,6 +47,9 @@ class QuietLifecycle:
     def record_resize(self, workload: str, at: datetime | None = None) -> None:
         self.calls.append(("record_resize", workload, at))
 
+    def kept_until_ready(self, instance_ids: Collection[str]) -> None:
+        self.calls.append(("kept_until_ready", tuple(instance_ids)))
+
     @property
     def unavailable(self) -> UnavailableOfferings:
         return self._unavailable

@@ -36,7 +36,8 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
   before a warming one (``stick`` with ``FleetBook.ready_counts``),
   then ``diff``: launches first (another pass when a pool refused), then
   terminations, a ready replica kept while the one replacing it warms up
-  (make before break, ``warm_up_seconds``);
+  (make before break, ``warm_up_seconds``); the on-demand so kept is told
+  to the manager (``surplus``, ``LifecycleManager.kept_until_ready``);
 - a revocation notice on a zone: one ``Notice`` per replica there, handed to
   ``LifecycleManager.handle``; the replicas of its ``LaunchIntent`` s are what
   the engine launches. A revocation the engine made without a notice (spot
@@ -86,6 +87,7 @@ from broker.planning.reconcile import (
     apply_deltas,
     desired_now,
     diff,
+    surplus,
     warm_up_seconds,
 )
 from markets.clock import ManualClock
@@ -404,6 +406,9 @@ class ProductFleet:
         for req in requests:
             if isinstance(req, TerminateRequest):
                 self._terminate(run, req.instance_ids)
+        # what make before break keeps only until its replacement is ready
+        kept = surplus(want, run.fleet, OWNER, doomed=doomed, tier=Tier.ON_DEMAND)
+        run.manager.kept_until_ready(kept)
 
     # --- notices and upkeep (broker.daemon.notices, broker.daemon.stretches) ---------
 
@@ -444,6 +449,7 @@ class ProductFleet:
         payload: Json = {
             "kind": kind,
             "launches": [_launch_json(x) for x in decision.launches],
+            "kept": [_launch_json(x) for x in decision.kept],
             "lost_slot": [inst.workload, inst.pool_key, inst.tier.value],
             "lost_count": 1,
             "taken_out": kind != "ignore",

@@ -57,3 +57,24 @@ def test_a_return_within_the_plan_moves_its_on_demand_back_to_spot() -> None:
 
 def test_without_the_plan_the_deltas_are_summed() -> None:
     assert decision_deltas([_return_to_spot(8)]) == {A_SPOT: 8, B_OD: -8}
+
+
+def test_break_glass_onto_on_demand_a_return_ended_gives_its_count_back() -> None:
+    # A return moved the 8 on-demand to spot in A; the spot is revoked before
+    # it is ready, and each notice takes back one on-demand the return ended
+    # (still running: make before break) instead of launching one.
+    planned = {A_SPOT: 8}
+    kept: Json = {
+        "kind": "break_glass",
+        "launches": [],
+        "kept": [{"pool_key": B_OD[1], "tier": "on_demand", "count": 1}],
+        "lost_slot": list(A_SPOT),
+        "lost_count": 1,
+        "taken_out": True,
+    }
+    took_back = [
+        DecisionRecord(f"k{i}", "break_glass", "w", "", 0.0, 0.0, kept, T0) for i in range(8)
+    ]
+    decisions = [*_break_glass(8), _return_to_spot(8), *took_back]
+    # the 8 on-demand stay (reconcile ends none), no spot is wanted in A
+    assert apply_deltas(planned, decision_deltas(decisions, planned)) == {B_OD: 8}

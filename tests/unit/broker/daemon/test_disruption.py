@@ -262,3 +262,46 @@ def test_a_workloads_own_interval_lengthens_the_fleets_never_shortens_it() -> No
     b.record(8.0, T0.timestamp(), "w")
     later = T0.timestamp() + 2 * 3600.0
     assert b.block_reason("w", later) is not None  # 2 h after: still inside its 4 h
+
+
+def test_reconcile_tells_the_lifecycle_the_on_demand_it_keeps_until_spot_is_ready() -> None:
+    # A serving plan moves from on-demand in A (hour 0) to spot in B (hour 1):
+    # reconcile launches the spot and keeps the ready on-demand until it is
+    # ready (make before break), and names it to the lifecycle
+    # (``Lifecycle.kept_until_ready``). The spot is revoked while it warms up
+    # and no spot pool has capacity: the notice breaks glass onto that
+    # on-demand, launching nothing.
+    ws = parse_workloads(
+        {"workloads": [{"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
+                        "demand": {"base_units": 4, "peak_units": 4}, "max_spot_share": 1.0,
+                        "max_zone_share": 1.0, "max_pool_share": 1.0}]}
+    )  # fmt: skip
+    frame = pd.DataFrame(
+        [{"workload": "api", "pool_key": A, "tier": "on_demand", "instances": 4.0,
+          "hour_start": 0, "hour_end": 1},
+         {"workload": "api", "pool_key": B, "tier": "spot", "instances": 4.0,
+          "hour_start": 1, "hour_end": 2}]
+    )  # fmt: skip
+    plan = Plan(start=T0, hours=2, period_hours=1, commitments=(), allocations=frame,
+                objective_usd=0.0, status="Optimal", solver="test", solve_time_s=0.0,
+                integral=True)  # fmt: skip
+    acc = _Account(ws)
+    acc.reconcile(PlanState(plan=plan, generation=1))
+    od = {i.instance_id for i in acc.cloud.alive() if i.tier is Tier.ON_DEMAND}
+    assert len(od) == 4
+    acc.clock.set(T0 + timedelta(hours=1))
+    acc.reconcile(PlanState(plan=plan, generation=1))
+    fleet = acc.cloud.alive()
+    warming = [i for i in fleet if i.tier is Tier.SPOT]
+    assert len(warming) == 4 and od <= {i.instance_id for i in fleet}  # kept while warming
+    for p in (A, B, C):
+        acc.lifecycle.record_launch_failure(p, Tier.SPOT)
+    lost = warming[0]
+    notice = Notice(notice_id="n-1", kind=NoticeKind.INTERRUPTION, instance_id=lost.instance_id,
+                    at=acc.clock.now(), deadline=acc.clock.now() + timedelta(seconds=120),
+                    pool_key=lost.pool_key)  # fmt: skip
+    d = acc.lifecycle.handle(notice, fleet, acc.snap)
+    assert d.kind is DecisionKind.BREAK_GLASS
+    assert d.launches == ()
+    (kept,) = d.kept_instance_ids
+    assert kept in od

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from broker.lifecycle import (
     Decision,
     DecisionKind,
+    LaunchIntent,
     LifecycleConfig,
     LifecycleManager,
     ReturnKind,
@@ -1153,6 +1154,125 @@ def test_a_serving_return_retires_the_on_demand_serving_in_its_stretchs_stead() 
     assert second.terminate_instance_ids == ("i-od",)
     assert [x.tier for x in second.launches] == [Tier.SPOT]
     assert second.after_ready  # reconcile ends it once the spot is ready
+
+
+def test_a_serving_break_glass_takes_back_the_on_demand_a_return_still_runs() -> None:
+    # A return keeps the on-demand it retires until its spot is ready (make
+    # before break). When that spot is revoked first, the retired on-demand
+    # is ready and serving: break glass onto it, launch nothing. A launch
+    # would be ready a cold start after a 2-minute notice has run out and
+    # would run beside it, paid, until reconcile ended the surplus (fleet
+    # bench, seed 1: ~2,800 such launches in the p3.16xlarge group).
+    m, clock, fleet, _ = _serving_glass()
+    first = _first_return(m, clock, fleet)
+    assert first.terminate_instance_ids == ("i-od",) and first.after_ready
+    (launch,) = first.launches
+    clock.advance(30)
+    warming = inst("chat", launch.pool_key, 4, Tier.SPOT, at=clock.now(), iid="i-warm")
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    d2 = m.handle(revoke(warming, clock.now()), (*fleet, warming), market())
+    assert d2.kind is DecisionKind.BREAK_GLASS
+    assert d2.launches == ()
+    assert d2.kept_instance_ids == ("i-od",)
+    od_pool = fleet[-1].pool_key
+    assert d2.kept == (LaunchIntent(od_pool, Tier.ON_DEMAND, 1),)
+    assert d2.break_glass_usd_committed > 0  # against the cap, as any break-glass
+    assert d2.as_record()["kept"] == [{"pool_key": od_pool, "tier": "on_demand", "count": 1}]
+    assert m.stretch_state(d2.notice_id)["kept"] == ["i-od"]  # stored with it
+    # its own return retires what it took back
+    second = _first_return(m, clock, fleet)
+    assert second.allocation_id == d2.notice_id
+    assert second.terminate_instance_ids == ("i-od",)
+    assert [x.tier for x in second.launches] == [Tier.SPOT]
+
+
+def test_a_withdrawn_take_back_leaves_the_on_demand_retired() -> None:
+    # The daemon refused the decision (its cap or budget guard): the stretch
+    # goes, and the on-demand it took back is the return's retired one again,
+    # so the next revocation can take it back.
+    m, clock, fleet, _ = _serving_glass()
+    (launch,) = _first_return(m, clock, fleet).launches
+    clock.advance(30)
+    warm = [inst("chat", launch.pool_key, 4, Tier.SPOT, at=clock.now(), iid=f"i-w{i}")
+            for i in range(2)]  # fmt: skip
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    d2 = m.handle(revoke(warm[0], clock.now()), (*fleet, *warm), market())
+    assert d2.kept_instance_ids == ("i-od",)
+    m.withdraw(d2.notice_id)
+    assert d2.notice_id not in m.break_glass_stretches()
+    d3 = m.handle(revoke(warm[1], clock.now()), (*fleet, *warm), market())
+    assert d3.kept_instance_ids == ("i-od",) and d3.launches == ()
+
+
+def test_with_no_retired_on_demand_running_serving_breaks_glass_onto_a_launch() -> None:
+    # The on-demand a return retired is gone (reconcile ended it once its
+    # spot was ready): a later revocation launches on-demand as before.
+    m, clock, fleet, _ = _serving_glass()
+    first = _first_return(m, clock, fleet)
+    (launch,) = first.launches
+    clock.advance(600)
+    ready = inst("chat", launch.pool_key, 4, Tier.SPOT, at=clock.now(), iid="i-ready")
+    running = (*fleet[:2], ready)  # "i-od" ended
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    d2 = m.handle(revoke(ready, clock.now()), running, market())
+    assert d2.kind is DecisionKind.BREAK_GLASS
+    assert [x.tier for x in d2.launches] == [Tier.ON_DEMAND]
+    assert d2.kept == () and d2.kept_instance_ids == ()
+
+
+def test_a_serving_return_names_the_newest_on_demand_as_reconcile_ends_it() -> None:
+    # A serving return leaves the ending to reconcile, which ends a slot's
+    # newest surplus first (``broker.planning.reconcile.diff``). The return
+    # names the newest on-demand of its pool launched since the stretch
+    # began, so the instance the manager takes as retired is the one that
+    # ends (and a later break-glass takes back only on-demand that runs on
+    # as surplus, not one the counts still hold).
+    m, clock, fleet, _ = _serving_glass()
+    od = fleet[-1]
+    later = inst("chat", od.pool_key, 4, Tier.ON_DEMAND, at=od.launched_at + timedelta(minutes=5),
+                 iid="i-newer")  # fmt: skip
+    r = _first_return(m, clock, (*fleet, later))
+    assert r.terminate_instance_ids == ("i-newer",)
+
+
+def _spot_lost_beside_surplus_on_demand(
+    named: list[list[str]],
+) -> Decision:
+    """chat: one spot g5 replica in 1a and one on-demand g5 in 1b that
+    reconcile keeps only until the spot replacing it is ready (a plan moved
+    the capacity back to spot); every g5 spot pool then refuses, and the
+    spot is revoked. ``named``: the successive ``kept_until_ready`` sets."""
+    m, clock = manager()
+    od = inst("chat", key("us-east-1b", "g5.12xlarge"), 4, Tier.ON_DEMAND, iid="i-surplus")
+    warm = inst("chat", key("us-east-1a", "g5.12xlarge"), 4, at=T0 + timedelta(minutes=1))
+    clock.advance(90)
+    for ids in named:
+        m.kept_until_ready(ids)
+    for z in ZONES:
+        m.record_launch_failure(key(z, "g5.12xlarge"))
+    return m.handle(revoke(warm, clock.now()), (od, warm), market())
+
+
+def test_a_serving_break_glass_takes_back_on_demand_reconcile_keeps_until_ready() -> None:
+    # A re-plan put the fleet back on spot while break-glass on-demand still
+    # ran; reconcile keeps that on-demand until the spot is ready and names
+    # it. The spot is revoked first: the notice keeps the on-demand serving
+    # instead of launching another beside it (fleet bench, seed 1: 0.5499 ->
+    # 0.5487 x on-demand).
+    d = _spot_lost_beside_surplus_on_demand([["i-surplus"]])
+    assert d.kind is DecisionKind.BREAK_GLASS
+    assert d.launches == () and d.kept_instance_ids == ("i-surplus",)
+
+
+def test_on_demand_reconcile_no_longer_names_counts_again() -> None:
+    # A later reconcile no longer names it (the counts hold it again): it is
+    # capacity the workload has, not surplus to take back.
+    d = _spot_lost_beside_surplus_on_demand([["i-surplus"], []])
+    assert d.kept_instance_ids == ()
+    assert [x.tier for x in d.launches] == [Tier.ON_DEMAND]
 
 
 def test_a_serving_return_never_retires_on_demand_no_return_retired() -> None:

@@ -15,6 +15,7 @@ from broker.planning.reconcile import (
     launch_key,
     plan_hour,
     serving_spot_instances,
+    surplus,
     warm_up_seconds,
     whole_gangs,
 )
@@ -175,6 +176,25 @@ def test_a_ready_serving_replica_stays_until_its_replacement_is_ready() -> None:
     assert isinstance(end, TerminateRequest) and set(end.instance_ids) == {"od-1", "od-2"}
     # without warm-ups (or for a job) the move breaks at once
     assert any(isinstance(r, TerminateRequest) for r in diff(want, od + spot, 2, "me"))
+
+
+def test_surplus_names_what_make_before_break_keeps_newest_first() -> None:
+    # the plan moved chat-api to spot in P2 while two on-demand in P1 still
+    # run (kept while the spot warms up): they are the surplus, newest first
+    # as diff would end them; doomed and foreign instances are not counted
+    want = {("chat-api", P2, "spot"): 2, ("chat-api", P1, "on_demand"): 1}
+    fleet = [
+        _inst("od-old", P1, Tier.ON_DEMAND),
+        _inst("od-new", P1, Tier.ON_DEMAND, minutes=5),
+        _inst("od-newer", P1, Tier.ON_DEMAND, minutes=9),
+        _inst("s-1", P2, minutes=59),
+        _inst("s-2", P2, minutes=59),
+        _inst("s-3", P2, minutes=59),
+        _inst("theirs", P1, Tier.ON_DEMAND, owner="other"),
+    ]
+    assert surplus(want, fleet, "me") == ("od-newer", "od-new", "s-3")
+    assert surplus(want, fleet, "me", tier=Tier.ON_DEMAND) == ("od-newer", "od-new")
+    assert surplus(want, fleet, "me", doomed=frozenset({"od-newer"})) == ("od-new", "s-3")
 
 
 def test_make_before_break_ends_surplus_that_is_not_ready_first() -> None:

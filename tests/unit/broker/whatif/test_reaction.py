@@ -190,6 +190,33 @@ def _work_per_instance(plan: Plan) -> float:
     return float(row["work_per_hour"] / row["instances"])
 
 
+def test_on_demand_the_manager_kept_instead_of_launching_is_launched_here() -> None:
+    """A serving break-glass can take back on-demand a return retired that
+    still runs (``Decision.kept``). The replay ends a return's on-demand at
+    once, so the instance the manager names is one the plan's slots hold
+    (``_terminate`` ended its twin): the daemon's reconcile makes up the
+    kept count with a launch, and so does the replay (before, nothing was
+    launched and the lost spot went uncovered: the default what-if billed
+    $19 less for it)."""
+    from broker.lifecycle import Decision, DecisionKind, LaunchIntent
+    from broker.whatif.reaction import Reactor
+
+    plan, ws, _, snap, actuals, costs = _inputs()
+    reactor = Reactor(T0, ws, snap, actuals, costs=costs)
+    reactor.run(plan, 0, 1)
+    replay = reactor._replay
+    assert replay is not None
+    kept = Decision(
+        notice_id="n-kept", notice_kind="interruption", kind=DecisionKind.BREAK_GLASS,
+        workload="api", lost_instance_id="i-lost", lost_units=1, launches=(), new_size=None,
+        reason="break glass onto on-demand a return retired", decided_at=T0, latency_s=0.0,
+        checkpoint=None, kept=(LaunchIntent(A, Tier.ON_DEMAND, 1),), kept_instance_ids=("i-x",),
+    )  # fmt: skip
+    replay._carry_out(kept, ("api", A, Tier.SPOT.value), T0)
+    (got,) = replay.glass["n-kept"]
+    assert (got.inst.pool_key, got.inst.tier) == (A, Tier.ON_DEMAND)
+
+
 def test_a_plan_that_moves_a_running_gang_spends_the_disruption_budget() -> None:
     """A training gang of two on-demand nodes in zone a that the next step's
     plan moves to zone b is a broker-made move: the manager's one disruption
