@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from broker.planning.demand import DemandSet
 from broker.planning.optimizer.fast import fast_plan
+from broker.planning.optimizer.placement import gang_held_share, gang_spot_rank
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
@@ -27,6 +28,7 @@ from markets.model import (
     Pool,
     PoolSnapshot,
     Provider,
+    Tier,
 )
 from policies.workloads.placement import placements_used
 from policies.workloads.spec import Workload, WorkloadSet, default_workloads, parse_workloads
@@ -262,3 +264,82 @@ def test_a_running_gang_moves_only_when_the_saving_pays_the_lost_work(
 def test_a_gang_whose_disruption_budget_is_nil_never_moves() -> None:
     plan = _running_gang_plan(5.0, disruption={"max_share": 0.0})
     assert set(_gang_rows(plan, "gang").pool_key) == {_HERE}
+
+
+# --- a gang with a non-revocable minimum pays it while its spot is lost -----------
+
+_SELDOM = "gcp/us-central1/us-central1-a/gcp-h"  # spot $2.0 a node-hour, held 30 %
+_OFTEN = "gcp/us-central1/us-central1-b/gcp-h"  # spot $2.4 a node-hour, held 90 %
+
+
+def _held_market() -> MarketSnapshot:
+    inst = InstanceType(provider=Provider.GCP, name="gcp-h", family="h", units=8, gpus=8,
+                        vcpus=64, memory_gib=256.0)  # fmt: skip
+    pools = tuple(
+        PoolSnapshot(pool=Pool(provider=Provider.GCP, region="us-central1",
+                               zone=f"us-central1-{z}", instance_type="gcp-h"),
+                     instance=inst, on_demand_usd_per_hour=10.0, spot_usd_per_hour=spot,
+                     placement_score=10, available_share=share,
+                     hazard=Hazard(rate_per_hour=0.001, source=HazardSource.MODEL,
+                                   confidence=0.5),
+                     observed_at=T0)
+        for z, spot, share in (("a", 2.0, 0.3), ("b", 2.4, 0.9))
+    )  # fmt: skip
+    return MarketSnapshot(at=T0, pools=pools, source="synthetic")
+
+
+def _held_plan(nonrev: bool) -> tuple[PlanningProblem, Plan]:
+    """A gang of 2..8 nodes (its 2-node minimum on on-demand if ``nonrev``)
+    with 150 unit-hours to do in 6 hours. At full size an hour in zone a
+    does 16 + 48 x 0.3 = 30.4 unit-hours for $20 + 6 x $2 x 0.3 = $23.6
+    ($0.78 each), in zone b 16 + 48 x 0.9 = 59.2 for $20 + 6 x $2.4 x 0.9 =
+    $33.0 ($0.56): counted as if always held, a ($0.50) looked cheaper than
+    b ($0.54)."""
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "elastic": True,
+         "min_units": 16, "step_units": 8, "max_units": 64, "unit_hours": 150.0,
+         "deadline_hours": 6.0, "min_on_non_revocable": nonrev,
+         "value_of_time_usd_per_hour": 0.0},
+    ]}, demand_supplied=True)  # fmt: skip
+    options = PlanOptions(allow_committed=False, integral=True, gap=0.0, time_limit_s=60.0)
+    problem = build_problem(_held_market(), ws, {}, hours=6, options=options)
+    return problem, solve(problem)
+
+
+def test_a_gang_with_an_on_demand_minimum_runs_where_spot_is_held() -> None:
+    problem, plan = _held_plan(nonrev=True)
+    rows = _gang_rows(plan, "gang")
+    assert set(rows.pool_key) == {_OFTEN}
+    # Plan rows say what a held instance does: the replay and the bill
+    # apply the share that really happened.
+    spot = rows[rows.tier == "spot"]
+    e = problem.costs.by_pool[("gang", _OFTEN)]
+    assert e.spot_factor is not None and not spot.empty
+    per_instance = spot.work_per_hour / spot.instances
+    assert np.allclose(per_instance, e.work_per_instance_hour / e.spot_factor)
+    # The model counted 90 % of it: the job's 150 unit-hours need more than
+    # the plan's rows would say (16 + 48 per gang-hour at full size).
+    assert float((rows.work_per_hour * (rows.hour_end - rows.hour_start)).sum()) > 150.0 + 1.0
+
+
+def test_a_gang_without_one_takes_the_cheaper_spot() -> None:
+    """Without a non-revocable minimum nothing runs while spot is lost: the
+    share held is no price, and the cheaper spot wins."""
+    _problem, plan = _held_plan(nonrev=False)
+    assert set(_gang_rows(plan, "gang").pool_key) == {_SELDOM}
+
+
+def test_the_gang_rank_is_the_hour_of_the_whole_gang() -> None:
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "elastic": True,
+         "min_units": 16, "step_units": 8, "max_units": 64, "unit_hours": 150.0,
+         "deadline_hours": 6.0},
+    ]}, demand_supplied=True)  # fmt: skip
+    w = ws.by_name("gang")
+    problem = build_problem(_held_market(), ws, {}, hours=6)
+    e = problem.costs.by_pool[("gang", _SELDOM)]
+    od, sp = e.usd_per_work_hour[Tier.ON_DEMAND], e.usd_per_work_hour[Tier.SPOT]
+    assert od is not None and sp is not None
+    assert gang_spot_rank(w, e, 0.3) == pytest.approx((16 * od + 48 * 0.3 * sp) / (16 + 48 * 0.3))
+    assert gang_spot_rank(w, e, None) == pytest.approx((16 * od + 48 * sp) / 64)  # none recorded
+    assert gang_held_share(w, 0.01) == 0.05 and gang_held_share(w, None) == 1.0
