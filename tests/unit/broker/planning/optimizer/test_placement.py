@@ -320,6 +320,10 @@ def test_a_gang_with_an_on_demand_minimum_runs_where_spot_is_held() -> None:
     # The model counted 90 % of it: the job's 150 unit-hours need more than
     # the plan's rows would say (16 + 48 per gang-hour at full size).
     assert float((rows.work_per_hour * (rows.hour_end - rows.hour_start)).sum()) > 150.0 + 1.0
+    # ... and 90 % of its dollars: the rest is stated apart, so the totals reconcile.
+    spot_usd = float((spot.instances * spot.usd_per_instance_hour
+                      * (spot.hour_end - spot.hour_start)).sum())  # fmt: skip
+    assert plan.meta_number("gang_spot_unheld_usd") == pytest.approx(0.1 * spot_usd)
 
 
 def test_a_gang_without_one_takes_the_cheaper_spot() -> None:
