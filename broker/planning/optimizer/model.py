@@ -234,19 +234,29 @@ def _spot_candidates(
 
 def _gang_order(problem: PlanningProblem, w: Workload) -> Callable[[CostEntry], float]:
     """Spot entries of gang ``w``, cheapest expected gang-hour per unit of
-    work first (``placement.gang_spot_rank``)."""
-    return lambda e: gang_spot_rank(w, e, problem.pool(e.pool_key).snap.available_share)
+    work over the horizon first (``placement.gang_spot_rank``)."""
+
+    def rank(e: CostEntry) -> float:
+        snap = problem.pool(e.pool_key).snap
+        return gang_spot_rank(w, e, gang_held_share(w, snap, 0.0, float(problem.hours)))
+
+    return rank
 
 
-def _held(problem: PlanningProblem, w: Workload, spot: Sequence[CostEntry]) -> dict[str, float]:
-    """Per spot pool of ``w``, the share the model counts its instances held
-    (``placement.gang_held_share``; 1 for all but gangs with a
-    non-revocable minimum)."""
+def _held(
+    problem: PlanningProblem, w: Workload, spot: Sequence[CostEntry]
+) -> dict[tuple[str, int], float]:
+    """Per spot pool of ``w`` and period, the share the model counts its
+    instances held (``placement.gang_held_share``; absent: 1, all but gangs
+    with a non-revocable minimum)."""
     if w.non_revocable_min_units <= 0:
         return {}
-    return {
-        e.pool_key: gang_held_share(w, problem.pool(e.pool_key).snap.available_share) for e in spot
-    }
+    out: dict[tuple[str, int], float] = {}
+    for e in spot:
+        snap = problem.pool(e.pool_key).snap
+        for t, (h0, h1) in enumerate(problem.period_bounds):
+            out[(e.pool_key, t)] = gang_held_share(w, snap, float(h0), float(h1))
+    return out
 
 
 def _aggregate(
@@ -562,12 +572,12 @@ def _period_allocs(
     allocs: list[AllocVar],
     name: _Namer,
     cat: str,
-    held: Mapping[str, float],
+    held: Mapping[tuple[str, int], float],
 ) -> None:
     """Allocation variables of ``w`` in period ``t`` (inside gang placement
     ``place``, if any), appended to ``allocs``. A placed gang is whole
-    instances even in a relaxed model (its contract). ``held``: spot pool ->
-    the share its instances are counted held (``_held``; absent: 1)."""
+    instances even in a relaxed model (its contract). ``held``: (spot pool,
+    period) -> the share its instances are counted held (``_held``; absent: 1)."""
     if place is not None:
         cat = pulp.LpInteger
     for e in com:
@@ -623,7 +633,7 @@ def _period_allocs(
                 sp,
                 v,
                 place,
-                held.get(e.pool_key, 1.0),
+                held.get((e.pool_key, t), 1.0),
             )
         )
         pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))

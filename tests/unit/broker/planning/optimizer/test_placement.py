@@ -5,6 +5,7 @@ instances, and says where it lives."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import UTC, datetime
 
 import numpy as np
@@ -290,11 +291,12 @@ def _held_market() -> MarketSnapshot:
 
 def _held_plan(nonrev: bool) -> tuple[PlanningProblem, Plan]:
     """A gang of 2..8 nodes (its 2-node minimum on on-demand if ``nonrev``)
-    with 150 unit-hours to do in 6 hours. At full size an hour in zone a
-    does 16 + 48 x 0.3 = 30.4 unit-hours for $20 + 6 x $2 x 0.3 = $23.6
-    ($0.78 each), in zone b 16 + 48 x 0.9 = 59.2 for $20 + 6 x $2.4 x 0.9 =
-    $33.0 ($0.56): counted as if always held, a ($0.50) looked cheaper than
-    b ($0.54)."""
+    with 150 unit-hours to do in 6 hours, both pools' spot held now. Over
+    the 6 hours zone a's spot is expected held 40.5 % of the time, zone b's
+    94 % (``gang_held_share``), so at full size an hour in a does 16 + 48 x
+    0.405 = 35.4 unit-hours for $20 + 6 x $2 x 0.405 = $24.9 ($0.70 each),
+    in b 16 + 48 x 0.94 = 61.1 for $20 + 6 x $2.4 x 0.94 = $33.5 ($0.55):
+    counted as if always held, a ($0.50) looked cheaper than b ($0.54)."""
     ws = parse_workloads({"workloads": [
         {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "elastic": True,
          "min_units": 16, "step_units": 8, "max_units": 64, "unit_hours": 150.0,
@@ -317,13 +319,17 @@ def test_a_gang_with_an_on_demand_minimum_runs_where_spot_is_held() -> None:
     assert e.spot_factor is not None and not spot.empty
     per_instance = spot.work_per_hour / spot.instances
     assert np.allclose(per_instance, e.work_per_instance_hour / e.spot_factor)
-    # The model counted 90 % of it: the job's 150 unit-hours need more than
-    # the plan's rows would say (16 + 48 per gang-hour at full size).
+    # The model counted less than all of it (94 % on average): the job's
+    # 150 unit-hours need more than the plan's rows would say.
     assert float((rows.work_per_hour * (rows.hour_end - rows.hour_start)).sum()) > 150.0 + 1.0
-    # ... and 90 % of its dollars: the rest is stated apart, so the totals reconcile.
-    spot_usd = float((spot.instances * spot.usd_per_instance_hour
-                      * (spot.hour_end - spot.hour_start)).sum())  # fmt: skip
-    assert plan.meta_number("gang_spot_unheld_usd") == pytest.approx(0.1 * spot_usd)
+    # ... and as much less of its dollars: stated apart, so the totals reconcile.
+    w, snap = problem.workloads.by_name("gang"), problem.pool(_OFTEN).snap
+    cells = zip(spot.instances, spot.usd_per_instance_hour, spot.hour_start, spot.hour_end,
+                strict=True)  # fmt: skip
+    unheld = sum(n * usd * (h1 - h0) * (1.0 - gang_held_share(w, snap, h0, h1))
+                 for n, usd, h0, h1 in cells)  # fmt: skip
+    assert unheld > 0.5
+    assert plan.meta_number("gang_spot_unheld_usd") == pytest.approx(unheld)
 
 
 def test_a_gang_without_one_takes_the_cheaper_spot() -> None:
@@ -345,5 +351,24 @@ def test_the_gang_rank_is_the_hour_of_the_whole_gang() -> None:
     od, sp = e.usd_per_work_hour[Tier.ON_DEMAND], e.usd_per_work_hour[Tier.SPOT]
     assert od is not None and sp is not None
     assert gang_spot_rank(w, e, 0.3) == pytest.approx((16 * od + 48 * 0.3 * sp) / (16 + 48 * 0.3))
-    assert gang_spot_rank(w, e, None) == pytest.approx((16 * od + 48 * sp) / 64)  # none recorded
-    assert gang_held_share(w, 0.01) == 0.05 and gang_held_share(w, None) == 1.0
+    assert gang_spot_rank(w, e, 1.0) == pytest.approx((16 * od + 48 * sp) / 64)
+
+
+def test_a_pool_held_now_is_counted_nearly_whole_at_first_and_at_its_share_later() -> None:
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "min_units": 16,
+         "unit_hours": 90.0, "deadline_hours": 6.0},
+    ]}, demand_supplied=True)  # fmt: skip
+    w = ws.by_name("gang")
+    snap = _held_market().pools[0]  # held 30 % of the time: lambda = 1 / (3 h x 0.3)
+    lam = 1.0 / 0.9
+    first = 0.3 + 0.7 * (1.0 - math.exp(-lam)) / lam
+    assert gang_held_share(w, snap, 0.0, 1.0) == pytest.approx(first)  # 0.72
+    assert gang_held_share(w, snap, 0.0, 1.0) > gang_held_share(w, snap, 1.0, 2.0) > 0.3
+    assert gang_held_share(w, snap, 100.0, 101.0) == pytest.approx(0.3)
+    lost = snap.model_copy(update={"spot_available": False})  # an outage now: rises to 0.3
+    assert gang_held_share(w, lost, 0.0, 1.0) < gang_held_share(w, lost, 5.0, 6.0) < 0.3
+    recorded_nothing = snap.model_copy(update={"available_share": None})
+    assert gang_held_share(w, recorded_nothing, 0.0, 6.0) == 1.0
+    no_minimum = ws.by_name("gang").model_copy(update={"min_on_non_revocable": False})
+    assert gang_held_share(no_minimum, snap, 0.0, 6.0) == 1.0
