@@ -186,7 +186,8 @@ class Reconciliation:
     DEFINITIONS: ClassVar[dict[str, str]] = {
         "objective_usd": "the whole-period plan's solver objective: its dollars at planned "
         "prices plus penalties that are not billed (unmet demand, churn and restarts, the "
-        "value of time of each job's finish hour)",
+        "value of time of each job's finish hour), less a training gang's spot in the hours "
+        "its pool is expected to lose it",
         "period_planned_usd": "the whole-period plan's dollars at its planned prices "
         "(commitments every hour)",
         "planned_usd": "the replayed planning loop's plan (re-planned on each step's forecast "
