@@ -332,6 +332,13 @@ def test_a_gang_with_an_on_demand_minimum_runs_where_spot_is_held() -> None:
     assert plan.meta_number("gang_spot_unheld_usd") == pytest.approx(unheld)
 
 
+def test_the_fast_path_places_such_a_gang_where_spot_is_held() -> None:
+    """The fast path ranks placements as the MILP does (it ranked this gang
+    by its on-demand minimum alone: a tie, and zone a first by name)."""
+    problem, _plan = _held_plan(nonrev=True)
+    assert set(_gang_rows(fast_plan(problem), "gang").pool_key) == {_OFTEN}
+
+
 def test_a_gang_without_one_takes_the_cheaper_spot() -> None:
     """Without a non-revocable minimum nothing runs while spot is lost: the
     share held is no price, and the cheaper spot wins."""
