@@ -94,6 +94,17 @@ def _later_usd_per_unit_hour(costs: CostTable, w: Workload) -> float:
     spot_units = min(top - w.non_revocable_min_units, w.max_spot_share * top)
     if spot_units <= 0:
         return 0.0
+    if w.non_revocable_min_units > 0:
+        from broker.planning.optimizer.placement import gang_spot_rank
+
+        ranks = []
+        for e in costs.entries(w.name):
+            if e.usd_per_work_hour[Tier.SPOT] is None or e.spot_factor is None:
+                continue
+            a = costs.pool(e.pool_key).available_share
+            a = UNINFORMED_HELD_SHARE if a is None or not math.isfinite(a) else a
+            ranks.append(gang_spot_rank(w, e, min(1.0, max(0.05, a))))
+        return min(min(ranks, default=p_od), p_od)
     work_od = (top - spot_units) * od.throughput
     work_spot = spot_units * spot.throughput / spot.spot_factor
     full = (work_od * p_od + work_spot * p_spot) / (work_od + work_spot)
