@@ -45,18 +45,14 @@ import pandas as pd
 
 from broker.planning.optimizer.budgets import cap_allocations
 from broker.planning.optimizer.domains import spread_key
-from broker.planning.optimizer.placement import (
-    caps_apply,
-    gang_held_share,
-    gang_spot_rank,
-    place_of,
-)
+from broker.planning.optimizer.placement import caps_apply, place_of
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.regions import region_key, region_share_cap
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
 from markets.keys import CommitmentKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
+from policies.held import gang_held_share, gang_hour_usd
 from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["fast_plan"]
@@ -361,7 +357,7 @@ def _gang_placement(
     (``previous_instances``), else the one with the cheapest estimated
     dollars per unit of work: a gang with a non-revocable minimum at full
     size, its spot held the share the pool is expected to hold it
-    (``placement.gang_spot_rank``, the MILP's ranking); any other gang at
+    (``policies.held.gang_hour_usd``, the MILP's ranking); any other gang at
     its cheapest spot with capacity (or on-demand, if cheaper)."""
     by_place: dict[str, list[CostEntry]] = {}
     for e in entries:
@@ -385,9 +381,9 @@ def _gang_placement(
             return min(od)
         if w.non_revocable_min_units > 0:
             # The whole gang-hour, its spot at the share the pool is
-            # expected to hold it (``placement.gang_spot_rank``, as the MILP ranks).
+            # expected to hold it (``policies.held.gang_hour_usd``, as the MILP ranks).
             hours = float(problem.hours)
-            return min(min(od), *(gang_spot_rank(w, e, gang_held_share(
+            return min(min(od), *(gang_hour_usd(w, e, gang_held_share(
                 w, problem.pool(e.pool_key).snap, 0.0, hours)) for e in spot))  # fmt: skip
         return min(min(od), *(e.usd_per_work_hour[Tier.SPOT] or math.inf for e in spot))
 

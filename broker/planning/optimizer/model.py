@@ -113,9 +113,7 @@ from broker.planning.optimizer.placement import (
     GangRows,
     caps_apply,
     cheapest_per_type,
-    gang_held_share,
     gang_options,
-    gang_spot_rank,
 )
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from broker.planning.optimizer.regions import region_caps, widen_regions
@@ -129,6 +127,7 @@ from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
+from policies.held import gang_held_share, gang_hour_usd
 from policies.moving import lost_work_hours
 from policies.workloads.spec import Workload, WorkloadClass
 
@@ -234,11 +233,11 @@ def _spot_candidates(
 
 def _gang_order(problem: PlanningProblem, w: Workload) -> Callable[[CostEntry], float]:
     """Spot entries of gang ``w``, cheapest expected gang-hour per unit of
-    work over the horizon first (``placement.gang_spot_rank``)."""
+    work over the horizon first (``policies.held.gang_hour_usd``)."""
 
     def rank(e: CostEntry) -> float:
         snap = problem.pool(e.pool_key).snap
-        return gang_spot_rank(w, e, gang_held_share(w, snap, 0.0, float(problem.hours)))
+        return gang_hour_usd(w, e, gang_held_share(w, snap, 0.0, float(problem.hours)))
 
     return rank
 
@@ -247,7 +246,7 @@ def _held(
     problem: PlanningProblem, w: Workload, spot: Sequence[CostEntry]
 ) -> dict[tuple[str, int], float]:
     """Per spot pool of ``w`` and period, the share the model counts its
-    instances held (``placement.gang_held_share``; absent: 1, all but gangs
+    instances held (``policies.held.gang_held_share``; absent: 1, all but gangs
     with a non-revocable minimum)."""
     if w.non_revocable_min_units <= 0:
         return {}

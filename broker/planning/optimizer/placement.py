@@ -63,17 +63,18 @@ held (its recorded ``available_share``, a) is a price for such a gang: in a
 pool held a = 0.3 of the time its gang-hours do little more than the
 on-demand minimum's work, at the minimum's price. The model counts each of
 its spot instance-hours at a of a held one's work and dollars
-(``gang_held_share``; plan rows still say what a held instance does, and
-the replay and the bill apply the share that really happened), and ranks
-its spot candidates by what an hour of the whole gang is expected to cost
-per unit of work there (``gang_spot_rank``). On the 30-day portfolio
-bench, seed 1, the loop ran the fine-tune on H100 pools held 30-74 % of
-the time (the cheapest spot per work-hour) while the hindsight ran it on an
-A100 pool held 86 %: 450 more A100-hours of on-demand minimum. What is known
+(``policies.held.gang_held_share``; plan rows still say what a held
+instance does, and the replay and the bill apply the share that really
+happened), and ranks its spot candidates by what an hour of the whole gang
+is expected to cost per unit of work there (``policies.held.gang_hour_usd``).
+On the 30-day portfolio bench, seed 1, the loop ran the fine-tune on H100
+pools held 30-74 % of the time (the cheapest spot per work-hour) while the
+hindsight ran it on an A100 pool held 86 %: 450 more A100-hours of
+on-demand minimum. What is known
 now counts too: a pool whose spot is held at the re-plan keeps it for a
 while (outages last hours), so its first hours count nearly whole and later
-ones at a (``gang_held_share``). A pool with no recorded share is counted as
-held (a = 1): nothing is known against it.
+ones at a. A pool with no recorded share is counted as held (a = 1):
+nothing is known against it.
 
 Candidates: the zones/regions of the workload's spot candidate pools
 (``model._spot_candidates``), the cheapest on-demand pool of each type, and
@@ -99,7 +100,7 @@ from dataclasses import dataclass, field
 import pulp
 
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable, Outcome
-from markets.model import PoolSnapshot, Tier
+from markets.model import Tier
 from policies.cost_table import CostEntry
 from policies.workloads.spec import Workload
 
@@ -109,9 +110,7 @@ __all__ = [
     "caps_apply",
     "cheapest_per_type",
     "fix_placements",
-    "gang_held_share",
     "gang_options",
-    "gang_spot_rank",
     "narrow_placements",
     "place_of",
     "whole_instances",
@@ -119,55 +118,6 @@ __all__ = [
 
 Terms = list[tuple[LpVariable, float]]
 _EPS = 1e-6
-# Below this share a pool's spot is not offered at all (``policies.cost_table``).
-_HELD_FLOOR = 0.05
-# Mean length of a spell without spot (hours). Assumption: the middle of the
-# default market's calibrated crunches (log-uniform 1-6 h, mean 2.8 h;
-# ``markets.default.calibration``, loosely fitted to the V100/K80
-# availability traces in shared/data: outages of minutes to hours).
-MEAN_OUTAGE_HOURS = 3.0
-
-
-def gang_held_share(w: Workload, snap: PoolSnapshot, h0: float, h1: float) -> float:
-    """The share of hours ``[h0, h1)`` after ``snap`` that the model counts
-    a spot instance of gang ``w`` held (module docstring): 1 unless the
-    gang's minimum must be non-revocable and the market recorded a share.
-
-    Held or not is taken as a two-state Markov process with the pool's
-    recorded share ``a`` held (``available_share``) and outages of
-    ``MEAN_OUTAGE_HOURS`` (D) on average, so held spells last ``D a / (1 -
-    a)`` and both states are left at rate ``lambda = 1 / (D a)``. Known
-    held at the snapshot (``spot_available``), the chance it is held ``h``
-    hours later is ``a + (1 - a) exp(-lambda h)`` (not held: ``a (1 -
-    exp(-lambda h))``), averaged here over the hours: a pool held now is
-    counted nearly whole for the next hours, and at ``a`` further out."""
-    a = snap.available_share
-    if w.non_revocable_min_units <= 0 or a is None or not math.isfinite(a) or a >= 1.0:
-        return 1.0
-    a = max(_HELD_FLOOR, a)
-    lam = 1.0 / (MEAN_OUTAGE_HOURS * a)
-    c = (1.0 - a) if snap.spot_available else -a
-    span = max(h1 - h0, 1e-9)
-    decay = (math.exp(-lam * h0) - math.exp(-lam * h1)) / (lam * span)
-    return min(1.0, max(_HELD_FLOOR, a + c * decay))
-
-
-def gang_spot_rank(w: Workload, e: CostEntry, share: float) -> float:
-    """What an hour of gang ``w`` at full size in ``e``'s pool is expected
-    to cost per unit of work: its non-revocable minimum at the pool's
-    on-demand price, the rest on spot held ``share`` of the time
-    (``gang_held_share``). Infinite where the pool has no spot."""
-    p_spot, p_od = e.usd_per_work_hour[Tier.SPOT], e.usd_per_work_hour[Tier.ON_DEMAND]
-    if p_spot is None:
-        return math.inf
-    if w.non_revocable_min_units <= 0 or w.max_units is None or p_od is None:
-        return p_spot
-    m = float(w.non_revocable_min_units)
-    k = min(float(w.max_units) - m, w.max_spot_share * float(w.max_units))
-    a = share
-    if k <= 0:
-        return p_od
-    return (m * p_od + k * a * p_spot) / (m + k * a)
 
 
 def place_of(w: Workload, e: CostEntry) -> str:

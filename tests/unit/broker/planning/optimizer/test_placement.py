@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from broker.planning.demand import DemandSet
 from broker.planning.optimizer.fast import fast_plan
-from broker.planning.optimizer.placement import gang_held_share, gang_spot_rank
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
@@ -31,6 +30,7 @@ from markets.model import (
     Provider,
     Tier,
 )
+from policies.held import gang_held_share, gang_hour_usd
 from policies.workloads.placement import placements_used
 from policies.workloads.spec import Workload, WorkloadSet, default_workloads, parse_workloads
 
@@ -357,8 +357,8 @@ def test_the_gang_rank_is_the_hour_of_the_whole_gang() -> None:
     e = problem.costs.by_pool[("gang", _SELDOM)]
     od, sp = e.usd_per_work_hour[Tier.ON_DEMAND], e.usd_per_work_hour[Tier.SPOT]
     assert od is not None and sp is not None
-    assert gang_spot_rank(w, e, 0.3) == pytest.approx((16 * od + 48 * 0.3 * sp) / (16 + 48 * 0.3))
-    assert gang_spot_rank(w, e, 1.0) == pytest.approx((16 * od + 48 * sp) / 64)
+    assert gang_hour_usd(w, e, 0.3) == pytest.approx((16 * od + 48 * 0.3 * sp) / (16 + 48 * 0.3))
+    assert gang_hour_usd(w, e, 1.0) == pytest.approx((16 * od + 48 * sp) / 64)
 
 
 def test_a_pool_held_now_is_counted_nearly_whole_at_first_and_at_its_share_later() -> None:
