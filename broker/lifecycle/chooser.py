@@ -196,17 +196,7 @@ class Chooser:
         if od is None:
             return "no acceptable pool has on-demand capacity"
         n = od.instances_for(lost_work)
-        hours = self._calm_hours(pool_key, now_s)
-        usd = self.book.open(
-            nid,
-            w.name,
-            od,
-            n,
-            work_per_hour=lost_work,
-            lost_spot_usd_per_hour=self._spot_price(cands, pool_key),
-            hours=hours,
-            now_s=now_s,
-        )
+        usd, hours = self._commit(nid, w, od, n, lost_work, cands, pool_key, now_s)
         if isinstance(usd, str):
             return usd
         self.launch(nid, w, od, Tier.ON_DEMAND, n, view, now_s)
@@ -221,6 +211,36 @@ class Chooser:
             (LaunchIntent(od.pool_key, Tier.ON_DEMAND, n),),
             usd=usd,
         )
+
+    def _commit(
+        self,
+        nid: str,
+        w: Workload,
+        od: Candidate,
+        n: int,
+        lost_work: float,
+        cands: Candidates,
+        pool_key: str,
+        now_s: float,
+        *,
+        kept: tuple[str, ...] = (),
+    ) -> tuple[float | str, float]:
+        """Commit break-glass stretch ``nid`` (``n`` x ``od`` for
+        ``lost_work`` of spot lost in ``pool_key``) against the cap, over the
+        hours until the pool is calm: its dollars or why not, and those hours."""
+        hours = self._calm_hours(pool_key, now_s)
+        usd = self.book.open(
+            nid,
+            w.name,
+            od,
+            n,
+            work_per_hour=lost_work,
+            lost_spot_usd_per_hour=self._spot_price(cands, pool_key),
+            hours=hours,
+            now_s=now_s,
+            kept=kept,
+        )
+        return usd, hours
 
     def take_back(
         self,
@@ -250,18 +270,7 @@ class Chooser:
             return f"{len(retired)} retired on-demand still run, {n} needed"
         kept = tuple(retired[:n])
         ids = tuple(i.instance_id for i in kept)
-        hours = self._calm_hours(pool_key, now_s)
-        usd = self.book.open(
-            nid,
-            w.name,
-            od,
-            n,
-            work_per_hour=lost_work,
-            lost_spot_usd_per_hour=self._spot_price(cands, pool_key),
-            hours=hours,
-            now_s=now_s,
-            kept=ids,
-        )
+        usd, hours = self._commit(nid, w, od, n, lost_work, cands, pool_key, now_s, kept=ids)
         if isinstance(usd, str):
             return usd
         for inst in kept:
