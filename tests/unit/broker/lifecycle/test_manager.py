@@ -1129,15 +1129,10 @@ def _first_return(
     raise AssertionError("no return to spot within an hour")
 
 
-def test_a_serving_return_retires_the_on_demand_serving_in_its_stretchs_stead() -> None:
-    # The fleet bench's defect (seed 1, p3.16xlarge): a return keeps its
-    # on-demand until its spot is ready; that spot is revoked while warming,
-    # every spot pool refuses, and the notice breaks glass again. Reconcile
-    # then holds the ready on-demand the first return kept and ends the new
-    # break-glass one (the newest surplus). The second return must retire the
-    # on-demand that serves in its stead and launch spot; it retired nothing,
-    # launched nothing, and the break-glass count held the fleet on on-demand
-    # until the next plan.
+def _warming_spot_revoked() -> tuple[LifecycleManager, ManualClock, tuple[Instance, ...], Decision]:
+    """A serving return keeps its on-demand ("i-od") until its spot is
+    ready; that spot is revoked while warming, every spot pool refuses, and
+    the notice breaks glass: the manager, clock, fleet and that decision."""
     m, clock, fleet, _ = _serving_glass()
     first = _first_return(m, clock, fleet)
     assert first.terminate_instance_ids == ("i-od",) and first.after_ready
@@ -1148,6 +1143,19 @@ def test_a_serving_return_retires_the_on_demand_serving_in_its_stretchs_stead() 
         m.record_launch_failure(key(z, "g5.12xlarge"))
     d2 = m.handle(revoke(warming, clock.now()), (*fleet, warming), market())
     assert d2.kind is DecisionKind.BREAK_GLASS
+    return m, clock, fleet, d2
+
+
+def test_a_serving_return_retires_the_on_demand_serving_in_its_stretchs_stead() -> None:
+    # The fleet bench's defect (seed 1, p3.16xlarge): a return keeps its
+    # on-demand until its spot is ready; that spot is revoked while warming,
+    # every spot pool refuses, and the notice breaks glass again. Reconcile
+    # then holds the ready on-demand the first return kept and ends the new
+    # break-glass one (the newest surplus). The second return must retire the
+    # on-demand that serves in its stead and launch spot; it retired nothing,
+    # launched nothing, and the break-glass count held the fleet on on-demand
+    # until the next plan.
+    m, clock, fleet, d2 = _warming_spot_revoked()
     # reconcile ended d2's on-demand: the kept one ("i-od") serves
     second = _first_return(m, clock, fleet)
     assert second.allocation_id == d2.notice_id
@@ -1163,16 +1171,7 @@ def test_a_serving_break_glass_takes_back_the_on_demand_a_return_still_runs() ->
     # would be ready a cold start after a 2-minute notice has run out and
     # would run beside it, paid, until reconcile ended the surplus (fleet
     # bench, seed 1: ~2,800 such launches in the p3.16xlarge group).
-    m, clock, fleet, _ = _serving_glass()
-    first = _first_return(m, clock, fleet)
-    assert first.terminate_instance_ids == ("i-od",) and first.after_ready
-    (launch,) = first.launches
-    clock.advance(30)
-    warming = inst("chat", launch.pool_key, 4, Tier.SPOT, at=clock.now(), iid="i-warm")
-    for z in ZONES:
-        m.record_launch_failure(key(z, "g5.12xlarge"))
-    d2 = m.handle(revoke(warming, clock.now()), (*fleet, warming), market())
-    assert d2.kind is DecisionKind.BREAK_GLASS
+    m, clock, fleet, d2 = _warming_spot_revoked()
     assert d2.launches == ()
     assert d2.kept_instance_ids == ("i-od",)
     od_pool = fleet[-1].pool_key
