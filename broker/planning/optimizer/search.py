@@ -41,7 +41,7 @@ from broker.planning.optimizer.mps import columns
 from broker.planning.optimizer.problem import PlanningProblem
 from broker.planning.optimizer.rounding import load, pattern_search, quick_round, round_up
 
-__all__ = ["Search", "relax_and_fix"]
+__all__ = ["MIN_PROOF_S", "Search", "relax_and_fix"]
 
 # variable name -> (lowBound, upBound) as the model had them
 Bounds = dict[str, tuple[float | None, float | None]]
@@ -52,6 +52,9 @@ _COMPLETION_S = 1.5
 # ... and the gap it stops at, as a share of the asked gap: close to the
 # optimum it leaves the proof little to find.
 _COMPLETION_GAP_SHARE = 0.1
+# Less of the time limit left than this and no proof starts: CBC would spend
+# it reading the model and its start, and return no better bound.
+MIN_PROOF_S = 0.5
 
 
 @dataclass
@@ -110,7 +113,8 @@ def relax_and_fix(
         if incumbent is None:
             return None
         budget = min(opts.polish_s, left())
-        if _gap(incumbent, out.bound) > opts.gap and budget >= 0.5:
+        out.steps["proof_left_s"] = budget  # recorded whether or not a proof starts
+        if _gap(incumbent, out.bound) > opts.gap and budget >= MIN_PROOF_S:
             _prove(built, ints, saved, incumbent, budget, out, opts.solver, opts.gap)
         return out
     finally:
