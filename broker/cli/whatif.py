@@ -390,6 +390,13 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     "0: none. Default: broker.whatif.risk.DEFAULT_SCENARIOS (20).",
 )
 @click.option(
+    "--workers",
+    type=ranged(ge=1, le=1024, integer=True),
+    default=None,
+    help="Processes for the risk band's samples (default: this machine's cores; "
+    "1: all in this process). Used when the samples would take more than a few seconds.",
+)
+@click.option(
     "--replan-hours",
     type=ranged(ge=1, le=168, integer=True),
     default=6,
@@ -441,6 +448,7 @@ def whatif_command(
     committed: str | None,
     seed: int,
     scenarios: int | None,
+    workers: int | None,
     replan_hours: int,
     plot: Path | None,
     fmt: str | None,
@@ -561,7 +569,7 @@ def whatif_command(
     n = DEFAULT_SCENARIOS if scenarios is None else scenarios
     if n > 0:
         with progress("whatif risk band") as say:  # on a terminal only
-            band = risk_band(result, n, seed, progress=say)
+            band = risk_band(result, n, seed, progress=say, workers=workers)
         out["risk"] = band.to_dict()
         out["seconds"] = {**obj(out["seconds"]), "risk_s": round(band.seconds, 3)}
     if billed is not None:

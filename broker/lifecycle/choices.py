@@ -15,7 +15,7 @@ do I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from broker.lifecycle.disruption import DisruptionBudget
@@ -110,6 +110,15 @@ def find_spot(
     a training gang: only pools in its placement (the gang's contract,
     ``policies.workloads.placement``; the gang moves whole only by a
     re-plan). Returns ``(pool, instances, over_share)``, or why none."""
+    of_type = f" of type {same_type}" if same_type else ""
+    if inside is not None and w.workload_class is WorkloadClass.TRAINING:
+        of_type += f" in its placement ({w.placement}) of {inside}"
+    # The churn window, read once: with no room for one instance of the
+    # smallest type, no pool can pass, and every tick of a long storm would
+    # otherwise walk all of them (~300) to say so (most of a year's risk band).
+    allows = guards.churn.allowing(capacity_units, now_s, whole=inside is not None)
+    if cands.spot and not allows(cands.spot_units_at_least(work_per_hour)):
+        return f"no spot pool{of_type} passes (the churn budget has no room left)"
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
     found = options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type, tried=avoid)
@@ -128,7 +137,6 @@ def find_spot(
         if max_usd_per_work_hour is None
         else f"dearer than ${max_usd_per_work_hour:.2f}/work-hour"
     )
-    allows: Callable[[float], bool] | None = None
     for c, blocked in ranked:
         eff = c.spot_usd_per_work_hour
         if max_usd_per_work_hour is not None and eff is not None and eff > max_usd_per_work_hour:
@@ -139,10 +147,7 @@ def find_spot(
         else:
             n = c.instances_for(work_per_hour)
             units = n * c.units
-            if allows is None:  # the window read where the first pool needs it
-                # a gang's nodes move together (``ChurnBudget.allowing``)
-                allows = guards.churn.allowing(capacity_units, now_s, whole=inside is not None)
-            if not allows(units):
+            if not allows(units):  # a gang's nodes move together (``ChurnBudget.allowing``)
                 why = "over the churn budget"
             elif not shares_ok(w, tally, c, units):
                 why = "over the zone/pool share"
@@ -152,9 +157,6 @@ def find_spot(
         skipped[why] = skipped.get(why, 0) + 1
     if over is not None:
         return over[0], over[1], True
-    of_type = f" of type {same_type}" if same_type else ""
-    if inside is not None and w.workload_class is WorkloadClass.TRAINING:
-        of_type += f" in its placement ({w.placement}) of {inside}"
     if not skipped:
         return f"no acceptable pool{of_type} offers spot"
     counts = ", ".join(f"{n} {why}" for why, n in skipped.items())

@@ -356,3 +356,17 @@ class Candidates:
         self.on_demand = sorted(
             cands, key=lambda c: (c.on_demand_usd_per_work_hour, c.preference_rank)
         )
+        # Bounds on the capacity units a spot launch here takes: one instance
+        # of the smallest type, and the fewest units per unit of work
+        # (``instances_for`` rounds up): a churn window without room for
+        # either has room for no spot launch (``spot_units_at_least``).
+        self._spot_min_units = min((c.units for c in self.spot), default=0.0)
+        self._spot_units_per_work = min(
+            (c.units / c.work_per_instance for c in self.spot if c.work_per_instance > 0),
+            default=0.0,
+        )
+
+    def spot_units_at_least(self, work_per_hour: float) -> float:
+        """No spot launch of these pools that supplies ``work_per_hour``
+        takes fewer capacity units than this."""
+        return max(self._spot_min_units, work_per_hour * self._spot_units_per_work * (1 - 1e-9))

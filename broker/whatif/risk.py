@@ -56,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.planning.plan import Plan
+from broker.scale.pool import map_shared, usable_cpus
 from broker.whatif.billing import MarketActuals, bill_reacted
 from broker.whatif.desired import DesiredByHour
 from broker.whatif.run import WhatIfInputs, WhatIfResult
@@ -67,6 +68,7 @@ __all__ = [
     "BURST_SHARE",
     "DEFAULT_SCENARIOS",
     "DEMAND_CORRELATION",
+    "POOL_MIN_S",
     "STREAM",
     "Band",
     "RiskBand",
@@ -83,6 +85,11 @@ FloatArray = npt.NDArray[np.float64]
 # default what-if under that load (360 s beside 352 s); with 20 it ran 420 s,
 # 145 s of them the band (1.54x; about 1.3x on a quiet machine: 50 s on 164 s).
 DEFAULT_SCENARIOS = 20
+# Samples go to worker processes only when the ones after the first would
+# take longer than this here: a worker takes ~1-2 s to start (a fresh
+# interpreter importing numpy, pandas and the lifecycle, the inputs
+# unpickled), so a shorter band is over before workers could help.
+POOL_MIN_S = 4.0
 DEMAND_CORRELATION = 0.9  # assumption: an hour's forecast error carries ~90 % into the next
 STREAM = 16  # the risk band's random stream, apart from any other use of the seed
 # The share of a zone's revocations that come together when the market names
@@ -132,6 +139,7 @@ class RiskBand:
     samples_unmet_unit_hours: tuple[float, ...]
     billed_usd: float  # the what-if's own bill (recorded demand and market)
     seconds: float
+    workers: int = 1  # processes the samples ran on (``risk_band``)
 
     @property
     def unpriced(self) -> int:
@@ -162,6 +170,7 @@ class RiskBand:
                 "prices as recorded, the plan not re-made"
             ),
             "seconds": round(self.seconds, 3),
+            "workers": self.workers,
         }
 
 
@@ -269,13 +278,44 @@ def sample_demand(
     return out
 
 
+@dataclass(frozen=True)
+class _Shared:
+    """What every sample bills: the same plan on the same inputs."""
+
+    plan: Plan
+    inputs: WhatIfInputs
+    spot: dict[str, FloatArray]
+    desired: DesiredByHour
+    seed: int
+
+
+def _sample(shared: _Shared, i: int) -> tuple[float, float]:
+    """Sample ``i``'s billed cost and unmet unit-hours (module docstring):
+    its draws depend on the seed and ``i`` only, so a sample is the same
+    here or in a worker process."""
+    rng = np.random.default_rng(np.random.SeedSequence([shared.seed, STREAM, i]))
+    inputs, plan, hours = shared.inputs, shared.plan, shared.plan.hours
+    actuals = sample_held(rng, inputs.snapshot, inputs.actuals, shared.spot, hours)
+    demand = sample_demand(rng, inputs, hours)
+    bill = bill_reacted(plan, inputs.workloads, demand, inputs.snapshot, actuals,
+                        costs=inputs.costs, lifecycle_costs=inputs.lifecycle_costs,
+                        desired=shared.desired)  # fmt: skip
+    return bill.total_usd, float(sum(bill.unmet_unit_hours.values()))
+
+
 def risk_band(
     result: WhatIfResult,
     scenarios: int = DEFAULT_SCENARIOS,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    workers: int | None = None,
 ) -> RiskBand:
-    """Bill Spotfolio's plan of ``result`` on ``scenarios`` samples (module docstring)."""
+    """Bill Spotfolio's plan of ``result`` on ``scenarios`` samples (module
+    docstring). ``workers``: processes for the samples (``None``: this
+    machine's cores; 1: all here). The first sample runs here; the rest go
+    to worker processes only when, at its pace, they would take over
+    ``POOL_MIN_S``: a short band is over before workers could start. The
+    band is the same either way."""
     if result.inputs is None:
         raise ValueError("a what-if result without its inputs (run_whatif keeps them)")
     if scenarios < 1:
@@ -284,21 +324,29 @@ def risk_band(
     inputs = result.inputs
     ours = result.scenario("spotfolio")
     plan = ours.plan
-    hours = plan.hours
-    spot = _spot_instances(plan, hours)
-    desired = DesiredByHour(plan, inputs.workloads)  # the plan's hours, rounded once
-    costs: list[float] = []
-    unmet: list[float] = []
-    for i in range(scenarios):
+    shared = _Shared(
+        plan,
+        inputs,
+        _spot_instances(plan, plan.hours),
+        DesiredByHour(plan, inputs.workloads),  # the plan's hours, rounded once
+        seed,
+    )
+
+    def say(done: int, _total: int) -> None:
         if progress is not None:
-            progress(f"risk band: scenario {i + 1} of {scenarios}")
-        rng = np.random.default_rng(np.random.SeedSequence([seed, STREAM, i]))
-        actuals = sample_held(rng, inputs.snapshot, inputs.actuals, spot, hours)
-        demand = sample_demand(rng, inputs, hours)
-        bill = bill_reacted(plan, inputs.workloads, demand, inputs.snapshot, actuals,
-                            costs=inputs.costs, lifecycle_costs=inputs.lifecycle_costs,
-                            desired=desired)  # fmt: skip
-        costs.append(bill.total_usd)
-        unmet.append(float(sum(bill.unmet_unit_hours.values())))
-    return RiskBand(scenarios, seed, Band.of(costs), Band.of(unmet), tuple(costs), tuple(unmet),
-                    ours.bill.total_usd, time.perf_counter() - t0)  # fmt: skip
+            progress(f"risk band: scenario {min(done + 1, scenarios)} of {scenarios}")
+
+    say(0, scenarios)
+    first = _sample(shared, 0)
+    say(1, scenarios)
+    rest = list(range(1, scenarios))
+    n = usable_cpus() if workers is None else workers
+    if len(rest) * (time.perf_counter() - t0) < POOL_MIN_S:
+        n = 1
+    got = [first, *map_shared(_sample, shared, rest, workers=n,
+                              on_done=lambda d, t: say(d + 1, t + 1))]  # fmt: skip
+    costs = tuple(c for c, _u in got)
+    unmet = tuple(u for _c, u in got)
+    return RiskBand(scenarios, seed, Band.of(costs), Band.of(unmet), costs, unmet,
+                    ours.bill.total_usd, time.perf_counter() - t0,
+                    min(n, max(len(rest), 1)))  # fmt: skip

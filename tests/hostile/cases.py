@@ -444,7 +444,7 @@ _COMMANDS: tuple[tuple[list[str], tuple[str, ...], bool], ...] = (
      ("--on-demand", "--committed", "--discount", "--alternative"), True),
     (["plan"], ("--days", "--interruption-multiplier", "--checkpoint-minutes", "--period-hours",
      "--gap", "--time-limit", "--availability-multiplier"), False),
-    (["whatif"], ("--seed", "--replan-hours", "--days"), False),
+    (["whatif"], ("--seed", "--replan-hours", "--days", "--workers"), False),
     (["bench"], ("--windows", "--seed", "--workers"), False),
     (["simulate", "--setting", "deadline"], ("--windows", "--seed", "--workers"), False),
     (["daemon", "--provider", "sim"], ("--hours", "--seed"), False),

@@ -521,6 +521,24 @@ def test_a_gang_move_larger_than_the_churn_limit_goes_alone_into_an_empty_window
     assert "churn" not in d.reason
 
 
+def test_a_churn_window_without_room_for_one_instance_skips_the_pools_walk() -> None:
+    """``find_spot`` reads the churn window first: with no room for one
+    instance of the smallest type (a g5.12xlarge, 4 units), no pool can
+    pass, and it says so without looking at each; with room for exactly
+    one, the cheapest pool is found as before (the bound is not too high)."""
+    fleet = tuple(inst("chat", key(z, "g5.12xlarge"), 4) for z in ZONES)
+    for floor, replaced in ((3.9, False), (4.0, True)):
+        m, clock = manager(churn_max_share=0.0, churn_floor_units=floor)
+        d = m.handle(revoke(fleet[0], clock.now()), fleet, market())
+        if replaced:
+            assert d.kind is DecisionKind.REPLACE, d.reason
+            assert [(x.tier, x.count) for x in d.launches] == [(Tier.SPOT, 1)]
+        else:
+            assert d.kind is not DecisionKind.REPLACE
+            assert all(x.tier is not Tier.SPOT for x in d.launches)
+            assert "the churn budget has no room left" in d.reason, d.reason
+
+
 def test_out_of_capacity_a_zone_gang_is_offered_no_pool_outside_its_zone() -> None:
     """The daemon's substitution of a refused pool (``instead``): a zone
     gang gets nothing in another zone (the plan's next move is whole);

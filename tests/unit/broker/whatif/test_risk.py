@@ -37,6 +37,22 @@ def test_the_band_is_ordered_and_the_seed_repeats_it(result: WhatIfResult) -> No
     assert a.to_dict()["seed"] == 3 and a.to_dict()["scenarios"] == 12
 
 
+def test_samples_on_worker_processes_are_the_samples_drawn_here(
+    result: WhatIfResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two worker processes (``broker.scale.pool``) draw and bill the same
+    samples as this process; the band says how many ran them."""
+    here = risk_band(result, 6, seed=3, workers=1)
+    monkeypatch.setattr(risk, "POOL_MIN_S", 0.0)  # a two-day band is too short to pay for them
+    said: list[str] = []
+    apart = risk_band(result, 6, seed=3, workers=2, progress=said.append)
+    assert (here.workers, apart.workers) == (1, 2)
+    assert apart.samples_cost_usd == here.samples_cost_usd
+    assert apart.samples_unmet_unit_hours == here.samples_unmet_unit_hours
+    assert apart.to_dict()["workers"] == 2
+    assert said[0] == "risk band: scenario 1 of 6" and said[-1] == "risk band: scenario 6 of 6"
+
+
 def test_another_seed_gives_another_band_close_to_it(result: WhatIfResult) -> None:
     a = risk_band(result, 12, seed=3)
     c = risk_band(result, 12, seed=4)

@@ -1,0 +1,132 @@
+"""Independent pieces of one run on this machine's other cores.
+
+Owns: ``usable_cpus`` (the cores this process may run on) and ``map_shared``
+(``[fn(shared, x) for x in items]`` in worker processes, ``shared`` sent to
+each worker once, the results in the order of ``items``). For a run whose
+pieces share one large input and are many but short: the risk band's
+samples (``broker.whatif.risk``), each a period of the lifecycle's reaction
+to one sampled market, all on the same plan and inputs. Many whole
+scenarios, each with its own inputs, go through ``executor`` (Dask) instead.
+
+Workers are started with ``spawn``: a fresh interpreter, whatever threads
+this process has (a progress display, a client's), so no lock copied in a
+held state; each imports what ``fn`` needs and unpickles ``shared`` once.
+They do not run this process's ``__main__`` (``spawn`` would, to find
+functions defined there: a caller's script without a ``__main__`` guard
+would start its whole run again in every worker): ``fn`` lives in a module.
+That costs about a second or two a worker, so callers use it only for work
+that pays for it. A machine where worker processes cannot start (no POSIX
+semaphores in some sandboxes) runs the pieces here instead, with the same
+results: a piece's result may depend only on ``shared`` and its item.
+
+Must not: know what it runs, print (``on_done`` is the caller's progress),
+or leave a worker behind (the pool is shut down before returning, also on
+an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import sys
+import types
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, TypeVar
+
+__all__ = ["map_shared", "usable_cpus"]
+
+S = TypeVar("S")
+T = TypeVar("T")
+R = TypeVar("R")
+
+_SHARED: Any = None  # a worker's copy of ``shared``, set once by ``_start``
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its CPU affinity where the system
+    says, else the machine's count), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity call (macOS)
+        return max(1, os.cpu_count() or 1)
+
+
+def _start(payload: bytes) -> None:
+    global _SHARED
+    _SHARED = pickle.loads(payload)
+
+
+def _run(fn: Callable[[Any, T], R], item: T) -> R:
+    return fn(_SHARED, item)
+
+
+def map_shared(
+    fn: Callable[[S, T], R],
+    shared: S,
+    items: Sequence[T],
+    *,
+    workers: int,
+    on_done: Callable[[int, int], None] | None = None,
+) -> list[R]:
+    """``[fn(shared, x) for x in items]`` on up to ``workers`` processes
+    (here, serially, for one, or one item); ``fn`` is a module's top-level
+    function. ``on_done(done, total)`` after each result."""
+    total = len(items)
+    n = min(workers, total)
+    if n <= 1:
+        return _serial(fn, shared, items, on_done)
+    payload = pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        pool = ProcessPoolExecutor(
+            n, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start, initargs=(payload,),
+        )  # fmt: skip
+    except (OSError, NotImplementedError, ImportError):  # no semaphores here
+        return _serial(fn, shared, items, on_done)
+    out: list[Any] = [None] * total
+    try:
+        with _without_main():  # the workers start at the submits
+            futures: dict[Future[R], int] = {
+                pool.submit(_run, fn, x): i for i, x in enumerate(items)
+            }
+        pending = set(futures)
+        finished = 0
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                out[futures[f]] = f.result()  # a piece's error is raised here
+                finished += 1
+                if on_done is not None:
+                    on_done(finished, total)
+    finally:  # on an error or an interrupt too: nothing queued starts, no worker is left
+        pool.shutdown(wait=True, cancel_futures=True)
+    return out
+
+
+@contextlib.contextmanager
+def _without_main() -> Iterator[None]:
+    """``__main__`` is an empty module while workers start (module docstring)."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+def _serial(
+    fn: Callable[[S, T], R],
+    shared: S,
+    items: Sequence[T],
+    on_done: Callable[[int, int], None] | None,
+) -> list[R]:
+    out = []
+    for i, x in enumerate(items):
+        out.append(fn(shared, x))
+        if on_done is not None:
+            on_done(i + 1, len(items))
+    return out
