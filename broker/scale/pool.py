@@ -16,10 +16,13 @@ functions defined there: a caller's script without a ``__main__`` guard
 would start its whole run again in every worker): ``fn`` lives in a module.
 That costs about a second or two a worker, so callers use it only for work
 that pays for it. A machine where worker processes cannot start (no POSIX
-semaphores in some sandboxes) runs the pieces here instead, with the same
-results: a piece's result may depend only on ``shared`` and its item.
+semaphores in some sandboxes) runs the pieces here instead, and so does
+one whose worker dies (killed, out of memory): what the pool did not
+finish is run here, with the same results, as a piece's result may depend
+only on ``shared`` and its item.
 
-Must not: know what it runs, print (``on_done`` is the caller's progress),
+Must not: know what it runs, print (``on_done`` is the caller's progress;
+a worker's death is logged, as a warning),
 or leave a worker behind (the pool is shut down before returning, also on
 an error).
 """
@@ -27,6 +30,7 @@ an error).
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import pickle
@@ -34,6 +38,7 @@ import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 __all__ = ["map_shared", "usable_cpus"]
@@ -41,6 +46,8 @@ __all__ = ["map_shared", "usable_cpus"]
 S = TypeVar("S")
 T = TypeVar("T")
 R = TypeVar("R")
+
+log = logging.getLogger("spotfolio.scale")
 
 _SHARED: Any = None  # a worker's copy of ``shared``, set once by ``_start``
 
@@ -87,22 +94,35 @@ def map_shared(
     except (OSError, NotImplementedError, ImportError):  # no semaphores here
         return _serial(fn, shared, items, on_done)
     out: list[Any] = [None] * total
+    got: set[int] = set()  # the items the pool finished
     try:
+        futures: dict[Future[R], int] = {}
         with _without_main():  # the workers start at the submits
-            futures: dict[Future[R], int] = {
-                pool.submit(_run, fn, x): i for i, x in enumerate(items)
-            }
+            for i, x in enumerate(items):
+                futures[pool.submit(_run, fn, x)] = i
         pending = set(futures)
-        finished = 0
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                break  # a worker died (killed, out of memory): the rest run here
             for f in done:
-                out[futures[f]] = f.result()  # a piece's error is raised here
-                finished += 1
+                out[futures[f]] = f.result()  # a piece's own error is raised here
+                got.add(futures[f])
                 if on_done is not None:
-                    on_done(finished, total)
+                    on_done(len(got), total)
+    except BrokenProcessPool:  # a worker died while the pieces were handed out
+        pass
     finally:  # on an error or an interrupt too: nothing queued starts, no worker is left
         pool.shutdown(wait=True, cancel_futures=True)
+    if len(got) < total:
+        log.warning("a worker process died: %d of %d pieces run in this process",
+                    total - len(got), total)  # fmt: skip
+    for i in range(total):
+        if i not in got:
+            out[i] = fn(shared, items[i])
+            got.add(i)
+            if on_done is not None:
+                on_done(len(got), total)
     return out
 
 

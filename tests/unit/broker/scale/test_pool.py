@@ -29,6 +29,14 @@ def fails_on_three(shared: dict[str, float], x: int) -> float:
     return shared["factor"] * x
 
 
+def dies_in_a_worker(shared: dict[str, int], x: int) -> int:
+    """Item 2 kills the worker process it runs in (as the kernel's OOM killer
+    would); anywhere, the item squared."""
+    if x == 2 and os.getpid() != shared["parent"]:
+        os._exit(9)
+    return x * x
+
+
 def test_the_pieces_run_on_workers_and_come_back_in_order() -> None:
     done: list[tuple[int, int]] = []
     got = map_shared(scaled, {"factor": 2.5}, list(range(8)), workers=2,
@@ -49,6 +57,16 @@ def test_one_worker_or_one_piece_runs_here() -> None:
 def test_a_piece_s_error_is_raised_here_and_no_worker_is_left() -> None:
     with pytest.raises(ValueError, match="piece 3 failed"):
         map_shared(fails_on_three, {"factor": 1.0}, list(range(6)), workers=2)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_worker_s_death_costs_time_not_results(caplog: pytest.LogCaptureFixture) -> None:
+    done: list[int] = []
+    got = map_shared(dies_in_a_worker, {"parent": os.getpid()}, list(range(6)), workers=2,
+                     on_done=lambda d, _t: done.append(d))  # fmt: skip
+    assert got == [x * x for x in range(6)]
+    assert done == list(range(1, 7))  # each piece counted once
+    assert "a worker process died" in caplog.text
     assert multiprocessing.active_children() == []
 
 
