@@ -393,8 +393,9 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     "--workers",
     type=ranged(ge=1, le=1024, integer=True),
     default=None,
-    help="Processes for the risk band's samples (default: this machine's cores; "
-    "1: all in this process). Used when the samples would take more than a few seconds.",
+    help="Processes for the risk band's samples and the committed sweep's levels "
+    "(default: this machine's cores; 1: all in this process). Used when they would "
+    "take more than a few seconds; the results are the same.",
 )
 @click.option(
     "--replan-hours",
@@ -513,7 +514,7 @@ def whatif_command(
                             options=opts, committed_levels=levels, seed=seed,
                             progress=say, replan_hours=replan_hours,
                             availability_multiplier=checks.availability_multiplier,
-                            owned=have)  # fmt: skip
+                            owned=have, workers=workers)  # fmt: skip
     od = result.scenario("on_demand").bill.total_usd
     rows = [s.to_dict(od, ws) for s in result.scenarios]
     found = [f for s, r in zip(result.scenarios, rows, strict=True)

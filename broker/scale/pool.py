@@ -1,11 +1,15 @@
 """Independent pieces of one run on this machine's other cores.
 
-Owns: ``usable_cpus`` (the cores this process may run on) and ``map_shared``
+Owns: ``usable_cpus`` (the cores this process may run on), ``map_shared``
 (``[fn(shared, x) for x in items]`` in worker processes, ``shared`` sent to
-each worker once, the results in the order of ``items``). For a run whose
+each worker once, the results in the order of ``items``) and ``map_paced``
+(the first piece here, timed; the rest on workers only if they would take
+long enough to pay for starting them, ``POOL_MIN_S``). For a run whose
 pieces share one large input and are many but short: the risk band's
 samples (``broker.whatif.risk``), each a period of the lifecycle's reaction
-to one sampled market, all on the same plan and inputs. Many whole
+to one sampled market, all on the same plan and inputs, and the committed
+sweep's levels (``broker.whatif.run``), each a whole-period plan of the same
+problem with another commitment fixed. Many whole
 scenarios, each with its own inputs, go through ``executor`` (Dask) instead.
 
 Workers are started with ``spawn``: a fresh interpreter, whatever threads
@@ -35,19 +39,27 @@ import multiprocessing
 import os
 import pickle
 import sys
+import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-__all__ = ["map_shared", "usable_cpus"]
+__all__ = ["POOL_MIN_S", "map_paced", "map_shared", "usable_cpus"]
 
 S = TypeVar("S")
 T = TypeVar("T")
 R = TypeVar("R")
 
 log = logging.getLogger("spotfolio.scale")
+
+# ``map_paced`` hands the pieces after the first to workers only when, at the
+# first one's pace, they would take longer than this here: a worker takes
+# ~1-2 s to start (a fresh interpreter importing numpy, pandas and the
+# planner, the shared input unpickled), so shorter work is over before
+# workers could help.
+POOL_MIN_S = 4.0
 
 _SHARED: Any = None  # a worker's copy of ``shared``, set once by ``_start``
 
@@ -124,6 +136,32 @@ def map_shared(
             if on_done is not None:
                 on_done(len(got), total)
     return out
+
+
+def map_paced(
+    fn: Callable[[S, T], R],
+    shared: S,
+    items: Sequence[T],
+    *,
+    workers: int | None = None,
+    on_done: Callable[[int, int], None] | None = None,
+) -> tuple[list[R], int]:
+    """``map_shared`` with the first piece run here and timed: the rest go
+    to ``workers`` processes (``None``: ``usable_cpus()``) only if, at its
+    pace, they would take over ``POOL_MIN_S`` here. Returns the results and
+    how many processes ran them."""
+    if not items:
+        return [], 1
+    t0 = time.perf_counter()
+    first = fn(shared, items[0])
+    if on_done is not None:
+        on_done(1, len(items))
+    rest = items[1:]
+    n = min(usable_cpus() if workers is None else workers, max(len(rest), 1))
+    if len(rest) * (time.perf_counter() - t0) < POOL_MIN_S:
+        n = 1
+    done = (lambda d, t: on_done(d + 1, t + 1)) if on_done is not None else None
+    return [first, *map_shared(fn, shared, rest, workers=n, on_done=done)], n
 
 
 @contextlib.contextmanager

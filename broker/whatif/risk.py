@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.planning.plan import Plan
-from broker.scale.pool import map_shared, usable_cpus
+from broker.scale.pool import map_paced
 from broker.whatif.billing import MarketActuals, bill_reacted
 from broker.whatif.desired import DesiredByHour
 from broker.whatif.run import WhatIfInputs, WhatIfResult
@@ -68,7 +68,6 @@ __all__ = [
     "BURST_SHARE",
     "DEFAULT_SCENARIOS",
     "DEMAND_CORRELATION",
-    "POOL_MIN_S",
     "STREAM",
     "Band",
     "RiskBand",
@@ -85,11 +84,6 @@ FloatArray = npt.NDArray[np.float64]
 # default what-if under that load (360 s beside 352 s); with 20 it ran 420 s,
 # 145 s of them the band (1.54x; about 1.3x on a quiet machine: 50 s on 164 s).
 DEFAULT_SCENARIOS = 20
-# Samples go to worker processes only when the ones after the first would
-# take longer than this here: a worker takes ~1-2 s to start (a fresh
-# interpreter importing numpy, pandas and the lifecycle, the inputs
-# unpickled), so a shorter band is over before workers could help.
-POOL_MIN_S = 4.0
 DEMAND_CORRELATION = 0.9  # assumption: an hour's forecast error carries ~90 % into the next
 STREAM = 16  # the risk band's random stream, apart from any other use of the seed
 # The share of a zone's revocations that come together when the market names
@@ -312,10 +306,9 @@ def risk_band(
 ) -> RiskBand:
     """Bill Spotfolio's plan of ``result`` on ``scenarios`` samples (module
     docstring). ``workers``: processes for the samples (``None``: this
-    machine's cores; 1: all here). The first sample runs here; the rest go
-    to worker processes only when, at its pace, they would take over
-    ``POOL_MIN_S``: a short band is over before workers could start. The
-    band is the same either way."""
+    machine's cores; 1: all here), through ``broker.scale.pool.map_paced``
+    (the first sample here; the rest on workers only when they would take
+    long enough to pay for starting them). The band is the same either way."""
     if result.inputs is None:
         raise ValueError("a what-if result without its inputs (run_whatif keeps them)")
     if scenarios < 1:
@@ -337,16 +330,8 @@ def risk_band(
             progress(f"risk band: scenario {min(done + 1, scenarios)} of {scenarios}")
 
     say(0, scenarios)
-    first = _sample(shared, 0)
-    say(1, scenarios)
-    rest = list(range(1, scenarios))
-    n = usable_cpus() if workers is None else workers
-    if len(rest) * (time.perf_counter() - t0) < POOL_MIN_S:
-        n = 1
-    got = [first, *map_shared(_sample, shared, rest, workers=n,
-                              on_done=lambda d, t: say(d + 1, t + 1))]  # fmt: skip
+    got, used = map_paced(_sample, shared, range(scenarios), workers=workers, on_done=say)
     costs = tuple(c for c, _u in got)
     unmet = tuple(u for _c, u in got)
     return RiskBand(scenarios, seed, Band.of(costs), Band.of(unmet), costs, unmet,
-                    ours.bill.total_usd, time.perf_counter() - t0,
-                    min(n, max(len(rest), 1)))  # fmt: skip
+                    ours.bill.total_usd, time.perf_counter() - t0, used)  # fmt: skip

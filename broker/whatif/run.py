@@ -40,6 +40,7 @@ from broker.planning.demand import DemandSet
 from broker.planning.optimizer.commitments import alternative_usd_per_work_hour, obligation_hours
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.plan import Commitment, Plan
+from broker.scale.pool import map_paced
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted, bill_reaction
 from broker.whatif.reaction import Reactor, lifecycle_cost_options
@@ -307,6 +308,7 @@ def run_whatif(
     horizon_hours: int = HORIZON_HOURS,
     availability_multiplier: float = 1.0,
     owned: tuple[OwnedCommitment, ...] = (),
+    workers: int | None = None,
 ) -> WhatIfResult:
     """Plan and bill every scenario over ``days`` from ``start``. The
     ``spotfolio`` scenario is the daemon's planning loop replayed
@@ -316,6 +318,8 @@ def run_whatif(
     reference. ``owned``: commitments already bought; the whole-period plan
     is solved once more around them and ``next_buy`` says what it buys on top
     (the scenarios stay those of a fleet owning nothing, billed alike).
+    ``workers``: processes for the committed sweep's levels
+    (``broker.scale.pool.map_paced``; ``None``: the machine's cores).
 
     Stress: ``options.interruption_multiplier`` and ``availability_multiplier``
     make a stressed market (``broker.whatif.stress``) that every scenario is
@@ -327,7 +331,7 @@ def run_whatif(
         return _run(market, workloads, start=start, days=days, demand=demand, options=opts,
                     committed_levels=committed_levels, seed=seed, progress=progress,
                     replan_hours=replan_hours, horizon_hours=horizon_hours,
-                    owned=owned)  # fmt: skip
+                    owned=owned, workers=workers)  # fmt: skip
     say = progress or (lambda _msg: None)
     # The stressed market carries the hazard: the plan's cost table is not
     # told again (that would count the multiplier twice).
@@ -336,7 +340,7 @@ def run_whatif(
     result = _run(stressed(market, stress), workloads, start=start, days=days, demand=demand,
                   options=x1_opts, committed_levels=committed_levels, seed=seed,
                   progress=progress, replan_hours=replan_hours,
-                  horizon_hours=horizon_hours, owned=owned)  # fmt: skip
+                  horizon_hours=horizon_hours, owned=owned, workers=workers)  # fmt: skip
     say("the market as recorded (x1)")
     result.unstressed = _run(market, workloads, start=start, days=days, demand=demand,
                              options=x1_opts, seed=seed, progress=progress,
@@ -359,6 +363,7 @@ def _run(
     replan_hours: int,
     horizon_hours: int,
     owned: tuple[OwnedCommitment, ...] = (),
+    workers: int | None = None,
 ) -> WhatIfResult:
     """One what-if on ``market`` as given (``run_whatif``)."""
     from broker.planning.optimizer.solve import solve  # PuLP only when planning
@@ -465,6 +470,7 @@ def _run(
             forecast,
             committed_levels,
             say,
+            workers,
         )
         clock["sweep_s"] = time.perf_counter() - t
     return result
@@ -505,6 +511,33 @@ def _actual_demand(
     return out
 
 
+@dataclass(frozen=True)
+class _SweepInputs:
+    """What every level of the committed sweep shares."""
+
+    problem: PlanningProblem
+    group: str
+    workloads: WorkloadSet
+    actual: Mapping[str, FloatArray]
+    snapshot: MarketSnapshot
+    actuals: MarketActuals
+
+
+def _sweep_level(shared: _SweepInputs, level: tuple[float, int]) -> Scenario:
+    """One level: ``n`` instances of the group fixed, the period re-planned
+    and billed through the lifecycle's reaction."""
+    from broker.planning.optimizer.solve import solve  # PuLP only when planning
+
+    share, n = level
+    problem = shared.problem
+    fixed = {g: 0 for g in problem.committed_fixed or {}}
+    fixed[shared.group] = n
+    p = solve(dataclasses.replace(problem, committed_fixed=fixed))
+    bill = bill_reacted(p, shared.workloads, shared.actual, shared.snapshot, shared.actuals,
+                        costs=problem.costs)  # fmt: skip
+    return Scenario(f"committed_{round(share * 100)}pct", p, bill)
+
+
 def _sweep(
     result: WhatIfResult,
     problem: PlanningProblem,
@@ -516,12 +549,13 @@ def _sweep(
     forecast: Mapping[str, FloatArray],
     levels: tuple[float, ...],
     say: Callable[[str], None],
+    workers: int | None = None,
 ) -> None:
     """Fix total commitment at each share of peak serving demand, in the
     group the optimizer liked best (else the serving workload's cheapest).
-    Every level re-solves a variant of ``problem`` (its cost table with it)."""
-    from broker.planning.optimizer.solve import solve  # PuLP only when planning
-
+    Every level re-solves a variant of ``problem`` (its cost table with it);
+    the levels are independent, so they may run on ``workers`` processes
+    (``broker.scale.pool.map_paced``), the same plans either way."""
     serving = workloads.of_class(WorkloadClass.SERVING)
     if not serving:
         return
@@ -534,28 +568,27 @@ def _sweep(
     result.breakeven_occupancy = breakeven_occupancy(c_price, mix_usd)
     result.breakeven_occupancy_on_demand = breakeven_occupancy(c_price, alt_price)
     term_h = obligation_hours(problem)
+    counts = [math.ceil(share * peak / work_per_instance - 1e-9) for share in levels]
+
+    def said(done: int, total_levels: int) -> None:
+        if done < total_levels:
+            say(f"committed sweep: {levels[done]:.0%} of peak ({done + 1} of {total_levels})")
+
+    said(0, len(levels))
+    shared = _SweepInputs(problem, group, workloads, actual, snapshot, actuals)
+    scenarios, _used = map_paced(_sweep_level, shared, list(zip(levels, counts, strict=True)),
+                                 workers=workers, on_done=said)  # fmt: skip
     prev_units: float | None = None
     prev_total: float | None = None
-    for share in levels:
-        say(f"committed sweep: {share:.0%} of peak")
+    for share, n, sc in zip(levels, counts, scenarios, strict=True):
         units = share * peak
-        n = math.ceil(units / work_per_instance - 1e-9)
-        fixed = {g: 0 for g in problem.committed_fixed or {}}
-        fixed[group] = n
-        sub = dataclasses.replace(problem, committed_fixed=fixed)
-        p = solve(sub)
-        sc = Scenario(
-            f"committed_{round(share * 100)}pct",
-            p,
-            bill_reacted(p, workloads, actual, snapshot, actuals, costs=problem.costs),
-        )
         occ = None
         if prev_units is not None and units > prev_units:
             occ = marginal_occupancy(np.ceil(total), math.ceil(prev_units), math.ceil(units))
         billed = sc.bill.total_usd
         delta = None if prev_total is None else billed - prev_total
         # the plan's own price (paid the way the options say) over the term
-        obligation = p.committed_usd_per_hour() * term_h
+        obligation = sc.plan.committed_usd_per_hour() * term_h
         result.sweep.append(SweepPoint(share, units, group, n, sc, occ, delta, obligation))
         prev_units = units
         prev_total = billed

@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+import broker.scale.pool as pool
 import broker.whatif.risk as risk
 from broker.whatif.billing import MarketActuals
 from broker.whatif.risk import posterior_hours, risk_band, sample_demand, sample_held
@@ -43,7 +44,7 @@ def test_samples_on_worker_processes_are_the_samples_drawn_here(
     """Two worker processes (``broker.scale.pool``) draw and bill the same
     samples as this process; the band says how many ran them."""
     here = risk_band(result, 6, seed=3, workers=1)
-    monkeypatch.setattr(risk, "POOL_MIN_S", 0.0)  # a two-day band is too short to pay for them
+    monkeypatch.setattr(pool, "POOL_MIN_S", 0.0)  # a two-day band is too short to pay for them
     said: list[str] = []
     apart = risk_band(result, 6, seed=3, workers=2, progress=said.append)
     assert (here.workers, apart.workers) == (1, 2)

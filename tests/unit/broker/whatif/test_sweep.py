@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+import broker.scale.pool as pool
 from broker.whatif.run import run_whatif
 from policies.workloads.spec import WorkloadSet, parse_workloads
 from tests.fakes.tiny_market import TinyMarket
@@ -46,3 +47,20 @@ def test_each_level_says_pays_iff_its_total_falls() -> None:
         assert p.obligation_usd == pytest.approx(
             p.instances * p.scenario.plan.committed_usd_per_hour() / max(p.instances, 1) * 8760
         )
+
+
+def test_the_levels_on_worker_processes_are_the_levels_solved_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The levels are independent plans of one problem: on two worker
+    processes (``broker.scale.pool``) they are the same plans and bills."""
+    levels = (0.2, 0.5, 1.0)
+    here = run_whatif(TinyMarket(), _workloads(), days=1, committed_levels=levels, workers=1)
+    monkeypatch.setattr(pool, "POOL_MIN_S", 0.0)  # a day's levels are too quick to pay for them
+    apart = run_whatif(TinyMarket(), _workloads(), days=1, committed_levels=levels, workers=2)
+    assert [p.instances for p in apart.sweep] == [p.instances for p in here.sweep]
+    for a, b in zip(apart.sweep, here.sweep, strict=True):
+        assert a.scenario.name == b.scenario.name
+        assert a.scenario.bill.total_usd == b.scenario.bill.total_usd
+        assert a.scenario.plan.objective_usd == b.scenario.plan.objective_usd
+        assert a.delta_usd == b.delta_usd and a.obligation_usd == b.obligation_usd
