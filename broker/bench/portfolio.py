@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
@@ -45,6 +46,7 @@ from broker.planning.optimizer.problem import (
     build_problem,
 )
 from broker.planning.plan import Plan
+from broker.scale.pool import map_paced
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reaction
 from broker.whatif.reaction import DECIDED_BY as REACTION_DECIDED_BY
@@ -183,6 +185,21 @@ def _entry(
     }
 
 
+@dataclass(frozen=True)
+class _Seeds:
+    """What every seed's run shares (``run_seeds``)."""
+
+    open_seed: Callable[[int], PriceSource]
+    days: int
+    step_hours: int
+    horizon_hours: int
+
+
+def _run_seed(shared: _Seeds, seed: int) -> dict[str, object]:
+    return run(shared.open_seed(seed), days=shared.days, seed=seed,
+               step_hours=shared.step_hours, horizon_hours=shared.horizon_hours)  # fmt: skip
+
+
 def run_seeds(
     open_seed: Callable[[int], PriceSource],
     seeds: Sequence[int],
@@ -190,15 +207,17 @@ def run_seeds(
     days: int = 7,
     step_hours: int = 6,
     horizon_hours: int = 24,
+    workers: int | None = None,
 ) -> dict[str, object]:
     """``run`` on each seed (``open_seed(seed)`` gives its market); the first
     seed's block, plus ``seeds`` (each seed's ratios) and ``spread`` (min,
     mean, max of each policy's ``cost_vs_hindsight`` and ``cost_vs_bound``,
-    and the worst unmet serving)."""
-    runs = [
-        run(open_seed(s), days=days, seed=s, step_hours=step_hours, horizon_hours=horizon_hours)
-        for s in seeds
-    ]
+    and the worst unmet serving). The seeds are independent: after the
+    first, they run on this machine's cores (``broker.scale.pool.map_paced``;
+    ``open_seed`` is then a module's top-level function), each report the
+    same as run alone."""
+    shared = _Seeds(open_seed, days, step_hours, horizon_hours)
+    runs, _workers = map_paced(_run_seed, shared, list(seeds), workers=workers)
     metrics = ("cost_vs_hindsight", "cost_vs_bound", "unmet_serving_unit_hours")
     table = [{n: {m: _num(e, m) for m in metrics} for n, e in _policies(r).items()} for r in runs]
     spread: dict[str, dict[str, float | None]] = {}

@@ -41,6 +41,7 @@ from broker.scale.executor import Executor, ExecutorSpec
 from broker.simulate.deadline import DeadlineSetting, simulate_deadline
 from broker.simulate.omniscient import omniscient_deadline
 from markets.clock import Clock, SystemClock
+from markets.protocols import PriceSource
 from markets.registry import open_market
 
 __all__ = [
@@ -89,6 +90,12 @@ class TargetRow(TypedDict):
 # ``spotfolio simulate --setting deadline`` (it imports this module) never uses.
 
 
+def _portfolio_market(seed: int) -> PriceSource:
+    """The default market of a portfolio seed (a top-level function: the
+    seeds may run in worker processes, ``portfolio.run_seeds``)."""
+    return open_market("default", seed=seed + 7)
+
+
 def _portfolio(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     """The portfolio setting on the default market: the recorded traces cover
     V100/K80 pools only, which cannot host the example fleet's serving and
@@ -98,7 +105,7 @@ def _portfolio(data: BenchData, windows: int, seed: int) -> Mapping[str, object]
     full = windows >= FULL_SIZE_WINDOWS
     days = 30 if full else max(1, min(windows, 7))
     seeds = [seed + i for i in range(PORTFOLIO_SEEDS if full else 1)]
-    out = portfolio.run_seeds(lambda s: open_market("default", seed=s + 7), seeds, days=days)
+    out = portfolio.run_seeds(_portfolio_market, seeds, days=days)
     out["market"] = "default"
     return out
 
