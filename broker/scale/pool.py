@@ -4,13 +4,15 @@ Owns: ``usable_cpus`` (the cores this process may run on), ``map_shared``
 (``[fn(shared, x) for x in items]`` in worker processes, ``shared`` sent to
 each worker once, the results in the order of ``items``) and ``map_paced``
 (the first piece here, timed; the rest on workers only if they would take
-long enough to pay for starting them, ``POOL_MIN_S``). For a run whose
-pieces share one large input and are many but short: the risk band's
+long enough to pay for starting them, ``POOL_MIN_S``). For the pieces of
+one command's own run, on this machine, sharing one input: the risk band's
 samples (``broker.whatif.risk``), each a period of the lifecycle's reaction
-to one sampled market, all on the same plan and inputs, and the committed
+to one sampled market, all on the same plan and inputs; the committed
 sweep's levels (``broker.whatif.run``), each a whole-period plan of the same
-problem with another commitment fixed. Many whole
-scenarios, each with its own inputs, go through ``executor`` (Dask) instead.
+problem with another commitment fixed; the portfolio bench's seeds
+(``broker.bench.portfolio``). A grid of scenarios a user asks to spread,
+here or on a cluster (``spotfolio sweep``, ``bench --workers``), goes
+through ``executor`` (Dask) instead.
 
 Workers are started with ``spawn``: a fresh interpreter, whatever threads
 this process has (a progress display, a client's), so no lock copied in a
