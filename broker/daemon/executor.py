@@ -192,7 +192,7 @@ class Executor:
         for attempt in range(b.max_attempts):
             # The lease is checked and extended before every call: a daemon
             # that lost it (LeaseLostError) calls nothing.
-            self.store.hold_lease(self.clock.now())
+            self.store.hold_lease(self.clock.now)
             try:
                 if isinstance(request, LaunchRequest):
                     return self.provider.launch(request)

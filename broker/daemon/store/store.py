@@ -55,7 +55,7 @@ from __future__ import annotations
 import copy
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -320,15 +320,18 @@ class Store:
                 tx.check_lease(fence)
             yield tx
 
-    def hold_lease(self, now: datetime) -> None:
+    def hold_lease(self, clock: Callable[[], datetime]) -> None:
         """Before a cloud call: check the fence and extend the lease to
-        ``now + ttl_s``, so no other daemon can take it over while the call
-        is on its way (the call itself cannot carry the token)."""
+        ``ttl_s`` past the moment the lease row is ours (``clock`` is read
+        after the lock is taken), so no other daemon can take it over while
+        the call is on its way (the call itself cannot carry the token). A
+        time read before the lock would shorten the hold by the wait for
+        it: with many daemons queued on the store, by most of the TTL."""
         fence = self.fence
         if fence is None or fence.epoch is None:
             return
         with self.transaction() as tx:
-            tx.renew_lease(fence.name, fence.holder, fence.ttl_s, now, fence.epoch)
+            tx.renew_lease(fence.name, fence.holder, fence.ttl_s, clock(), fence.epoch)
 
     def close(self) -> None:
         self._dispose()  # once: later calls do nothing

@@ -20,7 +20,7 @@ from broker.daemon.config import load_daemon_config
 from broker.daemon.daemon import Daemon, LeaseHeldError
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.schema import actions_t, decisions_t, lease_t, plans_t
-from broker.daemon.store.store import LeaseLostError, Store
+from broker.daemon.store.store import Fence, LeaseLostError, Store
 from broker.daemon.wiring import default_lifecycle
 from markets.errors import InputError
 from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
@@ -128,6 +128,43 @@ def test_a_paused_holder_resumed_after_a_takeover_mutates_nothing_and_records_no
 def tx_epochs(store: Store, table: Any) -> list[tuple[int | None]]:
     with store.transaction() as tx:
         return [(r[0],) for r in tx.conn.execute(select(table.c.lease_epoch)).all()]
+
+
+# --- a hold taken after a wait for the store ------------------------------------------
+
+
+def test_a_hold_counts_its_ttl_from_when_the_lease_row_is_ours_not_from_the_wait(
+    store_url: str,
+) -> None:
+    """Before each cloud call the holder extends its lease. With many
+    daemons queued on the store the extension can wait for the lock; a time
+    read before that wait would end the hold early by the wait (CI run 26:
+    a 1 s TTL shortened to 48 ms, and a second daemon's call overlapped the
+    first's). The hold runs from the moment the row is locked: ``ttl_s``
+    after the blocking transaction let go, at least."""
+    clock = _RealRate()
+    store = Store(store_url)
+    with store.transaction() as tx:
+        epoch = tx.acquire_lease("account/x", "a", 2.0, clock.now())
+    fenced = store.fenced(Fence("account/x", "a", 2.0, epoch))
+    inside, released = threading.Event(), []
+
+    def block() -> None:
+        with fenced.transaction():  # the row (PostgreSQL) / the write lock (SQLite)
+            inside.set()
+            time.sleep(0.8)
+            released.append(clock.now())
+
+    t = threading.Thread(target=block)
+    t.start()
+    inside.wait(10)
+    fenced.hold_lease(clock.now)
+    t.join()
+    with store.transaction() as tx:
+        expires = tx.conn.execute(select(lease_t.c.expires_at)).scalar_one()
+    store.close()
+    held_from = expires.replace(tzinfo=None) - timedelta(seconds=2.0)
+    assert held_from >= released[0].replace(tzinfo=None), (held_from, released[0])
 
 
 # --- many daemons starting at once -----------------------------------------------------
