@@ -59,8 +59,10 @@ The replay, hour by hour (``t_h`` = the plan's start + h hours):
 5. **Progress.** At each hour start the work training and batch jobs have
    done so far is reported (``report_progress``), as the daemon's plan job does.
 
-The manager sees the snapshot the plan was made on (the what-if's one
-snapshot), not hourly ones: it learns of the actual market only through
+The manager sees the snapshot the plan in force was made on (the what-if's
+one snapshot; in a replayed planning loop, each step's, handed over with
+``Reactor.on_market`` as the daemon's plan job hands each refresh), not
+hourly ones: within it, it learns of the actual market only through
 revocations and refused launches, as the daemon between two market refreshes.
 
 Output: per hour, the whole-instance-hours held per (workload, pool, tier),
@@ -503,7 +505,22 @@ class Reactor:
             lifecycle_costs = costs
         self.manager.on_market(snapshot, lifecycle_costs)
         self._args = (workloads, snapshot, actuals, costs, self.manager, clock)
+        self._config = cfg
+        self._snapshot = snapshot
         self._replay: _Replay | None = None
+
+    def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
+        """The market from the next hour on: as the daemon's plan job hands
+        each refreshed snapshot to its manager, a planning loop hands the
+        snapshot each step planned on, and its table (``costs``, used when
+        priced with the manager's options; else the manager prices it once).
+        The work done stays measured on the table the reactor was built
+        with, as the bill measures it."""
+        if costs is not None and costs.options == lifecycle_cost_options(snapshot, self._config):
+            self.manager.on_market(snapshot, costs)
+        self._snapshot = snapshot
+        if self._replay is not None:
+            self._replay.snapshot = snapshot
 
     def run(
         self, plan: Plan, first_hour: int, hours: int, desired: DesiredByHour | None = None
@@ -516,6 +533,7 @@ class Reactor:
         if self._replay is None:
             self._replay = _Replay(self.start, plan, *self._args)
         self._replay.plan = plan
+        self._replay.snapshot = self._snapshot
         if desired is not None and desired.plan is plan and desired.workloads is self._args[0]:
             self._replay.desired = desired
         for h in range(first_hour, first_hour + hours):

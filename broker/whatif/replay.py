@@ -80,8 +80,9 @@ def replay(
     to plan on where no forecast can be made yet (no history before it).
     ``first``: the snapshot of ``start`` and its cost table, when the caller
     has them (priced with ``options``): the first step plans on them.
-    ``reactor``: the lifecycle manager each step's plan is handed to (as the
-    daemon's plan job hands its plan to its manager): the step's lost spot
+    ``reactor``: the lifecycle manager each step's plan and snapshot are
+    handed to (as the daemon's plan job hands its plan and its market to
+    its manager): the step's lost spot
     goes through it, and what its decisions did (replacements and
     break-glass on-demand working too) is what the state carries, as the
     daemon's measured progress; without one, a step carries the plan's own
@@ -106,10 +107,15 @@ def replay(
             for n, f in demand.forecast(at, horizon_hours).items()
         }
         costs = first_costs if snap is first_snap else None
-        return window_problem(
+        problem = window_problem(
             snap, workloads, fc, state, hours=horizon_hours, step_hours=step_hours,
             options=opts, costs=costs,
         )  # fmt: skip
+        if reactor is not None:
+            # The daemon's plan job hands its manager the snapshot it planned
+            # on at every re-plan: the step's lost spot is decided on it.
+            reactor.on_market(snap, problem.costs)
+        return problem
 
     def happened(state: RollingState, plan: Plan, step: int) -> StepOutcome:
         t = state.hour

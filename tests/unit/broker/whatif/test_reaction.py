@@ -247,3 +247,36 @@ def test_a_plan_that_moves_a_running_gang_spends_the_disruption_budget() -> None
     assert budget.last_move_s("gang") == moved_s
     assert budget.used_units(moved_s) == pytest.approx(2.0)
     assert budget.block_reason("gang", moved_s + 60.0) is not None  # one move per hour
+
+
+def test_a_later_step_s_lost_spot_is_decided_on_the_snapshot_that_step_planned_on() -> None:
+    """The daemon's plan job hands its manager each re-plan's snapshot; a
+    replayed loop hands the reactor each step's (``Reactor.on_market``).
+    Zone a loses spot in hours 6-11 and again in 18-20. On the first
+    snapshot zone b offers spot: the first loss is replaced there. The step
+    from hour 12 planned on a snapshot where zone b offers none: the
+    second loss breaks glass onto on-demand, decided on that snapshot (on
+    the first one it would have been replaced in zone b again)."""
+    plan, ws, _, snap, _, costs = _inputs()
+    held_a = np.ones(HOURS)
+    held_a[[*LOST, 18, 19, 20]] = 0.0
+    actuals = MarketActuals(
+        {k: np.full(HOURS, usd) for k, usd in SPOT_USD.items()}, {A: held_a, B: np.ones(HOURS)}
+    )
+    b_without_spot = snap.pools[1].model_copy(update={"spot_available": False})
+    no_b = snap.model_copy(update={"pools": (snap.pools[0], b_without_spot)})
+
+    def second_half(later: MarketSnapshot | None) -> dict[str, int]:
+        reactor = Reactor(T0, ws, snap, actuals, costs=costs)
+        reactor.run(plan, 0, 12)
+        first = dict(reactor.result().decisions)
+        if later is not None:
+            reactor.on_market(later, CostTable.compute(later, ws))
+        reactor.run(plan, 12, 12)
+        after = reactor.result().decisions
+        assert first == {"replace": N * len(LOST)}
+        return {k: n - first.get(k, 0) for k, n in after.items() if n - first.get(k, 0)}
+
+    assert second_half(None) == {"replace": N * 3}
+    decided = second_half(no_b)
+    assert decided.get("break_glass") == N * 3 and "replace" not in decided, decided
