@@ -173,6 +173,15 @@ class _CBC(pulp.PULP_CBC_CMD):
         if not self.executable(self.path):
             raise pulp.PulpSolverError(f"Pulp: cannot execute {self.path}")
         _lp_file, mps, sol, mst = self.create_tmp_files(lp.name, "lp", "mps", "sol", "mst")
+        try:
+            return self._run(lp, mps, sol, mst)
+        finally:
+            # The model, start and solution files go with every solve, an
+            # interrupted (a daemon stopped mid-solve: SIGTERM, Ctrl-C) or
+            # failed one too: each is the whole model, 0.2-5 MB in /tmp.
+            self.delete_tmp_files(mps, _lp_file, sol, mst)
+
+    def _run(self, lp: LpProblem, mps: str, sol: str, mst: str) -> int:
         vs, var_names, row_names = write_mps(lp, mps)
         cmds = " " + mps + " "
         if lp.sense == pulp.LpMaximize:
@@ -202,7 +211,6 @@ class _CBC(pulp.PULP_CBC_CMD):
             raise pulp.PulpSolverError(f"Pulp: Error while executing {self.path}")
         status, sol_status = self.get_status(sol)
         read_solution(lp, sol, status, sol_status)
-        self.delete_tmp_files(mps, _lp_file, sol, mst)
         return int(status)
 
 
