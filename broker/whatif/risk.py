@@ -40,6 +40,9 @@ A sample, drawn from ``numpy.random.default_rng(SeedSequence([seed, STREAM, i]))
 The plan is Spotfolio's replayed plan held fixed: the samples do not re-run
 the planning loop (``broker.whatif.replay``: about a solve per step), so they
 measure how that plan and the lifecycle fare, not how re-plans would adapt.
+The lifecycle in a sample decides on the period's first snapshot, where
+the replay handed it each step's (``Reactor.on_market``): the samples keep
+no step's snapshot (a year's ~1,460 of ~300 pools each).
 
 Must not: plan, price (``billing`` does) or print.
 """
