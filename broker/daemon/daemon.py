@@ -319,6 +319,7 @@ class Daemon:
         if self.dry_run:
             return
         with self.store.transaction() as tx:
+            tx.lock_lease(self.config.lease_name)  # then the clock: the wait is not the TTL's
             ok = tx.renew_lease(
                 self.config.lease_name,
                 self.holder,

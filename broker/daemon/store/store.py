@@ -32,7 +32,9 @@ Rules the daemon relies on:
   the row still has its holder and epoch, with the row locked until commit,
   and stamps the epoch on the actions, plans and decisions it writes; a
   holder paused past a takeover writes nothing (``LeaseLostError``). Before
-  each cloud call ``hold_lease`` checks and extends the lease.
+  each cloud call ``hold_lease`` checks and extends the lease; it and the
+  renewal read the clock once the row is locked (a wait for the lock must
+  not come off the TTL).
 - Everything one step writes goes through one ``Tx`` (one transaction):
   nothing is half-written.
 
@@ -196,6 +198,13 @@ class Tx(ActionsTx, FleetTx, NoticesTx, ExperienceTx, RebalanceTx):
             q = q.where(lease_t.c.epoch == epoch)
         won = self.conn.execute(q.values(expires_at=now + timedelta(seconds=ttl_s))).rowcount
         return bool(won)
+
+    def lock_lease(self, name: str) -> None:
+        """Lock the lease row until this transaction ends (``FOR UPDATE`` on
+        PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` holds the one write lock
+        already): a renewal locks first and reads the clock after, so a wait
+        for the row does not come off the TTL."""
+        self.conn.execute(select(lease_t.c.name).where(lease_t.c.name == name).with_for_update())
 
     def check_lease(self, fence: Fence) -> None:
         """Raise ``LeaseLostError`` unless ``fence`` is the lease row as it is

@@ -138,7 +138,7 @@ def test_a_hold_counts_its_ttl_from_when_the_lease_row_is_ours_not_from_the_wait
 ) -> None:
     """Before each cloud call the holder extends its lease. With many
     daemons queued on the store the extension can wait for the lock; a time
-    read before that wait would end the hold early by the wait (CI run 26:
+    read before that wait would end the hold early by the wait (CI at stop 25:
     a 1 s TTL shortened to 48 ms, and a second daemon's call overlapped the
     first's). The hold runs from the moment the row is locked: ``ttl_s``
     after the blocking transaction let go, at least."""
@@ -164,6 +164,43 @@ def test_a_hold_counts_its_ttl_from_when_the_lease_row_is_ours_not_from_the_wait
         expires = tx.conn.execute(select(lease_t.c.expires_at)).scalar_one()
     store.close()
     held_from = expires.replace(tzinfo=None) - timedelta(seconds=2.0)
+    assert held_from >= released[0].replace(tzinfo=None), (held_from, released[0])
+
+
+def test_a_renewal_counts_its_ttl_from_when_the_lease_row_is_ours(
+    tmp_path: Path, store_url: str
+) -> None:
+    """The renewer's extension waits, on PostgreSQL, for the row lock a
+    fenced transaction of the same daemon holds (``Tx.check_lease``: ``FOR
+    UPDATE`` until commit); on SQLite for the write lock. It too counts the
+    TTL from the moment the row is its own, not from before the wait."""
+    clock = _RealRate()
+    market = TinyMarket()
+    config = _config(tmp_path, store_url=store_url)
+    store = Store(store_url)
+    workloads = _workloads()
+    d = Daemon(config, SimCloud(market, clock, SimOptions()), market, store,  # type: ignore[arg-type]
+               default_lifecycle(workloads, clock, config), clock,  # type: ignore[arg-type]
+               workloads=workloads, metrics=DaemonMetrics(), holder="d0")  # fmt: skip
+    d.start()
+    inside, released = threading.Event(), []
+
+    def block() -> None:
+        with d.fenced_store.transaction():  # the lease row, locked until commit
+            inside.set()
+            time.sleep(0.8)
+            released.append(clock.now())
+
+    t = threading.Thread(target=block)
+    t.start()
+    inside.wait(10)
+    d.renew_lease()
+    t.join()
+    with store.transaction() as tx:
+        expires = tx.conn.execute(select(lease_t.c.expires_at)).scalar_one()
+    d.stop()
+    store.close()
+    held_from = expires.replace(tzinfo=None) - timedelta(seconds=config.lease_ttl_s)
     assert held_from >= released[0].replace(tzinfo=None), (held_from, released[0])
 
 
