@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -133,6 +133,31 @@ def tx_epochs(store: Store, table: Any) -> list[tuple[int | None]]:
 # --- a hold taken after a wait for the store ------------------------------------------
 
 
+def _held_from_and_release(
+    store: Store, fenced: Store, clock: _RealRate, ttl_s: float, extend: Callable[[], None]
+) -> tuple[datetime, datetime]:
+    """``extend`` the lease while a fenced transaction holds its row (the
+    row lock on PostgreSQL, the write lock on SQLite) for 0.8 s: (when the
+    lease's new TTL counts from, when that transaction let go)."""
+    inside, released = threading.Event(), []
+
+    def block() -> None:
+        with fenced.transaction():
+            inside.set()
+            time.sleep(0.8)
+            released.append(clock.now())
+
+    t = threading.Thread(target=block)
+    t.start()
+    inside.wait(10)
+    extend()
+    t.join()
+    with store.transaction() as tx:
+        expires = tx.conn.execute(select(lease_t.c.expires_at)).scalar_one()
+    held_from = expires.replace(tzinfo=None) - timedelta(seconds=ttl_s)
+    return held_from, released[0].replace(tzinfo=None)
+
+
 def test_a_hold_counts_its_ttl_from_when_the_lease_row_is_ours_not_from_the_wait(
     store_url: str,
 ) -> None:
@@ -147,24 +172,11 @@ def test_a_hold_counts_its_ttl_from_when_the_lease_row_is_ours_not_from_the_wait
     with store.transaction() as tx:
         epoch = tx.acquire_lease("account/x", "a", 2.0, clock.now())
     fenced = store.fenced(Fence("account/x", "a", 2.0, epoch))
-    inside, released = threading.Event(), []
-
-    def block() -> None:
-        with fenced.transaction():  # the row (PostgreSQL) / the write lock (SQLite)
-            inside.set()
-            time.sleep(0.8)
-            released.append(clock.now())
-
-    t = threading.Thread(target=block)
-    t.start()
-    inside.wait(10)
-    fenced.hold_lease(clock.now)
-    t.join()
-    with store.transaction() as tx:
-        expires = tx.conn.execute(select(lease_t.c.expires_at)).scalar_one()
+    held_from, released = _held_from_and_release(
+        store, fenced, clock, 2.0, lambda: fenced.hold_lease(clock.now)
+    )
     store.close()
-    held_from = expires.replace(tzinfo=None) - timedelta(seconds=2.0)
-    assert held_from >= released[0].replace(tzinfo=None), (held_from, released[0])
+    assert held_from >= released, (held_from, released)
 
 
 def test_a_renewal_counts_its_ttl_from_when_the_lease_row_is_ours(
@@ -183,25 +195,12 @@ def test_a_renewal_counts_its_ttl_from_when_the_lease_row_is_ours(
                default_lifecycle(workloads, clock, config), clock,  # type: ignore[arg-type]
                workloads=workloads, metrics=DaemonMetrics(), holder="d0")  # fmt: skip
     d.start()
-    inside, released = threading.Event(), []
-
-    def block() -> None:
-        with d.fenced_store.transaction():  # the lease row, locked until commit
-            inside.set()
-            time.sleep(0.8)
-            released.append(clock.now())
-
-    t = threading.Thread(target=block)
-    t.start()
-    inside.wait(10)
-    d.renew_lease()
-    t.join()
-    with store.transaction() as tx:
-        expires = tx.conn.execute(select(lease_t.c.expires_at)).scalar_one()
+    held_from, released = _held_from_and_release(
+        store, d.fenced_store, clock, config.lease_ttl_s, d.renew_lease
+    )
     d.stop()
     store.close()
-    held_from = expires.replace(tzinfo=None) - timedelta(seconds=config.lease_ttl_s)
-    assert held_from >= released[0].replace(tzinfo=None), (held_from, released[0])
+    assert held_from >= released, (held_from, released)
 
 
 # --- many daemons starting at once -----------------------------------------------------
