@@ -210,7 +210,8 @@ class Daemon:
         now = self.clock.now()
         if not self.dry_run:
             with self.store.transaction() as tx:
-                now = self.clock.now()  # the lock is ours: a wait for it does not shorten the TTL
+                tx.lock_lease(self.config.lease_name)
+                now = self.clock.now()  # the row is ours: a wait for it does not shorten the TTL
                 epoch = tx.acquire_lease(
                     self.config.lease_name, self.holder, self.config.lease_ttl_s, now
                 )
