@@ -518,9 +518,7 @@ class Reactor:
         with, as the bill measures it."""
         if costs is not None and costs.options == lifecycle_cost_options(snapshot, self._config):
             self.manager.on_market(snapshot, costs)
-        self._snapshot = snapshot
-        if self._replay is not None:
-            self._replay.snapshot = snapshot
+        self._snapshot = snapshot  # the replay takes it up at the next ``run``
 
     def run(
         self, plan: Plan, first_hour: int, hours: int, desired: DesiredByHour | None = None
