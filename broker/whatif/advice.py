@@ -186,7 +186,8 @@ class Reconciliation:
     DEFINITIONS: ClassVar[dict[str, str]] = {
         "objective_usd": "the whole-period plan's solver objective: its dollars at planned "
         "prices plus penalties that are not billed (unmet demand, churn and restarts, the "
-        "value of time of each job's finish hour)",
+        "value of time of each job's finish hour), less a training gang's spot in the hours "
+        "its pool is expected to lose it",
         "period_planned_usd": "the whole-period plan's dollars at its planned prices "
         "(commitments every hour)",
         "planned_usd": "the replayed planning loop's plan (re-planned on each step's forecast "
@@ -355,12 +356,18 @@ def _reconcile(period: Plan, planned: Plan, bill: Bill, workloads: WorkloadSet) 
         unmet = period.unmet_unit_hours.get(w.name, 0.0)
         unmet_penalty += unmet * w.unmet_penalty_usd_per_unit_hour
     time_usd = period.meta_number("value_of_time_usd") or 0.0  # optimizer.finish
-    rest = period.objective_usd - period_planned - unmet_penalty - time_usd
+    # The objective counts a gang's spot only in the share of hours its pool
+    # holds spot (``broker.planning.optimizer.placement``); the plan's rows
+    # price every planned hour.
+    unheld = period.meta_number("gang_spot_unheld_usd") or 0.0
+    rest = period.objective_usd - period_planned - unmet_penalty - time_usd + unheld
     obj_parts: list[tuple[str, float]] = []
     if abs(unmet_penalty) > 0.005:
         obj_parts.append(("unmet-demand penalty", unmet_penalty))
     if abs(time_usd) > 0.005:
         obj_parts.append(("value of time: each job's finish hour at its $/h", time_usd))
+    if unheld > 0.005:
+        obj_parts.append(("a gang's spot in the hours its pool is expected to lose it", -unheld))
     obj_parts.append(("churn, restart and other penalties", rest))
     planned_usd = planned.planned_cost_usd()
     parts = [

@@ -52,6 +52,7 @@ from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
 from markets.keys import CommitmentKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
+from policies.held import gang_held_share, gang_hour_usd
 from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["fast_plan"]
@@ -354,8 +355,10 @@ def _gang_placement(
 ) -> list[CostEntry]:
     """The entries of the one placement the gang gets: where it runs now
     (``previous_instances``), else the one with the cheapest estimated
-    dollars per unit of work at its gang minimum (on-demand for the
-    non-revocable part, the cheapest spot with capacity for the rest)."""
+    dollars per unit of work: a gang with a non-revocable minimum at full
+    size, its spot held the share the pool is expected to hold it
+    (``policies.held.gang_hour_usd``, the MILP's ranking); any other gang at
+    its cheapest spot with capacity (or on-demand, if cheaper)."""
     by_place: dict[str, list[CostEntry]] = {}
     for e in entries:
         by_place.setdefault(place_of(w, e), []).append(e)
@@ -371,12 +374,18 @@ def _gang_placement(
         od = [p for e in es if (p := e.usd_per_work_hour[Tier.ON_DEMAND]) is not None]
         if not od:
             return math.inf
-        spot = [p for e in es if (p := e.usd_per_work_hour[Tier.SPOT]) is not None
+        spot = [e for e in es if e.usd_per_work_hour[Tier.SPOT] is not None
                 and e.spot_factor is not None
                 and float(pools.left[e.pool_key].max()) > 0]  # fmt: skip
-        nonrev = w.non_revocable_min_units / max(1, w.min_units)
-        best_spot = min(spot, default=min(od)) if w.max_spot_share > 0 else min(od)
-        return nonrev * min(od) + (1.0 - nonrev) * min(best_spot, min(od))
+        if w.max_spot_share <= 0 or not spot:
+            return min(od)
+        if w.non_revocable_min_units > 0:
+            # The whole gang-hour, its spot at the share the pool is
+            # expected to hold it (``policies.held.gang_hour_usd``, as the MILP ranks).
+            hours = float(problem.hours)
+            return min(min(od), *(gang_hour_usd(w, e, gang_held_share(
+                w, problem.pool(e.pool_key).snap, 0.0, hours)) for e in spot))  # fmt: skip
+        return min(min(od), *(e.usd_per_work_hour[Tier.SPOT] or math.inf for e in spot))
 
     if not by_place:
         return []

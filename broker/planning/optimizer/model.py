@@ -91,7 +91,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulp
@@ -127,6 +127,7 @@ from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
+from policies.held import gang_held_share, gang_hour_usd
 from policies.moving import lost_work_hours
 from policies.workloads.spec import Workload, WorkloadClass
 
@@ -150,6 +151,20 @@ class AllocVar:
     usd_per_instance_hour: float
     var: LpVariable
     placement: str | None = None  # a gang's placement (``placement``), else None
+    # Expected share of each hour a spot instance of a gang with a
+    # non-revocable minimum is held (``gang_held_share``); 1 elsewhere. The
+    # model counts its work and dollars at that share; plan rows say what a
+    # held instance does and costs (the replay and the bill apply the share
+    # that really happened).
+    held: float = 1.0
+
+    @property
+    def expected_work(self) -> float:
+        return self.work_per_instance * self.held
+
+    @property
+    def expected_usd(self) -> float:
+        return self.usd_per_instance_hour * self.held
 
 
 @dataclass
@@ -198,6 +213,8 @@ def _spot_candidates(
     ]
     if not usable or w.max_spot_share <= 0 or not problem.options.allow_spot:
         return []
+    if w.non_revocable_min_units > 0:  # a gang's whole hour (``placement``)
+        usable.sort(key=_gang_order(problem, w))
     zones_needed = math.ceil(1.0 / w.max_zone_share) + 1
     chosen: list[CostEntry] = []
     zones: set[str] = set()
@@ -212,6 +229,33 @@ def _spot_candidates(
         if len(chosen) >= problem.options.max_spot_pools and len(zones) >= zones_needed:
             break
     return widen_regions(w, chosen, usable, "pool_key")  # enough regions for the region cap
+
+
+def _gang_order(problem: PlanningProblem, w: Workload) -> Callable[[CostEntry], float]:
+    """Spot entries of gang ``w``, cheapest expected gang-hour per unit of
+    work over the horizon first (``policies.held.gang_hour_usd``)."""
+
+    def rank(e: CostEntry) -> float:
+        snap = problem.pool(e.pool_key).snap
+        return gang_hour_usd(w, e, gang_held_share(w, snap, 0.0, float(problem.hours)))
+
+    return rank
+
+
+def _held(
+    problem: PlanningProblem, w: Workload, spot: Sequence[CostEntry]
+) -> dict[tuple[str, int], float]:
+    """Per spot pool of ``w`` and period, the share the model counts its
+    instances held (``policies.held.gang_held_share``; absent: 1, all but gangs
+    with a non-revocable minimum)."""
+    if w.non_revocable_min_units <= 0:
+        return {}
+    out: dict[tuple[str, int], float] = {}
+    for e in spot:
+        snap = problem.pool(e.pool_key).snap
+        for t, (h0, h1) in enumerate(problem.period_bounds):
+            out[(e.pool_key, t)] = gang_held_share(w, snap, float(h0), float(h1))
+    return out
 
 
 def _aggregate(
@@ -361,6 +405,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     for w in problem.workloads.workloads:
         od, com, spot = per_w[w.name]
         built.spot_pools[w.name] = [e.pool_key for e in spot]
+        held = _held(problem, w, [e for o in gang_opts.get(w.name, ()) for e in o.spot] or spot)
         last = problem.last_hour(w)
         prev: dict[tuple[Tier, str, str | None], LpVariable] = {}
         for t, (h0, _h1) in enumerate(periods):
@@ -376,7 +421,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             )  # fmt: skip
             for place, p_com, p_od, p_spot in layout:
                 _period_allocs(built, w, t, place, p_com, p_od, p_spot, spot_prices, commit_use,
-                               pool_use, allocs, name, cat)  # fmt: skip
+                               pool_use, allocs, name, cat, held)  # fmt: skip
             built.allocs.extend(allocs)
             plans.cover(w.name, t, L, [(a.var, a.pool_key, a.group, a.usd_per_instance_hour,
                                         a.work_per_instance)
@@ -384,7 +429,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                         prob, objective)  # fmt: skip
             for a in allocs:
                 if a.tier is not Tier.COMMITTED:
-                    objective.append((a.var, L * a.usd_per_instance_hour))
+                    objective.append((a.var, L * a.expected_usd))
                 # churn on launches of on-demand and spot
                 if a.tier is not Tier.COMMITTED and opts.churn_usd_per_unit > 0:
                     key = (a.tier, a.group, a.placement)
@@ -456,7 +501,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     work_by_period: dict[str, dict[int, Terms]] = {}
     for a in built.allocs:
         cells = work_by_period.setdefault(a.workload, {})
-        cells.setdefault(a.period, []).append((a.var, a.work_per_instance))
+        cells.setdefault(a.period, []).append((a.var, a.expected_work))
     built.finish = add_finish_terms(problem, prob, work_by_period, objective, name,
                                     built.described)  # fmt: skip
 
@@ -480,7 +525,7 @@ def _gang_places(
         (e for e in entries if e.usd_per_work_hour[Tier.SPOT] is not None
          and e.spot_factor is not None
          and float(problem.pool(e.pool_key).spot_capacity_instances.max(initial=0.0)) > 0),
-        key=lambda e: e.usd_per_work_hour[Tier.SPOT] or math.inf,
+        key=_gang_order(problem, w),
     )  # fmt: skip
     return gang_options(w, entries, spot, committed=problem.options.allow_committed,
                         keep_groups=keep, running_pools=running, usable_spot=usable,
@@ -526,10 +571,12 @@ def _period_allocs(
     allocs: list[AllocVar],
     name: _Namer,
     cat: str,
+    held: Mapping[tuple[str, int], float],
 ) -> None:
     """Allocation variables of ``w`` in period ``t`` (inside gang placement
     ``place``, if any), appended to ``allocs``. A placed gang is whole
-    instances even in a relaxed model (its contract)."""
+    instances even in a relaxed model (its contract). ``held``: (spot pool,
+    period) -> the share its instances are counted held (``_held``; absent: 1)."""
     if place is not None:
         cat = pulp.LpInteger
     for e in com:
@@ -585,6 +632,7 @@ def _period_allocs(
                 sp,
                 v,
                 place,
+                held.get((e.pool_key, t), 1.0),
             )
         )
         pool_use.setdefault((e.pool_key, t), []).append((v, 1.0))
@@ -601,7 +649,7 @@ def _workload_period(
     name: _Namer,
 ) -> None:
     prob = built.prob
-    work = [(a.var, a.work_per_instance) for a in allocs]
+    work = [(a.var, a.expected_work) for a in allocs]
     nonrev_work = [(a.var, a.work_per_instance) for a in allocs if a.tier is not Tier.SPOT]
     units = [(a.var, float(a.units_per_instance)) for a in allocs]
     spot = [a for a in allocs if a.tier is Tier.SPOT]
@@ -791,7 +839,7 @@ def _workload_totals(
     built.unmet_work[w.name] = u
     objective.append((u, w.unmet_penalty_usd_per_unit_hour))
     terms = [
-        (a.var, a.work_per_instance * float(lengths[a.period]))
+        (a.var, a.expected_work * float(lengths[a.period]))
         for a in built.allocs
         if a.workload == w.name
     ]
@@ -815,7 +863,7 @@ def _workload_totals(
         early = [
             (
                 a.var,
-                a.work_per_instance * float(min(bounds[a.period][1], hour) - bounds[a.period][0]),
+                a.expected_work * float(min(bounds[a.period][1], hour) - bounds[a.period][0]),
             )
             for a in built.allocs
             if a.workload == w.name and bounds[a.period][0] < hour

@@ -162,6 +162,11 @@ def _solve(
         plan.meta["value_of_time_usd"] = built.finish.usd()
         for w, hour in built.finish.hours().items():
             plan.meta[f"finish_hour:{w}"] = hour
+    lengths = problem.period_lengths
+    lost = sum(_val(a.var) * float(lengths[a.period]) * a.usd_per_instance_hour * (1.0 - a.held)
+               for a in built.allocs if a.held < 1.0)  # fmt: skip
+    if lost > 0.005:  # a gang's spot in the hours it is expected lost (``placement``)
+        plan.meta["gang_spot_unheld_usd"] = lost
     if plan.unmet_total() > _UNMET_EPS:  # a budget that binds is why, not a saving
         limited = binding(problem, plan.allocations, plan.committed_usd_per_hour())
         plan = dataclasses.replace(plan, budget_limited=tuple(limited))

@@ -5,6 +5,7 @@ instances, and says where it lives."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import UTC, datetime
 
 import numpy as np
@@ -27,7 +28,9 @@ from markets.model import (
     Pool,
     PoolSnapshot,
     Provider,
+    Tier,
 )
+from policies.held import gang_held_share, gang_hour_usd
 from policies.workloads.placement import placements_used
 from policies.workloads.spec import Workload, WorkloadSet, default_workloads, parse_workloads
 
@@ -262,3 +265,117 @@ def test_a_running_gang_moves_only_when_the_saving_pays_the_lost_work(
 def test_a_gang_whose_disruption_budget_is_nil_never_moves() -> None:
     plan = _running_gang_plan(5.0, disruption={"max_share": 0.0})
     assert set(_gang_rows(plan, "gang").pool_key) == {_HERE}
+
+
+# --- a gang with a non-revocable minimum pays it while its spot is lost -----------
+
+_SELDOM = "gcp/us-central1/us-central1-a/gcp-h"  # spot $2.0 a node-hour, held 30 %
+_OFTEN = "gcp/us-central1/us-central1-b/gcp-h"  # spot $2.4 a node-hour, held 90 %
+
+
+def _held_market() -> MarketSnapshot:
+    inst = InstanceType(provider=Provider.GCP, name="gcp-h", family="h", units=8, gpus=8,
+                        vcpus=64, memory_gib=256.0)  # fmt: skip
+    pools = tuple(
+        PoolSnapshot(pool=Pool(provider=Provider.GCP, region="us-central1",
+                               zone=f"us-central1-{z}", instance_type="gcp-h"),
+                     instance=inst, on_demand_usd_per_hour=10.0, spot_usd_per_hour=spot,
+                     placement_score=10, available_share=share,
+                     hazard=Hazard(rate_per_hour=0.001, source=HazardSource.MODEL,
+                                   confidence=0.5),
+                     observed_at=T0)
+        for z, spot, share in (("a", 2.0, 0.3), ("b", 2.4, 0.9))
+    )  # fmt: skip
+    return MarketSnapshot(at=T0, pools=pools, source="synthetic")
+
+
+def _held_plan(nonrev: bool) -> tuple[PlanningProblem, Plan]:
+    """A gang of 2..8 nodes (its 2-node minimum on on-demand if ``nonrev``)
+    with 150 unit-hours to do in 6 hours, both pools' spot held now. Over
+    the 6 hours zone a's spot is expected held 40.5 % of the time, zone b's
+    94 % (``gang_held_share``), so at full size an hour in a does 16 + 48 x
+    0.405 = 35.4 unit-hours for $20 + 6 x $2 x 0.405 = $24.9 ($0.70 each),
+    in b 16 + 48 x 0.94 = 61.1 for $20 + 6 x $2.4 x 0.94 = $33.5 ($0.55):
+    counted as if always held, a ($0.50) looked cheaper than b ($0.54)."""
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "elastic": True,
+         "min_units": 16, "step_units": 8, "max_units": 64, "unit_hours": 150.0,
+         "deadline_hours": 6.0, "min_on_non_revocable": nonrev,
+         "value_of_time_usd_per_hour": 0.0},
+    ]}, demand_supplied=True)  # fmt: skip
+    options = PlanOptions(allow_committed=False, integral=True, gap=0.0, time_limit_s=60.0)
+    problem = build_problem(_held_market(), ws, {}, hours=6, options=options)
+    return problem, solve(problem)
+
+
+def test_a_gang_with_an_on_demand_minimum_runs_where_spot_is_held() -> None:
+    problem, plan = _held_plan(nonrev=True)
+    rows = _gang_rows(plan, "gang")
+    assert set(rows.pool_key) == {_OFTEN}
+    # Plan rows say what a held instance does: the replay and the bill
+    # apply the share that really happened.
+    spot = rows[rows.tier == "spot"]
+    e = problem.costs.by_pool[("gang", _OFTEN)]
+    assert e.spot_factor is not None and not spot.empty
+    per_instance = spot.work_per_hour / spot.instances
+    assert np.allclose(per_instance, e.work_per_instance_hour / e.spot_factor)
+    # The model counted less than all of it (94 % on average): the job's
+    # 150 unit-hours need more than the plan's rows would say.
+    assert float((rows.work_per_hour * (rows.hour_end - rows.hour_start)).sum()) > 150.0 + 1.0
+    # ... and as much less of its dollars: stated apart, so the totals reconcile.
+    w, snap = problem.workloads.by_name("gang"), problem.pool(_OFTEN).snap
+    cells = zip(spot.instances, spot.usd_per_instance_hour, spot.hour_start, spot.hour_end,
+                strict=True)  # fmt: skip
+    unheld = sum(n * usd * (h1 - h0) * (1.0 - gang_held_share(w, snap, h0, h1))
+                 for n, usd, h0, h1 in cells)  # fmt: skip
+    assert unheld > 0.5
+    assert plan.meta_number("gang_spot_unheld_usd") == pytest.approx(unheld)
+
+
+def test_the_fast_path_places_such_a_gang_where_spot_is_held() -> None:
+    """The fast path ranks placements as the MILP does (it ranked this gang
+    by its on-demand minimum alone: a tie, and zone a first by name)."""
+    problem, _plan = _held_plan(nonrev=True)
+    assert set(_gang_rows(fast_plan(problem), "gang").pool_key) == {_OFTEN}
+
+
+def test_a_gang_without_one_takes_the_cheaper_spot() -> None:
+    """Without a non-revocable minimum nothing runs while spot is lost: the
+    share held is no price, and the cheaper spot wins."""
+    _problem, plan = _held_plan(nonrev=False)
+    assert set(_gang_rows(plan, "gang").pool_key) == {_SELDOM}
+
+
+def test_the_gang_rank_is_the_hour_of_the_whole_gang() -> None:
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "elastic": True,
+         "min_units": 16, "step_units": 8, "max_units": 64, "unit_hours": 150.0,
+         "deadline_hours": 6.0},
+    ]}, demand_supplied=True)  # fmt: skip
+    w = ws.by_name("gang")
+    problem = build_problem(_held_market(), ws, {}, hours=6)
+    e = problem.costs.by_pool[("gang", _SELDOM)]
+    od, sp = e.usd_per_work_hour[Tier.ON_DEMAND], e.usd_per_work_hour[Tier.SPOT]
+    assert od is not None and sp is not None
+    assert gang_hour_usd(w, e, 0.3) == pytest.approx((16 * od + 48 * 0.3 * sp) / (16 + 48 * 0.3))
+    assert gang_hour_usd(w, e, 1.0) == pytest.approx((16 * od + 48 * sp) / 64)
+
+
+def test_a_pool_held_now_is_counted_nearly_whole_at_first_and_at_its_share_later() -> None:
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "min_units": 16,
+         "unit_hours": 90.0, "deadline_hours": 6.0},
+    ]}, demand_supplied=True)  # fmt: skip
+    w = ws.by_name("gang")
+    snap = _held_market().pools[0]  # held 30 % of the time: lambda = 1 / (3 h x 0.3)
+    lam = 1.0 / 0.9
+    first = 0.3 + 0.7 * (1.0 - math.exp(-lam)) / lam
+    assert gang_held_share(w, snap, 0.0, 1.0) == pytest.approx(first)  # 0.72
+    assert gang_held_share(w, snap, 0.0, 1.0) > gang_held_share(w, snap, 1.0, 2.0) > 0.3
+    assert gang_held_share(w, snap, 100.0, 101.0) == pytest.approx(0.3)
+    lost = snap.model_copy(update={"spot_available": False})  # an outage now: rises to 0.3
+    assert gang_held_share(w, lost, 0.0, 1.0) < gang_held_share(w, lost, 5.0, 6.0) < 0.3
+    recorded_nothing = snap.model_copy(update={"available_share": None})
+    assert gang_held_share(w, recorded_nothing, 0.0, 6.0) == 1.0
+    no_minimum = ws.by_name("gang").model_copy(update={"min_on_non_revocable": False})
+    assert gang_held_share(no_minimum, snap, 0.0, 6.0) == 1.0

@@ -1,0 +1,120 @@
+"""What the share of time a pool holds spot costs a gang with a non-revocable minimum.
+
+Owns ``expected_held_share`` (the share of some hours ahead a pool is
+expected to hold spot, from what the market recorded and whether it holds
+spot now), ``gang_held_share`` (the share a plan counts a gang's spot
+instance-hour held) and ``gang_hour_usd`` (what an hour of such a gang at
+full size is expected to cost per unit of work in a pool). One rule for the
+places that weigh it: the MILP (``broker.planning.optimizer.model``: work
+and dollars of the gang's spot, the ranking of its candidate pools) and the
+fast path's placement (``broker.planning.optimizer.fast``).
+
+Not the pacing's value of work done ahead (``broker.planning.pacing``),
+tried in session 11: valued at the whole gang-hour later, work ahead lost
+most of its worth and the job kept close to Uniform Progress's line. On
+the 30-day portfolio bench seeds 0-3 went to 1.004-1.022 x the hindsight,
+but seeds 4 and 5 to 1.265 and 1.267: on seed 4 the lifecycle broke glass
+for the fine-tune and kept extending it (435 on-demand node-hours, 434
+extends, $13,048 of break-glass), which a lead had spared it.
+
+Why it is a price: the gang's minimum runs on on-demand whether its spot is
+held or not (spot lost shrinks the gang to it; nothing replaces a gang's
+spot elsewhere), so in a pool holding spot a = 0.3 of the time an hour of
+the gang does little more than the minimum's work, at the minimum's price.
+Per unit of work, at full size (minimum m units on on-demand at o per
+unit-hour of work, k more on spot at s)::
+
+    (m o + k a s) / (m + k a)
+
+For any other workload the held share is not a price: a spot instance is
+paid only while held, and the hours it is lost are the lifecycle's to cover
+(``policies.cost_table``).
+
+Must not: read a clock or a market beyond the snapshot it is given, or
+know about solvers.
+"""
+
+from __future__ import annotations
+
+import math
+
+from markets.model import PoolSnapshot, Tier
+from policies.cost_table import CostEntry
+from policies.workloads.spec import Workload
+
+__all__ = [
+    "MEAN_OUTAGE_HOURS",
+    "expected_held_share",
+    "gang_held_share",
+    "gang_hour_usd",
+]
+
+# Below this share a pool's spot is not offered at all (``policies.cost_table``).
+_HELD_FLOOR = 0.05
+# Mean length of a spell without spot (hours). Assumption: the middle of the
+# default market's calibrated crunches (log-uniform 1-6 h, mean 2.8 h;
+# ``markets.default.calibration``, loosely fitted to the V100/K80
+# availability traces in shared/data: outages of minutes to hours).
+MEAN_OUTAGE_HOURS = 3.0
+
+
+def expected_held_share(
+    snap: PoolSnapshot, h0: float = math.inf, h1: float = math.inf
+) -> float | None:
+    """The share of hours ``[h0, h1)`` after ``snap`` its pool is expected
+    to hold spot (default: the long run, the recorded share); ``None`` when
+    the market recorded no share.
+
+    Held or not is taken as a two-state Markov process with the pool's
+    recorded share ``a`` held (``available_share``) and outages of
+    ``MEAN_OUTAGE_HOURS`` (D) on average, so held spells last ``D a / (1 -
+    a)`` and both states are left at rate ``lambda = 1 / (D a)``. Known
+    held at the snapshot (``spot_available``), the chance it is held ``h``
+    hours later is ``a + (1 - a) exp(-lambda h)`` (not held: ``a (1 -
+    exp(-lambda h))``), averaged here over the hours: a pool held now is
+    counted nearly whole for the next hours, and at ``a`` further out (a =
+    0.3: 0.72 in the first hour, 0.44 in the second)."""
+    a = snap.available_share
+    if a is None or not math.isfinite(a):
+        return None
+    if a >= 1.0:
+        return 1.0
+    a = max(_HELD_FLOOR, a)
+    if math.isinf(h0):
+        return a
+    lam = 1.0 / (MEAN_OUTAGE_HOURS * a)
+    c = (1.0 - a) if snap.spot_available else -a
+    span = max(h1 - h0, 1e-9)
+    decay = (math.exp(-lam * h0) - math.exp(-lam * h1)) / (lam * span)
+    return min(1.0, max(_HELD_FLOOR, a + c * decay))
+
+
+def gang_held_share(
+    w: Workload, snap: PoolSnapshot, h0: float = math.inf, h1: float = math.inf
+) -> float:
+    """The share of hours ``[h0, h1)`` after ``snap`` a plan counts a spot
+    instance of ``w`` held: ``expected_held_share`` for a gang whose minimum
+    must be non-revocable, 1 for any other workload and where the market
+    recorded no share (nothing is known against the pool)."""
+    if w.non_revocable_min_units <= 0:
+        return 1.0
+    share = expected_held_share(snap, h0, h1)
+    return 1.0 if share is None else share
+
+
+def gang_hour_usd(w: Workload, e: CostEntry, share: float) -> float:
+    """What an hour of ``w`` at full size in ``e``'s pool is expected to cost
+    per unit of work, its spot held ``share`` of the time (module
+    docstring): its non-revocable minimum at the pool's on-demand price,
+    the rest on spot. A workload without such a minimum: the spot price.
+    Infinite where the pool has no spot."""
+    p_spot, p_od = e.usd_per_work_hour[Tier.SPOT], e.usd_per_work_hour[Tier.ON_DEMAND]
+    if p_spot is None:
+        return math.inf
+    if w.non_revocable_min_units <= 0 or w.max_units is None or p_od is None:
+        return p_spot
+    m = float(w.non_revocable_min_units)
+    k = min(float(w.max_units) - m, w.max_spot_share * float(w.max_units))
+    if k <= 0:
+        return p_od
+    return (m * p_od + k * share * p_spot) / (m + k * share)
