@@ -5,17 +5,18 @@ expected to hold spot, from what the market recorded and whether it holds
 spot now), ``gang_held_share`` (the share a plan counts a gang's spot
 instance-hour held) and ``gang_hour_usd`` (what an hour of such a gang at
 full size is expected to cost per unit of work in a pool). One rule for the
-places that weigh it: the MILP (``broker.planning.optimizer.model``: work
-and dollars of the gang's spot, the ranking of its candidate pools) and the
-fast path's placement (``broker.planning.optimizer.fast``).
+three places that weigh it: the MILP (``broker.planning.optimizer.model``:
+work and dollars of the gang's spot, the ranking of its candidate pools),
+the fast path's placement (``broker.planning.optimizer.fast``) and the
+pacing's value of work done ahead (``broker.planning.pacing``).
 
-Not the pacing's value of work done ahead (``broker.planning.pacing``),
-tried in session 11: valued at the whole gang-hour later, work ahead lost
-most of its worth and the job kept close to Uniform Progress's line. On
-the 30-day portfolio bench seeds 0-3 went to 1.004-1.022 x the hindsight,
-but seeds 4 and 5 to 1.265 and 1.267: on seed 4 the lifecycle broke glass
-for the fine-tune and kept extending it (435 on-demand node-hours, 434
-extends, $13,048 of break-glass), which a lead had spared it.
+History: tried in session 11 with the pacing's value, seeds 4 and 5 of the
+30-day portfolio bench went to 1.265 and 1.267 x the hindsight (the
+lifecycle broke glass for the fine-tune and kept extending it, 434 extends),
+and the rule was reverted. Measured again in session 14, after the replay
+began handing the lifecycle each step's snapshot (session 13), the same
+seeds measure 0.948 and 1.021 with 20 extends on seed 4 (what changed the
+lifecycle's course was not measured apart).
 
 Why it is a price: the gang's minimum runs on on-demand whether its spot is
 held or not (spot lost shrinks the gang to it; nothing replaces a gang's
