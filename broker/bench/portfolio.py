@@ -11,8 +11,16 @@ happened, re-plans), with the commitments the what-if's whole-period plan on
 the forecast buys (``whole_period_plan``); and the hindsight MILP.
 
 The hindsight MILP knows the actual demand, the hourly spot prices and the
-share of each hour spot could be held, and is solved to a proven gap: its
-spot capacity is what could be held, so each of its spot instance-hours
+share of each hour spot could be held, and is solved to a proven gap. It may
+use every spot pool (not the cheapest few by the first hour's prices), and
+its capacity in a pool each hour is what that hour's snapshot offers or, if
+more, what the snapshot the loop re-planned on at the step's start offered
+(instances launched then are held until revoked), times the share of the
+hour spot could be held. (Until session 14 it took the first hour's
+snapshot for the whole period: a pool with no spot in that hour had none
+for the month, and the loop, seeing later snapshots, billed below the
+hindsight's bound on seed 4.) Its spot capacity is what could be held, so
+each of its spot instance-hours
 delivers a whole instance-hour (billed so); a policy's spot pays and works
 only the held share of what it planned, so per held instance-hour the two
 are priced and credited alike. Its objective is the bill: hourly periods
@@ -54,7 +62,7 @@ from broker.whatif.reaction import Reactor
 from broker.whatif.replay import DECIDED_BY as REPLAY_DECIDED_BY
 from broker.whatif.replay import replay
 from broker.whatif.run import HISTORY_DAYS, _actual_demand, _actuals, whole_period_options
-from markets.model import MarketSnapshot
+from markets.model import MarketSnapshot, PoolSnapshot
 from markets.protocols import PriceSource
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet, default_workloads
@@ -73,6 +81,8 @@ DECIDED_BY = {
 # the time runs out; the bound is reported either way).
 HINDSIGHT_GAP = 0.005
 HINDSIGHT_POLISH_S = 90.0
+# Spot pools the hindsight may use: all of them (``PlanOptions.max_spot_pools``).
+_EVERY_POOL = 10**6
 
 
 def run(
@@ -112,7 +122,7 @@ def run(
     rolling_s = time.perf_counter() - t
 
     t = time.perf_counter()
-    hindsight, hindsight_bill = _hindsight(snapshot, ws, actual, actuals, hours)
+    hindsight, hindsight_bill = _hindsight(market, snapshot, ws, actual, actuals, hours, step_hours)
     hindsight_s = time.perf_counter() - t
     plans = {
         "on_demand": all_on_demand(snapshot, ws, forecast0, hours, costs=costs),
@@ -252,11 +262,13 @@ def _num(entry: Mapping[str, object], key: str) -> float | None:
 
 
 def _hindsight(
+    market: PriceSource,
     snapshot: MarketSnapshot,
     ws: WorkloadSet,
     actual: Mapping[str, FloatArray],
     actuals: MarketActuals,
     hours: int,
+    step_hours: int,
 ) -> tuple[Plan, Bill]:
     """The MILP with perfect knowledge (module docstring) and its bill."""
     from broker.planning.optimizer.solve import solve  # PuLP only when planning
@@ -267,26 +279,51 @@ def _hindsight(
         gap=HINDSIGHT_GAP,
         polish_s=HINDSIGHT_POLISH_S,
         time_limit_s=HINDSIGHT_POLISH_S + 60,
+        max_spot_pools=_EVERY_POOL,  # a bound over every pool a policy may use
     )
+    seen = _hourly_pools(market, snapshot, hours)
+    steps = np.arange(hours) - np.arange(hours) % step_hours
     prices: dict[str, FloatArray] = {}
     caps: dict[str, FloatArray] = {}
+    pools = []
     for p in snapshot.pools:
         key = p.pool.key
-        if key in actuals.spot_usd_per_hour:
-            prices[key] = np.nan_to_num(actuals.spot_usd_per_hour[key],
-                                         nan=p.spot_usd_per_hour or np.nan)  # fmt: skip
+        mine = [by_key.get(key, p) for by_key in seen]
+        now = np.array([_capacity(q, opts.spot_units_at_score_10) for q in mine])
+        # What a policy could hold in hour h: what that hour's snapshot
+        # offers, or what the snapshot of the re-plan at the step's start
+        # offered (instances launched then are held until revoked).
+        base = np.maximum(now, now[steps])
+        listed = [q.spot_usd_per_hour for q in mine if q.spot_usd_per_hour is not None]
+        price = p.spot_usd_per_hour if p.spot_usd_per_hour is not None else (
+            float(np.mean(listed)) if listed else None)  # fmt: skip
+        if key in actuals.spot_usd_per_hour and price is not None:
+            prices[key] = np.nan_to_num(actuals.spot_usd_per_hour[key], nan=price)
         held = actuals.spot_available.get(key)
-        base = _capacity(p, opts.spot_units_at_score_10)
-        caps[key] = np.full(hours, base) if held is None else base * np.nan_to_num(held, nan=1.0)
+        caps[key] = base if held is None else base * np.nan_to_num(held, nan=1.0)
+        # A pool with no spot in the first hour still has it later: offered
+        # here whenever some hour has capacity (the hourly caps say when).
+        offered = price is not None and float(base.max(initial=0.0)) > 0
+        update: dict[str, object] = {"available_share": 1.0}
+        if offered:
+            update |= {"spot_available": True, "spot_usd_per_hour": price}
+        pools.append(p.model_copy(update=update))
     # Capacity already counts the held share: each spot instance it plans is
     # held the whole hour, so its work is not discounted by an expected share.
-    whole = snapshot.model_copy(
-        update={
-            "pools": tuple(p.model_copy(update={"available_share": 1.0}) for p in snapshot.pools)
-        }
-    )
+    whole = snapshot.model_copy(update={"pools": tuple(pools)})
     costs = CostTable.compute(whole, ws, opts.cost_options)
     plan = solve(build_problem(whole, ws, actual, hours=hours, options=opts, costs=costs,
                                spot_prices=prices, spot_capacity_instances=caps))  # fmt: skip
     bill = bill_plan(plan, ws, actual, whole, MarketActuals(prices, {}), costs=costs)
     return plan, bill
+
+
+def _hourly_pools(
+    market: PriceSource, first: MarketSnapshot, hours: int
+) -> list[dict[str, PoolSnapshot]]:
+    """Each hour's pools, by key, as the market's snapshot at that hour has them."""
+    out = [{q.pool.key: q for q in first.pools}]
+    for h in range(1, hours):
+        snap = market.snapshot(first.at + timedelta(hours=h))
+        out.append({q.pool.key: q for q in snap.pools})
+    return out
