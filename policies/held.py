@@ -14,9 +14,9 @@ History: tried in session 11 with the pacing's value, seeds 4 and 5 of the
 30-day portfolio bench went to 1.265 and 1.267 x the hindsight (the
 lifecycle broke glass for the fine-tune and kept extending it, 434 extends),
 and the rule was reverted. Measured again in session 14, after the replay
-began handing the lifecycle each step's snapshot (session 13), the same
-seeds measure 0.948 and 1.021 with 20 extends on seed 4 (what changed the
-lifecycle's course was not measured apart).
+began handing the lifecycle each step's snapshot (session 13), every one
+of seeds 0-5 bills less with it ($5,795 less over the six; seed 4: 20
+extends); what changed the lifecycle's course was not measured apart.
 
 Why it is a price: the gang's minimum runs on on-demand whether its spot is
 held or not (spot lost shrinks the gang to it; nothing replaces a gang's

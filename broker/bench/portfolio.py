@@ -83,6 +83,9 @@ HINDSIGHT_GAP = 0.005
 HINDSIGHT_POLISH_S = 90.0
 # Spot pools the hindsight may use: all of them (``PlanOptions.max_spot_pools``).
 _EVERY_POOL = 10**6
+# ... or this many per workload, cheapest at their mean price over the period
+# (``None``: every one)
+HINDSIGHT_POOLS: int | None = None
 
 
 def run(
@@ -279,7 +282,7 @@ def _hindsight(
         gap=HINDSIGHT_GAP,
         polish_s=HINDSIGHT_POLISH_S,
         time_limit_s=HINDSIGHT_POLISH_S + 60,
-        max_spot_pools=_EVERY_POOL,  # a bound over every pool a policy may use
+        max_spot_pools=HINDSIGHT_POOLS or _EVERY_POOL,  # a bound over every pool a policy may use
     )
     seen = _hourly_pools(market, snapshot, hours)
     steps = np.arange(hours) - np.arange(hours) % step_hours
@@ -294,19 +297,21 @@ def _hindsight(
         # offers, or what the snapshot of the re-plan at the step's start
         # offered (instances launched then are held until revoked).
         base = np.maximum(now, now[steps])
-        listed = [q.spot_usd_per_hour for q in mine if q.spot_usd_per_hour is not None]
-        price = p.spot_usd_per_hour if p.spot_usd_per_hour is not None else (
-            float(np.mean(listed)) if listed else None)  # fmt: skip
-        if key in actuals.spot_usd_per_hour and price is not None:
-            prices[key] = np.nan_to_num(actuals.spot_usd_per_hour[key], nan=price)
+        # The hour's spot price: the recorded one, else the hour's listed one.
+        listed = np.array([np.nan if q.spot_usd_per_hour is None else q.spot_usd_per_hour
+                           for q in mine])  # fmt: skip
+        series = actuals.spot_usd_per_hour.get(key)
+        hourly = listed if series is None else np.where(np.isnan(series), listed, series)
         held = actuals.spot_available.get(key)
         caps[key] = base if held is None else base * np.nan_to_num(held, nan=1.0)
-        # A pool with no spot in the first hour still has it later: offered
-        # here whenever some hour has capacity (the hourly caps say when).
-        offered = price is not None and float(base.max(initial=0.0)) > 0
         update: dict[str, object] = {"available_share": 1.0}
-        if offered:
-            update |= {"spot_available": True, "spot_usd_per_hour": price}
+        if np.isfinite(hourly).any() and float(base.max(initial=0.0)) > 0:
+            # Offered whenever some hour has capacity (a pool with no spot in
+            # the first hour has it later; the hourly caps say when), ranked
+            # among the candidates at its mean price over the period.
+            mean = float(np.nanmean(hourly))
+            prices[key] = np.nan_to_num(hourly, nan=mean)
+            update |= {"spot_available": True, "spot_usd_per_hour": mean, "spot_risk": None}
         pools.append(p.model_copy(update=update))
     # Capacity already counts the held share: each spot instance it plans is
     # held the whole hour, so its work is not discounted by an expected share.
