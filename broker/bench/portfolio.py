@@ -70,7 +70,7 @@ from markets.protocols import PriceSource
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet, default_workloads
 
-__all__ = ["DECIDED_BY", "run", "run_seeds", "whole_period_plan"]
+__all__ = ["DECIDED_BY", "hindsight_market", "run", "run_seeds", "whole_period_plan"]
 
 # Who decides each entry (``decided_by``): module:qualname.
 DECIDED_BY = {
@@ -281,6 +281,27 @@ def _hindsight(
         polish_s=HINDSIGHT_POLISH_S,
         time_limit_s=HINDSIGHT_POLISH_S + 60,
     )
+    whole, prices, caps = hindsight_market(market, snapshot, actuals, hours, step_hours,
+                                           opts.spot_units_at_score_10)  # fmt: skip
+    costs = CostTable.compute(whole, ws, opts.cost_options)
+    plan = solve(build_problem(whole, ws, actual, hours=hours, options=opts, costs=costs,
+                               spot_prices=prices, spot_capacity_instances=caps))  # fmt: skip
+    bill = bill_plan(plan, ws, actual, whole, MarketActuals(prices, {}), costs=costs)
+    return plan, bill
+
+
+def hindsight_market(
+    market: PriceSource,
+    snapshot: MarketSnapshot,
+    actuals: MarketActuals,
+    hours: int,
+    step_hours: int,
+    units_at_score_10: float,
+) -> tuple[MarketSnapshot, dict[str, FloatArray], dict[str, FloatArray]]:
+    """What the hindsight knows of the spot market (module docstring): the
+    snapshot it ranks pools on (each offered at its mean price, held
+    share 1), and per pool the hourly spot prices and capacity in instances
+    (capacity already times the share of the hour spot could be held)."""
     seen = _hourly_pools(market, snapshot, hours)
     steps = np.arange(hours) - np.arange(hours) % step_hours
     prices: dict[str, FloatArray] = {}
@@ -289,7 +310,7 @@ def _hindsight(
     for p in snapshot.pools:
         key = p.pool.key
         mine = [by_key.get(key, p) for by_key in seen]
-        now = np.array([_capacity(q, opts.spot_units_at_score_10) for q in mine])
+        now = np.array([_capacity(q, units_at_score_10) for q in mine])
         # What a policy could hold in hour h: what that hour's snapshot
         # offers, or what the snapshot of the re-plan at the step's start
         # offered (instances launched then are held until revoked).
@@ -312,12 +333,7 @@ def _hindsight(
         pools.append(p.model_copy(update=update))
     # Capacity already counts the held share: each spot instance it plans is
     # held the whole hour, so its work is not discounted by an expected share.
-    whole = snapshot.model_copy(update={"pools": tuple(pools)})
-    costs = CostTable.compute(whole, ws, opts.cost_options)
-    plan = solve(build_problem(whole, ws, actual, hours=hours, options=opts, costs=costs,
-                               spot_prices=prices, spot_capacity_instances=caps))  # fmt: skip
-    bill = bill_plan(plan, ws, actual, whole, MarketActuals(prices, {}), costs=costs)
-    return plan, bill
+    return snapshot.model_copy(update={"pools": tuple(pools)}), prices, caps
 
 
 def _hourly_pools(
