@@ -94,9 +94,13 @@ def run(
     step_hours: int = 6,
     horizon_hours: int = 24,
     workloads: WorkloadSet | None = None,
+    hindsight_polish_s: float = HINDSIGHT_POLISH_S,
 ) -> dict[str, object]:
     """The setting's report for one seed (a JSON object: ``policies``,
-    ``hindsight``, ``solves``, ``seconds``)."""
+    ``hindsight``, ``solves``, ``seconds``). ``hindsight_polish_s``: the
+    hindsight's proof time (0: its relax-and-fix plan and LP bound only,
+    which depend on nothing but the inputs; a proof cut short by its time
+    limit depends on the machine's speed)."""
     ws = workloads or default_workloads()
     t_all = time.perf_counter()
     snapshot = market.snapshot(None)
@@ -123,7 +127,8 @@ def run(
     rolling_s = time.perf_counter() - t
 
     t = time.perf_counter()
-    hindsight, hindsight_bill = _hindsight(market, snapshot, ws, actual, actuals, hours, step_hours)
+    hindsight, hindsight_bill = _hindsight(market, snapshot, ws, actual, actuals, hours, step_hours,
+                                           hindsight_polish_s)  # fmt: skip
     hindsight_s = time.perf_counter() - t
     plans = {
         "on_demand": all_on_demand(snapshot, ws, forecast0, hours, costs=costs),
@@ -204,11 +209,13 @@ class _Seeds:
     days: int
     step_hours: int
     horizon_hours: int
+    hindsight_polish_s: float
 
 
 def _run_seed(shared: _Seeds, seed: int) -> dict[str, object]:
     return run(shared.open_seed(seed), days=shared.days, seed=seed,
-               step_hours=shared.step_hours, horizon_hours=shared.horizon_hours)  # fmt: skip
+               step_hours=shared.step_hours, horizon_hours=shared.horizon_hours,
+               hindsight_polish_s=shared.hindsight_polish_s)  # fmt: skip
 
 
 def run_seeds(
@@ -219,6 +226,7 @@ def run_seeds(
     step_hours: int = 6,
     horizon_hours: int = 24,
     workers: int | None = None,
+    hindsight_polish_s: float = HINDSIGHT_POLISH_S,
 ) -> dict[str, object]:
     """``run`` on each seed (``open_seed(seed)`` gives its market); the first
     seed's block, plus ``seeds`` (each seed's ratios) and ``spread`` (min,
@@ -227,7 +235,7 @@ def run_seeds(
     first, they run on this machine's cores (``broker.scale.pool.map_paced``;
     ``open_seed`` is then a module's top-level function), each report the
     same as run alone."""
-    shared = _Seeds(open_seed, days, step_hours, horizon_hours)
+    shared = _Seeds(open_seed, days, step_hours, horizon_hours, hindsight_polish_s)
     runs, _workers = map_paced(_run_seed, shared, list(seeds), workers=workers)
     metrics = ("cost_vs_hindsight", "cost_vs_bound", "unmet_serving_unit_hours")
     table = [{n: {m: _num(e, m) for m in metrics} for n, e in _policies(r).items()} for r in runs]
@@ -270,6 +278,7 @@ def _hindsight(
     actuals: MarketActuals,
     hours: int,
     step_hours: int,
+    polish_s: float = HINDSIGHT_POLISH_S,
 ) -> tuple[Plan, Bill]:
     """The MILP with perfect knowledge (module docstring) and its bill."""
     from broker.planning.optimizer.solve import solve  # PuLP only when planning
@@ -278,8 +287,8 @@ def _hindsight(
         period_hours=1,  # the bill's hours (module docstring)
         churn_usd_per_unit=0.0,  # the objective is the bill: no launch is billed
         gap=HINDSIGHT_GAP,
-        polish_s=HINDSIGHT_POLISH_S,
-        time_limit_s=HINDSIGHT_POLISH_S + 60,
+        polish_s=polish_s,
+        time_limit_s=polish_s + 60,
     )
     whole, prices, caps = hindsight_market(market, snapshot, actuals, hours, step_hours,
                                            opts.spot_units_at_score_10)  # fmt: skip
