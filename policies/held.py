@@ -48,6 +48,7 @@ __all__ = [
     "expected_held_share",
     "gang_held_share",
     "gang_hour_usd",
+    "gang_hour_usd_ahead",
 ]
 
 # Below this share a pool's spot is not offered at all (``policies.cost_table``).
@@ -119,3 +120,10 @@ def gang_hour_usd(w: Workload, e: CostEntry, share: float) -> float:
     if k <= 0:
         return p_od
     return (m * p_od + k * share * p_spot) / (m + k * share)
+
+
+def gang_hour_usd_ahead(w: Workload, e: CostEntry, snap: PoolSnapshot, hours: float) -> float:
+    """``gang_hour_usd`` over the next ``hours`` after ``snap`` (its pool's
+    snapshot), spot held the share ``gang_held_share`` expects: how the MILP
+    ranks a gang's spot candidates and the fast path its placements."""
+    return gang_hour_usd(w, e, gang_held_share(w, snap, 0.0, hours))

@@ -52,7 +52,7 @@ from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
 from markets.keys import CommitmentKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
-from policies.held import gang_held_share, gang_hour_usd
+from policies.held import gang_hour_usd_ahead
 from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["fast_plan"]
@@ -381,10 +381,10 @@ def _gang_placement(
             return min(od)
         if w.non_revocable_min_units > 0:
             # The whole gang-hour, its spot at the share the pool is
-            # expected to hold it (``policies.held.gang_hour_usd``, as the MILP ranks).
+            # expected to hold it (``policies.held.gang_hour_usd_ahead``, as the MILP ranks).
             hours = float(problem.hours)
-            return min(min(od), *(gang_hour_usd(w, e, gang_held_share(
-                w, problem.pool(e.pool_key).snap, 0.0, hours)) for e in spot))  # fmt: skip
+            return min(min(od), *(gang_hour_usd_ahead(w, e, problem.pool(e.pool_key).snap, hours)
+                                  for e in spot))  # fmt: skip
         return min(min(od), *(e.usd_per_work_hour[Tier.SPOT] or math.inf for e in spot))
 
     if not by_place:

@@ -127,7 +127,7 @@ from markets.errors import InfeasiblePlanError
 from markets.keys import PoolKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
-from policies.held import gang_held_share, gang_hour_usd
+from policies.held import gang_held_share, gang_hour_usd_ahead
 from policies.moving import lost_work_hours
 from policies.workloads.spec import Workload, WorkloadClass
 
@@ -233,11 +233,10 @@ def _spot_candidates(
 
 def _gang_order(problem: PlanningProblem, w: Workload) -> Callable[[CostEntry], float]:
     """Spot entries of gang ``w``, cheapest expected gang-hour per unit of
-    work over the horizon first (``policies.held.gang_hour_usd``)."""
+    work over the horizon first (``policies.held.gang_hour_usd_ahead``)."""
 
     def rank(e: CostEntry) -> float:
-        snap = problem.pool(e.pool_key).snap
-        return gang_hour_usd(w, e, gang_held_share(w, snap, 0.0, float(problem.hours)))
+        return gang_hour_usd_ahead(w, e, problem.pool(e.pool_key).snap, float(problem.hours))
 
     return rank
 
