@@ -46,7 +46,10 @@ The replay, hour by hour (``t_h`` = the plan's start + h hours):
    hour's end: at the next hour start the plan's own slots are re-formed (the
    reconciler folds the decisions into the plan again), which is also when
    revoked capacity comes back. Break-glass on-demand lives until ``tick``
-   returns it to spot or ends it.
+   returns it to spot or ends it, or until a new plan comes into force: the
+   daemon's reconcile applies only the decisions made since the plan in
+   force, so the new plan's on-demand slots in its pool take it over and
+   reconcile ends the rest (``_fold_glass``).
 4. **Upkeep.** ``tick`` runs at each hour start (after the notices), at the
    time the manager asks for (``upkeep_due_at``: a stretch whose committed
    dollars run out must be extended or ended on time) and every
@@ -207,6 +210,7 @@ class _Replay:
     # hour is credited (~10^7 times in a year's risk band)
     work: dict[tuple[str, str, Tier], float] = field(default_factory=dict)
     gangs: frozenset[str] = field(init=False, default=frozenset())  # training: synchronous gangs
+    replanned: bool = False  # a new plan is in force from the next hour formed
 
     def __post_init__(self) -> None:
         self.gangs = frozenset(w.name for w in self.workloads.of_class(WorkloadClass.TRAINING))
@@ -332,13 +336,42 @@ class _Replay:
             del self.glass[nid]
         self._settle()
 
+    def _fold_glass(self, want: Mapping[Slot, int], t0_s: float, ended: dict[str, float]) -> None:
+        """A new plan comes into force: the daemon's reconcile adjusts a plan
+        only by the decisions made since it (``broker.daemon.reconcile``,
+        ``desired``), so break-glass on-demand launched before it is no longer
+        a decision's but an instance like any other. Where the new plan wants
+        on-demand of that workload in that pool beyond what its slot holds,
+        the instance is one of the plan's (same id and launch time); elsewhere
+        reconcile ends it (a gang's node counts as a broker-made move). Before,
+        the replay kept it until its stretch returned or ended: on portfolio
+        seed 2 a fine-tune node stayed on on-demand 25 hours in the zone the
+        re-plan had moved the gang from, alone. The manager's stretch stays
+        open, as in the daemon (its ``tick`` finds what is left of it)."""
+        room = {slot: n - len(self.slots.get(slot, ())) for slot, n in want.items()}
+        for nid in sorted(self.glass):
+            for x in self.glass[nid]:
+                self._close(x, t0_s)
+                slot = (x.inst.workload, x.inst.pool_key, x.inst.tier.value)
+                if room.get(slot, 0) > 0:
+                    room[slot] -= 1
+                    x.slot = slot
+                    self.slots.setdefault(slot, []).append(x)
+                elif slot[0] in self.gangs:
+                    ended[slot[0]] += x.inst.units
+        self.glass.clear()
+        self.taken_out.clear()
+
     def _form(self, t0: datetime, h: int) -> None:
         self._reconcile_glass(t0.timestamp())
         if self.desired is None or self.desired.plan is not self.plan:
             self.desired = DesiredByHour(self.plan, self.workloads)
         want = self.desired.at(t0)
-        out_count = Counter(self.taken_out.values())
         ended: dict[str, float] = defaultdict(float)  # gang -> units of its nodes the plan ends
+        if self.replanned:
+            self.replanned = False
+            self._fold_glass(want, t0.timestamp(), ended)
+        out_count = Counter(self.taken_out.values())
         for slot in sorted(set(self.slots) | set(want)):  # ids in one order every run
             n = want.get(slot, 0)
             if n:
@@ -508,6 +541,7 @@ class Reactor:
         self._config = cfg
         self._snapshot = snapshot
         self._replay: _Replay | None = None
+        self._given: Plan | None = None  # the plan last handed to ``run``
 
     def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         """The market from the next hour on: as the daemon's plan job hands
@@ -526,10 +560,14 @@ class Reactor:
         """``desired``: ``plan``'s rounded hours when the caller holds them
         (a plan replayed more than once, the risk band's samples)."""
         at = self.start + timedelta(hours=first_hour)
+        given = plan
         if plan.start != at:
             plan = dataclasses.replace(plan, start=at)
         if self._replay is None:
             self._replay = _Replay(self.start, plan, *self._args)
+        elif given is not self._given:
+            self._replay.replanned = True
+        self._given = given
         self._replay.plan = plan
         self._replay.snapshot = self._snapshot
         if desired is not None and desired.plan is plan and desired.workloads is self._args[0]:

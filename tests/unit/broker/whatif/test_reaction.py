@@ -280,3 +280,65 @@ def test_a_later_step_s_lost_spot_is_decided_on_the_snapshot_that_step_planned_o
     assert second_half(None) == {"replace": N * 3}
     decided = second_half(no_b)
     assert decided.get("break_glass") == N * 3 and "replace" not in decided, decided
+
+
+def _gang_plan(rows: list[tuple[Tier, str, int]], hours: int, costs: CostTable) -> Plan:
+    out = []
+    for tier, pool, n in rows:
+        e = costs.entry("gang", pool)
+        assert e is not None
+        usd = SPOT_USD[pool] if tier is Tier.SPOT else OD_USD
+        out.append((0, 0, hours, "gang", tier.value, pool, float(n), float(n),
+                    n * e.work_per_instance_hour, usd))  # fmt: skip
+    return Plan(
+        start=T0, hours=hours, period_hours=hours, commitments=(),
+        allocations=pd.DataFrame(out, columns=ALLOCATION_COLUMNS), objective_usd=0.0,
+        status="hand-made", solver="none", solve_time_s=0.0, integral=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("later_pool", [A, B])
+def test_a_re_plan_takes_over_break_glass_on_demand_or_ends_it(later_pool: str) -> None:
+    """A training gang, one on-demand node and three spot in zone a, its
+    deadline tight; zone a loses spot from hour 6 and zone b holds none (the
+    market refreshed then says so): the lifecycle breaks glass onto
+    on-demand in zone a. The step from hour 8
+    plans the gang on four on-demand nodes in ``later_pool``. The daemon's
+    reconcile adjusts a plan only by the decisions made since it, so the
+    break-glass nodes are then the new plan's own where it wants on-demand
+    in zone a (no launch), and end where it moves the gang to zone b
+    (before, they ran on in zone a beside the plan's gang until their
+    stretch ended: a second, useless gang)."""
+    ws = parse_workloads({"workloads": [
+        {"name": "gang", "class": "training", "instance_types": ["g1"], "elastic": True,
+         "min_units": 1, "step_units": 1, "max_units": 4, "unit_hours": 90.0,
+         "deadline_hours": 24.0},
+    ]})  # fmt: skip
+    snap = _snapshot()
+    costs = CostTable.compute(snap, ws)
+    held_a = np.ones(HOURS)
+    held_a[list(LOST)] = 0.0
+    actuals = MarketActuals(
+        {k: np.full(HOURS, usd) for k, usd in SPOT_USD.items()}, {A: held_a, B: np.zeros(HOURS)}
+    )
+    first = _gang_plan([(Tier.ON_DEMAND, A, 1), (Tier.SPOT, A, 3)], 8, costs)
+    reactor = Reactor(T0, ws, snap, actuals, costs=costs)
+    reactor.run(first, 0, 6)
+    # the market as refreshed at hour 6: no spot in either zone (nowhere to return to)
+    gone = tuple(p.model_copy(update={"spot_available": False}) for p in snap.pools)
+    reactor.on_market(snap.model_copy(update={"pools": gone}))
+    reactor.run(first, 6, 2)  # the same plan in force: no re-plan
+    replay = reactor._replay
+    assert replay is not None
+    glass = {x.inst.instance_id for xs in replay.glass.values() for x in xs}
+    assert len(glass) == 3, reactor.result().decisions  # break-glass runs at hour 8
+    reactor.run(_gang_plan([(Tier.ON_DEMAND, later_pool, 4)], 4, costs), 8, 4)
+    r = reactor.result()
+    od = Tier.ON_DEMAND.value
+    for h in range(8, 12):
+        held = {k[2]: v for k, v in r.held().items() if k[0] == h and k[3] == od and v > 0}
+        assert held == {later_pool: pytest.approx(4.0)}, (h, held)
+        launched = sum(v for k, v in r.launched.items() if k[0] == h)
+        assert launched == pytest.approx(0.0), (h, launched)
+    ids = {x.inst.instance_id for x in replay.slots[("gang", later_pool, od)]}
+    assert len(ids & glass) == (3 if later_pool == A else 0)
