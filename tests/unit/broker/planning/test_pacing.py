@@ -111,3 +111,48 @@ def test_a_gang_with_an_on_demand_minimum_runs_ahead_only_where_now_beats_later(
     plan = solve(window_problem(snap, ws, {}, behind, hours=12, step_hours=6,
                                 options=PlanOptions(integral=True)))  # fmt: skip
     assert plan.allocations.units.sum() > 0
+
+
+def _batch() -> dict[str, object]:
+    # 240 unit-hours in 48 h, spot-first, all of it in one pool if need be.
+    return {"name": "sweep", "class": "batch", "instance_types": ["g1"], "max_units": 8,
+            "unit_hours": 240, "deadline_hours": 48, "max_zone_share": 1.0,
+            "max_pool_share": 1.0}  # fmt: skip
+
+
+def _two_zones(b_spot: float, b_offered: bool) -> MarketSnapshot:
+    """On-demand $1; zone a: spot $0.4, held now and half of the time; zone
+    b: spot ``b_spot``, half of the time, offered now or not."""
+    a = _pool("us-east-1a", spot=0.4, committed=None).model_copy(update={"available_share": 0.5})
+    b = _pool("us-east-1b", spot=b_spot, committed=None).model_copy(
+        update={"available_share": 0.5, "spot_available": b_offered}
+    )
+    return _market(a, b)
+
+
+def test_a_batch_job_s_work_ahead_is_worth_the_spot_it_would_hold_later() -> None:
+    """Later, a unit-hour runs on the cheapest spot then held: here zone b's
+    $0.1 half of the time, zone a's $0.4 half of what is left, on-demand the
+    rest: 0.5 x 0.1 + 0.25 x 0.4 + 0.25 x 1 = $0.40, counting zone b though
+    it offers no spot now (no hazard: a spot factor of 1). Before, a job
+    without a gang got no value and kept to its line: the 30-day portfolio
+    bench's research sweeps ran every step at the line's pace, wherever spot
+    was, and hindsight ran them in the hours a pool 2.2 times cheaper held
+    (seed 7: $2,469 against $1,342)."""
+    ws = parse_workloads({"workloads": [_batch()]})
+    ahead = RollingState(hour=12, remaining_unit_hours={"sweep": 120.0})  # the line: 60
+    opts = PlanOptions(integral=True)
+    problem = window_problem(_two_zones(0.1, b_offered=False), ws, {}, ahead, hours=12,
+                             step_hours=6, options=opts)  # fmt: skip
+    later = 0.5 * 0.1 + 0.25 * 0.4 + 0.25 * 1.0
+    assert problem.ahead_usd_per_unit_hour == {"sweep": pytest.approx(later)}
+    # Ahead of its line, with zone a's $0.4 no cheaper than later: it waits.
+    plan = solve(problem)
+    assert plan.allocations.empty or plan.allocations.units.sum() == 0
+    # Zone b offered now at $0.1: it runs ahead there, at full size.
+    problem = window_problem(_two_zones(0.1, b_offered=True), ws, {}, ahead, hours=12,
+                             step_hours=6, options=opts)  # fmt: skip
+    a = solve(problem).allocations
+    first = a[a.hour_start < 6]
+    assert set(first.pool_key) == {"aws/us-east-1/us-east-1b/g1"}
+    assert set(first.groupby("hour_start").units.sum().round(6)) == {8.0}
