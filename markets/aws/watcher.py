@@ -354,6 +354,7 @@ def watch(
     backoff = 1.0
     limit = options.give_up_after_s
     while limit is None or monotonic() - start < limit:
+        _raise_if_terminating()
         try:
             action = imds.instance_action()
             if action is not None and action not in handled:
@@ -375,8 +376,22 @@ def watch(
     return EXIT_GAVE_UP
 
 
+# SIGTERM seen (``_on_term``). The exception it raises lands wherever the
+# main thread is; in a finalizer (a socket or temporary file closed by the
+# garbage collector) Python prints it and carries on, so the wait loop also
+# checks this flag at each poll (seen swallowed in a test run: the watcher
+# kept polling for its whole --give-up-after-s).
+_TERM_SEEN = [False]
+
+
 def _on_term(signum: int, frame: object) -> None:
+    _TERM_SEEN[0] = True
     raise Terminating()
+
+
+def _raise_if_terminating() -> None:
+    if _TERM_SEEN[0]:
+        raise Terminating()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -417,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     imds = Imds(args.imds_url, token_ttl_s=args.token_ttl_s)
     handled = Handled(args.state)
+    _TERM_SEEN[0] = False
     previous = signal.signal(signal.SIGTERM, _on_term)
     try:
         return watch(options, imds, handled)

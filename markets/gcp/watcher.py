@@ -144,6 +144,7 @@ def wait_for_preemption(
     etag = ""
     backoff = 1.0
     while give_up_after_s is None or monotonic() - start < give_up_after_s:
+        _raise_if_terminating()
         timeout = poll_timeout_s
         if give_up_after_s is not None:
             left = give_up_after_s - (monotonic() - start)
@@ -203,8 +204,22 @@ def run_hook(
     return HookResult(command, budget_s, round(monotonic() - start, 3), code, timed_out)
 
 
+# SIGTERM seen (``_on_term``). The exception it raises lands wherever the
+# main thread is; in a finalizer (a socket or temporary file closed by the
+# garbage collector) Python prints it and carries on, so the wait loop also
+# checks this flag at each poll (seen swallowed in a test run: the watcher
+# kept polling for its whole --give-up-after-s).
+_TERM_SEEN = [False]
+
+
 def _on_term(signum: int, frame: object) -> None:
+    _TERM_SEEN[0] = True
     raise Terminating()
+
+
+def _raise_if_terminating() -> None:
+    if _TERM_SEEN[0]:
+        raise Terminating()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    _TERM_SEEN[0] = False
     previous = signal.signal(signal.SIGTERM, _on_term)
     try:
         seen = wait_for_preemption(

@@ -253,3 +253,22 @@ def test_the_watcher_is_stdlib_only_python_38_syntax() -> None:
         if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
     }
     assert names <= set(sys.stdlib_module_names) | {"__future__"}, names
+
+
+def test_a_sigterm_swallowed_by_a_finalizer_still_ends_the_wait(imds: FakeImds) -> None:
+    """The SIGTERM handler's exception lands wherever the main thread is; in
+    a finalizer (a socket closed by the garbage collector) Python prints it
+    and carries on. The wait loop then ends at its next poll anyway (seen in
+    a CI run: the watcher polled on for its whole --give-up-after-s and
+    ``test_an_ordinary_shutdown_exits_without_running_the_hook`` timed out)."""
+    with pytest.raises(watcher.Terminating):
+        watcher._on_term(signal.SIGTERM, None)  # the exception a finalizer swallows
+    polled = len(imds.requests)
+    try:
+        with pytest.raises(watcher.Terminating):
+            watcher.watch(watcher.Options("true", poll_s=0.1, give_up_after_s=20),
+                          watcher.Imds(imds.url), watcher.Handled(None), sleep=lambda _: None,
+                          log=lambda _: None)  # fmt: skip
+        assert len(imds.requests) == polled  # no poll after the SIGTERM
+    finally:
+        watcher._TERM_SEEN[0] = False
