@@ -33,12 +33,17 @@ from policies.effective_cost import spot_time_factor
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
 __all__ = [
+    "NEVER_HELD_SHARE",
     "CostEntry",
     "CostOptions",
     "CostTable",
     "cost_entries",
     "spot_factor",
 ]
+
+# A pool whose recorded share of time holding spot is at most this offers no
+# spot (``cost_entries``); ``policies.held`` and the pacing floor on it.
+NEVER_HELD_SHARE = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +174,7 @@ def cost_entries(
                 # the hours it is lost are the lifecycle's to cover (replace,
                 # break-glass: ``broker.whatif.reaction`` bills them), and the
                 # pool's capacity comes from its placement score.
-                factor = None if snap.available_share <= 0.05 else factor
+                factor = None if snap.available_share <= NEVER_HELD_SHARE else factor
         committed = snap.price(Tier.COMMITTED, term_years=term_years)
         prices: dict[Tier, float | None] = {
             Tier.ON_DEMAND: snap.on_demand_usd_per_hour / work,

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 
 from markets.model import PoolSnapshot, Tier
-from policies.cost_table import CostEntry
+from policies.cost_table import NEVER_HELD_SHARE, CostEntry
 from policies.workloads.spec import Workload
 
 __all__ = [
@@ -51,8 +51,6 @@ __all__ = [
     "gang_hour_usd_ahead",
 ]
 
-# Below this share a pool's spot is not offered at all (``policies.cost_table``).
-_HELD_FLOOR = 0.05
 # Mean length of a spell without spot (hours). Assumption: the middle of the
 # default market's calibrated crunches (log-uniform 1-6 h, mean 2.8 h;
 # ``markets.default.calibration``, loosely fitted to the V100/K80
@@ -81,14 +79,14 @@ def expected_held_share(
         return None
     if a >= 1.0:
         return 1.0
-    a = max(_HELD_FLOOR, a)
+    a = max(NEVER_HELD_SHARE, a)
     if math.isinf(h0):
         return a
     lam = 1.0 / (MEAN_OUTAGE_HOURS * a)
     c = (1.0 - a) if snap.spot_available else -a
     span = max(h1 - h0, 1e-9)
     decay = (math.exp(-lam * h0) - math.exp(-lam * h1)) / (lam * span)
-    return min(1.0, max(_HELD_FLOOR, a + c * decay))
+    return min(1.0, max(NEVER_HELD_SHARE, a + c * decay))
 
 
 def gang_held_share(

@@ -74,7 +74,7 @@ import math
 from collections.abc import Mapping
 
 from markets.model import Tier
-from policies.cost_table import CostTable, spot_factor
+from policies.cost_table import NEVER_HELD_SHARE, CostTable, spot_factor
 from policies.held import expected_held_share, gang_hour_usd
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
@@ -84,9 +84,6 @@ __all__ = ["UNINFORMED_HELD_SHARE", "ahead_usd_per_unit_hour", "due_unit_hours",
 # 0.17-0.91 range published for V100 zones, economics.md section 7; as the
 # lifecycle's deadline rule assumes).
 UNINFORMED_HELD_SHARE = 0.5
-# A pool held at most this share of the time offers no spot (the cost
-# table's rule, ``policies.cost_table``).
-NEVER_HELD_SHARE = 0.05
 
 
 def due_unit_hours(w: Workload, left: float, hour: float, h: float) -> float:
