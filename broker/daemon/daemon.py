@@ -480,9 +480,7 @@ class Daemon:
 
     def update_fleet_metrics(self, now: datetime) -> None:
         rates, spot_share = self.book.cost_rates()
-        for tier, usd in rates.items():
-            self.metrics.cost_rate.labels(tier).set(usd)
-        self.metrics.spot_share.set(spot_share)
+        self.metrics.fleet_cost_rates(rates, spot_share)
         self.metrics.observe_fleet(now, self.book.pool_rates())
         self.metrics.replacements_seen(self.book.last_fleet, now)
         self.metrics.break_glass_committed_usd.set(self.lifecycle.break_glass_committed_usd)

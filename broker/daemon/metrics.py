@@ -5,16 +5,21 @@ and ``serve`` (the HTTP endpoint, ``start_http_server`` on a configured port).
 A registry per daemon, not the process-global one, so tests and several
 daemons in one process never share counters.
 
-Metrics (Prometheus adds ``_total`` to counters, ``_bucket``/``_sum``/
-``_count`` to histograms):
+Names follow Prometheus' conventions: the unit in the name (``_seconds``,
+``_usd``, ``_ratio``; ``_total`` on counters; ``_bucket``/``_sum``/``_count``
+on histograms). Labels follow Karpenter's and OpenCost's node metrics:
+``capacity_type`` (``spot``, ``on-demand``, ``reserved``: a tier's
+``CAPACITY_TYPE``), ``instance_type``, ``zone`` and ``region``. Every label
+value known in advance (``KNOWN_LABELS``) is exported from the start, at 0.
 
-- ``spotfolio_cost_rate_usd_per_hour{tier}``: what the live fleet costs per
-  hour now, by tier (committed, on_demand, spot), at the market's prices.
-- ``spotfolio_spot_share``: share of live capacity units on spot (0-1).
+- ``spotfolio_cost_rate_usd_per_hour{capacity_type}``: what the live fleet
+  costs per hour now, at the market's prices.
+- ``spotfolio_spot_share_ratio``: share of live capacity units on spot (0-1).
 - ``spotfolio_revocations_total``: spot interruption notices received (first
   delivery of each; duplicates are not counted).
 - ``spotfolio_decisions_total{kind}``: lifecycle decisions by kind (shrink,
-  replace, break_glass, checkpoint_only, ignore).
+  replace, break_glass, checkpoint_only, ignore, and break-glass upkeep's
+  return_to_spot, extend, end, open_on_demand).
 - ``spotfolio_notice_to_decision_seconds``: from receiving a notice to its
   decision being durable in the store (histogram).
 - ``spotfolio_break_glass_usd_total``: gross dollars committed to break-glass
@@ -24,7 +29,7 @@ Metrics (Prometheus adds ``_total`` to counters, ``_bucket``/``_sum``/
   (dollars spent by closed stretches plus open commitments; the store's sum).
 - ``spotfolio_break_glass_cap_usd``: the configured cap (absent without one).
 - ``spotfolio_actions_total{kind,outcome}``: launches/terminations by outcome
-  (done, replayed, failed, capacity, throttled, dry_run, budget).
+  (done, replayed, failed, capacity, throttled, dry_run).
 - ``spotfolio_notices_dropped_total{reason}``: queue messages not handed over
   as notices: ``malformed`` (unreadable, left for the redrive policy),
   ``rejected`` (not from our account, region or instance; left too),
@@ -38,12 +43,16 @@ Metrics (Prometheus adds ``_total`` to counters, ``_bucket``/``_sum``/
 - ``spotfolio_market_staleness_seconds``: seconds since the last successful
   market refresh (read from the daemon's clock at scrape time; 0 before the
   first); ``spotfolio_market_last_refresh_timestamp_seconds`` its time.
-- ``spotfolio_spend_usd_total{tier}``: dollars the live fleet has cost, by
-  tier: each fleet update adds the cost rate seen at the previous one times
+- ``spotfolio_spend_usd_total{capacity_type}``: dollars the live fleet has
+  cost: each fleet update adds the cost rate seen at the previous one times
   the time between them (``observe_fleet``).
-- ``spotfolio_pool_cost_rate_usd_per_hour{pool}``, ``spotfolio_pool_units{pool}``
-  and ``spotfolio_pool_revocations_total{pool}``: per pool, with at most
-  ``POOL_LABEL_CAP`` pool labels (the first pools seen) plus ``other``.
+- ``spotfolio_pool_cost_rate_usd_per_hour``, ``spotfolio_pool_units`` and
+  ``spotfolio_pool_revocations_total``, each by ``{instance_type, zone,
+  region, capacity_type}``: at most ``POOL_LABEL_CAP`` pools keep their own
+  labels (the first seen); the rest add up under ``other`` in the three pool
+  labels, and ``spotfolio_pool_labels_folded_total`` counts the pools folded
+  so (each once). A per-pool metric so has at most
+  ``(POOL_LABEL_CAP + 1) * 3`` series.
 - ``spotfolio_notice_to_replacement_seconds``: from a revocation notice (its
   time at the cloud) to its replacement running: the first fleet listing
   that shows the launched instance ``running`` (``replacement_launched``,
@@ -62,20 +71,31 @@ Must not: decide anything, or read a clock other than the one handed to
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from broker.lifecycle.values import DecisionKind, ReturnKind
 from markets.clock import Clock
+from markets.errors import InputError
 from markets.fleet import Instance, InstanceState
+from markets.keys import PoolKey
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-__all__ = ["LATENCY_BUCKETS_S", "OTHER_POOL", "POOL_LABEL_CAP", "DaemonMetrics", "PoolLabels"]
+__all__ = [
+    "CAPACITY_TYPE",
+    "KNOWN_LABELS",
+    "LATENCY_BUCKETS_S",
+    "OTHER_POOL",
+    "POOL_LABEL_CAP",
+    "DaemonMetrics",
+    "PoolLabels",
+]
 
 # Per-pool series: each label value is a time series kept by every scraper
 # for its retention; a fleet spread over hundreds of pools must not become
@@ -83,6 +103,35 @@ __all__ = ["LATENCY_BUCKETS_S", "OTHER_POOL", "POOL_LABEL_CAP", "DaemonMetrics",
 # practice; the rest add up under "other".
 POOL_LABEL_CAP = 20
 OTHER_POOL = "other"
+POOL_LABELS = ("instance_type", "zone", "region", "capacity_type")
+# A tier as Karpenter's and OpenCost's ``capacity_type`` label spells it.
+CAPACITY_TYPE = {"spot": "spot", "on_demand": "on-demand", "committed": "reserved"}
+# Every value a labelled counter can take that is known before it happens:
+# exported at 0 from the start, so a rate() or an alarm sees the series
+# before its first increment.
+KNOWN_LABELS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "decisions": tuple((k.value,) for k in (*DecisionKind, *ReturnKind)),
+    "actions": tuple(
+        (k, o)
+        for k in ("launch", "terminate")
+        for o in ("done", "replayed", "failed", "capacity", "throttled", "dry_run")
+    ),
+    "notices_dropped": (("malformed",), ("rejected",), ("foreign",), ("not_ours",)),
+    "job_errors": tuple(
+        (j,)
+        for j in (
+            "renew_lease",
+            "refresh_market",
+            "sense_demand",
+            "replan",
+            "reconcile",
+            "poll_notices",
+            "break_glass_upkeep",
+        )
+    ),
+    "spend_usd": tuple((c,) for c in CAPACITY_TYPE.values()),
+    "cost_rate": tuple((c,) for c in CAPACITY_TYPE.values()),
+}
 # Seconds from a notice to its replacement running: an instance boots in a
 # minute or two, a capacity fallback over several pools takes longer.
 REPLACEMENT_BUCKETS_S = (1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
@@ -105,21 +154,40 @@ def _version() -> str:
         return "unknown"
 
 
+def capacity_type(tier: str) -> str:
+    """A tier's ``capacity_type`` label value (an unknown tier: itself)."""
+    return CAPACITY_TYPE.get(tier, tier)
+
+
 class PoolLabels:
-    """The pool label of a pool key: its own for the first ``cap`` pools seen,
-    ``other`` for the rest (stable, so a counter's series never change label)."""
+    """A pool key's ``(instance_type, zone, region)`` labels: its own for the
+    first ``cap`` pools seen, ``other`` in all three for the rest (stable, so
+    a counter's series never change label); ``folded`` is called once for
+    each pool folded into ``other``."""
 
-    def __init__(self, cap: int = POOL_LABEL_CAP) -> None:
+    def __init__(self, cap: int = POOL_LABEL_CAP, folded: Callable[[], None] | None = None) -> None:
         self.cap = cap
-        self._known: dict[str, str] = {}
+        self._folded = folded
+        self._known: dict[str, tuple[str, str, str]] = {}
+        self._others: set[str] = set()
 
-    def __call__(self, pool_key: str) -> str:
-        label = self._known.get(pool_key)
-        if label is None:
-            label = pool_key if len(self._known) < self.cap else OTHER_POOL
-            if label != OTHER_POOL:
-                self._known[pool_key] = label
-        return label
+    def __call__(self, pool_key: str) -> tuple[str, str, str]:
+        labels = self._known.get(pool_key)
+        if labels is not None:
+            return labels
+        if len(self._known) < self.cap:
+            try:
+                k = PoolKey.parse(pool_key)
+            except InputError:
+                k = None
+            if k is not None:
+                self._known[pool_key] = labels = (k.instance_type, k.zone, k.region)
+                return labels
+        if pool_key not in self._others and len(self._others) < AWAITED_CAP:
+            self._others.add(pool_key)
+            if self._folded is not None:
+                self._folded()
+        return (OTHER_POOL, OTHER_POOL, OTHER_POOL)
 
 
 # Seconds; fine below 1 s (the reaction target is p99 <= 1 s) and up to the
@@ -134,11 +202,13 @@ class DaemonMetrics:
         self._awaited: dict[str, tuple[str, datetime]] = {}
         self.cost_rate = Gauge(
             "spotfolio_cost_rate_usd_per_hour",
-            "Live fleet cost per hour by tier",
-            ["tier"],
+            "Live fleet cost per hour by capacity type",
+            ["capacity_type"],
             registry=r,
         )
-        self.spot_share = Gauge("spotfolio_spot_share", "Share of live units on spot", registry=r)
+        self.spot_share = Gauge(
+            "spotfolio_spot_share_ratio", "Share of live capacity units on spot", registry=r
+        )
         self.revocations = Counter(
             "spotfolio_revocations", "Spot interruption notices received", registry=r
         )
@@ -193,22 +263,32 @@ class DaemonMetrics:
             registry=r,
         )
         self.spend_usd = Counter(
-            "spotfolio_spend_usd", "Dollars the live fleet has cost, by tier", ["tier"], registry=r
+            "spotfolio_spend_usd",
+            "Dollars the live fleet has cost, by capacity type",
+            ["capacity_type"],
+            registry=r,
         )
         self.pool_cost_rate = Gauge(
             "spotfolio_pool_cost_rate_usd_per_hour",
             "Live fleet cost per hour by pool (capped label set)",
-            ["pool"],
+            POOL_LABELS,
             registry=r,
         )
         self.pool_units = Gauge(
-            "spotfolio_pool_units", "Live capacity units by pool (capped label set)", ["pool"],
+            "spotfolio_pool_units",
+            "Live capacity units by pool (capped label set)",
+            POOL_LABELS,
             registry=r,
-        )  # fmt: skip
+        )
         self.pool_revocations = Counter(
             "spotfolio_pool_revocations",
             "Revocations of the fleet's instances by pool (capped label set)",
-            ["pool"],
+            POOL_LABELS,
+            registry=r,
+        )
+        self.pool_labels_folded = Counter(
+            "spotfolio_pool_labels_folded",
+            "Pools beyond the label cap, counted under instance_type/zone/region other",
             registry=r,
         )
         self.notice_to_replacement = Histogram(
@@ -229,7 +309,11 @@ class DaemonMetrics:
             buckets=TAX_USD_BUCKETS,
             registry=r,
         )
-        self.pool_label = PoolLabels()
+        self.pool_label = PoolLabels(folded=self.pool_labels_folded.inc)
+        for attr, values in KNOWN_LABELS.items():
+            metric = getattr(self, attr)
+            for labels in values:
+                metric.labels(*labels)
         self._last_refresh: datetime | None = None
         self._last_tick: datetime | None = None
         self._last_rates: dict[str, float] = {}
@@ -258,27 +342,34 @@ class DaemonMetrics:
             hours = (now - self._last_tick).total_seconds() / 3600.0
             for tier, usd_per_hour in self._last_rates.items():
                 if usd_per_hour > 0:
-                    self.spend_usd.labels(tier).inc(usd_per_hour * hours)
+                    self.spend_usd.labels(capacity_type(tier)).inc(usd_per_hour * hours)
         if self._last_tick is None or now >= self._last_tick:
             self._last_tick = now
             rates: dict[str, float] = {}
             for (_, tier), (usd, _units) in pool_rates.items():
                 rates[tier] = rates.get(tier, 0.0) + usd
             self._last_rates = rates
-        by_label: dict[str, tuple[float, int]] = {}
-        for (pool, _), (usd, units) in pool_rates.items():
-            label = self.pool_label(pool)
+        by_label: dict[tuple[str, str, str, str], tuple[float, int]] = {}
+        for (pool, tier), (usd, units) in pool_rates.items():
+            label = (*self.pool_label(pool), capacity_type(tier))
             u0, n0 = by_label.get(label, (0.0, 0))
             by_label[label] = (u0 + usd, n0 + units)
         self.pool_cost_rate.clear()
         self.pool_units.clear()
         for label, (usd, units) in by_label.items():
-            self.pool_cost_rate.labels(label).set(usd)
-            self.pool_units.labels(label).set(units)
+            self.pool_cost_rate.labels(*label).set(usd)
+            self.pool_units.labels(*label).set(units)
 
-    def revoked(self, pool_key: str, *, unit_hours: float, usd: float) -> None:
-        """One revocation of an instance of ``pool_key`` and its preemption tax."""
-        self.pool_revocations.labels(self.pool_label(pool_key)).inc()
+    def fleet_cost_rates(self, rates: Mapping[str, float], spot_share: float) -> None:
+        """The live fleet's ``tier -> $/h`` and its spot share of units."""
+        for tier, usd in rates.items():
+            self.cost_rate.labels(capacity_type(tier)).set(usd)
+        self.spot_share.set(spot_share)
+
+    def revoked(self, pool_key: str, tier: str = "spot", *, unit_hours: float, usd: float) -> None:
+        """One revocation of an instance of ``pool_key`` on ``tier`` and its
+        preemption tax."""
+        self.pool_revocations.labels(*self.pool_label(pool_key), capacity_type(tier)).inc()
         self.preemption_tax_unit_seconds.observe(unit_hours * 3600.0)
         self.preemption_tax_usd.observe(usd)
 

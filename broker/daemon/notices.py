@@ -451,7 +451,9 @@ class NoticeJob:
                 price_usd_per_hour=freed,
             )  # fmt: skip
             if tax is not None:
-                self._metrics.revoked(inst.pool_key, unit_hours=tax.unit_hours, usd=tax.usd)
+                self._metrics.revoked(
+                    inst.pool_key, inst.tier.value, unit_hours=tax.unit_hours, usd=tax.usd
+                )
         if launches and not book.budget_allows(
             totals.add_usd_per_hour + add, totals.freed_usd_per_hour + freed
         ):

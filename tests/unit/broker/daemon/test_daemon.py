@@ -317,14 +317,14 @@ def test_metrics_follow_the_fleet(tmp_path: Path) -> None:
     d = w.daemon()
     d.start()
     rates = w.cloud.cost_rate_usd_per_hour()
-    for tier in ("spot", "on_demand"):
-        got = d.metrics.value("spotfolio_cost_rate_usd_per_hour", {"tier": tier})
+    for tier, capacity_type in (("spot", "spot"), ("on_demand", "on-demand")):
+        got = d.metrics.value("spotfolio_cost_rate_usd_per_hour", {"capacity_type": capacity_type})
         assert got == pytest.approx(rates[tier])
     units = Counter()
     for i in w.cloud.alive():
         units[i.tier.value] += i.units
     share = units["spot"] / sum(units.values())
-    assert d.metrics.value("spotfolio_spot_share") == pytest.approx(share)
+    assert d.metrics.value("spotfolio_spot_share_ratio") == pytest.approx(share)
     assert d.metrics.value("spotfolio_plan_generation") == 1
     assert d.metrics.value("spotfolio_lease_held") == 1
 

@@ -1,13 +1,14 @@
 """Telemetry: the JSON log (timestamps, typed fields, tracebacks, every
 project logger), the metrics endpoint on a configured address scraped from
 another process, and the metrics the daemon keeps (build info, market
-staleness, spend by tier, capped pool labels, notice to replacement, the
-preemption tax)."""
+staleness, spend by capacity type, capped pool labels, known label values,
+notice to replacement, the preemption tax)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import socket
 import subprocess
@@ -22,7 +23,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.cli.daemon import PROJECT_LOGGERS, _logging
 from broker.daemon.config import DaemonConfig
 from broker.daemon.executor import kv
-from broker.daemon.metrics import OTHER_POOL, DaemonMetrics
+from broker.daemon.metrics import (
+    CAPACITY_TYPE,
+    KNOWN_LABELS,
+    OTHER_POOL,
+    POOL_LABEL_CAP,
+    DaemonMetrics,
+)
 from broker.daemon.preemption import preemption_tax
 from broker.lifecycle.values import CheckpointVerdict
 from markets.errors import InputError
@@ -219,7 +226,11 @@ def test_promtool_accepts_every_metric_the_daemon_exports(tmp_path: Path) -> Non
         "spotfolio_build_info",
         "spotfolio_market_staleness_seconds",
         "spotfolio_spend_usd",
+        "spotfolio_spot_share_ratio",
+        "spotfolio_decisions",
+        "spotfolio_job_errors",
         "spotfolio_pool_cost_rate_usd_per_hour",
+        "spotfolio_pool_labels_folded",
         "spotfolio_notice_to_replacement_seconds",
         "spotfolio_preemption_tax_gpu_seconds",
     ):
@@ -234,33 +245,105 @@ def test_spend_accrues_the_previous_ticks_rates_over_the_time_between_ticks() ->
     pool = "aws/us-east-1/us-east-1a/p3.2xlarge"
     m.observe_fleet(T0, {(pool, "spot"): (2.0, 1), (pool, "on_demand"): (3.0, 1)})
     m.observe_fleet(T0 + timedelta(minutes=30), {(pool, "spot"): (4.0, 2)})
-    assert m.value("spotfolio_spend_usd_total", {"tier": "spot"}) == pytest.approx(1.0)
-    assert m.value("spotfolio_spend_usd_total", {"tier": "on_demand"}) == pytest.approx(1.5)
+    assert m.value("spotfolio_spend_usd_total", {"capacity_type": "spot"}) == pytest.approx(1.0)
+    assert m.value("spotfolio_spend_usd_total", {"capacity_type": "on-demand"}) == pytest.approx(
+        1.5
+    )
     m.observe_fleet(T0 + timedelta(minutes=90), {})
-    assert m.value("spotfolio_spend_usd_total", {"tier": "spot"}) == pytest.approx(5.0)
-    assert m.value("spotfolio_spend_usd_total", {"tier": "on_demand"}) == pytest.approx(1.5)
+    assert m.value("spotfolio_spend_usd_total", {"capacity_type": "spot"}) == pytest.approx(5.0)
+    assert m.value("spotfolio_spend_usd_total", {"capacity_type": "on-demand"}) == pytest.approx(
+        1.5
+    )
     # A clock that steps back adds nothing.
     m.observe_fleet(T0, {(pool, "spot"): (100.0, 1)})
-    assert m.value("spotfolio_spend_usd_total", {"tier": "spot"}) == pytest.approx(5.0)
+    assert m.value("spotfolio_spend_usd_total", {"capacity_type": "spot"}) == pytest.approx(5.0)
+
+
+def _other(capacity_type: str = "spot") -> dict[str, str]:
+    return {"instance_type": OTHER_POOL, "zone": OTHER_POOL, "region": OTHER_POOL,
+            "capacity_type": capacity_type}  # fmt: skip
 
 
 def test_pool_labels_stop_at_the_cap_and_the_rest_add_up_under_other() -> None:
     m = DaemonMetrics()
     m.pool_label.cap = 2
-    rates = {(f"aws/r/z/t{i}", "spot"): (1.0 + i, 1) for i in range(5)}
+    rates = {(f"aws/us-east-1/us-east-1a/t{i}", "spot"): (1.0 + i, 1) for i in range(5)}
+    rates[("aws/us-east-1/us-east-1a/t0", "on_demand")] = (10.0, 2)
     m.observe_fleet(T0, rates)
     samples = {
-        s.labels["pool"]: s.value
+        (s.labels["instance_type"], s.labels["zone"], s.labels["region"],
+         s.labels["capacity_type"]): s.value
         for f in m.registry.collect()
         if f.name == "spotfolio_pool_cost_rate_usd_per_hour"
         for s in f.samples
+    }  # fmt: skip
+    assert samples == {
+        ("t0", "us-east-1a", "us-east-1", "spot"): 1.0,
+        ("t0", "us-east-1a", "us-east-1", "on-demand"): 10.0,
+        ("t1", "us-east-1a", "us-east-1", "spot"): 2.0,
+        (OTHER_POOL, OTHER_POOL, OTHER_POOL, "spot"): 3.0 + 4.0 + 5.0,
     }
-    assert samples == {"aws/r/z/t0": 1.0, "aws/r/z/t1": 2.0, OTHER_POOL: 3.0 + 4.0 + 5.0}
-    assert m.value("spotfolio_pool_units", {"pool": OTHER_POOL}) == 3
-    m.revoked("aws/r/z/t4", unit_hours=1.0, usd=1.0)
-    m.revoked("aws/r/z/t0", unit_hours=1.0, usd=1.0)
-    assert m.value("spotfolio_pool_revocations_total", {"pool": OTHER_POOL}) == 1
-    assert m.value("spotfolio_pool_revocations_total", {"pool": "aws/r/z/t0"}) == 1
+    assert m.value("spotfolio_pool_units", _other()) == 3
+    # each pool folded is counted once, however often it is seen
+    assert m.value("spotfolio_pool_labels_folded_total") == 3
+    m.observe_fleet(T0 + timedelta(minutes=1), rates)
+    assert m.value("spotfolio_pool_labels_folded_total") == 3
+    m.revoked("aws/us-east-1/us-east-1a/t4", unit_hours=1.0, usd=1.0)
+    m.revoked("aws/us-east-1/us-east-1a/t0", unit_hours=1.0, usd=1.0)
+    assert m.value("spotfolio_pool_revocations_total", _other()) == 1
+    t0 = {"instance_type": "t0", "zone": "us-east-1a", "region": "us-east-1",
+          "capacity_type": "spot"}  # fmt: skip
+    assert m.value("spotfolio_pool_revocations_total", t0) == 1
+
+
+def test_a_fleet_over_many_pools_stays_within_the_documented_series_bound() -> None:
+    m = DaemonMetrics()
+    tiers = ("spot", "on_demand", "committed")
+    rates = {(f"aws/us-east-1/us-east-1{z}/g{i}", t): (1.0, 1)
+             for i in range(60) for z in "abc" for t in tiers}  # fmt: skip
+    m.observe_fleet(T0, rates)
+    for key in {k for k, _ in rates}:
+        m.revoked(key, "spot", unit_hours=0.1, usd=0.1)
+    for name in ("spotfolio_pool_cost_rate_usd_per_hour", "spotfolio_pool_units",
+                 "spotfolio_pool_revocations_total"):  # fmt: skip
+        series = [s for f in m.registry.collect() for s in f.samples if s.name == name]
+        assert len(series) <= (POOL_LABEL_CAP + 1) * len(CAPACITY_TYPE)
+    assert m.value("spotfolio_pool_labels_folded_total") == 180 - POOL_LABEL_CAP
+    # nothing is lost by folding: the fleet's total is every pool's
+    total = sum(s.value for f in m.registry.collect() for s in f.samples
+                if s.name == "spotfolio_pool_cost_rate_usd_per_hour")  # fmt: skip
+    assert total == pytest.approx(len(rates))
+
+
+def test_every_known_label_value_is_exported_at_zero_before_anything_happens() -> None:
+    m = DaemonMetrics()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in m.registry.collect() for s in f.samples}  # fmt: skip
+    expected = {
+        "spotfolio_decisions_total": ("kind",),
+        "spotfolio_actions_total": ("kind", "outcome"),
+        "spotfolio_notices_dropped_total": ("reason",),
+        "spotfolio_job_errors_total": ("job",),
+        "spotfolio_spend_usd_total": ("capacity_type",),
+        "spotfolio_cost_rate_usd_per_hour": ("capacity_type",),
+    }
+    for attr, values in KNOWN_LABELS.items():
+        name = m.__dict__[attr]._name
+        sample = name if name.startswith("spotfolio_cost") else f"{name}_total"
+        for labels in values:
+            key = (sample, tuple(sorted(zip(expected[sample], labels, strict=True))))
+            assert samples[key] == 0, key
+    assert len(KNOWN_LABELS["actions"]) == 12 and len(KNOWN_LABELS["job_errors"]) == 7
+    assert {v for (v,) in KNOWN_LABELS["spend_usd"]} == {"spot", "on-demand", "reserved"}
+
+
+def test_the_known_job_names_are_the_jobs_the_daemon_schedules() -> None:
+    import inspect
+
+    from broker.daemon import schedule
+
+    scheduled = set(re.findall(r'\("([a-z_]+)", daemon\.', inspect.getsource(schedule)))
+    assert scheduled == {j for (j,) in KNOWN_LABELS["job_errors"]}
 
 
 def test_market_staleness_counts_from_the_last_successful_refresh(tmp_path: Path) -> None:
