@@ -50,7 +50,7 @@ COPY --from=build /opt/spotfolio /opt/spotfolio
 ENV PATH=/opt/spotfolio/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     HOME=/run/spotfolio TMPDIR=/run/spotfolio MPLCONFIGDIR=/run/spotfolio \
-    HEALTHCHECK_URL=http://127.0.0.1:9108/metrics
+    HEALTHCHECK_URL=http://127.0.0.1:9108/readyz
 LABEL org.opencontainers.image.title="spotfolio" \
       org.opencontainers.image.description="Cost-aware capacity broker for GPU fleets" \
       org.opencontainers.image.licenses="Apache-2.0"
@@ -59,9 +59,10 @@ WORKDIR /run/spotfolio
 # A Fargate bind mount of a path the image lacks starts root-owned.
 VOLUME ["/run/spotfolio"]
 EXPOSE 9108
-# Healthy while the daemon's Prometheus endpoint answers (metrics_port 9108,
-# the config's default; set HEALTHCHECK_URL for another port). The same check
-# as the AWS module's task definition.
+# Healthy while the daemon is ready: /readyz on its metrics port (9108, the
+# config's default; set HEALTHCHECK_URL for another port) answers 200 while
+# it holds the lease, its market is fresh and its notice queue is read, 503
+# with the reason otherwise. The same check as the AWS module's task definition.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
   CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen(os.environ['HEALTHCHECK_URL'], timeout=3)"]
 ENTRYPOINT ["spotfolio"]

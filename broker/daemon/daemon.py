@@ -70,6 +70,7 @@ from broker.daemon.book import FleetBook
 from broker.daemon.checkpoints import HookCalls
 from broker.daemon.config import DaemonConfig
 from broker.daemon.executor import Executor, Request, kv
+from broker.daemon.health import Liveness, readiness
 from broker.daemon.hooks import HookRunner
 from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Lifecycle
@@ -144,6 +145,10 @@ class Daemon:
         self.fatal: FatalError | None = None
         # What outlives a job call: handed to the jobs, taken back from them.
         self.snapshot: MarketSnapshot | None = None
+        # What readiness (broker.daemon.health) is judged on.
+        self.market_at: datetime | None = None
+        self.queue_read_at: datetime | None = None
+        self.queue_error: str | None = None
         self.state = PlanState()
         self.progress = Progress()
 
@@ -296,6 +301,25 @@ class Daemon:
             self.metrics.lease_held.set(0)
             log.info(kv("lease_released", lease=self.config.lease_name))
 
+    def readiness(self) -> str | None:
+        """None while the daemon does its job, else why not
+        (``broker.daemon.health.readiness``; ``/readyz``)."""
+        iv = self.config.intervals
+        return readiness(
+            Liveness(
+                now=self.clock.now(),
+                running=self.active and not self.stopped.is_set(),
+                lease_required=not self.dry_run,
+                lease_held=self.fence.epoch is not None
+                and self.metrics.value("spotfolio_lease_held") == 1,
+                market_at=self.market_at,
+                refresh_market_s=iv.refresh_market_s,
+                queue_read_at=self.queue_read_at,
+                queue_error=self.queue_error,
+                poll_notices_s=iv.poll_notices_s,
+            )
+        )
+
     def guarded(self, name: str, job: Callable[[], object]) -> Callable[[], None]:
         """The job boundary: the only broad ``except`` in the daemon."""
 
@@ -341,7 +365,8 @@ class Daemon:
         last = self.snapshot
         self.snapshot = snap = self.planner.refresh_market(last, force=force)
         if snap is not last and not snap.stale:  # a new, complete snapshot
-            self.metrics.market_refreshed(self.clock.now())
+            self.market_at = self.clock.now()
+            self.metrics.market_refreshed(self.market_at)
             now = self.clock.now()
             back = spot_returned(last, snap, self.state.plan, now, self.workloads)
             if back and not force:
@@ -494,7 +519,12 @@ class Daemon:
         total = 0
         totals = DrainTotals()
         while self.active:
-            batch = self.notices.receive()
+            try:
+                batch = self.notices.receive()
+            except Exception as e:  # readiness says so; the job boundary logs it
+                self.queue_error = type(e).__name__
+                raise
+            self.queue_read_at, self.queue_error = self.clock.now(), None
             with self.lock:
                 self.hooks.drain()
                 self.notices.handle(

@@ -1,7 +1,7 @@
 """The daemon's Prometheus metrics, on a registry of its own.
 
 Owns: ``DaemonMetrics`` (every metric the daemon exports, with its meaning)
-and ``serve`` (the HTTP endpoint, ``start_http_server`` on a configured port).
+and ``serve`` (the HTTP endpoint on a configured port, ``broker.daemon.health``).
 A registry per daemon, not the process-global one, so tests and several
 daemons in one process never share counters.
 
@@ -76,8 +76,9 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from broker.daemon import health
 from broker.lifecycle.values import DecisionKind, ReturnKind
 from markets.clock import Clock
 from markets.errors import InputError
@@ -406,10 +407,13 @@ class DaemonMetrics:
         v = self.registry.get_sample_value(name, labels or {})
         return 0.0 if v is None else float(v)
 
-    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
-        """Expose ``/metrics`` on ``addr:port`` over HTTP (a daemon thread of
-        prometheus_client); returns the port (``port`` 0: a free one)."""
-        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+    def serve(
+        self, port: int, addr: str = "127.0.0.1", ready: Callable[[], str | None] | None = None
+    ) -> int:
+        """Expose ``/metrics``, ``/healthz`` and ``/readyz`` (``ready``: None
+        when ready, else why not) on ``addr:port`` (``broker.daemon.health``);
+        returns the port (``port`` 0: a free one)."""
+        server = health.serve(self.registry, port, addr, ready)
         self._servers.append(server)
         bound: int = server.server_port
         return bound

@@ -31,7 +31,7 @@ def run_scheduled(
     fatal error); releases the lease on the way out."""
     iv = daemon.config.intervals
     if metrics_port:
-        port = daemon.metrics.serve(metrics_port, metrics_addr)
+        port = daemon.metrics.serve(metrics_port, metrics_addr, ready=daemon.readiness)
         log.info(kv("metrics_serving", addr=metrics_addr, port=port))
     daemon.start()
     sched = BackgroundScheduler(

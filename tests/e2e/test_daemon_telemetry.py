@@ -1,7 +1,8 @@
 """A real ``spotfolio daemon`` process (the simulated cloud, real time) with
 ``metrics_addr: 0.0.0.0``: its endpoint listens on every address, the test
 (another process) scrapes it through 127.0.0.1 only, and every stderr line of
-its ``--log-format json`` log parses, with a timestamp, until SIGTERM."""
+its ``--log-format json`` log parses, with a timestamp, until SIGTERM; its
+``/healthz`` and ``/readyz`` answer 200."""
 
 from __future__ import annotations
 
@@ -72,6 +73,21 @@ def test_a_daemon_on_0000_is_scraped_through_loopback_and_logs_json_lines(tmp_pa
         assert _listening_on(port) == {"0.0.0.0"}
         assert any(name == "spotfolio_build_info" and v == 1 for (name, _), v in got.items())
         assert got[("spotfolio_lease_held", ())] == 1
+        # the process is alive and ready: lease held, market fresh, queue read
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            assert r.status == 200 and json.loads(r.read()) == {"alive": True}
+        ready: dict[str, object] = {}
+        while time.monotonic() < deadline and ready.get("ready") is not True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                    ready = json.loads(r.read())
+            except urllib.error.HTTPError as e:  # 503 until the first poll
+                ready = json.loads(e.read())
+                time.sleep(0.5)
+        assert ready == {"ready": True}
+        # every labelled counter is there before its first increment
+        assert got[("spotfolio_job_errors_total", (("job", "replan"),))] == 0
+        assert ("spotfolio_spot_share_ratio", ()) in got
         if shutil.which("promtool"):
             check = subprocess.run(
                 ["promtool", "check", "metrics"], input=text, capture_output=True, text=True

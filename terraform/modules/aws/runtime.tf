@@ -55,10 +55,12 @@ locals {
     local.sqlite ? [{ sourceVolume = "state", containerPath = local.state_dir, readOnly = false }] : [],
   )
 
+  # The daemon's readiness (lease held, market fresh, notice queue read): a
+  # 503 from /readyz fails the check, and ECS replaces an unhealthy task.
   health_check = var.metrics_port == 0 ? null : {
     command = [
       "CMD", "python3", "-c",
-      "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${var.metrics_port}/metrics', timeout=3)",
+      "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${var.metrics_port}/readyz', timeout=3)",
     ]
     interval    = 30
     timeout     = 5

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.cli.daemon import PROJECT_LOGGERS, _logging
 from broker.daemon.config import DaemonConfig
 from broker.daemon.executor import kv
+from broker.daemon.health import Liveness, readiness
 from broker.daemon.metrics import (
     CAPACITY_TYPE,
     KNOWN_LABELS,
@@ -481,3 +484,147 @@ def test_notice_to_replacement_counts_each_notice_of_a_storm_once() -> None:
     m.replacements_seen(running, T0 + timedelta(seconds=120))
     assert m.value("spotfolio_notice_to_replacement_seconds_count") == 2
     assert m.value("spotfolio_notice_to_replacement_seconds_sum") == 180
+
+
+# -- health and readiness -------------------------------------------------------------
+
+
+GET = """
+import json, sys, urllib.error, urllib.request
+try:
+    with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}{sys.argv[2]}", timeout=10) as r:
+        print(r.status, r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+"""
+
+
+def _get(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    """GET ``path`` from another process: (status, its JSON body)."""
+    done = subprocess.run([sys.executable, "-c", GET, str(port), path], capture_output=True,
+                          text=True, timeout=60, check=True)  # fmt: skip
+    status, body = done.stdout.split(" ", 1)
+    return int(status), json.loads(body)
+
+
+class FlakyQueue:
+    """The simulated cloud, whose notice queue fails while ``broken``."""
+
+    def __init__(self, cloud: Any) -> None:
+        self._cloud = cloud
+        self.broken = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cloud, name)
+
+    def poll_notices(self, limit: int) -> Any:
+        if self.broken:
+            raise ConnectionError("queue endpoint unreachable")
+        return self._cloud.poll_notices(limit)
+
+
+def test_healthz_answers_while_alive_and_readyz_says_why_not_ready(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    flaky = FlakyQueue(w.cloud)
+    d = w.daemon(provider=flaky)
+    port = d.metrics.serve(0, "127.0.0.1", ready=d.readiness)
+    try:
+        assert _get(port, "/healthz") == (200, {"alive": True})
+        status, body = _get(port, "/readyz")
+        assert status == 503 and body["ready"] is False and "not running" in body["reason"]
+        d.start()
+        status, body = _get(port, "/readyz")
+        assert status == 503 and body["reason"] == "notice queue not read yet"
+        d.poll_notices()
+        assert _get(port, "/readyz") == (200, {"ready": True})
+        flaky.broken = True
+        d.guarded("poll_notices", d.poll_notices)()  # the job boundary catches it
+        status, body = _get(port, "/readyz")
+        assert status == 503 and body["reason"] == "notice queue unreadable (ConnectionError)"
+        assert d.metrics.value("spotfolio_job_errors_total", {"job": "poll_notices"}) == 1
+        flaky.broken = False
+        d.poll_notices()
+        assert _get(port, "/readyz")[0] == 200
+        # no refresh for three intervals (the market job not run): stale
+        w.clock.advance(3 * d.config.intervals.refresh_market_s + 1)
+        d.poll_notices()
+        status, body = _get(port, "/readyz")
+        assert status == 503 and body["reason"].startswith("market stale")
+        d.refresh_market()
+        assert _get(port, "/readyz")[0] == 200
+        assert _get(port, "/nope")[0] == 404
+        assert "spotfolio_lease_held 1.0" in _scrape(port)
+        d.stop()
+        status, body = _get(port, "/readyz")
+        assert status == 503 and "not running" in body["reason"]
+        assert _get(port, "/healthz")[0] == 200
+    finally:
+        d.metrics.stop_serving()
+
+
+def test_readiness_needs_the_lease_a_fresh_market_and_a_recent_queue_read() -> None:
+    ok = Liveness(now=T0, running=True, lease_required=True, lease_held=True,
+                  market_at=T0 - timedelta(minutes=44), refresh_market_s=900.0,
+                  queue_read_at=T0 - timedelta(seconds=29), queue_error=None,
+                  poll_notices_s=5.0)  # fmt: skip
+    assert readiness(ok) is None
+    assert readiness(replace(ok, lease_held=False)) == "lease not held"
+    assert readiness(replace(ok, lease_held=False, lease_required=False)) is None  # a dry run
+    assert readiness(replace(ok, market_at=None)) == "no market snapshot yet"
+    stale = replace(ok, market_at=T0 - timedelta(minutes=46))
+    assert readiness(stale) == "market stale (2760 s since the last refresh)"
+    late = replace(ok, queue_read_at=T0 - timedelta(seconds=31))
+    assert readiness(late) == "notice queue not read for 31 s"
+    # a slow poll interval allows six polls between reads
+    assert readiness(replace(late, poll_notices_s=60.0)) is None
+    assert readiness(replace(ok, running=False)) == "not running (starting, or stopped)"
+
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+def _image_check() -> tuple[list[str], str]:
+    """The Dockerfile's HEALTHCHECK command (exec form) and its default URL."""
+    text = (REPO / "Dockerfile").read_text()
+    m = re.search(r"HEALTHCHECK [^\n]*\\\n\s*CMD (\[.*\])", text)
+    assert m is not None, "no exec-form HEALTHCHECK in the Dockerfile"
+    url = re.search(r"HEALTHCHECK_URL=(\S+)", text)
+    assert url is not None
+    return json.loads(m.group(1)), url.group(1)
+
+
+def _aws_check(port: int) -> list[str]:
+    """The AWS module's container health check, rendered for ``port``."""
+    text = (REPO / "terraform" / "modules" / "aws" / "runtime.tf").read_text()
+    m = re.search(r"health_check = [^\n]*\{\s*command = (\[.*?\])\n", text, re.S)
+    assert m is not None, "no health_check command in runtime.tf"
+    body = m.group(1).replace("${var.metrics_port}", str(port))
+    return [json.loads(s) for s in re.findall(r'"(?:[^"\\]|\\.)*"', body)]
+
+
+def test_the_image_and_the_aws_module_check_readyz_and_fail_when_not_ready(
+    tmp_path: Path,
+) -> None:
+    cmd, default_url = _image_check()
+    assert cmd[0] == "python3" and default_url == "http://127.0.0.1:9108/readyz"
+    w = World(tmp_path)
+    d = w.daemon()
+    port = d.metrics.serve(0, "127.0.0.1", ready=d.readiness)
+    url = f"http://127.0.0.1:{port}/readyz"
+    aws = _aws_check(port)
+    assert aws[0] == "CMD" and url in aws[-1]
+
+    def passes(argv: list[str]) -> bool:
+        argv = [sys.executable if a == "python3" else a for a in argv]
+        env = {**os.environ, "HEALTHCHECK_URL": url}
+        return subprocess.run(argv, env=env, capture_output=True, timeout=60).returncode == 0
+
+    try:
+        assert not passes(cmd) and not passes(aws[1:])  # starting: 503
+        d.start()
+        d.poll_notices()
+        assert passes(cmd) and passes(aws[1:])
+        d.stop()
+        assert not passes(cmd) and not passes(aws[1:])
+    finally:
+        d.metrics.stop_serving()
