@@ -11,7 +11,9 @@ when ``spotfolio`` starts: every ``spotfolio`` invocation imports this module.
   runs the daemon (APScheduler jobs, metrics on ``metrics_addr:metrics_port``) until
   SIGTERM; ``--once`` runs one start-up pass (lease, recovery, plan,
   reconcile, notices) and exits; ``--dry-run`` prints the actions instead of
-  calling any mutating API. With ``provider: sim`` the simulated cloud's
+  calling any mutating API, then their cost against the fleet now per
+  workload and tier, $/h and over the horizon (``broker.daemon.drycost``).
+  With ``provider: sim`` the simulated cloud's
   time runs at the real rate from ``sim.start`` (default: the market's first
   hour); ``sim.state_file`` keeps the simulated account in a file, so the
   daemon can be killed and restarted against the same account
@@ -354,10 +356,18 @@ def _simulate(
 
 
 def _run(config: DaemonConfig, *, dry_run: bool, once: bool) -> None:
+    from broker.daemon.drycost import cost_diff, render
     from broker.daemon.schedule import run_scheduled
     from broker.daemon.wiring import build_daemon
+    from broker.planning.reconcile import live_ours
 
-    daemon, store = build_daemon(config, dry_run=dry_run, announce=_announce if dry_run else None)
+    would: list[Request] = []
+
+    def announce(request: Request) -> None:
+        _announce(request)
+        would.append(request)
+
+    daemon, store = build_daemon(config, dry_run=dry_run, announce=announce if dry_run else None)
     if once or dry_run:
         daemon.start()
         daemon.poll_notices()
@@ -366,6 +376,10 @@ def _run(config: DaemonConfig, *, dry_run: bool, once: bool) -> None:
             pending = tx.count_actions(config.owner, "pending")
         store.close()
         click.echo(f"generation {daemon.state.generation}; pending actions {pending}")
+        if dry_run:  # what the actions would do to the bill
+            fleet = live_ours(daemon.book.last_fleet, config.owner)
+            lines = cost_diff(fleet, would, daemon.book.price)
+            click.echo(render(lines, config.horizon_hours))
         return
     run_scheduled(
         daemon, metrics_port=config.metrics_port or None, metrics_addr=config.metrics_addr
