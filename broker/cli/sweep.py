@@ -9,7 +9,9 @@ option). Must not: parse the grid (``broker.scale.grid``), schedule tasks
 
 ``--workers N`` starts a local Dask cluster of N processes (default: the
 CPUs); ``--scheduler tcp://host:8786`` uses an existing cluster, whose
-workers need spotfolio installed (and the grid's files at the same paths).
+workers need spotfolio installed: the grid's files (markets, demands,
+policies, owned, usage) ship with each task (``shipped``, ``run_shipped``),
+so no worker needs them at the same paths.
 Scenarios that fail are rows with ``error`` set; the command then exits 1
 after writing the file. A bad grid exits 2 before anything runs.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import os
 import time
 from pathlib import Path
@@ -30,7 +33,7 @@ from broker.cli.progress import progress
 from markets.errors import InputError, SpotfolioError
 from markets.extras import require
 
-__all__ = ["check_option", "run_scenario", "sweep_command"]
+__all__ = ["check_option", "run_scenario", "run_shipped", "shipped", "sweep_command"]
 
 
 def check_option(option: str, text: str) -> None:
@@ -78,6 +81,62 @@ def run_scenario(argv: tuple[str, ...]) -> dict[str, object]:
             "seconds": round(time.perf_counter() - t0, 3)}  # fmt: skip
 
 
+# What a scenario ships to a worker at most (its files, directories
+# included): a larger input belongs in a location every worker reads.
+SHIP_MAX_BYTES = 256 * 2**20
+
+
+def shipped(argv: tuple[str, ...]) -> dict[str, dict[str, bytes]]:
+    """The inputs ``argv`` names (``broker.scale.grid.PATH_ARGS``), read here:
+    ``{path as written: {path inside it ('' for a file): bytes}}``, so a
+    worker need not have them at the same paths."""
+    from broker.scale.grid import PATH_ARGS
+
+    out: dict[str, dict[str, bytes]] = {}
+    size = 0
+    for flag, value in itertools.pairwise(argv):
+        p = Path(value)
+        if flag not in PATH_ARGS or value in out or not p.exists():
+            continue  # a market's registry name (default, aws) is no file
+        files = [("", p)] if p.is_file() else sorted(
+            (str(f.relative_to(p)), f) for f in p.rglob("*") if f.is_file()
+        )  # fmt: skip
+        size += sum(f.stat().st_size for _, f in files)
+        if size > SHIP_MAX_BYTES:
+            raise InputError(flag, None, f"inputs of at most {SHIP_MAX_BYTES >> 20} MiB a "
+                             "scenario to ship to the workers", got=value)  # fmt: skip
+        out[value] = {rel: f.read_bytes() for rel, f in files}
+    return out
+
+
+def run_shipped(task: tuple[tuple[str, ...], dict[str, dict[str, bytes]]]) -> dict[str, object]:
+    """``run_scenario`` on a worker, its inputs (``shipped``) written to a
+    scratch directory of its own and the arguments pointed at them; the
+    scratch paths in its messages read as the paths written in the grid."""
+    import tempfile
+
+    argv, files = task
+    if not files:
+        return run_scenario(argv)
+    with tempfile.TemporaryDirectory(prefix="spotfolio-sweep-") as tmp:
+        where: dict[str, str] = {}
+        for i, (orig, parts) in enumerate(files.items()):
+            base = Path(tmp) / str(i) / Path(orig).name
+            for rel, data in parts.items():
+                target = base / rel if rel else base
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            where[orig] = str(base)
+        got = run_scenario(tuple(where.get(a, a) for a in argv))
+    for key in ("error", "warnings"):
+        text = got.get(key)
+        if isinstance(text, str):
+            for orig, local in where.items():
+                text = text.replace(local, orig)
+            got[key] = text
+    return got
+
+
 @click.command(name="sweep")
 @click.argument("grid", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
@@ -120,7 +179,9 @@ def sweep_command(
     with progress("sweep") as say:
         say("starting the cluster" if not spec.serial else "running")
         with Executor(spec) as ex:
-            outcomes = ex.map(run_scenario, [s.argv for s in g.scenarios],
+            # a cluster's workers get the inputs with the task (module doc)
+            tasks = [(s.argv, {} if spec.serial else shipped(s.argv)) for s in g.scenarios]
+            outcomes = ex.map(run_shipped, tasks,
                               on_done=lambda d, t: say.step(d, t, "scenarios"))  # fmt: skip
             n_workers = ex.workers
     rows = [scenario_row(s, o) for s, o in zip(g.scenarios, outcomes, strict=True)]

@@ -21,6 +21,9 @@ The file (every key optional; each axis a list, one value when absent)::
       days: 7
       seed: 0
       replan-hours: 24
+      usage: usage.csv                # any whatif option but the axes' and output's
+      scenarios: 20
+      strict: true
 
 Scenarios are the product markets x demands x policies x committed x stress,
 in that order (the last axis varies fastest). Relative paths are relative to
@@ -40,15 +43,21 @@ import yaml
 
 from markets.errors import InputError
 
-__all__ = ["AXES", "MAX_SCENARIOS", "OPTIONS", "Grid", "Scenario", "load_grid"]
+__all__ = ["AXES", "MAX_SCENARIOS", "OPTIONS", "PATH_ARGS", "Grid", "Scenario", "load_grid"]
 
 AXES = ("markets", "demands", "policies", "committed", "stress")
 # whatif options a grid may set for every scenario (as the command spells them)
+# (every one but the axes' and those of the output, which the sweep owns)
 OPTIONS = (
     "days", "start", "seed", "replan-hours", "period-hours", "solver", "gap",
-    "time-limit", "term", "payment", "checkpoint-minutes", "owned",
+    "time-limit", "term", "payment", "checkpoint-minutes", "owned", "usage",
+    "usage-rules", "scenarios", "workers", "strict",
 )  # fmt: skip
-_PATH_OPTIONS = ("owned",)
+_PATH_OPTIONS = ("owned", "usage", "usage-rules")
+_FLAG_OPTIONS = ("strict",)
+# The options whose value names a file (or, for --market, maybe a directory):
+# a sweep ships their contents to the workers (broker.cli.sweep).
+PATH_ARGS = ("--market", "--demand", "--policies", *(f"--{o}" for o in _PATH_OPTIONS))
 # A grid this large is a typo more often than a plan (10 axes values each).
 MAX_SCENARIOS = 100_000
 
@@ -177,6 +186,11 @@ def _options(doc: Mapping[str, object], path: Path, check: OptionCheck) -> list[
         field = f"options.{key}"
         if key not in OPTIONS:
             raise _fail(path, field, "one of " + ", ".join(OPTIONS), key)
+        if key in _FLAG_OPTIONS:
+            if not isinstance(value, bool):
+                raise _fail(path, field, "true or false", value)
+            argv += [f"--{key}"] if value else []
+            continue
         if value is None or isinstance(value, bool | list | Mapping):
             raise _fail(path, field, "a single value", value)
         text = str(value)

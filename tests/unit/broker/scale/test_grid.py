@@ -80,3 +80,26 @@ def test_sweep_exits_2_on_a_bad_grid_and_writes_nothing(
     assert err.startswith(f"spotfolio: error: {path}: stress[1].interruption: expected a finite")
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "grid.parquet").exists()
+
+
+def test_a_grid_sets_usage_scenarios_strict_and_every_other_whatif_option(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "usage.csv").write_text("timestamp,pool_key,tier,units\n")
+    g = load_grid(
+        _grid(tmp_path, "options: {usage: usage.csv, scenarios: 3, strict: true, workers: 1}\n"),
+        check_option,
+    )
+    (s,) = g.scenarios
+    assert s.argv[-7:] == ("--usage", str(tmp_path / "usage.csv"), "--scenarios", "3",
+                           "--strict", "--workers", "1")  # fmt: skip
+    (off,) = load_grid(_grid(tmp_path, "options: {strict: false}\n"), check_option).scenarios
+    assert "--strict" not in off.argv
+    with pytest.raises(InputError, match=r"options\.strict.*true or false"):
+        load_grid(_grid(tmp_path, "options: {strict: 1}\n"), check_option)
+    with pytest.raises(InputError, match=r"options\.usage.*existing file"):
+        load_grid(_grid(tmp_path, "options: {usage: nope.csv}\n"), check_option)
+    with pytest.raises(InputError, match=r"options\.scenarios"):
+        load_grid(_grid(tmp_path, "options: {scenarios: many}\n"), check_option)
+    with pytest.raises(InputError, match=r"options\.json"):  # the sweep owns the output
+        load_grid(_grid(tmp_path, "options: {json: true}\n"), check_option)
