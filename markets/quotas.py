@@ -5,7 +5,7 @@ Quotas codes (``AWS_GROUPS``), the GCP GPU quota metrics (``gcp_gpu_metric``),
 ``quota_use`` (what one instance of a pool on a tier takes of a ``Quota``: 0
 when it does not count), ``quota_use_of`` (a fleet's use, per quota) and
 ``load_quotas`` (a ``--quota FILE``: YAML or JSON, validated, one line on bad
-input).
+input) and ``with_quotas`` (a market whose snapshots carry given quotas).
 
 Must not: call a cloud (``markets.aws.quotas`` and ``markets.gcp.quotas`` read
 the limits) or decide anything (the planner keeps to the limits,
@@ -14,13 +14,15 @@ the limits) or decide anything (the planner keeps to the limits,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import Field, ValidationError
 
 from markets.errors import InputError
 from markets.model import InstanceType, MarketSnapshot, Pool, Provider, Quota, QuotaUnit, Tier
+from markets.protocols import PriceSource
 from markets.validation import StrictModel, input_error_from, read_json, read_yaml
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "parse_quotas",
     "quota_use",
     "quota_use_of",
+    "with_quotas",
 ]
 
 # EC2's running-instance limits count vCPUs per group of instance families,
@@ -205,3 +208,32 @@ def load_quotas(path: str | Path) -> tuple[Quota, ...]:
         raise InputError(source, None, "a readable UTF-8 file", got=type(e).__name__) from e
     data = read_json(text, source) if p.suffix.lower() == ".json" else read_yaml(text, source)
     return parse_quotas(data, source)
+
+
+class _WithQuotas:
+    """A market whose every snapshot keeps to ``quotas`` (beside its own);
+    everything else is the market's (``span``, ``hourly``, revocations)."""
+
+    def __init__(self, market: PriceSource, quotas: tuple[Quota, ...]) -> None:
+        self._market = market
+        self.quotas = quotas
+        self.name = market.name
+
+    def pools(self) -> Sequence[Pool]:
+        return self._market.pools()
+
+    def instance_types(self) -> Sequence[InstanceType]:
+        return self._market.instance_types()
+
+    def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
+        return self._market.snapshot(at).with_quotas(self.quotas)
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__") or name == "_market":  # unpickling: not set yet
+            raise AttributeError(name)
+        return getattr(self._market, name)
+
+
+def with_quotas(market: PriceSource, quotas: tuple[Quota, ...]) -> PriceSource:
+    """``market`` keeping to ``quotas`` (the market itself when there are none)."""
+    return market if not quotas else _WithQuotas(market, quotas)
