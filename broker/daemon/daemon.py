@@ -48,7 +48,8 @@ Jobs run in APScheduler's thread pool; those that change the fleet
 (reconcile, notices, upkeep) hold one lock, while solving a plan runs outside
 it and swaps the result in. A broad ``except Exception`` exists only in
 ``Daemon.guarded`` (the job boundary): log, count, carry on. A ``FatalError``
-(auth, quota) stops the daemon.
+(auth, bad input) stops the daemon; a launch a quota refuses does not (the
+launcher tries the next pool, ``broker.daemon.launch``).
 
 Must not: name a concrete cloud or market adapter (``broker.daemon.wiring``
 and the CLI compose them), or let a job reach back into the daemon.
