@@ -485,6 +485,7 @@ class Daemon:
             self.metrics.cost_rate.labels(tier).set(usd)
         self.metrics.spot_share.set(spot_share)
         self.metrics.observe_fleet(now, self.book.pool_rates())
+        self.metrics.observe_quotas(self.book.snapshot, self.book.last_fleet)
         self.metrics.replacements_seen(self.book.last_fleet, now)
         self.metrics.break_glass_committed_usd.set(self.lifecycle.break_glass_committed_usd)
         if self.workloads.break_glass_cap_usd is not None:

@@ -71,6 +71,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from markets.clock import Clock
 from markets.fleet import Instance, InstanceState
+from markets.model import MarketSnapshot
+from markets.quotas import quota_use_of
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -229,6 +231,12 @@ class DaemonMetrics:
             buckets=TAX_USD_BUCKETS,
             registry=r,
         )
+        self.quota_used = Gauge(
+            "spotfolio_quota_used_ratio",
+            "Share of each account quota (the snapshot's) the live fleet uses",
+            ["provider", "region", "quota"],
+            registry=r,
+        )
         self.pool_label = PoolLabels()
         self._last_refresh: datetime | None = None
         self._last_tick: datetime | None = None
@@ -275,6 +283,21 @@ class DaemonMetrics:
         for label, (usd, units) in by_label.items():
             self.pool_cost_rate.labels(label).set(usd)
             self.pool_units.labels(label).set(units)
+
+    def observe_quotas(self, snapshot: MarketSnapshot | None, fleet: Iterable[Instance]) -> None:
+        """Each quota's share used by the live ``fleet`` (a quota with a 0
+        limit reads 1 when used, 0 when not); quotas gone are dropped."""
+        self.quota_used.clear()
+        if snapshot is None or not snapshot.quotas:
+            return
+        alive = (InstanceState.PENDING, InstanceState.RUNNING)
+        used = quota_use_of(snapshot, [(i.pool_key, i.tier, 1.0) for i in fleet
+                                       if i.state in alive])  # fmt: skip
+        for q in snapshot.quotas:
+            got = used.get(q.key, 0.0)
+            ratio = got / q.limit if q.limit > 0 else float(got > 0)
+            quota = q.code or f"{q.group}/{q.tier.value if q.tier else 'any'}"
+            self.quota_used.labels(q.provider.value, q.region or "global", quota).set(ratio)
 
     def revoked(self, pool_key: str, *, unit_hours: float, usd: float) -> None:
         """One revocation of an instance of ``pool_key`` and its preemption tax."""
