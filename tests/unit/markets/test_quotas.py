@@ -101,3 +101,21 @@ def test_a_snapshot_refuses_a_quota_listed_twice() -> None:
 
     with pytest.raises(ValueError, match="quotas listed twice"):
         MarketSnapshot(at=T0, pools=(), quotas=(P_OD, P_OD))
+
+
+def test_a_market_with_quotas_keeps_its_own_and_replaces_those_of_the_same_key() -> None:
+    import pickle
+
+    from markets.protocols import HistorySource
+    from markets.quotas import with_quotas
+    from tests.fakes.tiny_market import TinyMarket
+
+    market = TinyMarket()
+    assert with_quotas(market, ()) is market
+    bound = with_quotas(market, (P_OD,))
+    snap = bound.snapshot()
+    assert snap.quotas == (P_OD,) and snap.pools == market.snapshot().pools
+    lower = P_OD.model_copy(update={"limit": 48.0})
+    assert snap.with_quotas((lower,)).quotas == (lower,)
+    assert isinstance(bound, HistorySource)  # span and hourly are the market's
+    assert pickle.loads(pickle.dumps(bound)).snapshot().quotas == (P_OD,)  # sent to workers
