@@ -164,7 +164,7 @@ def binding_lines(problem: PlanningProblem, table: pd.DataFrame, workload: str) 
         q = problem.quotas[i]
         got = peak.get(i, 0.0)
         if got >= q.limit * (1.0 - _BINDING_SHARE) - _TOL:
-            code = f" {q.code}" if q.code else ""
+            code = f" {q.code}" if q.code and q.code not in q.label else ""
             out.append(f"{got:g} of {q.limit:g} {q.label} (quota{code})")
     return out
 
