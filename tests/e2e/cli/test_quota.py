@@ -62,3 +62,27 @@ def test_the_plan_keeps_to_a_gpu_quota_and_prices_it(tmp_path: Path) -> None:
     assert row["code"] == "PREEMPTIBLE_NVIDIA_A100_GPUS" and row["peak_use"] <= 32 + 1e-6
     assert kept["quotas"]["quota_cost_usd"] >= 0
     assert kept["quotas"]["objective_without_quotas_usd"] <= kept["objective_usd"] + 1e-6
+
+
+@pytest.mark.slow
+def test_a_whatif_with_a_quota_shows_each_scenarios_bill_with_and_without_it(
+    tmp_path: Path,
+) -> None:
+    q = tmp_path / "quota.yaml"
+    q.write_text(QUOTA)
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["whatif", "--json", "--days", "2", "--scenarios", "0", "--quota", str(q)]) == 0
+    doc = json.loads(buf.getvalue())
+    rows = {r["name"]: r for r in doc["quota"]["scenarios"]}
+    assert set(rows) == {s["name"] for s in doc["scenarios"]}
+    # A spot-only quota leaves the on-demand scenario's bill as it was.
+    assert rows["on_demand"]["quota_cost_usd"] == 0
+    ours = rows["spotfolio"]
+    assert ours["total_cost_usd"] == next(
+        s["total_cost_usd"] for s in doc["scenarios"] if s["name"] == "spotfolio"
+    )
+    assert ours["quota_cost_usd"] == pytest.approx(
+        ours["total_cost_usd"] - ours["without_quotas_usd"], abs=0.011
+    )
+    assert doc["quota"]["quotas"][0]["code"] == "PREEMPTIBLE_NVIDIA_A100_GPUS"
