@@ -1,7 +1,8 @@
 """The market data model: typed, validated values every package shares.
 
 Owns: ``Provider``, ``Tier``, ``InstanceType``, ``Pool``, ``Hazard``,
-``SpotPriceRisk``, ``PoolSnapshot``, ``FailureDomain`` and ``MarketSnapshot``.
+``SpotPriceRisk``, ``PoolSnapshot``, ``FailureDomain``, ``Quota`` and
+``MarketSnapshot``.
 Prices are US dollars per *instance* hour; per-unit prices are derived
 (``PoolSnapshot.price_per_unit_hour``).
 
@@ -32,6 +33,8 @@ __all__ = [
     "Pool",
     "PoolSnapshot",
     "Provider",
+    "Quota",
+    "QuotaUnit",
     "SpotPriceRisk",
     "Tier",
 ]
@@ -273,16 +276,76 @@ class FailureDomain(_Frozen):
     source: str = "traces"
 
 
+class QuotaUnit(StrEnum):
+    """What a quota counts: AWS's EC2 limits count vCPUs, GCP's GPU quotas GPUs."""
+
+    VCPUS = "vcpus"
+    GPUS = "gpus"
+
+
+class Quota(_Frozen):
+    """An account's limit on what it may run at once, in ``unit``.
+
+    Keyed by provider, region (``None``: every region, as GCP's global
+    ``GPUS_ALL_REGIONS``), ``group`` (which instances it counts: an AWS
+    instance-family group such as ``P`` or ``G``, a GCP GPU metric such as
+    ``NVIDIA_H100_GPUS``; ``markets.quotas`` says which instance is in which)
+    and ``tier``: ``on_demand`` counts on-demand and committed instances (a
+    reservation or a commitment is a discount on a running instance, which
+    the limit counts), ``spot`` counts spot, ``None`` both. ``code`` is the
+    cloud's own name for it (``L-417A185B``, ``PREEMPTIBLE_NVIDIA_H100_GPUS``).
+    """
+
+    provider: Provider
+    region: str | None = Field(default=None, min_length=1)
+    group: str = Field(min_length=1, max_length=64)
+    tier: Tier | None = None
+    limit: float = Field(ge=0.0, allow_inf_nan=False)
+    unit: QuotaUnit
+    code: str = Field(default="", max_length=64)
+
+    @field_validator("tier")
+    @classmethod
+    def _running_tier(cls, v: Tier | None) -> Tier | None:
+        if v is Tier.COMMITTED:
+            raise ValueError("on_demand or spot (committed instances count as on_demand)")
+        return v
+
+    @property
+    def key(self) -> str:
+        """``aws/us-east-1/P/on_demand``; ``gcp/*/GPUS_ALL_REGIONS/any``."""
+        tier = "any" if self.tier is None else self.tier.value
+        return f"{self.provider.value}/{self.region or '*'}/{self.group}/{tier}"
+
+    def counts_tier(self, tier: Tier) -> bool:
+        """Whether instances on ``tier`` count against this quota."""
+        if self.tier is None:
+            return True
+        if self.tier is Tier.SPOT:
+            return tier is Tier.SPOT
+        return tier is not Tier.SPOT
+
+    @property
+    def label(self) -> str:
+        """How an explanation names it: ``P vCPUs``, ``NVIDIA_H100_GPUS``."""
+        if self.unit is QuotaUnit.VCPUS:
+            tier = " spot" if self.tier is Tier.SPOT else ""
+            return f"{self.group}{tier} vCPUs in {self.region or 'all regions'}"
+        return f"{self.code or self.group} in {self.region or 'all regions'}"
+
+
 class MarketSnapshot(_Frozen):
     """All pools at one time. ``stale`` marks data older than its TTL, kept
     because nothing newer could be had. ``failure_domains``: the zones known
-    to revoke together (empty: every zone on its own)."""
+    to revoke together (empty: every zone on its own). ``quotas``: the
+    account's limits known (empty: none known, none kept to)."""
 
     at: datetime
     pools: tuple[PoolSnapshot, ...]
     stale: bool = False
     source: str = "unknown"
     failure_domains: tuple[FailureDomain, ...] = ()
+    quotas: tuple[Quota, ...] = ()
 
     @field_validator("at")
     @classmethod
@@ -295,6 +358,10 @@ class MarketSnapshot(_Frozen):
         if len(keys) != len(set(keys)):
             dupes = sorted({k for k in keys if keys.count(k) > 1})
             raise ValueError(f"pools listed twice: {dupes}")
+        qkeys = [q.key for q in self.quotas]
+        if len(qkeys) != len(set(qkeys)):
+            dupes = sorted({k for k in qkeys if qkeys.count(k) > 1})
+            raise ValueError(f"quotas listed twice: {dupes}")
         return self
 
     def by_key(self) -> dict[str, PoolSnapshot]:
@@ -318,6 +385,13 @@ class MarketSnapshot(_Frozen):
 
     def instance_types(self) -> list[str]:
         return sorted({p.pool.instance_type for p in self.pools})
+
+    def with_quotas(self, quotas: tuple[Quota, ...]) -> MarketSnapshot:
+        """This snapshot keeping to ``quotas`` (those it had of the same key
+        replaced)."""
+        keys = {q.key for q in quotas}
+        kept = tuple(q for q in self.quotas if q.key not in keys)
+        return MarketSnapshot.model_validate({**self.__dict__, "quotas": (*kept, *quotas)})
 
     def mark_stale(self) -> MarketSnapshot:
         return self.model_copy(update={"stale": True})

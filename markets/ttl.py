@@ -18,6 +18,7 @@ __all__ = [
     "INSTANCE_TYPES_TTL_S",
     "INSTANCE_TYPE_OFFERINGS_TTL_S",
     "ON_DEMAND_PRICE_TTL_S",
+    "QUOTA_TTL_S",
     "RESERVED_PRICE_TTL_S",
     "SPOT_PLACEMENT_SCORE_TTL_S",
     "SPOT_PRICE_TTL_S",
@@ -75,6 +76,10 @@ INSTANCE_TYPE_OFFERINGS_TTL_S = 1 * _HOUR_S
 # (The daemon used 15 minutes before: a quarter of an hour of a pool's
 # discount lost on one refusal, which Karpenter's experience does not support.)
 UNAVAILABLE_OFFERING_TTL_S = 3 * _MINUTE_S
+# Account quotas (EC2 vCPU limits from Service Quotas, GCP GPU quotas from
+# regions.get): they change only when a human's increase request is granted,
+# which takes hours to days; a launch refused for quota is handled anyway.
+QUOTA_TTL_S = 1 * _HOUR_S
 
 # A GCP price file (markets.gcp.prices) is re-read at most this often: Google
 # changes Spot VM prices at most once every 30 days (Spot VMs pricing docs) and

@@ -124,9 +124,11 @@ from markets.registry import open_market
 
 if TYPE_CHECKING:
     from broker.planning.demand import DemandSet
-    from broker.planning.optimizer.problem import PlanOptions
+    from broker.planning.optimizer.problem import PlanningProblem, PlanOptions
+    from broker.planning.plan import Plan
     from broker.whatif.run import WhatIfResult
     from markets.commitments import OwnedCommitment
+    from markets.model import Quota
     from policies.workloads.spec import WorkloadSet
 
 __all__ = ["plan_command", "whatif_command"]
@@ -354,6 +356,22 @@ def _commitment_options(f: _F) -> _F:
     return f
 
 
+def _quota_option(f: _F) -> _F:
+    """``--quota FILE``, handed to the command as ``quota``."""
+    return click.option(
+        "--quota", type=click.Path(path_type=Path, dir_okay=False), default=None,
+        help="Account quotas to keep to (YAML or JSON: markets/quotas.py), e.g. "
+             "96 P vCPUs on-demand in us-east-1; the output shows what they cost.",
+    )(f)  # fmt: skip
+
+
+def _load_quotas(path: Path | None) -> tuple[Quota, ...]:
+    # lazy: YAML; ``spotfolio --help`` imports this module
+    from markets.quotas import load_quotas
+
+    return () if path is None else load_quotas(path)
+
+
 def _with_commitments(opts: PlanOptions, term: str, payment: str) -> PlanOptions:
     return replace(opts, term_years=_TERMS[term], payment=payment)
 
@@ -369,6 +387,7 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
 @_check_options
 @_common_options
 @_commitment_options
+@_quota_option
 @click.option(
     "--committed",
     "committed",
@@ -460,6 +479,7 @@ def whatif_command(
     term: str,
     payment: str,
     owned: Path | None,
+    quota: Path | None,
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
@@ -475,6 +495,7 @@ def whatif_command(
     _check_table(table, fmt, out_path)
     start = _start(common.start)
     have = _load_owned(owned)
+    quotas = _load_quotas(quota)
     billed = None
     if usage is not None:  # --usage: the bill's hourly usage per workload is the demand
         if common.demand is not None:
@@ -509,12 +530,20 @@ def whatif_command(
             common = replace(common, days=days)
             err_console.print("\n".join(recorded), markup=False, highlight=False, soft_wrap=True)
     opts = _with_commitments(_options(common), term, payment)
-    with progress("whatif") as say:  # on a terminal only (broker.cli.progress)
-        result = run_whatif(src, ws, start=start, days=common.days, demand=dem,
-                            options=opts, committed_levels=levels, seed=seed,
-                            progress=say, replan_hours=replan_hours,
-                            availability_multiplier=checks.availability_multiplier,
-                            owned=have, workers=workers)  # fmt: skip
+    # lazy: numpy and pandas; ``spotfolio --help`` imports this module
+    from markets.quotas import with_quotas
+
+    def run(market: PriceSource, what: str, sweep: tuple[float, ...]) -> WhatIfResult:
+        with progress(what) as say:  # on a terminal only (broker.cli.progress)
+            return run_whatif(market, ws, start=start, days=common.days, demand=dem,
+                              options=opts, committed_levels=sweep, seed=seed,
+                              progress=say, replan_hours=replan_hours,
+                              availability_multiplier=checks.availability_multiplier,
+                              owned=have, workers=workers)  # fmt: skip
+
+    result = run(with_quotas(src, quotas), "whatif", levels)
+    # What the quotas cost: the same what-if without them, side by side.
+    free = run(src, "whatif without the quotas", ()) if quotas else None
     od = result.scenario("on_demand").bill.total_usd
     rows = [s.to_dict(od, ws) for s in result.scenarios]
     found = [f for s, r in zip(result.scenarios, rows, strict=True)
@@ -559,6 +588,8 @@ def whatif_command(
         ]  # fmt: skip
         out["breakeven_occupancy"] = result.breakeven_occupancy
         out["breakeven_occupancy_on_demand"] = result.breakeven_occupancy_on_demand
+    if free is not None:
+        out["quota"] = _quota_doc(quotas, result, free, ws)
     if have:
         out["owned"] = [owned_dict(c, result.start) for c in result.owned]
         out["next_buy"] = [commitment_dict(c) for c in result.next_buy]
@@ -587,6 +618,38 @@ def whatif_command(
         return
     # a file is laid out for the reader's terminal, not this one
     emit(render(fmt, out, text_width(isatty=None if out_path is None else False)), out_path)
+
+
+def _quota_doc(
+    quotas: Sequence[Quota], kept: WhatIfResult, free: WhatIfResult, ws: WorkloadSet
+) -> dict[str, object]:
+    """Each scenario's bill keeping to ``quotas`` beside the same run
+    without them: the difference is what the quotas cost."""
+    od = kept.scenario("on_demand").bill.total_usd
+    od_free = free.scenario("on_demand").bill.total_usd
+    rows: list[dict[str, object]] = []
+    for s in kept.scenarios:
+        mine = s.to_dict(od, ws)
+        other = free.scenario(s.name).to_dict(od_free, ws)
+        with_q = number(mine["total_cost_usd"], "total_cost_usd")
+        without = number(other["total_cost_usd"], "total_cost_usd")
+        rows.append({"name": s.name, "total_cost_usd": round(with_q, 2),
+                     "without_quotas_usd": round(without, 2),
+                     "quota_cost_usd": round(with_q - without, 2),
+                     "unmet_unit_hours": mine["unmet_unit_hours"],
+                     "without_quotas_unmet_unit_hours": other["unmet_unit_hours"]})  # fmt: skip
+    ours = next(r for r in rows if r["name"] == "spotfolio")
+    cost = number(ours["quota_cost_usd"], "quota_cost_usd")
+    lines = [f"The quotas cost Spotfolio's plan ${cost:,.2f} over the period "
+             f"(${number(ours['total_cost_usd'], 'total'):,.2f} keeping to them, "
+             f"${number(ours['without_quotas_usd'], 'without'):,.2f} without)."]  # fmt: skip
+    return {
+        "quotas": [
+            {"key": q.key, "code": q.code, "limit": q.limit, "unit": q.unit.value} for q in quotas
+        ],
+        "scenarios": rows,
+        "lines": lines,
+    }
 
 
 def _check_table(table: str | None, fmt: str, out: Path | None) -> None:
@@ -642,8 +705,14 @@ def _format(fmt: str | None, as_json: bool, out: Path | None) -> str:
 @_check_options
 @_common_options
 @_commitment_options
+@_quota_option
 def plan_command(
-    common: CommonOptions, checks: CheckOptions, term: str, payment: str, owned: Path | None
+    common: CommonOptions,
+    checks: CheckOptions,
+    term: str,
+    payment: str,
+    owned: Path | None,
+    quota: Path | None,
 ) -> None:
     """Run one optimization on the given inputs and print the plan with its reasons."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
@@ -654,10 +723,13 @@ def plan_command(
 
     start = _start(common.start)
     have = _load_owned(owned)
+    quotas = _load_quotas(quota)
     src, ws, dem = _inputs(common)
     # The plan's hazard multiplier is the PlanOptions'; availability, the market's.
     src = stressed(src, MarketStress(availability_multiplier=checks.availability_multiplier))
     snapshot = src.snapshot(start)
+    if quotas:
+        snapshot = snapshot.with_quotas(quotas)
     hours = common.days * 24
     # Plans run on whole hours; a recorded market's latest time rarely is one.
     at = snapshot.at.replace(minute=0, second=0, microsecond=0)
@@ -666,12 +738,16 @@ def plan_command(
     window = dem.window(at, hours)
     serving = {n: s.to_numpy(dtype=float) for n, s in window.serving.items()}
     opts = _with_commitments(_options(common), term, payment)
-    plan = solve(build_problem(snapshot, ws, serving, hours=hours, options=opts, owned=have))
+    problem = build_problem(snapshot, ws, serving, hours=hours, options=opts, owned=have)
+    plan = solve(problem)
+    quota_doc = _plan_quotas(problem, plan) if problem.quotas else None
     found = [f for f in [_budget_unmet("plan", plan.unmet_total(), plan.budget_limited)] if f]
     _strict(checks, found)
     _gap_warning(common, "the plan", plan.meta.get("gap"), plan.meta.get("gap_met"))
     if not common.as_json:
         console.print(plan.explain())
+        if quota_doc is not None:
+            console.print(str(quota_doc["line"]))
         bound, got = plan.meta.get("lower_bound_usd"), plan.meta.get("gap")
         if bound is not None and got is not None:
             console.print(f"status {plan.status}: lower bound ${bound:,.2f}, the plan is within "
@@ -698,5 +774,32 @@ def plan_command(
         "allocations": plan.allocations.to_dict(orient="records"),
         "unmet_unit_hours": plan.unmet_unit_hours,
         "explanation": plan.explain().splitlines(),
+        "quotas": quota_doc,
         "meta": plan.meta,
     })  # fmt: skip
+
+
+def _plan_quotas(problem: PlanningProblem, plan: Plan) -> dict[str, object]:
+    """Each quota's peak use in ``plan``, and what keeping to them costs:
+    the same problem solved without them, beside it."""
+    from broker.planning.optimizer.quotas import use
+    from broker.planning.optimizer.solve import solve
+
+    free = solve(replace(problem, quotas=()), explain=False)
+    peak: dict[int, float] = {}
+    for (i, _t), got in use(problem, plan.allocations).items():
+        peak[i] = max(peak.get(i, 0.0), got)
+    # This plan is one without the quotas too: the best known without them
+    # is the cheaper of the two (either solve may stop short of the optimum).
+    best_free = min(free.objective_usd, plan.objective_usd)
+    cost = plan.objective_usd - best_free
+    return {
+        "quotas": [{"key": q.key, "code": q.code, "limit": q.limit, "unit": q.unit.value,
+                    "peak_use": round(peak.get(i, 0.0), 6)}
+                   for i, q in enumerate(problem.quotas)],
+        "objective_without_quotas_usd": round(best_free, 2),
+        "lower_bound_without_quotas_usd": free.meta.get("lower_bound_usd"),
+        "quota_cost_usd": round(cost, 2),
+        "line": f"quotas: the plan costs ${cost:,.2f} more keeping to them "
+                f"(objective ${plan.objective_usd:,.2f}, ${best_free:,.2f} without)",
+    }  # fmt: skip

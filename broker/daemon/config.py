@@ -253,6 +253,22 @@ class DaemonConfig(StrictModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _providers_it_can_act_in(self) -> DaemonConfig:
+        # One real provider acts in its own cloud only: a plan's pool in
+        # another would be refused at every launch (the simulated cloud
+        # serves every provider of its market).
+        if self.provider != "sim" and self.providers is not None:
+            other = sorted(set(self.providers) - {self.provider})
+            if other:
+                raise FieldError(
+                    "providers",
+                    f"only the clouds provider {self.provider!r} acts in ([{self.provider}]): "
+                    f"no settings carry out launches in {', '.join(other)}",
+                    self.providers,
+                )
+        return self
+
     def check_durable_store(self) -> None:
         """Refuse a store that vanishes with the process (``sqlite://``,
         ``sqlite:///``, ``:memory:``, an empty URL): the write-ahead action

@@ -48,7 +48,8 @@ Jobs run in APScheduler's thread pool; those that change the fleet
 (reconcile, notices, upkeep) hold one lock, while solving a plan runs outside
 it and swaps the result in. A broad ``except Exception`` exists only in
 ``Daemon.guarded`` (the job boundary): log, count, carry on. A ``FatalError``
-(auth, quota) stops the daemon.
+(auth, bad input) stops the daemon; a launch a quota refuses does not (the
+launcher tries the next pool, ``broker.daemon.launch``).
 
 Must not: name a concrete cloud or market adapter (``broker.daemon.wiring``
 and the CLI compose them), or let a job reach back into the daemon.
@@ -507,6 +508,7 @@ class Daemon:
         rates, spot_share = self.book.cost_rates()
         self.metrics.fleet_cost_rates(rates, spot_share)
         self.metrics.observe_fleet(now, self.book.pool_rates())
+        self.metrics.observe_quotas(self.book.snapshot, self.book.last_fleet)
         self.metrics.replacements_seen(self.book.last_fleet, now)
         self.metrics.break_glass_committed_usd.set(self.lifecycle.break_glass_committed_usd)
         if self.workloads.break_glass_cap_usd is not None:

@@ -44,7 +44,7 @@ from broker.daemon.logline import LogLine
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import ActionRecord, Store
 from markets.clock import Clock
-from markets.errors import CapacityUnavailableError, TransientError
+from markets.errors import CapacityUnavailableError, QuotaExceededError, TransientError
 from markets.fleet import (
     GENERATION_TAG,
     OWNER_TAG,
@@ -151,15 +151,19 @@ class Executor:
         key = request.idempotency_key
         try:
             result = self._call(request)
-        except CapacityUnavailableError as e:
-            self.metrics.actions.labels(kind, "capacity").inc()
+        except (CapacityUnavailableError, QuotaExceededError) as e:
+            # An account quota refuses a launch like a pool out of capacity:
+            # the launcher tries elsewhere (``broker.daemon.launch``).
+            quota = isinstance(e, QuotaExceededError)
+            self.metrics.actions.labels(kind, "quota" if quota else "capacity").inc()
             with self.store.transaction() as tx:
                 tx.finish_action(
                     key,
                     "failed",
-                    {"error": str(e), "error_kind": ErrorKind.CAPACITY},
+                    {"error": str(e),
+                     "error_kind": ErrorKind.QUOTA if quota else ErrorKind.CAPACITY},
                     self.clock.now(),
-                )
+                )  # fmt: skip
             raise
         if result is None:
             return None

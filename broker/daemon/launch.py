@@ -9,7 +9,10 @@ same work (``FleetBook.next_pool``, ``broker.lifecycle.fallback``) under a
 new idempotency key derived from the old one and the pool
 (``markets.keys.alternate_pool_key``), so a retried fallback is still sent
 once. For example: ``1a/p3 refused -> 1a/p3 skipped for the TTL ->
-1b/p3 (same work) refused -> 1c/p3 ok``.
+1b/p3 (same work) refused -> 1c/p3 ok``. A launch an account quota refuses
+(``QuotaExceededError``, ``ErrorKind.QUOTA``) is handled the same way: the
+pool is skipped and the next one tried (another region, another tier's
+pool), never a stop of the daemon.
 
 Must not: decide what to launch (the plan and the lifecycle do) or bypass the
 executor's write-ahead record.
@@ -24,7 +27,7 @@ from broker.daemon.book import FleetBook
 from broker.daemon.executor import Executor, kv
 from broker.daemon.lifecycle import Lifecycle
 from markets.clock import Clock
-from markets.errors import CapacityUnavailableError
+from markets.errors import CapacityUnavailableError, QuotaExceededError
 from markets.fleet import LaunchRequest
 from markets.keys import alternate_pool_key
 
@@ -69,7 +72,7 @@ class Launcher:
             try:
                 res = self._executor.run(req, units=units, context=context, written=written)
                 return list(res.instance_ids) if res is not None and res.ok else []
-            except CapacityUnavailableError:
+            except (CapacityUnavailableError, QuotaExceededError):
                 tried.add(req.pool_key)
                 book.mark_unavailable(req.pool_key, req.tier, self._clock.now())
                 nids: Sequence[str | None] = notice_ids or [None]

@@ -84,6 +84,8 @@ from markets.clock import Clock
 from markets.errors import InputError
 from markets.fleet import Instance, InstanceState
 from markets.keys import PoolKey
+from markets.model import MarketSnapshot
+from markets.quotas import quota_use_of
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -310,6 +312,12 @@ class DaemonMetrics:
             buckets=TAX_USD_BUCKETS,
             registry=r,
         )
+        self.quota_used = Gauge(
+            "spotfolio_quota_used_ratio",
+            "Share of each account quota (the snapshot's) the live fleet uses",
+            ["provider", "region", "quota"],
+            registry=r,
+        )
         self.pool_label = PoolLabels(folded=self.pool_labels_folded.inc)
         for attr, values in KNOWN_LABELS.items():
             metric = getattr(self, attr)
@@ -360,6 +368,21 @@ class DaemonMetrics:
         for label, (usd, units) in by_label.items():
             self.pool_cost_rate.labels(*label).set(usd)
             self.pool_units.labels(*label).set(units)
+
+    def observe_quotas(self, snapshot: MarketSnapshot | None, fleet: Iterable[Instance]) -> None:
+        """Each quota's share used by the live ``fleet`` (a quota with a 0
+        limit reads 1 when used, 0 when not); quotas gone are dropped."""
+        self.quota_used.clear()
+        if snapshot is None or not snapshot.quotas:
+            return
+        alive = (InstanceState.PENDING, InstanceState.RUNNING)
+        used = quota_use_of(snapshot, [(i.pool_key, i.tier, 1.0) for i in fleet
+                                       if i.state in alive])  # fmt: skip
+        for q in snapshot.quotas:
+            got = used.get(q.key, 0.0)
+            ratio = got / q.limit if q.limit > 0 else float(got > 0)
+            quota = q.code or f"{q.group}/{q.tier.value if q.tier else 'any'}"
+            self.quota_used.labels(q.provider.value, q.region or "global", quota).set(ratio)
 
     def fleet_cost_rates(self, rates: Mapping[str, float], spot_share: float) -> None:
         """The live fleet's ``tier -> $/h`` and its spot share of units."""

@@ -5,7 +5,9 @@ factory ``open_aws_market`` the market registry names. A snapshot joins, per
 pool (region, zone, instance type): the on-demand list price (Pricing API,
 falling back to the embedded catalog's dated list price), reserved 1y/3y
 effective prices, the spot price in force at ``at`` (spot price history), the
-placement score (zone or region) and an interruption hazard prior.
+placement score (zone or region) and an interruption hazard prior. With
+``quota_clients`` the snapshot also carries the account's EC2 vCPU limits of
+the requested types' family groups (``markets.aws.quotas``).
 
 Caching and failure, one rule per component (zones, offerings, instance
 types, on-demand, reserved, spot history, placement), kept by
@@ -34,6 +36,7 @@ from markets.aws.hazard import advisor_hazard, assumed_hazard
 from markets.aws.inventory import Zone, fetch_instance_types, fetch_offerings, fetch_zones
 from markets.aws.options import REGION_PATTERN, TYPE_PATTERN, parse_names
 from markets.aws.pricing import catalog_on_demand, fetch_on_demand, fetch_reserved
+from markets.aws.quotas import ServiceQuotasApi, fetch_ec2_quotas
 from markets.aws.rows import SkippedRows
 from markets.aws.sdk import (
     DEFAULT_MAX_ATTEMPTS,
@@ -46,8 +49,9 @@ from markets.aws.spot import SpotHistory, fetch_placement_scores, fetch_spot_his
 from markets.cache import Entry, TtlCache
 from markets.clock import Clock, SystemClock, ensure_utc
 from markets.errors import InputError, StaleDataError
-from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Provider
+from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Provider, Quota
 from markets.price_analytics import price_risk
+from markets.quotas import aws_group
 
 __all__ = [
     "DEFAULT_INSTANCE_TYPES",
@@ -110,6 +114,7 @@ class AwsMarket:
         history_days: float = DEFAULT_HISTORY_DAYS,
         advisor_buckets: Mapping[tuple[str, str], int] | None = None,
         clock: Clock | None = None,
+        quota_clients: Mapping[str, ServiceQuotasApi] | None = None,
     ) -> None:
         if not ec2_clients:
             raise InputError("--regions", None, "at least one region")
@@ -141,6 +146,7 @@ class AwsMarket:
         self._stale_parts: set[str] = set()
         self._reported: set[tuple[str, datetime]] = set()
         self.skipped = SkippedRows()
+        self._quota_clients = dict(quota_clients or {})
 
     @classmethod
     def from_settings(
@@ -151,18 +157,22 @@ class AwsMarket:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         profile: str | None = None,
         endpoint_url: str | None = None,
+        read_quotas: bool = False,
         **options: Unpack[AwsMarketOptions],
     ) -> AwsMarket:
         """Real boto3 clients (default credential chain, or ``profile``) with
-        botocore's ``retry_mode`` retries."""
+        botocore's ``retry_mode`` retries; ``read_quotas``: Service Quotas
+        clients too (the snapshot carries the EC2 vCPU limits)."""
         clients = build_clients(
             regions,
             retry_mode=retry_mode,
             max_attempts=max_attempts,
             profile=profile,
             endpoint_url=endpoint_url,
+            quotas=read_quotas,
         )
-        return cls(ec2_clients=clients.ec2, pricing_client=clients.pricing, **options)
+        return cls(ec2_clients=clients.ec2, pricing_client=clients.pricing,
+                   quota_clients=clients.service_quotas, **options)  # fmt: skip
 
     # -- PriceSource -----------------------------------------------------------
 
@@ -215,11 +225,34 @@ class AwsMarket:
                         )
                     )
         pools.sort(key=lambda p: p.pool.key)
+        quotas = self._quotas(types)
         stale_parts = self._stale_parts | self._cache.stale_keys
         stale = bool(stale_parts)
         if stale:
             log.warning("aws market snapshot is stale: kept old %s", sorted(stale_parts))
-        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="aws")
+        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="aws",
+                              quotas=quotas)  # fmt: skip
+
+    def _quotas(self, types: Mapping[str, InstanceType]) -> tuple[Quota, ...]:
+        """Each region's vCPU limits of the requested types' groups (cached)."""
+        groups = sorted({aws_group(types[t].family) for t in self.requested_types if t in types})
+        out: list[Quota] = []
+        for region in self.regions:
+            client = self._quota_clients.get(region)
+            if client is None:
+                continue
+
+            def fetch(c: ServiceQuotasApi = client, r: str = region) -> tuple[Quota, ...]:
+                return fetch_ec2_quotas(c, r, groups)
+
+            try:
+                entry = self._cache.get(f"quotas:{region}", ttl.QUOTA_TTL_S, fetch)
+            except StaleDataError as e:  # never read: none known (a refusal is still handled)
+                log.warning("aws quotas of %s unknown: %s", region, e)
+                self._stale_parts.add(f"quotas:{region}")
+                continue
+            out.extend(entry.value)
+        return tuple(out)
 
     # -- assembly --------------------------------------------------------------
 

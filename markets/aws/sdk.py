@@ -45,6 +45,7 @@ __all__ = [
     "AWS_METRIC_API_CALLS",
     "AWS_PROVIDER_API_CALLS",
     "AWS_PROVIDER_IMPLIED_PERMISSIONS",
+    "AWS_QUOTA_API_CALLS",
     "AWS_SECRET_API_CALLS",
     "DEFAULT_MAX_ATTEMPTS",
     "PRICING_REGION",
@@ -94,6 +95,8 @@ AWS_COMMITMENT_API_CALLS: frozenset[str] = frozenset(
         "savingsplans:DescribeSavingsPlanRates",
     }
 )
+# The EC2 vCPU limits a plan keeps to (``markets.aws.quotas``): read-only.
+AWS_QUOTA_API_CALLS: frozenset[str] = frozenset({"servicequotas:GetServiceQuota"})
 # A serving workload's live demand from CloudWatch (``markets.signals.cloudwatch``,
 # through ``cloudwatch_client`` here): read-only, granted in the regions the
 # deployment names (the Terraform module's ``demand_metric_regions``).
@@ -104,6 +107,7 @@ AWS_API_CALLS: frozenset[str] = (
     | AWS_SECRET_API_CALLS
     | AWS_COMMITMENT_API_CALLS
     | AWS_METRIC_API_CALLS
+    | AWS_QUOTA_API_CALLS
 )
 # Permissions IAM checks although no call is named after them: RunInstances
 # with TagSpecifications is also authorised as ec2:CreateTags (condition
@@ -192,6 +196,7 @@ class AwsClients:
 
     ec2: Mapping[str, Ec2Api]
     pricing: PricingApi | None
+    service_quotas: Mapping[str, Any] | None = None  # per region (``markets.aws.quotas``)
 
 
 def build_clients(
@@ -202,10 +207,12 @@ def build_clients(
     session: boto3.Session | None = None,
     profile: str | None = None,
     endpoint_url: str | None = None,
+    quotas: bool = False,
 ) -> AwsClients:
     """boto3 clients with the retry configuration, credentials from the
     default chain (or ``profile``). ``endpoint_url`` points every client at
-    one endpoint (a local moto server)."""
+    one endpoint (a local moto server); ``quotas``: Service Quotas clients
+    per region as well."""
     import boto3
 
     cfg = client_config(retry_mode=retry_mode, max_attempts=max_attempts)
@@ -216,7 +223,11 @@ def build_clients(
     pricing: PricingApi = sess.client(
         "pricing", region_name=PRICING_REGION, config=cfg, endpoint_url=endpoint_url
     )
-    return AwsClients(ec2=ec2, pricing=pricing)
+    sq = None
+    if quotas:
+        sq = {r: sess.client("service-quotas", region_name=r, config=cfg,
+                             endpoint_url=endpoint_url) for r in regions}  # fmt: skip
+    return AwsClients(ec2=ec2, pricing=pricing, service_quotas=sq)
 
 
 def cloudwatch_client(region: str, *, endpoint_url: str | None = None) -> Any:

@@ -5,7 +5,9 @@ factory ``open_gcp_market`` the market registry names. A snapshot joins, per
 pool (region, zone, machine type): the zone's offering of the type
 (machineTypes.aggregatedList) with its GPUs (named via acceleratorTypes), and
 the prices in force at ``at`` (``markets.gcp.prices``: on-demand, spot, 1- and
-3-year committed use, from a price file or the embedded catalog).
+3-year committed use, from a price file or the embedded catalog). With a
+regions client the snapshot also carries the GPU quotas of the offered GPU
+models (``markets.gcp.quotas``; the global one with a projects client).
 
 What GCP does not have, and what the snapshot says instead: no placement
 score (``placement_score=None``); no interruption history per pool, so the
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 from markets import ttl
 from markets.cache import Entry, TtlCache
 from markets.clock import Clock, SystemClock, ensure_utc
-from markets.errors import InputError
+from markets.errors import InputError, StaleDataError
 from markets.gcp.errors import gcp_call
 from markets.gcp.inventory import (
     AcceleratorSpec,
@@ -52,11 +54,14 @@ from markets.gcp.inventory import (
     instance_type,
 )
 from markets.gcp.prices import MAX_FILE_AGE_S, PriceTable
+from markets.gcp.quotas import fetch_gpu_quotas
 from markets.gcp.sdk import (
     AcceleratorTypesApi,
     CallPolicy,
     ComputeClients,
     MachineTypesApi,
+    ProjectsApi,
+    RegionsApi,
     ZonesApi,
     build_compute_clients,
 )
@@ -69,8 +74,10 @@ from markets.model import (
     Pool,
     PoolSnapshot,
     Provider,
+    Quota,
 )
 from markets.options import parse_names
+from markets.quotas import gcp_gpu_metric
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
@@ -136,6 +143,8 @@ class GcpMarket:
         prices: str | Path | None = None,
         clock: Clock | None = None,
         policy: CallPolicy | None = None,
+        regions_client: RegionsApi | None = None,
+        projects_client: ProjectsApi | None = None,
     ) -> None:
         if not PROJECT_PATTERN.match(project):
             raise InputError("--project", None, "a GCP project id (6-30 of a-z 0-9 -)", got=project)
@@ -159,6 +168,8 @@ class GcpMarket:
         # Parts old for reasons other than a kept cache entry (the price file's age).
         self._stale_parts: set[str] = set()
         self.skipped: Counter[str] = Counter()
+        self.regions_client = regions_client
+        self.projects_client = projects_client
 
     @classmethod
     def from_settings(
@@ -168,9 +179,11 @@ class GcpMarket:
         endpoint: str | None = None,
         credentials: Credentials | None = None,
         anonymous: bool = False,
+        read_quotas: bool = False,
         **options: Unpack[GcpMarketOptions],
     ) -> GcpMarket:
-        """Real REST clients (Application Default Credentials unless given)."""
+        """Real REST clients (Application Default Credentials unless given);
+        ``read_quotas``: as ``from_clients``'s."""
         with gcp_call("credentials"):
             clients = build_compute_clients(
                 endpoint=endpoint, credentials=credentials, anonymous=anonymous
@@ -178,12 +191,19 @@ class GcpMarket:
             project = project or _default_project()
         if not project:
             raise InputError("--project", None, "a GCP project id (or GOOGLE_CLOUD_PROJECT)")
-        return cls.from_clients(clients, project=project, **options)
+        return cls.from_clients(clients, project=project, read_quotas=read_quotas, **options)
 
     @classmethod
     def from_clients(
-        cls, clients: ComputeClients, *, project: str, **options: Unpack[GcpMarketOptions]
+        cls,
+        clients: ComputeClients,
+        *,
+        project: str,
+        read_quotas: bool = False,
+        **options: Unpack[GcpMarketOptions],
     ) -> GcpMarket:
+        """The market on ``clients``; ``read_quotas``: the snapshot carries
+        the GPU quotas (its regions and projects clients)."""
         if not (clients.zones and clients.machine_types and clients.accelerator_types):
             raise ValueError("the market needs zones, machine types and accelerator types clients")
         return cls(
@@ -191,6 +211,8 @@ class GcpMarket:
             zones_client=clients.zones,
             machine_types_client=clients.machine_types,
             accelerator_types_client=clients.accelerator_types,
+            regions_client=clients.regions if read_quotas else None,
+            projects_client=clients.projects if read_quotas else None,
             **options,
         )
 
@@ -261,7 +283,28 @@ class GcpMarket:
             log.warning("gcp market snapshot is stale: %s", sorted(stale_parts))
         self.skipped.update(table.skipped)
         table.skipped.clear()
-        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="gcp")
+        quotas = self._quotas({p.pool.region for p in pools},
+                              {p.instance.gpu_model for p in pools})  # fmt: skip
+        stale = stale or bool(self._stale_parts)
+        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="gcp",
+                              quotas=quotas)  # fmt: skip
+
+    def _quotas(self, regions: set[str], models: set[str | None]) -> tuple[Quota, ...]:
+        """The GPU quotas of ``models`` in ``regions`` (cached; none without
+        a regions client, and none known when never read)."""
+        client = self.regions_client
+        metrics = sorted({m for g in models if (m := gcp_gpu_metric(g)) is not None})
+        if client is None or not metrics or not regions:
+            return ()
+        key = f"quotas:{','.join(sorted(regions))}:{','.join(metrics)}"
+        try:
+            return self._cache.get(key, ttl.QUOTA_TTL_S, lambda: fetch_gpu_quotas(
+                client, self.projects_client, self.project, sorted(regions), metrics,
+                self._policy)).value  # fmt: skip
+        except StaleDataError as e:  # a refused insert is still handled
+            log.warning("gcp quotas unknown: %s", e)
+            self._stale_parts.add("quotas")
+            return ()
 
     # -- components ------------------------------------------------------------
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from google.api_core.extended_operation import ExtendedOperation
     from google.api_core.retry import Retry
     from google.auth.credentials import Credentials
-    from google.cloud.compute_v1 import Instance, Operation
+    from google.cloud.compute_v1 import Instance, Operation, Project, Region
     from google.cloud.compute_v1.services.accelerator_types import (
         pagers as accelerator_types_pagers,
     )
@@ -50,13 +50,16 @@ __all__ = [
     "GCP_IAM_PERMISSIONS",
     "GCP_MARKET_API_CALLS",
     "GCP_PROVIDER_API_CALLS",
+    "GCP_QUOTA_API_CALLS",
     "AcceleratorTypesApi",
     "CallOptions",
     "CallPolicy",
     "ComputeClients",
     "InstancesApi",
     "MachineTypesApi",
+    "ProjectsApi",
     "RegionCommitmentsApi",
+    "RegionsApi",
     "RequestDict",
     "ZoneOperationsApi",
     "ZonesApi",
@@ -84,8 +87,10 @@ GCP_PROVIDER_API_CALLS: frozenset[str] = frozenset(
 )
 # What the project already owns (``markets.gcp.commitments``): read-only.
 GCP_COMMITMENT_API_CALLS: frozenset[str] = frozenset({"compute.regionCommitments.aggregatedList"})
+# The GPU quotas a plan keeps to (``markets.gcp.quotas``): read-only.
+GCP_QUOTA_API_CALLS: frozenset[str] = frozenset({"compute.regions.get", "compute.projects.get"})
 GCP_API_CALLS: frozenset[str] = (
-    GCP_MARKET_API_CALLS | GCP_PROVIDER_API_CALLS | GCP_COMMITMENT_API_CALLS
+    GCP_MARKET_API_CALLS | GCP_PROVIDER_API_CALLS | GCP_COMMITMENT_API_CALLS | GCP_QUOTA_API_CALLS
 )
 
 # IAM permissions for a custom role. aggregatedList and wait are authorised
@@ -113,6 +118,8 @@ GCP_IAM_PERMISSIONS: frozenset[str] = frozenset(
         "compute.zoneOperations.list",
         "compute.zoneOperations.get",
         "compute.commitments.list",
+        "compute.regions.get",
+        "compute.projects.get",
     }
 )
 
@@ -160,6 +167,18 @@ class RegionCommitmentsApi(Protocol):
     def aggregated_list(
         self, *, request: RequestDict, retry: Retry, timeout: float
     ) -> region_commitments_pagers.AggregatedListPager: ...
+
+
+class RegionsApi(Protocol):
+    """``compute_v1.RegionsClient``: ``get`` only (a region's quotas)."""
+
+    def get(self, *, request: RequestDict, retry: Retry, timeout: float) -> Region: ...
+
+
+class ProjectsApi(Protocol):
+    """``compute_v1.ProjectsClient``: ``get`` only (the project-wide quotas)."""
+
+    def get(self, *, request: RequestDict, retry: Retry, timeout: float) -> Project: ...
 
 
 class InstancesApi(Protocol):
@@ -248,6 +267,8 @@ class ComputeClients:
     instances: InstancesApi | None = None
     zone_operations: ZoneOperationsApi | None = None
     region_commitments: RegionCommitmentsApi | None = None
+    regions: RegionsApi | None = None
+    projects: ProjectsApi | None = None
 
 
 def build_compute_clients(
@@ -292,6 +313,12 @@ def build_compute_clients(
             transport="rest", client_options=opts, credentials=credentials
         ),
         region_commitments=compute_v1.RegionCommitmentsClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        regions=compute_v1.RegionsClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        projects=compute_v1.ProjectsClient(
             transport="rest", client_options=opts, credentials=credentials
         ),
     )

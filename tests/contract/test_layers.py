@@ -45,6 +45,8 @@ MARKETS_CORE = frozenset(
         "numbers",
         "catalog",
         "commitments",
+        # which instance counts against which account quota: values only
+        "quotas",
         "cache",
         "escape",
         "redaction",

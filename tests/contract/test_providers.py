@@ -20,7 +20,11 @@ Contract (``markets.protocols.Provider``), the same words for the three:
 - **capacity**: a pool out of capacity raises ``CapacityUnavailableError``
   naming the pool (the caller tries the next one), launching nothing;
 - **throttling**: a launch throttled past the provider's own retries raises
-  ``ThrottledError`` (a ``TransientError``: retry later), launching nothing.
+  ``ThrottledError`` (a ``TransientError``: retry later), launching nothing;
+- **quota**: a launch past an account quota (EC2's ``VcpuLimitExceeded``,
+  GCP's ``QUOTA_EXCEEDED`` from the fake's GPU quota) raises
+  ``QuotaExceededError`` (``ErrorKind.QUOTA``: the daemon tries elsewhere),
+  launching nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +42,12 @@ from typing import Any
 import pytest
 
 from markets.clock import ManualClock
-from markets.errors import CapacityUnavailableError, ThrottledError, TransientError
+from markets.errors import (
+    CapacityUnavailableError,
+    QuotaExceededError,
+    ThrottledError,
+    TransientError,
+)
 from markets.fleet import ErrorKind, LaunchRequest, TerminateRequest
 from markets.model import Tier
 from markets.protocols import Provider
@@ -64,6 +73,7 @@ class Rig:
     pool: str
     stockout: Callable[[], None]
     throttle: Callable[[], None]
+    quota_full: Callable[[], None]
 
 
 # -- openers -----------------------------------------------------------------------
@@ -134,6 +144,7 @@ def _open_aws(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
         pool=f"aws/{AWS_REGION}/us-east-1b/g5.xlarge",
         stockout=lambda: _aws_fault(ec2, "RunInstances", "InsufficientInstanceCapacity", 500),
         throttle=lambda: _aws_fault(ec2, "RunInstances", "RequestLimitExceeded", 503),
+        quota_full=lambda: _aws_fault(ec2, "RunInstances", "VcpuLimitExceeded", 400),
     )
 
 
@@ -172,7 +183,9 @@ def _open_gcp(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
         throttle=lambda: fake.fail_next(
             "compute.instances.insert", 429, "rateLimitExceeded", times=10_000
         ),
-    )
+        quota_full=lambda: [fake.set_quota(m, 0, region="us-central1")
+                            for m in ("NVIDIA_A100_GPUS", "PREEMPTIBLE_NVIDIA_A100_GPUS")],
+    )  # fmt: skip
 
 
 def _open_sim(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
@@ -191,6 +204,7 @@ def _open_sim(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
         pool=pool,
         stockout=lambda: cloud.exhaust(pool, until=TINY_T0 + timedelta(days=1)),
         throttle=lambda: cloud.inject("launch", ThrottledError("sim: throttled"), times=10_000),
+        quota_full=lambda: cloud.inject("launch", QuotaExceededError("sim: quota"), times=10_000),
     )
 
 
@@ -298,4 +312,11 @@ def test_a_launch_throttled_past_the_retries_raises_a_transient_throttled_error(
     with pytest.raises(ThrottledError) as info:
         rig.provider.launch(_launch(rig, rig.owner))
     assert isinstance(info.value, TransientError)
+    assert _ids(rig.provider, rig.owner) == set()
+
+
+def test_a_launch_past_an_account_quota_raises_quota_exceeded(rig: Rig) -> None:
+    rig.quota_full()
+    with pytest.raises(QuotaExceededError):
+        rig.provider.launch(_launch(rig, rig.owner))
     assert _ids(rig.provider, rig.owner) == set()

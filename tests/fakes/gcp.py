@@ -9,7 +9,10 @@ aggregatedList, regionCommitments.aggregatedList (``add_commitment``),
 instances.insert / get / list / aggregatedList / delete
 (labels, metadata, ``scheduling.provisioningModel``,
 ``instanceTerminationAction``, ``guestAccelerators``), zoneOperations.list /
-get / wait (``compute.instances.preempted``). Lists paginate with
+get / wait (``compute.instances.preempted``), regions.get and projects.get
+with their ``quotas`` (``set_quota``: a metric's limit and usage, per region
+or project-wide; an insert past a region's GPU quota, counting the fake's own
+VMs, fails with 403 ``QUOTA_EXCEEDED`` as Compute Engine answers). Lists paginate with
 ``maxResults`` / ``nextPageToken`` (``page_size`` items per page by default,
 to exercise paging); ``filter`` accepts ``field = "v"`` / ``field != "v"``
 terms joined by AND or OR (anything else is a 400, as the real API answers a
@@ -55,6 +58,12 @@ ACCELERATORS = {
     "nvidia-tesla-a100": ("NVIDIA A100 40GB", 16),
     "nvidia-h100-80gb": ("NVIDIA H100 80GB", 8),
     "nvidia-l4": ("NVIDIA L4", 8),
+}
+# accelerator -> its regional GPU quota metric (Compute Engine's names).
+_GPU_METRICS = {
+    "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
+    "nvidia-h100-80gb": "NVIDIA_H100_GPUS",
+    "nvidia-l4": "NVIDIA_L4_GPUS",
 }
 # zone -> machine types offered there.
 OFFERINGS: dict[str, tuple[str, ...]] = {
@@ -146,6 +155,8 @@ class FakeCompute:
         self.commitments: dict[str, list[dict[str, Any]]] = {}  # region -> commitments
         self._inject: dict[str, list[Injected]] = {}
         self._quota: dict[str, str] = {}  # machine type -> "http" | "operation"
+        # region (None: the project) -> metric -> (limit, usage outside the fake's VMs)
+        self.quotas: dict[str | None, dict[str, tuple[float, float]]] = {}
         self._stockout: dict[tuple[str, str], int] = {}  # -> spare inserts left
         self._ids = itertools.count(7_000_000_000_000_000_001)
         self._lock = threading.RLock()
@@ -196,6 +207,64 @@ class FakeCompute:
 
     def quota(self, machine_type: str, *, mode: str = "http") -> None:
         self._quota[machine_type] = mode
+
+    def set_quota(
+        self, metric: str, limit: float, *, region: str | None = None, usage: float = 0.0
+    ) -> None:
+        """A quota regions.get (or, without ``region``, projects.get) lists."""
+        with self._lock:
+            self.quotas.setdefault(region, {})[metric] = (limit, usage)
+
+    def _gpu_use(self, region: str | None, metric: str) -> float:
+        """GPUs of the fake's VMs a metric counts: its region's (or all, for
+        ``GPUS_ALL_REGIONS``); a Spot VM takes the ``PREEMPTIBLE_`` metric
+        where its region lists one, else the standard one."""
+        used = 0.0
+        for (zone, _n), inst in self.instances.items():
+            r = zone.rsplit("-", 1)[0]
+            if region is not None and r != region:
+                continue
+            mt = inst["machineType"].rsplit("/", 1)[-1]
+            _cpu, _mem, acc, count = MACHINE_TYPES.get(mt, (0, 0, None, 0))
+            if acc is None or acc not in _GPU_METRICS:
+                continue
+            if metric == "GPUS_ALL_REGIONS":
+                used += count
+                continue
+            spot = inst.get("scheduling", {}).get("provisioningModel") == "SPOT"
+            takes = _GPU_METRICS[acc]
+            if spot and "PREEMPTIBLE_" + takes in self.quotas.get(r, {}):
+                takes = "PREEMPTIBLE_" + takes
+            if takes == metric:
+                used += count
+        return used
+
+    def _over_quota(
+        self, zone: str, mt: str, body: dict[str, Any]
+    ) -> tuple[str, float, str] | None:
+        """The quota (metric, limit, where) a new VM would exceed, if any."""
+        _cpu, _mem, acc, count = MACHINE_TYPES.get(mt, (0, 0, None, 0))
+        if acc is None or acc not in _GPU_METRICS:
+            return None
+        region = zone.rsplit("-", 1)[0]
+        spot = body.get("scheduling", {}).get("provisioningModel") == "SPOT"
+        metric = _GPU_METRICS[acc]
+        regional = self.quotas.get(region, {})
+        if spot and "PREEMPTIBLE_" + metric in regional:
+            metric = "PREEMPTIBLE_" + metric
+        checks = [(region, metric), (None, "GPUS_ALL_REGIONS")]
+        for where, m in checks:
+            got = self.quotas.get(where, {}).get(m)
+            if got is None:
+                continue
+            limit, usage = got
+            if usage + self._gpu_use(where, m) + count > limit:
+                return m, limit, f"region {where}" if where else "the project"
+        return None
+
+    def _quota_items(self, region: str | None) -> list[dict[str, Any]]:
+        return [{"metric": m, "limit": lim, "usage": use + self._gpu_use(region, m)}
+                for m, (lim, use) in sorted(self.quotas.get(region, {}).items())]  # fmt: skip
 
     def stockout(self, zone: str, machine_type: str, *, spare: int = 0) -> None:
         """Inserts of ``machine_type`` in ``zone`` fail (in their operation)
@@ -432,6 +501,16 @@ class FakeCompute:
             if rid:
                 self.by_request_id[rid] = (zone, op["name"])
             return 200, op
+        if method == "compute.regions.get":
+            known = {z.rsplit("-", 1)[0] for z in self.offerings}
+            if a["region"] not in known:
+                return 404, _error(404, f"The resource 'regions/{a['region']}' was not found",
+                                   "notFound")  # fmt: skip
+            return 200, {"kind": "compute#region", "id": "1000", "name": a["region"],
+                         "status": "UP", "quotas": self._quota_items(a["region"])}  # fmt: skip
+        if method == "compute.projects.get":
+            return 200, {"kind": "compute#project", "id": "1", "name": self.project,
+                         "quotas": self._quota_items(None)}  # fmt: skip
         if method == "compute.regionCommitments.aggregatedList":
             regions = sorted({z.rsplit("-", 1)[0] for z in self.offerings} | set(self.commitments))
             return self._aggregated(
@@ -471,6 +550,11 @@ class FakeCompute:
         mode = self._quota.get(mt)
         if mode == "http":
             msg = f"Quota 'PREEMPTIBLE_GPUS' exceeded.  Limit: 0.0 in region {zone[:-2]}."
+            return 403, _error(403, msg, "quotaExceeded", "QUOTA_EXCEEDED")
+        over = self._over_quota(zone, mt, body)
+        if over is not None:
+            metric, limit, where = over
+            msg = f"Quota '{metric}' exceeded.  Limit: {limit} in {where}."
             return 403, _error(403, msg, "quotaExceeded", "QUOTA_EXCEEDED")
         inst = self._new_instance(zone, body)
         op = self._operation(zone, "insert", inst, self.now())
@@ -531,6 +615,8 @@ class FakeCompute:
 _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     (v, re.compile(f"^/compute/v1/projects/(?P<project>[^/]+){p}$"), m)
     for v, p, m in [
+        ("GET", "", "compute.projects.get"),
+        ("GET", "/regions/(?P<region>[^/]+)", "compute.regions.get"),
         ("GET", "/zones", "compute.zones.list"),
         ("GET", "/aggregated/machineTypes", "compute.machineTypes.aggregatedList"),
         ("GET", "/zones/(?P<zone>[^/]+)/machineTypes", "compute.machineTypes.list"),

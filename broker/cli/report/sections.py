@@ -375,6 +375,14 @@ def _owned(doc: Mapping[str, object]) -> Section | None:
     return Section("owned", "Given what is owned", tuple(tables), lines)
 
 
+def _quotas(doc: Mapping[str, object]) -> Section | None:
+    q = doc.get("quota")
+    if not isinstance(q, Mapping):
+        return None
+    table = _generic_table("quota", "keeping to the quotas", rows(q.get("scenarios")))
+    return Section("quota", "What the quotas cost", (table,), _strings(q.get("lines")))
+
+
 def _strings(value: object) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
@@ -400,7 +408,7 @@ def sections(doc: Mapping[str, object], pools: int | None = POOL_ROWS) -> list[S
         )
     out.append(Section("scenarios", "Scenarios, billed on the actual demand and market",
                        (scenario_table(doc),), tuple(warn)))  # fmt: skip
-    out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc), _owned(doc)]
+    out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc), _owned(doc), _quotas(doc)]
     data = _strings(doc.get("usage_summary")) + _strings(doc.get("recorded_data"))
     if data:
         out.append(Section("data", "Data used", (), data))

@@ -8,7 +8,8 @@ coefficients and costs no more: then any plan using the dearer one can swap
 to it at no loss, so dropping the dearer option leaves the optimum (and the
 LP bound) unchanged. That is an exact aggregation, not a heuristic.
 
-- On-demand (per workload; no shared cap): each option enters the model
+- On-demand (per workload; no shared cap but account quotas, whose rows
+  tell options apart: those of other quotas are never merged): each option enters the model
   through its work per instance-hour a = u * theta and its units u (gang
   sizes, parallelism caps, spot shares, churn per unit). With continuous
   instance counts only the ratio a/u = theta matters (n instances of u units
@@ -27,7 +28,7 @@ Must not: build variables or know PuLP (``model`` does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 
 from markets.model import Tier
 from policies.cost_table import CostEntry
@@ -44,16 +45,23 @@ def _theta(e: CostEntry) -> float:
 
 
 def undominated_on_demand(
-    options: list[CostEntry], *, integral: bool, keep: Set[str] = frozenset()
+    options: list[CostEntry],
+    *,
+    integral: bool,
+    keep: Set[str] = frozenset(),
+    split: Callable[[CostEntry], object] | None = None,
 ) -> list[CostEntry]:
     """The cheapest on-demand option per theta (per (units, theta) when
-    instance counts are integer), in the input order, plus pools in ``keep``."""
-    best: dict[tuple[float, int], CostEntry] = {}
+    instance counts are integer), in the input order, plus pools in ``keep``.
+    ``split``: options of different values enter other rows (the account
+    quotas that count them) and are never merged."""
+    best: dict[tuple[float, int, object], CostEntry] = {}
     for e in options:
         price = e.usd_per_work_hour[Tier.ON_DEMAND]
         if price is None:
             continue
-        k = (_theta(e), e.units_per_instance if integral else 0)
+        part = None if split is None else split(e)
+        k = (_theta(e), e.units_per_instance if integral else 0, part)
         cur = best.get(k)
         if cur is None or price < (cur.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) - 1e-12:
             best[k] = e
@@ -65,15 +73,18 @@ def undominated_commitments(
     options: Mapping[str, Mapping[str, CostEntry]],
     usd_per_instance_hour: Mapping[str, float],
     keep: Set[str] = frozenset(),
+    split: Callable[[CostEntry], object] | None = None,
 ) -> set[str]:
     """Groups to keep. ``options``: group -> {workload: its entry for the
-    group}; ``usd_per_instance_hour``: group -> committed price."""
+    group}; ``usd_per_instance_hour``: group -> committed price; ``split``:
+    as ``undominated_on_demand``'s."""
 
-    def signature(g: str) -> dict[str, tuple[int, float]]:
+    def signature(g: str) -> dict[str, tuple[int, float, object]]:
         return {
-            w: (e.units_per_instance, round(e.work_per_instance_hour, _DECIMALS))
+            w: (e.units_per_instance, round(e.work_per_instance_hour, _DECIMALS),
+                None if split is None else split(e))
             for w, e in options[g].items()
-        }
+        }  # fmt: skip
 
     sigs = {g: signature(g) for g in options}
     # Cheapest first (ties by name) so a dominated group always meets its

@@ -15,6 +15,11 @@ caps them); what spot cannot take goes to on-demand. The MILP's
 cost is a lower bound for this plan's objective on the same problem (the bench
 reports the gap); proving none itself, a fast plan's status is ``feasible``.
 
+Quotas: every tier's instances keep to the account quotas as they are
+placed (``broker.planning.optimizer.quotas.Room``): spot a quota has no
+room for goes to on-demand, on-demand to the next cheapest pool where the
+cheapest has none; what no pool has room for is unmet.
+
 Budgets: the greedy plan is then cut to every dollar limit the MILP honours
 (``broker.planning.optimizer.budgets.cap_allocations``, per hour, horizon,
 tier and day, less what was spent); the work cut is unmet, and the plan names
@@ -47,6 +52,8 @@ from broker.planning.optimizer.budgets import cap_allocations
 from broker.planning.optimizer.domains import spread_key
 from broker.planning.optimizer.placement import caps_apply, place_of
 from broker.planning.optimizer.problem import PlanningProblem
+from broker.planning.optimizer.quotas import Room
+from broker.planning.optimizer.quotas import cap_allocations as cap_to_quotas
 from broker.planning.optimizer.regions import region_key, region_share_cap
 from broker.planning.plan import ALLOCATION_COLUMNS, Commitment, Plan
 from markets.keys import CommitmentKey
@@ -204,6 +211,7 @@ def fast_plan(problem: PlanningProblem) -> Plan:
     """A feasible plan in one greedy pass (see the module docstring)."""
     t0 = time.perf_counter()
     pools = _Pools(problem)
+    room = Room(problem)  # account quotas left, per period (``quotas``)
     periods = problem.period_bounds
     lengths = problem.period_lengths
     bought: dict[str, float] = {g: float(n) for g, n in (problem.committed_fixed or {}).items()}
@@ -221,6 +229,11 @@ def fast_plan(problem: PlanningProblem) -> Plan:
             unmet[w.name] = _all_demand(problem, w)
             continue
         od = min(on_demand, key=lambda e: (e.usd_per_work_hour[Tier.ON_DEMAND], e.preference_rank))
+        od_next: list[CostEntry] = []  # where quotas leave ``od`` no room
+        if problem.quotas:
+            od_next = sorted((e for e in on_demand if e is not od and (
+                not gang_mode_of(w) or e.units_per_instance == od.units_per_instance)),
+                key=lambda e: (e.usd_per_work_hour[Tier.ON_DEMAND], e.preference_rank))  # fmt: skip
         com = [e for e in entries if e.usd_per_work_hour[Tier.COMMITTED] is not None
                and bought.get(_group(e), 0) > 0]  # fmt: skip
         spot_order = [e for e in entries if e.spot_factor is not None and w.max_spot_share > 0
@@ -243,6 +256,7 @@ def fast_plan(problem: PlanningProblem) -> Plan:
             return float(e.units_per_instance) if gang_mode else e.work_per_instance_hour
 
         done = 0.0
+        short = 0.0
         for t in run_periods:
             if gang_mode and done >= required - 1e-9:
                 break  # the gang has done its work: stop paying for it
@@ -262,12 +276,14 @@ def fast_plan(problem: PlanningProblem) -> Plan:
             for e in com:  # committed first: already paid for, base and above
                 g = _group(e)
                 left = bought[g] - used.get((g, t), 0.0)
-                take = min(left, (need - got_nonrev) / measure(e))
+                take = min(left, (need - got_nonrev) / measure(e),
+                           room.fits(e.pool_key, Tier.COMMITTED, t))  # fmt: skip
                 if gang_mode:
                     take = float(math.floor(take + 1e-9))
                 if take <= 1e-9:
                     continue
                 used[(g, t)] = used.get((g, t), 0.0) + take
+                room.take(e.pool_key, Tier.COMMITTED, t, take)
                 price = (e.usd_per_work_hour[Tier.COMMITTED] or 0.0) * e.work_per_instance_hour
                 committed_price[g] = price
                 commit_pool[g] = e
@@ -276,7 +292,6 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                              price))  # fmt: skip
                 got_nonrev += take * measure(e)
                 committed_work += take * e.work_per_instance_hour
-            od_price = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.work_per_instance_hour
             od_base = max(base - got_nonrev, 0.0) / measure(od)
             spot_target = min(need - max(base, got_nonrev), w.max_spot_share * need)
             spot = _fill_spot(_capped(w), spot_order, t, max(spot_target, 0.0), pools,
@@ -287,6 +302,7 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                     pools.left[e.pool_key][t] += n - k
                 spot = [(e, k) for e, k in whole if k > 0]
                 od_base = float(math.ceil(od_base - 1e-9))
+            spot = _within_quotas(spot, room, pools, t, whole=gang_mode)
             spot_work = sum(
                 n
                 * (
@@ -298,23 +314,44 @@ def fast_plan(problem: PlanningProblem) -> Plan:
             )
             od_rest = max(need - max(base, got_nonrev) - spot_work, 0.0) / measure(od)
             od_total = od_base + od_rest
-            if od_total > 1e-9:
-                rows.append((t, h0, h1, w.name, Tier.ON_DEMAND.value, od.pool_key, od_total,
-                             od_total * od.units_per_instance,
-                             od_total * od.work_per_instance_hour, od_price))  # fmt: skip
+            # On-demand from the cheapest pool, then the next ones where an
+            # account quota leaves no room there; what none takes goes unmet.
+            od_taken: list[tuple[CostEntry, float]] = []
+            left_m = od_total * measure(od)
+            for e in [od, *od_next] if od_total > 1e-9 else []:
+                n = left_m / measure(e)
+                fit = room.fits(e.pool_key, Tier.ON_DEMAND, t)
+                if fit < n:  # whole instances for a gang
+                    n = float(math.floor(fit + 1e-9)) if gang_mode else fit
+                if n <= 1e-9:
+                    continue
+                room.take(e.pool_key, Tier.ON_DEMAND, t, n)
+                od_taken.append((e, n))
+                left_m -= n * measure(e)
+                if left_m <= 1e-9:
+                    break
+            for e, n in od_taken:
+                e_price = (e.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * e.work_per_instance_hour
+                rows.append((t, h0, h1, w.name, Tier.ON_DEMAND.value, e.pool_key, n,
+                             n * e.units_per_instance, n * e.work_per_instance_hour,
+                             e_price))  # fmt: skip
             for e, n in spot:
                 assert e.spot_factor is not None
                 rows.append((t, h0, h1, w.name, Tier.SPOT.value, e.pool_key, n,
                              n * e.units_per_instance,
                              n * e.work_per_instance_hour / e.spot_factor,
                              float(pools.price[e.pool_key][t])))  # fmt: skip
-            delivered = committed_work + od_total * od.work_per_instance_hour
+            delivered = committed_work + sum(n * e.work_per_instance_hour for e, n in od_taken)
             delivered += sum(n * e.work_per_instance_hour / (e.spot_factor or 1.0) for e, n in spot)
             done += delivered * float(lengths[t])
+            if w.workload_class is WorkloadClass.SERVING and delivered < need - 1e-7 * max(
+                1.0, need
+            ):
+                short += (need - delivered) * float(lengths[t])  # no quota had room
         if w.workload_class is not WorkloadClass.SERVING:
             unmet[w.name] = max(required - done, 0.0)
         else:
-            unmet[w.name] = 0.0
+            unmet[w.name] = short
     table = pd.DataFrame(rows, columns=ALLOCATION_COLUMNS)
     fixed_usd_h = sum(n * committed_price.get(g, _fixed_price(problem, g))
                       for g, n in bought.items())  # fmt: skip
@@ -322,6 +359,13 @@ def fast_plan(problem: PlanningProblem) -> Plan:
     if limited:
         _cut_unmet(problem, table, capped, unmet)
         table = capped
+    # The greedy pass keeps to quotas; this cut holds them for any row it
+    # could not route (a gang's whole rows of a period).
+    within, quota_cut = cap_to_quotas(problem, table)
+    if quota_cut:
+        _cut_unmet(problem, table, within, unmet)
+        table = within
+        limited = [*limited, *quota_cut]
     commitments = tuple(
         Commitment(g, commit_pool[g].pool_key if g in commit_pool else "", n, 0,
                    committed_price.get(g, _fixed_price(problem, g)), problem.options.term_years)
@@ -337,6 +381,28 @@ def fast_plan(problem: PlanningProblem) -> Plan:
         unmet[w.name] * w.unmet_penalty_usd_per_unit_hour for w in problem.workloads.workloads
     )
     return Plan(**{**plan.__dict__, "objective_usd": cost})
+
+
+def gang_mode_of(w: Workload) -> bool:
+    return w.workload_class is WorkloadClass.TRAINING
+
+
+def _within_quotas(
+    spot: list[tuple[CostEntry, float]], room: Room, pools: _Pools, t: int, *, whole: bool
+) -> list[tuple[CostEntry, float]]:
+    """``spot`` cut to the quotas' room (the rest back to its pool's
+    capacity, and on to on-demand), taking what stays."""
+    out = []
+    for e, n in spot:
+        k = n
+        fit = room.fits(e.pool_key, Tier.SPOT, t)
+        if fit < n:
+            k = float(math.floor(fit + 1e-9)) if whole else fit
+        pools.left[e.pool_key][t] += n - k
+        if k > 1e-9:
+            room.take(e.pool_key, Tier.SPOT, t, k)
+            out.append((e, k))
+    return out
 
 
 def _capped(w: Workload) -> Workload:

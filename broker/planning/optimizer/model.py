@@ -69,6 +69,8 @@ Constraints:
   commitments:            sum_w K_{w,g,t} <= C_g
   savings plans:          AWS $/h commitments paying for on-demand usage in their
                           scope at their rates (``savings_plans`` states them)
+  quotas:                 what runs counted in an account quota <= its limit, each t
+                          (``broker.planning.optimizer.quotas`` states them)
   budgets:                fleet, per-workload and per-tier cost per hour <= B^h,
                           over the horizon (or a UTC day) <= what is left of B
                           (``broker.planning.optimizer.budgets`` states them)
@@ -116,6 +118,8 @@ from broker.planning.optimizer.placement import (
     gang_options,
 )
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
+from broker.planning.optimizer.quotas import milp_rows as quota_rows
+from broker.planning.optimizer.quotas import split_key
 from broker.planning.optimizer.regions import region_caps, widen_regions
 from broker.planning.optimizer.savings_plans import (
     OBJECTIVE_USD_PER_USD,
@@ -281,10 +285,18 @@ def _aggregate(
     fixed = {g for g, n in (problem.committed_fixed or {}).items() if n > 0}
     fixed |= {c.group for c in problem.owned if c.group is not None}
     fixed |= {_group_key(e) for w in gangs for e in per_w[w][1]}
-    kept = undominated_commitments(groups, price, keep=fixed)
+    kept = undominated_commitments(groups, price, keep=fixed,
+                                   split=split_key(problem, Tier.COMMITTED))  # fmt: skip
+    od_split = split_key(problem, Tier.ON_DEMAND)
+
+    def od_of(w: str, od: list[CostEntry]) -> list[CostEntry]:
+        if w in gangs:
+            return od
+        return undominated_on_demand(od, integral=integral, keep=running[w], split=od_split)
+
     return {
         w: (
-            od if w in gangs else undominated_on_demand(od, integral=integral, keep=running[w]),
+            od_of(w, od),
             [e for e in com if _group_key(e) in kept],
             spot,
         )
@@ -317,8 +329,9 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     owned_groups = {c.group for c in problem.owned if c.group is not None}
     for w in problem.workloads.workloads:
         entries = problem.entries(w)
-        od = cheapest_per_type(entries, Tier.ON_DEMAND)
-        com = cheapest_per_type(entries, Tier.COMMITTED) if opts.allow_committed else []
+        od = cheapest_per_type(entries, Tier.ON_DEMAND, split_key(problem, Tier.ON_DEMAND))
+        com = (cheapest_per_type(entries, Tier.COMMITTED, split_key(problem, Tier.COMMITTED))
+               if opts.allow_committed else [])  # fmt: skip
         # Commitments already bought are usable wherever they were bought, even
         # if another region has become cheaper since.
         have = {_group_key(e) for e in com}
@@ -496,6 +509,11 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         cname = name("budget")
         prob += _lin(terms) <= rhs, cname
         built.described[cname] = text
+    # Every account quota, each period: what runs keeps to it (``quotas``).
+    for terms, rhs, text in quota_rows(problem, built.allocs):
+        cname = name("quota")
+        prob += _lin(terms) <= rhs, cname
+        built.described[cname] = text
     # The value of finishing sooner: a priced finish hour per job (``finish``).
     work_by_period: dict[str, dict[int, Terms]] = {}
     for a in built.allocs:
@@ -528,7 +546,9 @@ def _gang_places(
     )  # fmt: skip
     return gang_options(w, entries, spot, committed=problem.options.allow_committed,
                         keep_groups=keep, running_pools=running, usable_spot=usable,
-                        per_place=problem.options.max_spot_pools)  # fmt: skip
+                        per_place=problem.options.max_spot_pools,
+                        split=(lambda e, tier: split_key(problem, tier)(e))
+                        if problem.quotas else None)  # fmt: skip
 
 
 def _running_gang(problem: PlanningProblem, w: Workload) -> tuple[frozenset[str], float]:

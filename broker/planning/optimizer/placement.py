@@ -140,17 +140,22 @@ class GangOption:
     committed: tuple[CostEntry, ...]
 
 
-def cheapest_per_type(entries: Sequence[CostEntry], tier: Tier) -> list[CostEntry]:
+def cheapest_per_type(
+    entries: Sequence[CostEntry], tier: Tier, split: Callable[[CostEntry], object] | None = None
+) -> list[CostEntry]:
     """The cheapest entry per instance type on ``tier`` (its $/work-hour),
-    in preference order; entries without a price there are left out."""
-    best: dict[str, CostEntry] = {}
+    in preference order; entries without a price there are left out.
+    ``split``: the cheapest per type and value of it (the account quotas an
+    entry counts against, ``quotas.split_key``: regions they tell apart)."""
+    best: dict[tuple[str, object], CostEntry] = {}
     for e in entries:
         price = e.usd_per_work_hour[tier]
         if price is None:
             continue
-        cur = best.get(e.instance_type)
+        k = (e.instance_type, None if split is None else split(e))
+        cur = best.get(k)
         if cur is None or price < (cur.usd_per_work_hour[tier] or math.inf):
-            best[e.instance_type] = e
+            best[k] = e
     return sorted(best.values(), key=lambda e: e.preference_rank)
 
 
@@ -164,16 +169,22 @@ def gang_options(
     running_pools: set[str],
     usable_spot: Sequence[CostEntry] = (),
     per_place: int = 8,
+    split: Callable[[CostEntry, Tier], object] | None = None,
 ) -> list[GangOption]:
     """The candidate placements of gang ``w`` (module docstring), cheapest
     spot first. ``keep_groups``: commitment groups bought or owned already
     (usable wherever they are); ``running_pools``: where the gang runs now;
     ``usable_spot``: every spot pool it may use, cheapest first: a
-    placement also gets its own (up to ``per_place``) beside ``spot``'s."""
+    placement also gets its own (up to ``per_place``) beside ``spot``'s.
+    ``split``: ``cheapest_per_type``'s, per tier."""
+
+    def by(tier: Tier) -> Callable[[CostEntry], object] | None:
+        return None if split is None else (lambda e: split(e, tier))
+
     keys: dict[str, None] = {}
     for e in spot:
         keys[place_of(w, e)] = None
-    for e in cheapest_per_type(entries, Tier.ON_DEMAND):
+    for e in cheapest_per_type(entries, Tier.ON_DEMAND, by(Tier.ON_DEMAND)):
         keys[place_of(w, e)] = None
     for e in entries:
         if e.pool_key in running_pools:
@@ -183,8 +194,8 @@ def gang_options(
         inside = [e for e in entries if place_of(w, e) == key]
         # On-demand and commitments may be launched in any zone of their
         # region: a zone placement's entries carry its region's prices.
-        od = cheapest_per_type(inside, Tier.ON_DEMAND)
-        com = cheapest_per_type(inside, Tier.COMMITTED) if committed else []
+        od = cheapest_per_type(inside, Tier.ON_DEMAND, by(Tier.ON_DEMAND))
+        com = cheapest_per_type(inside, Tier.COMMITTED, by(Tier.COMMITTED)) if committed else []
         have = {str(e.key.group) for e in com}
         for e in inside:
             g = str(e.key.group)

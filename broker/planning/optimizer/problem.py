@@ -30,7 +30,7 @@ import numpy.typing as npt
 from broker.planning.optimizer.regions import check_allow_lists
 from markets.commitments import OwnedCommitment
 from markets.errors import InputError
-from markets.model import MarketSnapshot, PoolSnapshot
+from markets.model import MarketSnapshot, PoolSnapshot, Quota
 from policies.cost_table import CostEntry, CostOptions, CostTable
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
@@ -169,6 +169,9 @@ class PlanningProblem:
     # their group while active; what the problem buys comes on top of them
     # (``broker.planning.optimizer.commitments``).
     owned: tuple[OwnedCommitment, ...] = ()
+    # The account's limits on what runs at once (the snapshot's): every
+    # period keeps to each (``broker.planning.optimizer.quotas``).
+    quotas: tuple[Quota, ...] = ()
 
     def __post_init__(self) -> None:
         # Also on dataclasses.replace: a variant with other cost knobs needs
@@ -405,4 +408,5 @@ def build_problem(
         ahead_usd_per_unit_hour={} if ahead_usd_per_unit_hour is None else ahead_usd_per_unit_hour,
         spent_usd={} if spent_usd is None else spent_usd,
         owned=owned,
+        quotas=snapshot.quotas,
     )

@@ -32,6 +32,7 @@ from broker.planning.optimizer.commitments import appraise, obligation_hours
 from broker.planning.optimizer.model import BuiltModel, build_model
 from broker.planning.optimizer.mps import columns
 from broker.planning.optimizer.problem import PlanningProblem
+from broker.planning.optimizer.quotas import binding_lines
 from broker.planning.optimizer.regions import allow_list_lines
 from broker.planning.optimizer.search import relax_and_fix
 from broker.planning.optimizer.waits import wait_advice
@@ -326,7 +327,8 @@ def _explain(
             if p is not None and (tier is not Tier.SPOT or w.max_spot_share > 0):
                 ranking.append((e.pool_key, tier.value, p))
     ranking.sort(key=lambda r: r[2])
-    binding = [*allow_list_lines(w), *_binding(built, name)]  # ``regions``
+    binding = [*allow_list_lines(w), *binding_lines(problem, plan.allocations, name),
+               *_binding(built, name)]  # ``regions``, ``quotas``  # fmt: skip
     if not ranking:  # the demand rows bind, but the cause is the market
         types = ", ".join(w.instance_types)
         binding = [f"{name}: no pool of the market offers its instance types ({types})"]

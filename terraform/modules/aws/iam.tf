@@ -89,6 +89,20 @@ data "aws_iam_policy_document" "daemon" {
     }
   }
 
+  # markets.aws quotas: the EC2 vCPU limits a plan keeps to (read-only;
+  # Service Quotas has no resource-level permission for a quota read
+  # narrower than its ARN, which names the region: narrowed by region).
+  statement {
+    sid       = "ReadQuotas"
+    actions   = ["servicequotas:GetServiceQuota"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:RequestedRegion"
+      values   = local.api_regions
+    }
+  }
+
   # markets.aws commitments: what the account already owns (read-only).
   # DescribeReservedInstances has no resource-level permissions; it is granted
   # only in the regions the daemon works in.

@@ -39,6 +39,8 @@ locals {
     "compute.instances.get",
     "compute.instances.list",
     "compute.machineTypes.list",
+    "compute.projects.get",
+    "compute.regions.get",
     "compute.subnetworks.use",
     "compute.zoneOperations.get",
     "compute.zoneOperations.list",

@@ -19,7 +19,7 @@ from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.stretches import StretchJob
 from broker.lifecycle import LifecycleManager, UnavailableOfferings
 from markets.clock import ManualClock
-from markets.errors import TransientError
+from markets.errors import QuotaExceededError, TransientError
 from markets.fleet import ErrorKind, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import alternate_pool_key
 from markets.model import MarketSnapshot, Tier
@@ -275,3 +275,45 @@ def test_progress_charges_committed_usage_to_its_workload_and_tiers_per_day() ->
         "": pytest.approx(2 * 1.0),
         f"spot@{day}": pytest.approx(2 * 1.0),
     }
+
+
+class QuotaBound:
+    """A cloud whose account quota refuses every launch into ``refused``."""
+
+    def __init__(self, cloud: SimCloud, refused: str) -> None:
+        self._cloud = cloud
+        self._refused = refused
+
+    def launch(self, request: LaunchRequest) -> Any:
+        if request.pool_key == self._refused:
+            raise QuotaExceededError("ec2:RunInstances: VcpuLimitExceeded: P vCPUs")
+        return self._cloud.launch(request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cloud, name)
+
+
+def test_a_launch_a_quota_refuses_moves_to_the_next_pool_and_is_recorded_as_quota() -> None:
+    clock = ManualClock(T0)
+    market = TinyMarket(spot_usd={A: 0.5})
+    cloud = SimCloud(market, clock, SimOptions())
+    store = Store("sqlite://")
+    lc = PlacingLifecycle(_workloads(), clock, market.snapshot(T0))
+    book = FleetBook(OWNER, _workloads(), lc)
+    book.set_snapshot(market.snapshot(T0))
+    metrics = DaemonMetrics()
+    executor = Executor(QuotaBound(cloud, A), store, OWNER, clock, metrics, Backoff())  # type: ignore[arg-type]
+    launcher = Launcher(executor, book, lc, clock)
+    req = LaunchRequest(idempotency_key="sf-quota-1", pool_key=A, tier=Tier.SPOT,
+                        workload="sweeps", count=2, owner=OWNER, plan_generation=0)  # fmt: skip
+
+    ids = launcher.launch(req, context={"source": "test"})
+
+    assert ids is not None and len(ids) == 2
+    assert {i.pool_key for i in cloud.alive()} == {B}
+    assert book.is_unavailable(A, Tier.SPOT, clock.now())
+    with store.transaction() as tx:
+        first = tx.action("sf-quota-1")
+    assert first is not None and first.status == "failed"
+    assert first.result is not None and first.result["error_kind"] == ErrorKind.QUOTA
+    assert metrics.value("spotfolio_actions_total", {"kind": "launch", "outcome": "quota"}) == 1

@@ -628,3 +628,41 @@ def test_the_image_and_the_aws_module_check_readyz_and_fail_when_not_ready(
         assert not passes(cmd) and not passes(aws[1:])
     finally:
         d.metrics.stop_serving()
+
+
+def test_quota_use_is_the_live_fleets_share_of_each_quota() -> None:
+    from datetime import UTC, datetime
+
+    from markets import catalog
+    from markets.fleet import Instance, InstanceState
+    from markets.model import (
+        MarketSnapshot,
+        Pool,
+        PoolSnapshot,
+        Provider,
+        Quota,
+        QuotaUnit,
+        Tier,
+    )
+
+    t0 = datetime(2026, 3, 2, tzinfo=UTC)
+    key = "aws/us-east-1/us-east-1a/p3.2xlarge"  # 8 vCPUs
+    snap = MarketSnapshot(at=t0, pools=(PoolSnapshot(
+        pool=Pool.from_key(key), instance=catalog.instance_type("p3.2xlarge"),
+        on_demand_usd_per_hour=3.06, observed_at=t0),), quotas=(
+        Quota(provider=Provider.AWS, region="us-east-1", group="P", tier=Tier.ON_DEMAND,
+              limit=32, unit=QuotaUnit.VCPUS, code="L-417A185B"),
+        Quota(provider=Provider.AWS, region="us-east-1", group="P", tier=Tier.SPOT,
+              limit=64, unit=QuotaUnit.VCPUS, code="L-7212CCBC")))  # fmt: skip
+
+    def inst(i: int, tier: Tier, state: InstanceState = InstanceState.RUNNING) -> Instance:
+        return Instance(instance_id=f"i-{i}", pool_key=key, tier=tier, workload="w",
+                        state=state, units=1, launched_at=t0)  # fmt: skip
+
+    m = DaemonMetrics()
+    fleet = [inst(1, Tier.ON_DEMAND), inst(2, Tier.COMMITTED), inst(3, Tier.SPOT),
+             inst(4, Tier.SPOT, InstanceState.TERMINATED)]  # fmt: skip
+    m.observe_quotas(snap, fleet)
+    labels = {"provider": "aws", "region": "us-east-1"}
+    assert m.value("spotfolio_quota_used_ratio", {**labels, "quota": "L-417A185B"}) == 0.5
+    assert m.value("spotfolio_quota_used_ratio", {**labels, "quota": "L-7212CCBC"}) == 0.125

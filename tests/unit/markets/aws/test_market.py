@@ -883,6 +883,7 @@ def _api_names_in_code() -> set[str]:
         "secretsmanager": boto3.client("secretsmanager", region_name=REGION, **CREDS),
         "savingsplans": boto3.client("savingsplans", region_name=REGION, **CREDS),
         "cloudwatch": boto3.client("cloudwatch", region_name=REGION, **CREDS),
+        "servicequotas": boto3.client("service-quotas", region_name=REGION, **CREDS),
     }
     mapping = {
         (s, method): api
