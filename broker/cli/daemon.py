@@ -198,11 +198,18 @@ def _config(path: str | None, **overrides: object) -> DaemonConfig:
     from broker.daemon.config import DaemonConfig, load_daemon_config
     from broker.daemon.environ import validate_with_environment
 
-    if path is not None:
-        return load_daemon_config(path, environ=os.environ, **overrides)
-    return validate_with_environment(
-        DaemonConfig, {"owner": "spotfolio-sim"}, "options", os.environ, overrides
-    )
+    try:
+        if path is not None:
+            return load_daemon_config(path, environ=os.environ, **overrides)
+        return validate_with_environment(
+            DaemonConfig, {"owner": "spotfolio-sim"}, "options", os.environ, overrides
+        )
+    except InputError as e:
+        # A value the command line gave is named as its option, not as the file's field.
+        option = {v: k for k, v in _CONFIG_FIELD.items() if v}.get(e.field or "")
+        if option is None or overrides.get(e.field or "") is None:
+            raise
+        raise InputError(option, None, e.expected, got=e.got) from e
 
 
 def _announce(request: Request) -> None:
