@@ -86,7 +86,7 @@ class Launcher:
                             "no_pool_left",
                             workload=req.workload,
                             tier=req.tier.value,
-                            tried=",".join(sorted(tried)),
+                            tried=sorted(tried),
                         )
                     )
                     return None
