@@ -391,11 +391,17 @@ class DaemonConfig(StrictModel):
 
 
 def load_daemon_config(
-    path: str | Path, *, environ: Mapping[str, str] | None = None, **overrides: object
+    path: str | Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    check_paths: bool = True,
+    **overrides: object,
 ) -> DaemonConfig:
     """Read, validate and resolve paths relative to the file; with
     ``environ``, its ``SPOTFOLIO_*`` keys override the file's and
-    ``overrides`` both (``broker.daemon.environ``)."""
+    ``overrides`` both (``broker.daemon.environ``). ``check_paths=False``
+    skips the checks that the files and directories it names exist (for a
+    config rendered for another machine, such as a container's)."""
     source = str(path)
     try:
         if Path(path).stat().st_size > MAX_CONFIG_BYTES:
@@ -423,7 +429,7 @@ def load_daemon_config(
     store = _resolve_sqlite(cfg.store_url, base)
     if store != cfg.store_url:
         updates["store_url"] = store
-    market = _resolve_market(cfg.market, base)
+    market = _resolve_market(cfg.market, base) if check_paths else cfg.market
     if market is None:
         raise _named(source, environ, overrides, "market",
                      f"{MARKETS.expected()}, or an existing recorded-data file or directory",
@@ -431,7 +437,8 @@ def load_daemon_config(
     if market != cfg.market:
         updates["market"] = market
     cfg = cfg.model_copy(update=updates) if updates else cfg
-    _check_files(cfg, source, environ, overrides)
+    if check_paths:
+        _check_files(cfg, source, environ, overrides)
     return cfg
 
 
