@@ -21,11 +21,17 @@ SDK exceptions are translated at the adapter boundary with ``raise ... from e``.
 
 ``InputError`` carries the file, the field path and the expectation so that the
 command line can print one line naming all three.
+
+Every error here (and every subclass elsewhere) pickles to itself: its type,
+``args`` and fields are rebuilt without calling ``__init__`` again
+(``RebuiltByState``), so an error raised in a worker process reaches the
+parent as the same one-line error, whatever its constructor takes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "AuthError",
@@ -35,6 +41,7 @@ __all__ = [
     "InfeasiblePlanError",
     "InputError",
     "QuotaExceededError",
+    "RebuiltByState",
     "SolverTimeLimitError",
     "SpotNeverFinishesError",
     "SpotfolioError",
@@ -44,7 +51,26 @@ __all__ = [
 ]
 
 
-class SpotfolioError(Exception):
+def _rebuilt(cls: type[BaseException], args: tuple[object, ...], state: dict[str, Any]) -> object:
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
+
+class RebuiltByState:
+    """Mixin for an exception whose ``__init__`` takes other arguments than
+    its ``args``: unpickling restores ``args`` and the instance's fields
+    instead of calling ``__init__`` with ``args`` (Python's default, which
+    fails or garbles the message for such a constructor)."""
+
+    args: tuple[object, ...]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuilt, (type(self), self.args, dict(vars(self))))
+
+
+class SpotfolioError(RebuiltByState, Exception):
     """Root of every error Spotfolio raises on purpose."""
 
 

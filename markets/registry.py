@@ -190,10 +190,10 @@ def open_market(
     (file or directory laid out like ``shared/data``), which opens the replay
     market. ``option_name`` is the option the spec came from, for the error
     (positional, so that no adapter option can collide with it)."""
-    if not spec or spec in MARKETS:
-        return MARKETS.get(spec or None, option=option_name)(**options)
+    if spec is None or spec in MARKETS:
+        return MARKETS.get(spec, option=option_name)(**options)
     path = Path(spec)
-    if path.exists():
+    if spec.strip() and path.exists():  # "" and " " are no path, not the working directory
         return MARKETS.get("replay")(path=path, **options)
     raise InputError(
         option_name, None, f"{MARKETS.expected()}, or an existing file or directory", got=spec

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
-from markets.errors import InputError
+from markets.errors import InputError, RebuiltByState
 from markets.redaction import secret_named
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-class FieldError(ValueError):
+class FieldError(RebuiltByState, ValueError):
     """A cross-field check that failed; ``field`` is appended to the error path."""
 
     def __init__(self, field: str, message: str, got: object = None) -> None:

@@ -25,7 +25,7 @@ from types import TracebackType
 
 import click
 
-from broker.cli import bench, cost, daemon, db, market
+from broker.cli import _logcontext, bench, cost, daemon, db, market
 from broker.cli.sweep import sweep_command
 from broker.cli.whatif import plan_command, whatif_command
 from markets.errors import ExplainableError, InputError, SpotfolioError
@@ -93,34 +93,44 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the process is ours: its last words go through the rule too
         sys.excepthook = redacted_excepthook
         _terminate_as_exit()
+    _logcontext.reset()
+
+    def say(prefix: str, message: str, event: str, exit_code: int) -> None:
+        # one line, whatever a parser or a file put in the message
+        line = _logcontext.error_line(prefix, " ".join(message.split()), event=event,
+                                      exit_code=exit_code)  # fmt: skip
+        click.echo(redact(line), err=True)
+
     try:
         rv = cli.main(args=argv, prog_name="spotfolio", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except click.exceptions.Exit as e:
         code = e.exit_code
     except click.exceptions.Abort:
-        click.echo("spotfolio: aborted", err=True)
+        say("spotfolio", "aborted", "aborted", 1)
         code = 1
     except click.exceptions.NoArgsIsHelpError as e:
         click.echo(e.ctx.get_help() if e.ctx else "")
         code = 0
     except click.UsageError as e:
         # click names the option and what it expects; keep it to one line.
-        msg = " ".join(e.format_message().split())
-        click.echo(redact(f"spotfolio: error: {msg}"), err=True)
+        say("spotfolio: error", e.format_message(), "input_error", EXIT_INPUT)
         code = EXIT_INPUT
     except click.ClickException as e:
-        click.echo(redact(f"spotfolio: error: {' '.join(e.format_message().split())}"), err=True)
+        say("spotfolio: error", e.format_message(), "input_error", EXIT_INPUT)
         code = EXIT_INPUT
     except InputError as e:
-        # one line, whatever a parser or a file put in the message
-        click.echo(redact(f"spotfolio: error: {' '.join(str(e).split())}"), err=True)
+        say("spotfolio: error", str(e), "input_error", EXIT_INPUT)
         code = EXIT_INPUT
     except ExplainableError as e:
-        click.echo(redact(f"spotfolio: cannot decide: {e}"), err=True)
+        # the explanation may list its conflicts a line each: kept as text, not in JSON
+        if not _logcontext.json_chosen():
+            click.echo(redact(f"spotfolio: cannot decide: {e}"), err=True)
+        else:
+            say("spotfolio: cannot decide", str(e), "cannot_decide", EXIT_EXPLAIN)
         code = EXIT_EXPLAIN
     except SpotfolioError as e:
-        click.echo(redact(f"spotfolio: {type(e).__name__}: {e}"), err=True)
+        say("spotfolio", f"{type(e).__name__}: {e}", "fatal_error", 1)
         code = 1
     if argv is None:
         sys.exit(code)

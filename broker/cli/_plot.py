@@ -10,6 +10,7 @@ matplotlib is imported only when a chart is asked for.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -64,7 +65,7 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
     names = scen.names()
     bottom = [0.0] * len(names)
     for key, tier in (("committed", "committed"), ("on_demand", "on-demand"), ("spot", "spot")):
-        vals = scen.values(f"{key}_usd")
+        vals = [_finite(v) for v in scen.values(f"{key}_usd")]
         ax.bar(names, vals, bottom=bottom, label=tier)
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     top = max(bottom, default=0.0)
@@ -72,7 +73,8 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
     ahead = scen.values("work_ahead_usd")
     for x, (total, saving, carried) in enumerate(zip(totals, savings, ahead, strict=True)):
         # a bar is what was paid; its label the total, net of work carried forward
-        label = short_usd(total) + (f" net of {short_usd(carried)}" if carried > 0 else "")
+        label = short_usd(total) if math.isfinite(total) else "cost unknown"
+        label += f" net of {short_usd(carried)}" if carried > 0 else ""
         label += f"\nsaves {saving:.0%}" if saving > 0 else ""
         ax.annotate(_plain(label), (x, bottom[x]), xytext=(0, 3), textcoords="offset points",
                     ha="center", va="bottom", fontsize=8)  # fmt: skip
@@ -85,7 +87,7 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
     if sweep:
         ax2 = axes[0][1]
         xs = [_num(p.get("share_of_peak")) * 100 for p in sweep]
-        ys = [_num(p.get("total_cost_usd")) for p in sweep]
+        ys = [_finite(_num(p.get("total_cost_usd"))) for p in sweep]
         ax2.plot(xs, ys, marker="o")
         for sx, sy in zip(xs, ys, strict=True):
             ax2.annotate(_plain(short_usd(sy)), (sx, sy), xytext=(0, 6), textcoords="offset points",
@@ -110,6 +112,12 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
 def _plain(text: str) -> str:
     """``text`` with its dollar signs escaped: two ``$`` are mathtext to matplotlib."""
     return text.replace("$", r"\$")
+
+
+def _finite(x: float) -> float:
+    """A cost the chart can draw: NaN or an infinity (a tier some hour had no
+    price for; the text report shows it as "-") draws as nothing."""
+    return x if math.isfinite(x) else 0.0
 
 
 def _num(value: object) -> float:

@@ -56,13 +56,16 @@ import os
 import re
 import sys
 from collections.abc import Collection, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING
 
 import click
 
 from broker.cli._adapter_options import market_options
+from broker.cli._logcontext import context as log_context
+from broker.cli._logcontext import errors_as_json, utc_stamp
+from broker.cli._logcontext import set_context as set_log_context
 from broker.cli._numbers import ranged
 from broker.cli._output import console, emit_json
 from broker.daemon.logline import LogLine
@@ -106,22 +109,27 @@ def _typed(value: object) -> object:
         return value.isoformat()
     if isinstance(value, Enum):
         return _typed(value.value)
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+        return [_typed(v) for v in items]
     s = str(value)
     return float(s) if _DECIMAL.fullmatch(s) else s
 
 
 class JsonLogFormatter(logging.Formatter):
     """One JSON object per line: ``ts`` (ISO-8601 UTC, milliseconds),
-    ``level``, ``logger``, then ``event`` and its typed fields (a ``LogLine``
-    from ``kv``) or ``message`` and ``args`` (a %-style call), and ``exc_type``
-    and ``exc`` (the traceback) when an exception is logged."""
+    ``level``, ``logger``, ``owner`` and ``account`` (the config's; null
+    until it is read), then ``event`` and its typed fields (a ``LogLine``
+    from ``kv``; lists as arrays) or ``message`` and ``args`` (a %-style
+    call), and ``exc_type`` and ``exc`` (the traceback) when an exception is
+    logged."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         out: dict[str, object] = {
-            "ts": ts.replace("+00:00", "Z"),
+            "ts": utc_stamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
+            **log_context(),
         }
         msg = record.msg
         if isinstance(msg, LogLine) and not record.args:
@@ -200,11 +208,18 @@ def _config(path: str | None, **overrides: object) -> DaemonConfig:
     from broker.daemon.config import DaemonConfig, load_daemon_config
     from broker.daemon.environ import validate_with_environment
 
-    if path is not None:
-        return load_daemon_config(path, environ=os.environ, **overrides)
-    return validate_with_environment(
-        DaemonConfig, {"owner": "spotfolio-sim"}, "options", os.environ, overrides
-    )
+    try:
+        if path is not None:
+            return load_daemon_config(path, environ=os.environ, **overrides)
+        return validate_with_environment(
+            DaemonConfig, {"owner": "spotfolio-sim"}, "options", os.environ, overrides
+        )
+    except InputError as e:
+        # A value the command line gave is named as its option, not as the file's field.
+        option = {v: k for k, v in _CONFIG_FIELD.items() if v}.get(e.field or "")
+        if option is None or overrides.get(e.field or "") is None:
+            raise
+        raise InputError(option, None, e.expected, got=e.got) from e
 
 
 def _announce(request: Request) -> None:
@@ -216,6 +231,12 @@ def _announce(request: Request) -> None:
         else ",".join(data["instance_ids"])
     )
     click.echo(f"would {kind}: {what} (key {data['idempotency_key']})")
+
+
+def _choose_log_format(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    # Eager: set before any other option or file is read, so their errors use it.
+    errors_as_json(value == "json")
+    return value
 
 
 @click.command("daemon")
@@ -255,7 +276,15 @@ def _announce(request: Request) -> None:
     help="Seed of the simulated cloud.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the simulation's result as JSON.")
-@click.option("--log-format", type=click.Choice(["kv", "json"]), default="kv", show_default=True)
+@click.option(
+    "--log-format",
+    type=click.Choice(["kv", "json"]),
+    default="kv",
+    show_default=True,
+    is_eager=True,
+    callback=_choose_log_format,
+    help="Log lines, and a fatal start-up error, as key=value text or JSON.",
+)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)  # fmt: skip
 def daemon_command(
@@ -280,6 +309,7 @@ def daemon_command(
     if config_path is None:
         raise InputError("--config", None, "a daemon config file (or --provider sim --hours H)")
     config = _with_sim(_config(config_path, provider=provider, market=market), market_option, start)
+    set_log_context(owner=config.owner, account=config.account)
     given = _given(provider=provider, market=market, market_option=market_option)
     with _in_config(config_path, given):
         _run(config, dry_run=dry_run, once=once)
@@ -329,6 +359,7 @@ def _simulate(
             store_url="sqlite://", planner="fast", metrics_port=0, intervals=SIM_INTERVALS
         )
     config = _with_sim(_config(config_path, **overrides), pairs, start, seed)
+    set_log_context(owner=config.owner, account=config.account)
     with _in_config(config_path, _given(market=market, market_option=pairs)):
         market_source = open_config_market(config)
         if not isinstance(market_source, HistorySource):  # the live markets have no history

@@ -41,31 +41,58 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
     AwareDatetime,
+    BeforeValidator,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic.json_schema import SkipJsonSchema
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
-from broker.daemon.environ import validate_with_environment
+from broker.daemon.environ import read_environment, validate_with_environment
 from broker.daemon.hooks import CheckpointHook
 from broker.daemon.store.store import in_memory_url, redact_url
 from broker.lifecycle import LifecycleConfig
 from broker.lifecycle.values import REMOVED_TTL_MESSAGE
+from markets.catalog import CATALOG
 from markets.errors import InputError
+from markets.keys import CommitmentKey
 from markets.numbers import DAY_S, MAX_COUNT, MAX_USD, Bounded
-from markets.registry import PROVIDERS
+from markets.registry import MARKETS, PROVIDERS
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
 from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
 
 __all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
+
+
+# The years a plan epoch or a simulated start may fall in (as a demand file's hours).
+FIRST_YEAR, LAST_YEAR = 2000, 2199
+
+
+def _not_a_number(value: object) -> object:
+    # pydantic reads a number as seconds since 1970: `horizon_start: 5` is a typo.
+    if isinstance(value, bool | int | float):
+        raise ValueError("an ISO-8601 time with its zone (2026-03-01T00:00:00Z), not a number")
+    # YAML reads an unquoted time itself; as text, a refusal quotes it as written.
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _in_years(value: datetime) -> datetime:
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise ValueError(f"a time from {FIRST_YEAR} to {LAST_YEAR}")
+    return value
+
+
+Epoch = Annotated[AwareDatetime, BeforeValidator(_not_a_number), AfterValidator(_in_years)]
 
 
 class Intervals(StrictModel):
@@ -128,7 +155,7 @@ class SimSettings(StrictModel):
     # rate from here (default: the market's first hour), and with a
     # state_file the account lives in that file, so it outlives the process
     # (kill the daemon, start it again: the account is as the cloud left it).
-    start: AwareDatetime | None = None
+    start: Epoch | None = None
     state_file: Path | None = None
     # With a state_file: each launch/terminate takes this long (wall clock),
     # half before the cloud acts and half for its answer.
@@ -152,6 +179,52 @@ def _market_value(value: str | bool | int | float) -> str | bool | int | float:
 
 
 MarketValue = Annotated[str | bool | int | float, AfterValidator(_market_value)]
+
+_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+_STORE_EXPECTED = (
+    "sqlite:///path, postgresql+psycopg://user@host/database, or a SQLite file path "
+    f"ending {', '.join(_SQLITE_SUFFIXES)}"
+)
+
+
+def store_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as a store (``None``: nothing it shows
+    before connecting). In-memory URLs pass here: ``--hours`` simulations
+    keep one, and the running daemon refuses them (``check_durable_store``)."""
+    if in_memory_url(url):
+        return None
+    if url != url.strip() or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        return f"{_STORE_EXPECTED} (no spaces or control characters around it)"
+    if "://" not in url:
+        return None if Path(url).suffix.lower() in _SQLITE_SUFFIXES else _STORE_EXPECTED
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return _STORE_EXPECTED
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        return f"{_STORE_EXPECTED} (a SQLite or PostgreSQL database, not {backend!r})"
+    if backend == "postgresql" and not parsed.database:
+        return f"{_STORE_EXPECTED} (the URL names no database)"
+    return None
+
+
+def commitment_group_problem(key: str) -> str | None:
+    """What is wrong with ``key`` as a reservation group (``None``: it is
+    provider/region/instance type of a pool the catalog prices)."""
+    expected = "provider/region/instance type of a catalog pool, e.g. aws/us-east-1/g5.xlarge"
+    try:
+        group = CommitmentKey.parse(key)
+    except InputError:
+        return expected
+    entry = CATALOG.get(group.instance_type)
+    if entry is None:
+        return f"{expected} (no instance type {group.instance_type[:80]!r} in the catalog)"
+    if entry.instance.provider.value != group.provider:
+        return f"{expected} ({group.instance_type} is a {entry.instance.provider.value} type)"
+    if group.region not in {region for region, _zone in entry.zones}:
+        return f"{expected} ({group.instance_type} is not offered in {group.region[:80]!r})"
+    return None
 
 
 class DaemonConfig(StrictModel):
@@ -201,7 +274,7 @@ class DaemonConfig(StrictModel):
     providers: list[Literal["aws", "gcp"]] | None = Field(default=None, min_length=1)
     # The plan epoch: workloads' deadline_hours count from here. None: the
     # first plan's start (kept in the store across restarts).
-    horizon_start: AwareDatetime | None = None
+    horizon_start: Epoch | None = None
     # "Stale market data: keep the last good snapshot, mark it stale, widen
     # risk margins" (ARCHITECTURE.md). While the snapshot is stale, every
     # pool's hazard counts this many times over, in the plan (the optimizer's
@@ -227,6 +300,28 @@ class DaemonConfig(StrictModel):
         if name not in PROVIDERS:
             raise ValueError(f"one of {', '.join(PROVIDERS.names())}")
         return PROVIDERS.canonical(name)
+
+    @model_validator(mode="after")
+    def _store_url_is_a_store(self) -> DaemonConfig:
+        why = store_url_problem(self.store_url)
+        if why is not None:
+            raise FieldError("store_url", why, redact_url(self.store_url))
+        return self
+
+    @model_validator(mode="after")
+    def _market_named(self) -> DaemonConfig:
+        m = self.market
+        if not m.strip() or m != m.strip() or any(ord(c) < 32 for c in m):
+            raise FieldError("market", f"{MARKETS.expected()}, or a recorded-data path", m)
+        return self
+
+    @model_validator(mode="after")
+    def _committed_groups_exist(self) -> DaemonConfig:
+        for key in self.committed:
+            why = commitment_group_problem(key)
+            if why is not None:
+                raise FieldError(f"committed.{key}", why, key[:80])
+        return self
 
     @model_validator(mode="after")
     def _renew_well_inside_the_ttl(self) -> DaemonConfig:
@@ -312,11 +407,17 @@ class DaemonConfig(StrictModel):
 
 
 def load_daemon_config(
-    path: str | Path, *, environ: Mapping[str, str] | None = None, **overrides: object
+    path: str | Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    check_paths: bool = True,
+    **overrides: object,
 ) -> DaemonConfig:
     """Read, validate and resolve paths relative to the file; with
     ``environ``, its ``SPOTFOLIO_*`` keys override the file's and
-    ``overrides`` both (``broker.daemon.environ``)."""
+    ``overrides`` both (``broker.daemon.environ``). ``check_paths=False``
+    skips the checks that the files and directories it names exist (for a
+    config rendered for another machine, such as a container's)."""
     source = str(path)
     try:
         if Path(path).stat().st_size > MAX_CONFIG_BYTES:
@@ -344,7 +445,92 @@ def load_daemon_config(
     store = _resolve_sqlite(cfg.store_url, base)
     if store != cfg.store_url:
         updates["store_url"] = store
-    return cfg.model_copy(update=updates) if updates else cfg
+    market = _resolve_market(cfg.market, base) if check_paths else cfg.market
+    if market is None:
+        raise _named(source, environ, overrides, "market",
+                     f"{MARKETS.expected()}, or an existing recorded-data file or directory",
+                     cfg.market)  # fmt: skip
+    if market != cfg.market:
+        updates["market"] = market
+    cfg = cfg.model_copy(update=updates) if updates else cfg
+    if check_paths:
+        _check_files(cfg, source, environ, overrides)
+    return cfg
+
+
+def _named(
+    source: str,
+    environ: Mapping[str, str] | None,
+    overrides: Mapping[str, object],
+    field: str,
+    expected: str,
+    got: object,
+) -> InputError:
+    """An error about ``field`` naming where its value came from: the
+    environment's variable or the file's field (a command line's value is
+    named as its option by the command, which knows the option)."""
+    top = field.split(".")[0]
+    if overrides.get(top) is not None:
+        return InputError(source, field, expected, got=got)
+    origins = read_environment(DaemonConfig, environ or {}).origins
+    origin = origins.get(field) or origins.get(top)
+    if origin is not None:
+        return InputError(origin[0], None, expected, got=got)
+    return InputError(source, field, expected, got=got)
+
+
+def _resolve_market(market: str, base: Path) -> str | None:
+    """A registered market name as it is; a recorded-data path relative to
+    the file (or, as before the file, the working directory) made absolute;
+    ``None`` when it names neither."""
+    if market in MARKETS:
+        return market
+    path = Path(market).expanduser()
+    for candidate in (path,) if path.is_absolute() else (base / path, Path.cwd() / path):
+        if candidate.exists():
+            return str(candidate)
+    return None
+
+
+def _check_files(
+    cfg: DaemonConfig,
+    source: str,
+    environ: Mapping[str, str] | None,
+    overrides: Mapping[str, object],
+) -> None:
+    """The files the settings name exist (inputs) or can be made (state),
+    checked now rather than when a job first opens them."""
+    for field, path in (("workloads", cfg.workloads), ("demand", cfg.demand)):
+        if path is not None and not path.is_file():
+            what = "a directory" if path.is_dir() else "no such file"
+            raise _named(source, environ, overrides, field, f"an existing file ({what})", str(path))
+    outputs: list[tuple[str, Path]] = []
+    if cfg.sim.state_file is not None:
+        outputs.append(("sim.state_file", cfg.sim.state_file))
+    sqlite = _sqlite_file(cfg.store_url)
+    if sqlite is not None:
+        outputs.append(("store_url", sqlite))
+    for field, path in outputs:
+        if path.is_dir():
+            why = "a file path, not a directory"
+        elif not path.parent.is_dir():
+            why = f"a file in an existing directory (no directory {path.parent})"
+        else:
+            continue
+        got = redact_url(cfg.store_url) if field == "store_url" else str(path)
+        raise _named(source, environ, overrides, field, why, got)
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite store (``None``: another database, or in memory)."""
+    if in_memory_url(url):
+        return None
+    if "://" not in url:
+        return Path(url)
+    parsed = make_url(url)  # store_url_problem parsed it already
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    return Path(parsed.database)
 
 
 def _resolve_sqlite(url: str, base: Path) -> str:

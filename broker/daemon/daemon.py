@@ -371,7 +371,7 @@ class Daemon:
             now = self.clock.now()
             back = spot_returned(last, snap, self.state.plan, now, self.workloads)
             if back and not force:
-                log.info(kv("spot_returned", pools=",".join(back)))
+                log.info(kv("spot_returned", pools=list(back)))
                 self.replan()
                 self.reconcile()
 

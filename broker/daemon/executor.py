@@ -185,7 +185,7 @@ class Executor:
                 kind,
                 key=key,
                 outcome=outcome,
-                instances=",".join(result.instance_ids) or "-",
+                instances=list(result.instance_ids),
                 error=result.error or "-",
             )
         )

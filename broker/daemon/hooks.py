@@ -94,6 +94,8 @@ __all__ = [
     "HookResult",
     "HookRunner",
     "command_env",
+    "env_problem",
+    "header_problem",
     "run_checkpoint_hook",
     "sign",
 ]
@@ -129,6 +131,56 @@ _RETRY_STATUSES = frozenset({408, 429})
 _HTTP_URL = re.compile(r"^https?://", re.IGNORECASE)
 
 
+# RFC 9110 s5.1: a field name is a token (1*tchar).
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# RFC 9110 s5.5: a field value is visible characters (and obs-text) with
+# single spaces or tabs between them: no CR, LF, NUL or other control.
+# obs-text is %x80-FF: http.client sends a value as Latin-1.
+_VCHAR = r"\x21-\x7e\x80-\xff"
+_FIELD_VALUE = re.compile(rf"([{_VCHAR}]([\x20\x09{_VCHAR}]*[{_VCHAR}])?)?")
+_URL_CHARS = re.compile(r"[\x21-\x7e\x80-\U0010ffff]+")
+# Headers the webhook call sets itself: a configured one would be overwritten
+# (or, for the framing headers, contradict the body).
+_OWN_HEADERS = frozenset(
+    h.lower() for h in ("Content-Type", "Content-Length", "Host", "Transfer-Encoding",
+                        SIGNATURE_HEADER)
+)  # fmt: skip
+# The notice's variables (command_env): a hook's own would be overwritten.
+_NOTICE_VARIABLES = frozenset(
+    f"SPOTFOLIO_{k}" for k in ("NOTICE_ID", "WORKLOAD", "INSTANCE_ID", "DEADLINE", "BUDGET_S")
+)
+
+
+def _shown(name: str) -> str:
+    """A configured name as a message may quote it (control characters escaped)."""
+    return name if name.isprintable() else repr(name)[1:-1]
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """What makes ``name: value`` no HTTP header field (``None``: nothing)."""
+    if not _TOKEN.fullmatch(name):
+        return "a header name of letters, digits and !#$%&'*+-.^_`|~ (an RFC 9110 token)"
+    if name.lower() in _OWN_HEADERS:
+        return "a header the webhook call does not set itself (Content-Type, Host, ...)"
+    if not _FIELD_VALUE.fullmatch(value):
+        return (
+            "a header value of visible characters, spaces and tabs inside (RFC 9110 "
+            "field-value: no CR, LF, NUL or other control character)"
+        )
+    return None
+
+
+def env_problem(name: str, value: str) -> str | None:
+    """What makes ``name=value`` no POSIX environment variable (``None``: nothing)."""
+    if not name or "=" in name or "\0" in name:
+        return "a variable name without '=' or NUL (POSIX)"
+    if name.upper() in _NOTICE_VARIABLES:
+        return "a variable the notice does not set itself (SPOTFOLIO_NOTICE_ID, ...)"
+    if "\0" in value:
+        return "a value without NUL characters (POSIX)"
+    return None
+
+
 class CheckpointHook(BaseModel):
     """A command (argv, no shell) or a webhook URL; exactly one."""
 
@@ -148,8 +200,24 @@ class CheckpointHook(BaseModel):
     def _one(self) -> Self:
         if (self.command is None) == (self.url is None):
             raise ValueError("exactly one of 'command' or 'url'")
-        if isinstance(self.url, str) and not _HTTP_URL.match(self.url):
-            raise FieldError("url", "a URL that starts with http:// or https://")
+        if isinstance(self.url, str) and not (
+            _HTTP_URL.match(self.url) and _URL_CHARS.fullmatch(self.url)
+        ):
+            raise FieldError(
+                "url",
+                "a URL that starts with http:// or https:// (no spaces or control characters)",
+            )
+        for i, arg in enumerate(self.command or ()):
+            if "\0" in arg or (i == 0 and not arg.strip()):
+                raise FieldError(f"command[{i}]", "a program and arguments without NUL characters")
+        for name, value in self.headers.items():
+            why = header_problem(name, value if isinstance(value, str) else "")
+            if why is not None:
+                raise FieldError(f"headers.{_shown(name)}", why)
+        for name, value in self.env.items():
+            why = env_problem(name, value if isinstance(value, str) else "")
+            if why is not None:
+                raise FieldError(f"env.{_shown(name)}", why)
         if self.command is not None and (self.headers or self.signing_key is not None):
             raise ValueError("'headers' and 'signing_key' only with 'url' (a webhook)")
         return self
@@ -298,6 +366,12 @@ def run_checkpoint_hook(
             env = {k: resolve_secret(v, resolver) for k, v in hook.env.items()}
         except SecretUnavailableError as e:
             return result(kind, False, f"secret unavailable, hook not called: {e}", attempts=0)
+        for name, value in env.items():
+            if "\0" in value:  # a resolved reference: never quoted
+                ref = hook.env[name]
+                shown = ref.describe() if isinstance(ref, SecretRef) else name
+                why = f"{shown} resolves to a value with NUL, hook not called"
+                return result(kind, False, why, attempts=0)
         left = budget_s - (clock.monotonic() - t0)
         if left <= 0:
             return result(kind, False, "no time left after reading its secrets: hook not called")
@@ -424,10 +498,16 @@ def _run_webhook(
         except SecretUnavailableError as e:
             box.secret_error = str(e)
             return
-        if not _HTTP_URL.match(target):
+        if not (_HTTP_URL.match(target) and _URL_CHARS.fullmatch(target)):
             box.secret_error = f"{url.describe() if isinstance(url, SecretRef) else 'url'} "
             box.secret_error += "(resolves to no http:// or https:// URL)"
             return
+        for name, value in headers.items():
+            if header_problem(name, value) is not None:  # a resolved reference: never quoted
+                ref = hook.headers[name]
+                box.secret_error = f"{ref.describe() if isinstance(ref, SecretRef) else name} "
+                box.secret_error += "(resolves to no HTTP header value: CR, LF or a control)"
+                return
         headers["Content-Type"] = "application/json"
         if key is not None:
             headers[SIGNATURE_HEADER] = sign(body, key)

@@ -89,7 +89,7 @@ class Launcher:
                             "no_pool_left",
                             workload=req.workload,
                             tier=req.tier.value,
-                            tried=",".join(sorted(tried)),
+                            tried=sorted(tried),
                         )
                     )
                     return None

@@ -53,7 +53,7 @@ def run_scheduled(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: daemon.stopped.set())
     sched.start()
-    log.info(kv("daemon_running", owner=daemon.owner, jobs=",".join(n for n, _, _ in jobs)))
+    log.info(kv("daemon_running", owner=daemon.owner, jobs=[n for n, _, _ in jobs]))
     try:
         daemon.stopped.wait()
     finally:

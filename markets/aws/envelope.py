@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from markets.clock import ensure_utc
+from markets.errors import RebuiltByState
 
 __all__ = [
     "MAX_BODY_CHARS",
@@ -70,7 +71,7 @@ class MalformedMessage(ValueError):
     """A message that might be ours but cannot be read."""
 
 
-class RejectedNotice(ValueError):
+class RejectedNotice(RebuiltByState, ValueError):
     """A readable event that is not from our account and region, or does not
     name the instance it is about; ``field`` says which check failed."""
 

@@ -38,6 +38,7 @@ outside them is in no plan, baseline or replacement of that workload.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from importlib import resources
@@ -46,6 +47,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from markets.catalog import CATALOG
 from markets.errors import InputError
 from markets.model import Provider, Tier
 from markets.numbers import DAY_S, MAX_HOURS, MAX_UNITS, MAX_USD, Bounded
@@ -125,6 +127,8 @@ def _fill_defaults(data: dict[str, object], defaults: ClassDefaults) -> dict[str
 MAX_THROUGHPUT = 1000.0
 MAX_WORKLOADS = 1000
 MAX_INSTANCE_TYPES = 500  # the catalogs list a few hundred GPU types in all
+# The longest machine type names of either cloud are under 30 characters.
+MAX_TYPE_NAME = 64
 # A workloads file is a few KB; 16 MiB is beyond any hand-written fleet.
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_PRIORITY = 1_000_000
@@ -165,7 +169,7 @@ class Workload(StrictModel):
 
     name: str = Field(min_length=1, max_length=63)
     workload_class: WorkloadClass = Field(alias="class")
-    instance_types: list[str] = Field(
+    instance_types: list[Annotated[str, Field(max_length=MAX_TYPE_NAME)]] = Field(
         min_length=1, max_length=MAX_INSTANCE_TYPES, description="in order of preference"
     )
     # Stated factors only; see throughput_of for the rest.
@@ -548,7 +552,26 @@ def load_workloads(path: str | Path, *, demand_supplied: bool = False) -> Worklo
 
 def _parse_text(text: str, source: str, *, demand_supplied: bool) -> WorkloadSet:
     data = read_yaml(text, source)
-    return parse_workloads(data, source=source, demand_supplied=demand_supplied)
+    wset = parse_workloads(data, source=source, demand_supplied=demand_supplied)
+    _check_catalog_types(wset, source)
+    return wset
+
+
+def _check_catalog_types(wset: WorkloadSet, source: str) -> None:
+    """A file names instance types the catalog prices: a type no market
+    offers would leave its workload with no pool at all, or silently drop a
+    preference (a typo)."""
+    for i, w in enumerate(wset.workloads):
+        for j, name in enumerate(w.instance_types):
+            if name in CATALOG:
+                continue
+            close = difflib.get_close_matches(name, list(CATALOG), n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise InputError(
+                source, f"workloads[{i}].instance_types[{j}]",
+                f"an instance type the catalog knows{hint}",
+                got=name,
+            )  # fmt: skip
 
 
 def default_workloads() -> WorkloadSet:

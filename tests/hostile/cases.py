@@ -37,7 +37,7 @@ from policies.workloads.spec import default_workloads, load_workloads
 from tests.hostile.harness import Case
 from tests.paths import REPO
 
-__all__ = ["HOSTILE", "all_cases", "leaves", "must_reject_value", "set_path"]
+__all__ = ["HOSTILE", "all_cases", "leaves", "must_reject_value", "operator_cases", "set_path"]
 
 WORKLOADS_YAML = REPO / "policies" / "examples" / "workloads.yaml"
 DEMAND_CSV = REPO / "broker" / "examples" / "demand.csv"
@@ -499,3 +499,215 @@ def all_cases() -> list[Case]:
         *_price_cases(),
         *_cli_cases(),
     ]
+
+
+# -- an operator's inputs: names, paths, keys and times, not numbers -------------
+#
+# Each is outside what its field documents, so exit 0 on it is a silent
+# accept: a store that is no database, a market or file that is not there, a
+# reservation group no catalog pool has, an epoch of year 9999, a hook header
+# that would inject another header, a state file that cannot be written, a
+# workload of unknown types. All of them are refused when the file is read.
+
+_OPERATOR_BASE: dict[str, object] = {"owner": "hostile", "store_url": "sqlite:///state.db"}
+_HOOK_URL = "http://127.0.0.1:9/drain"
+
+
+def _daemon_case(cid: str, settings: Callable[[Path], dict[str, object]], *names: str) -> Case:
+    def make(tmp: Path) -> Any:
+        target = tmp / "daemon.yaml"
+        target.write_text(_dump_yaml({**_OPERATOR_BASE, **settings(tmp)}), encoding="utf-8")
+        return lambda: load_daemon_config(target)
+
+    return Case(cid, make, names, True, file_names=lambda tmp: (str(tmp / "daemon.yaml"),))
+
+
+def _setting(key: str, value: object) -> Callable[[Path], dict[str, object]]:
+    return lambda _tmp: {key: value}
+
+
+def _hook(**hook: object) -> Callable[[Path], dict[str, object]]:
+    return lambda _tmp: {"checkpoint_hooks": {"chat-api": hook}}
+
+
+def _daemon_operator_cases() -> Iterator[Case]:
+    for label, url in (
+        ("garbage", "garbage"),
+        ("no-suffix", "state"),
+        ("space-around", " sqlite:///state.db"),
+        ("newline", "sqlite:///state.db\n"),
+        ("mysql", "mysql://db.internal/spotfolio"),
+        ("http", "http://db.internal/spotfolio"),
+        ("postgres-no-database", "postgresql+psycopg://db.internal"),
+        ("missing-directory", "sqlite:///no/such/dir/state.db"),
+        ("plain-path-missing-directory", "no/such/dir/state.db"),
+    ):
+        yield _daemon_case(f"operator:daemon:store_url={label}", _setting("store_url", url),
+                           "store_url")  # fmt: skip
+    yield _daemon_case(
+        "operator:daemon:store_url=a-directory",
+        lambda tmp: {"store_url": f"sqlite:///{tmp}"},
+        "store_url",
+    )
+    for label, market in (
+        ("empty", ""),
+        ("space", " "),
+        ("unknown", "nosuch"),
+        ("missing-path", "no/such/history.csv"),
+        ("newline", "default\n"),
+    ):
+        yield _daemon_case(f"operator:daemon:market={label}", _setting("market", market), "market")
+    for key in ("demand", "workloads"):
+        yield _daemon_case(f"operator:daemon:{key}=missing", _setting(key, "nope.yaml"), key)
+        yield _daemon_case(f"operator:daemon:{key}=a-directory", _setting(key, "."), key)
+    for label, group in (
+        ("unknown-type", "aws/us-east-1/g9.nosuch"),
+        ("type-of-the-other-cloud", "gcp/us-east-1/g5.xlarge"),
+        ("unknown-region", "aws/mars-1/g5.xlarge"),
+        ("one-part", "g5.xlarge"),
+        ("pool-key", "aws/us-east-1/us-east-1a/g5.xlarge"),
+        ("5000-chars", "aws/us-east-1/" + "g" * 5000),
+    ):
+        yield _daemon_case(f"operator:daemon:committed={label}",
+                           _setting("committed", {group: 2}), "committed")  # fmt: skip
+    for key, where in (("horizon_start", "horizon_start"), ("sim.start", "sim.start")):
+        for label, when in (
+            ("year-9999", "9999-01-01T00:00:00Z"),
+            ("year-1", "0001-01-01T00:00:00Z"),
+            ("5", 5),
+            ("5.5", 5.5),
+            ("true", True),
+            ("no-zone", "2026-03-01T00:00:00"),
+            ("text", "soon"),
+        ):
+            settings = (
+                _setting("sim", {"start": when}) if key == "sim.start" else _setting(key, when)
+            )
+            yield _daemon_case(f"operator:daemon:{key}={label}", settings, where)
+    hooks: tuple[tuple[str, Callable[[Path], dict[str, object]], str], ...] = (
+        ("header-name-crlf", _hook(url=_HOOK_URL, headers={"X-A\r\nX-B": "v"}), "headers"),
+        ("header-name-lf", _hook(url=_HOOK_URL, headers={"X-A\nB": "v"}), "headers"),
+        ("header-name-space", _hook(url=_HOOK_URL, headers={"X A": "v"}), "headers"),
+        ("header-name-colon", _hook(url=_HOOK_URL, headers={"X-A:": "v"}), "headers"),
+        ("header-name-empty", _hook(url=_HOOK_URL, headers={"": "v"}), "headers"),
+        ("header-name-non-ascii", _hook(url=_HOOK_URL, headers={"X-Ä": "v"}), "headers"),
+        ("header-own-content-type", _hook(url=_HOOK_URL, headers={"Content-Type": "x"}),
+         "headers.Content-Type"),
+        ("header-own-signature", _hook(url=_HOOK_URL, headers={"X-Spotfolio-Signature": "x"}),
+         "headers.X-Spotfolio-Signature"),
+        ("header-value-crlf", _hook(url=_HOOK_URL, headers={"X-A": "v\r\nSet-Cookie: a=b"}),
+         "headers.X-A"),
+        ("header-value-lf", _hook(url=_HOOK_URL, headers={"X-A": "v\nX-B: c"}), "headers.X-A"),
+        ("header-value-cr", _hook(url=_HOOK_URL, headers={"X-A": "v\rX-B: c"}), "headers.X-A"),
+        ("header-value-nul", _hook(url=_HOOK_URL, headers={"X-A": "v\0"}), "headers.X-A"),
+        ("header-value-escape", _hook(url=_HOOK_URL, headers={"X-A": "v\x1b[2J"}),
+         "headers.X-A"),
+        ("header-value-leading-space", _hook(url=_HOOK_URL, headers={"X-A": " v"}),
+         "headers.X-A"),
+        ("header-value-not-latin-1", _hook(url=_HOOK_URL, headers={"X-A": "v\u2028"}),
+         "headers.X-A"),
+        ("env-value-nul", _hook(command=["/bin/true"], env={"A": "x\0y"}), "env.A"),
+        ("env-name-equals", _hook(command=["/bin/true"], env={"A=B": "x"}), "env"),
+        ("env-name-nul", _hook(command=["/bin/true"], env={"A\0B": "x"}), "env"),
+        ("env-name-empty", _hook(command=["/bin/true"], env={"": "x"}), "env"),
+        ("env-name-notice", _hook(command=["/bin/true"], env={"SPOTFOLIO_NOTICE_ID": "x"}),
+         "env.SPOTFOLIO_NOTICE_ID"),
+        ("command-nul", _hook(command=["/bin/true", "a\0b"]), "command[1]"),
+        ("command-empty-program", _hook(command=[""]), "command[0]"),
+        ("url-crlf", _hook(url=_HOOK_URL + "\r\nX-B: c"), "url"),
+        ("url-space", _hook(url="http://127.0.0.1:9/a b"), "url"),
+    )  # fmt: skip
+    for label, settings, where in hooks:
+        yield _daemon_case(f"operator:daemon:hook:{label}", settings,
+                           f"checkpoint_hooks.chat-api.{where}")  # fmt: skip
+    yield _daemon_case(
+        "operator:daemon:sim.state_file=missing-directory",
+        _setting("sim", {"state_file": "no/such/dir/account.json"}),
+        "sim.state_file",
+    )
+    yield _daemon_case(
+        "operator:daemon:sim.state_file=a-directory",
+        lambda tmp: {"sim": {"state_file": str(tmp)}},
+        "sim.state_file",
+    )
+
+
+def _workloads_with(types: list[str], index: int) -> Callable[[Path], Any]:
+    base = yaml.safe_load(WORKLOADS_YAML.read_text(encoding="utf-8"))
+    data = copy.deepcopy(base)
+    data["workloads"][index]["instance_types"] = types
+    data["workloads"][index].pop("throughput", None)
+
+    def make(tmp: Path) -> Any:
+        target = tmp / "workloads.yaml"
+        target.write_text(_dump_yaml(data), encoding="utf-8")
+        return lambda: load_workloads(target)
+
+    return make
+
+
+def _workloads_operator_cases() -> Iterator[Case]:
+    for label, types in (
+        ("only-unknown", ["g9.nosuch", "zz9.huge"]),
+        ("one-typo", ["g5.xlarge", "g5.xlarg"]),
+        ("5000-chars", ["g" * 5000]),
+        ("newline", ["g5.xlarge\n"]),
+    ):
+        yield Case(
+            f"operator:workloads:instance_types={label}",
+            _workloads_with(types, 0),
+            ("workloads[0].instance_types",),
+            True,
+            file_names=lambda tmp: (str(tmp / "workloads.yaml"),),
+        )
+
+
+def _price_history(tmp: Path) -> Path:
+    rows = [
+        [f"2024-01-{d:02d}T{h:02d}:00:00Z", zone, itype, f"{0.3 + d / 100 + h / 1000:.4f}",
+         "Linux/UNIX"]
+        for d in range(1, 4) for h in range(0, 24, 6) for zone in ("us-east-1a", "us-east-1b")
+        for itype in ("g4dn.xlarge", "g5.xlarge", "p3.2xlarge", "p3.8xlarge")
+    ]  # fmt: skip
+    target = tmp / "prices.csv"
+    body = [_PRICE_HEADER, *rows]
+    target.write_text("\n".join(",".join(r) for r in body) + "\n", encoding="utf-8")
+    return target
+
+
+def _argv(*argv: str) -> Callable[[Path], list[str]]:
+    return lambda _tmp: list(argv)
+
+
+def _cli_operator_cases() -> Iterator[Case]:
+    for command in (["plan"], ["whatif"], ["market", "show"]):
+        for label, market in (("empty", ""), ("space", " ")):
+            yield Case(f"operator:cli:{command[0]} --market={label}",
+                       _argv(*command, "--market", market), ("--market",), True)  # fmt: skip
+    yield Case("operator:cli:daemon --market=empty",
+               lambda _tmp: ["daemon", "--provider", "sim", "--hours", "1", "--market", ""],
+               ("--market",), True)  # fmt: skip
+    reserve = ["cost", "reserve", "--demand", "3,4,5,6", "--on-demand", "2", "--discount", "0.3"]
+    for label, levels in (
+        ("200%", "200%"),
+        ("100.5%", "100.5%"),
+        ("40%,200%", "40%,200%"),
+        ("empty", ""),
+        ("1e9-units", "1000000000"),
+        ("nan%", "nan%"),
+    ):
+        yield Case(f"operator:cli:cost reserve --levels={label}",
+                   _argv(*reserve, "--levels", levels), ("--levels",), True)  # fmt: skip
+    # A spot price history has no on-demand price for some hours: the chart
+    # of a what-if on it draws what is known (exit 0), never a traceback.
+    yield Case(
+        "operator:cli:whatif --plot on a price history",
+        lambda tmp: ["whatif", "--market", str(_price_history(tmp)), "--days", "1",
+                     "--plot", str(tmp / "whatif.png"), "--out", str(tmp / "whatif.json")],
+        timeout_s=240.0,
+    )  # fmt: skip
+
+
+def operator_cases() -> list[Case]:
+    """The operator's inputs (every one runs in the default suite)."""
+    return [*_daemon_operator_cases(), *_workloads_operator_cases(), *_cli_operator_cases()]

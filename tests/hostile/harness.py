@@ -58,6 +58,8 @@ class Case:
     allow_explain: bool = False
     # names the line must contain, given the tmp dir (the file written there)
     file_names: Callable[[Path], tuple[str, ...]] = field(default=lambda _tmp: ())
+    # a case that plans (a what-if) may take longer than a parse, without hanging
+    timeout_s: float = TIMEOUT_S
 
 
 @contextmanager
@@ -100,7 +102,8 @@ def _run_loader(call: Callable[[], object]) -> Outcome:
     return Outcome(0, "")
 
 
-def run_case(case: Case, tmp: Path, timeout_s: float = TIMEOUT_S) -> Outcome:
+def run_case(case: Case, tmp: Path, timeout_s: float | None = None) -> Outcome:
+    timeout_s = case.timeout_s if timeout_s is None else timeout_s
     made = case.make(tmp)
     t0 = time.perf_counter()
     try:

@@ -28,6 +28,7 @@ from tests.hostile.cases import (
     all_cases,
     leaves,
     must_reject_value,
+    operator_cases,
     set_path,
 )
 from tests.hostile.harness import Case, run_case, verdict
@@ -53,6 +54,15 @@ def test_the_harness_has_at_least_a_thousand_cases() -> None:
 
 @pytest.mark.parametrize("case", SAMPLE, ids=[c.id for c in SAMPLE])
 def test_hostile_sample(case: Case, tmp_path: Path) -> None:
+    _check(case, tmp_path)
+
+
+OPERATOR = operator_cases()
+
+
+@pytest.mark.parametrize("case", OPERATOR, ids=[c.id for c in OPERATOR])
+def test_operator_inputs(case: Case, tmp_path: Path) -> None:
+    """Every one, in the default run: names, paths, keys, times and hooks."""
     _check(case, tmp_path)
 
 

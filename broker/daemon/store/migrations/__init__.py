@@ -3,7 +3,9 @@
 Owns: the revisions (``versions/``, ``r0001_baseline`` = the tables as main
 83a16c0 created them), ``upgrade`` (bring a database to the newest revision
 this code knows, in one transaction under an upgrade lock),
-``current_revision`` and ``SchemaTooNewError``.
+``current_revision``, ``history`` (the revisions, oldest first), ``downgrade``
+(back to an earlier revision, for running an older spotfolio on the store)
+and ``SchemaTooNewError``.
 
 What ``upgrade`` does with each kind of database:
 
@@ -47,11 +49,14 @@ from markets.errors import InputError
 __all__ = [
     "BASELINE",
     "SCRIPT_LOCATION",
+    "Revision",
     "SchemaChange",
     "SchemaTooNewError",
     "alembic_config",
     "current_revision",
+    "downgrade",
     "head_revision",
+    "history",
     "upgrade",
 ]
 
@@ -156,3 +161,55 @@ def upgrade(engine: Engine, *, version_locations: Sequence[Path] = ()) -> Schema
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
     return SchemaChange(before, head)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One schema revision: its id, the one it follows, and what it changes."""
+
+    revision: str
+    down_revision: str | None
+    doc: str
+
+
+def history(version_locations: Sequence[Path] = ()) -> list[Revision]:
+    """Every revision this code (plus ``version_locations``) knows, oldest first."""
+    out = []
+    for s in _script(tuple(version_locations)).walk_revisions():  # newest first
+        down = s.down_revision
+        out.append(Revision(s.revision, down if isinstance(down, str) else None,
+                            " ".join((s.doc or "").split())))  # fmt: skip
+    return out[::-1]
+
+
+def downgrade(
+    engine: Engine, target: str, *, version_locations: Sequence[Path] = ()
+) -> SchemaChange:
+    """Take the database back to ``target`` (a known revision at or before
+    its own), running each later revision's ``downgrade`` in one transaction
+    under the upgrade lock. What those revisions added (columns, tables and
+    their rows) is dropped."""
+    locations = tuple(version_locations)
+    known = [r.revision for r in history(locations)]
+    if target not in known:
+        raise InputError("REVISION", None, f"one of {', '.join(known)}", got=target)
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
+        found = current_revision(conn)
+        if found is None:
+            raise InputError("store_url", None,
+                             "a store with a schema revision (spotfolio db upgrade stamps one)",
+                             got="unversioned")  # fmt: skip
+        if found not in known:
+            raise SchemaTooNewError(found, head_revision(locations))
+        if known.index(target) > known.index(found):
+            raise InputError("REVISION", None,
+                             f"a revision at or before the store's {found} (db upgrade goes up)",
+                             got=target)  # fmt: skip
+        if target == found:
+            return SchemaChange(found, found)
+        cfg = alembic_config(locations)
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, target)
+    return SchemaChange(found, target)

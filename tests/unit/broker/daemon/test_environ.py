@@ -23,7 +23,7 @@ EXAMPLES = Path(__file__).resolve().parents[4] / "policies" / "examples"
 SAMPLES = {
     "store_url": "postgresql+psycopg://db.internal/spotfolio",
     "workloads": str(next(EXAMPLES.glob("*.yaml"))),
-    "demand": "demand.csv",
+    "demand": str(EXAMPLES.parent.parent / "broker" / "examples" / "demand.csv"),
     "providers": "[aws, gcp]",
     "horizon_start": "2026-03-01T00:00:00Z",
     "sim.start": "2026-03-01T00:00:00Z",
@@ -121,6 +121,7 @@ def test_relative_paths_from_a_variable_are_relative_to_the_working_directory(
     run.mkdir()
     monkeypatch.chdir(run)
     path = config_file(etc, "owner: x\ndemand: demand.csv\n")
+    (etc / "demand.csv").write_text("hour,chat-api\n")
     cfg = load_daemon_config(
         path,
         environ={"SPOTFOLIO_STORE_URL": "sqlite:///state.db", "SPOTFOLIO_SIM__STATE_FILE": "s"},

@@ -562,3 +562,42 @@ def test_a_reply_that_is_not_http_is_a_failure_not_a_crashed_thread() -> None:
         srv.close()
     assert not r.ok and not r.timed_out and r.attempts == 2
     assert "malformed HTTP reply" in r.detail
+
+
+def test_a_header_reference_that_resolves_to_a_crlf_sends_nothing_and_never_shows_it(
+    two_hosts: tuple[_Server, _Server],
+) -> None:
+    """A literal header is checked when the file is read; a reference only
+    at call time: a value with CR/LF would inject a header, so nothing is sent."""
+    from markets.secretref import EnvSecrets
+
+    a, _ = two_hosts
+    hook = CheckpointHook.model_validate(
+        {"url": f"{a.url}/x", "headers": {"X-Token": {"env": "T"}}}
+    )
+    for value in ("tok\r\nX-Injected: s3cret", "tok\ns3cret", "tok\0s3cret"):
+        r = run_checkpoint_hook(
+            hook, notice_id="e", workload="w", instance_id="i", deadline=None, budget_s=5.0,
+            secrets=EnvSecrets({"T": value}),
+        )  # fmt: skip
+        assert not r.ok and r.attempts == 0, r.detail
+        assert "env:T" in r.detail and "s3cret" not in json.dumps(r.as_record())
+    assert a.handler.seen == []
+
+
+def test_an_env_reference_that_resolves_to_a_nul_runs_nothing(tmp_path: Path) -> None:
+    from markets.secretref import EnvSecrets
+
+    marker = tmp_path / "ran"
+    hook = CheckpointHook.model_validate(
+        {
+            "command": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+            "env": {"K": {"env": "V"}},
+        }
+    )
+    r = run_checkpoint_hook(
+        hook, notice_id="e", workload="w", instance_id="i", deadline=None, budget_s=5.0,
+        secrets=EnvSecrets({"V": "a\0s3cret"}),
+    )  # fmt: skip
+    assert not r.ok and not marker.exists() and r.attempts == 0
+    assert "env:V" in r.detail and "s3cret" not in r.detail

@@ -23,6 +23,7 @@ from broker.daemon.store.migrations import (
     alembic_config,
     current_revision,
     head_revision,
+    history,
     upgrade,
 )
 from broker.daemon.store.schema import meta
@@ -270,3 +271,109 @@ def test_the_daemon_exits_2_naming_both_revisions_on_a_newer_store(
     assert main(["db", "upgrade", "--config", str(cfg)]) == 2
     assert _revision(eng) == DEMO
     eng.dispose()
+
+
+# -- an operator's commands: current, check, history, downgrade -----------------
+
+
+def test_db_current_on_a_mistyped_sqlite_path_exits_2_naming_it_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in (f"sqlite:///{tmp_path / 'stat.db'}", "stat.db", "sqlite:///stat.db"):
+        for verb in ("current", "check", "history"):
+            assert main(["db", verb, "--store-url", url]) == 2, (verb, url)
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "--store-url" in err and "stat.db" in err
+    cfg = _config(tmp_path, "sqlite:///stat.db")
+    assert main(["db", "current", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert f"{cfg}: store_url:" in err and str(tmp_path / "stat.db") in err
+    assert main(["db", "downgrade", BASELINE, "--yes", "--config", str(cfg)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["daemon.yaml"]
+
+
+def _to(store_url: str, revision: str) -> None:
+    """A store at ``revision``: made at head, then taken back."""
+    eng = create_engine(store_url)
+    try:
+        upgrade(eng)
+        if revision != HEAD:
+            cfg = alembic_config(())
+            with eng.begin() as conn:
+                cfg.attributes["connection"] = conn
+                command.downgrade(cfg, revision)
+    finally:
+        eng.dispose()
+
+
+def test_db_check_exits_0_at_head_and_1_behind(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _to(store_url, HEAD)
+    assert main(["db", "check", "--store-url", store_url]) == 0
+    assert f": {HEAD}, at head" in capsys.readouterr().out
+    _to(store_url, BASELINE)
+    assert main(["db", "check", "--store-url", store_url]) == 1
+    out = capsys.readouterr().out
+    behind = len([r for r in history() if r.revision != BASELINE])
+    assert f": {BASELINE}, {behind} revision(s) behind head {HEAD}" in out and "upgrade" in out
+    assert main(["db", "upgrade", "--store-url", store_url]) == 0
+    assert main(["db", "check", "--store-url", store_url]) == 0
+
+
+def test_db_check_on_a_newer_store_exits_2_naming_both(
+    tmp_path: Path, demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eng = create_engine(f"sqlite:///{tmp_path / 'state.db'}")
+    upgrade(eng, version_locations=[demo])
+    eng.dispose()
+    assert main(["db", "check", "--store-url", f"sqlite:///{tmp_path / 'state.db'}"]) == 2
+    err = capsys.readouterr().err
+    assert f"schema revision {DEMO} is newer" in err and err.count("\n") == 1
+
+
+def test_db_history_lists_every_revision_oldest_first_marking_head_and_store(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["db", "history"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    revisions = [line.split()[0] for line in lines]
+    assert revisions == [r.revision for r in history()] and revisions[0] == BASELINE
+    assert revisions[-1] == HEAD and lines[-1].endswith("(head)")
+    _to(store_url, "0003")
+    assert main(["db", "history", "--store-url", store_url]) == 0
+    marked = [line for line in capsys.readouterr().out.splitlines() if "(" in line.split("  ")[-1]]
+    assert [m.split()[0] for m in marked] == ["0003", HEAD]
+    assert marked[0].endswith("(store)") and marked[1].endswith("(head)")
+
+
+def test_db_downgrade_needs_yes_then_drops_what_later_revisions_added(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _to(store_url, HEAD)
+    assert main(["db", "downgrade", "0003", "--store-url", store_url]) == 2
+    err = capsys.readouterr().err
+    assert "--yes" in err and "0004, 0005" in err and err.count("\n") == 1
+    eng = create_engine(store_url)
+    try:
+        assert _revision(eng) == HEAD  # nothing done without --yes
+        assert main(["db", "downgrade", "0003", "--yes", "--store-url", store_url]) == 0
+        assert capsys.readouterr().out.strip().endswith(f": {HEAD} -> 0003")
+        assert _revision(eng) == "0003"
+        with eng.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+        assert "pool_experience" not in tables and "rebalance_record" not in tables
+        assert "notices" in tables
+        # up is upgrade's job, and an unknown revision is named
+        assert main(["db", "downgrade", HEAD, "--yes", "--store-url", store_url]) == 2
+        assert main(["db", "downgrade", "9999", "--yes", "--store-url", store_url]) == 2
+        err = capsys.readouterr().err
+        assert "REVISION" in err and "before the store's 0003" in err and "9999" in err
+        assert _revision(eng) == "0003"
+        # and the store comes back up whole: the daemon's own check passes
+        assert main(["db", "upgrade", "--store-url", store_url]) == 0
+        with eng.connect() as conn:
+            assert not compare_metadata(MigrationContext.configure(conn), meta)
+    finally:
+        eng.dispose()

@@ -123,6 +123,83 @@ def test_a_logged_exception_keeps_its_type_and_traceback(
     assert "Traceback" in line["exc"] and "broken_job" in line["exc"]
 
 
+def test_lists_are_json_arrays_and_a_comma_list_in_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _logging("json", "info")
+    line = kv("spot_returned", pools=["aws/a/z/g5", "aws/b/z/g5"], empty=[], ids=("i-1",),
+              seen={"b", "a"}, token=["tok-1"])  # fmt: skip
+    assert line.startswith('spot_returned pools=aws/a/z/g5,aws/b/z/g5 empty="" ids=i-1')
+    logging.getLogger("spotfolio.daemon").info(line)
+    (out,) = _lines(capsys.readouterr().err)
+    assert out["pools"] == ["aws/a/z/g5", "aws/b/z/g5"] and out["empty"] == []
+    assert out["ids"] == ["i-1"] and out["seen"] == ["a", "b"]
+    assert "tok-1" not in json.dumps(out)  # a secret-named list is redacted item by item
+
+
+def test_every_json_line_carries_owner_and_account(capsys: pytest.CaptureFixture[str]) -> None:
+    """Null until the config is read; the config's once it is."""
+    from broker.cli import main
+
+    _logging("json", "info")
+    logging.getLogger("markets.aws.provider").info("before the config")
+    assert main(["daemon", "--provider", "sim", "--hours", "2", "--log-format", "json",
+                 "--log-level", "debug"]) == 0  # fmt: skip
+    lines = _lines(capsys.readouterr().err)
+    assert lines[0]["owner"] is None and lines[0]["account"] is None
+    ran = lines[1:]
+    assert len(ran) >= 5 and {x["logger"] for x in ran} >= {"spotfolio.daemon"}
+    assert all(x["owner"] == "spotfolio-sim" and x["account"] == "default" for x in ran)
+    launches = [x for x in ran if x.get("event") == "launch"]
+    assert launches and all(isinstance(x["instances"], list) for x in launches)
+    assert all(i.startswith("i-") for x in launches for i in x["instances"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        pytest.param(["--config", "{missing}"], "--config", id="missing-config"),
+        pytest.param(["--config", "{bad}"], "store_url", id="bad-config-field"),
+        pytest.param(["--hours", "abc"], "--hours", id="bad-option-before-log-format"),
+        pytest.param(["--provider", "sim", "--hours", "1", "--market", ""], "--market",
+                     id="bad-market-option"),
+    ],
+)  # fmt: skip
+def test_a_fatal_start_up_error_is_one_json_line_with_json_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], names: str
+) -> None:
+    from broker.cli import main
+
+    bad = tmp_path / "daemon.yaml"
+    bad.write_text("owner: team-a\naccount: acct-1\nstore_url: garbage\n")
+    args = [a.format(missing=tmp_path / "nope.yaml", bad=bad) for a in argv]
+    assert main(["daemon", *args, "--log-format", "json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    (line,) = _lines(err)
+    assert line["level"] == "error" and line["event"] == "input_error"
+    assert line["exit_code"] == 2 and names in line["message"]
+    assert set(line) >= {"ts", "logger", "owner", "account", "message"}
+    # the same error as text without --log-format json
+    assert main(["daemon", *args]) == 2
+    text = capsys.readouterr().err
+    assert text.startswith("spotfolio: error: ") and names in text and text.count("\n") == 1
+
+
+def test_a_fatal_error_in_json_hides_secrets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from broker.cli import main
+
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text("owner: t\nstore_url: postgresql+psycopg://u:hunter2@127.0.0.1:1/x\n"
+                   "metrics_port: 0\n")  # fmt: skip
+    assert main(["daemon", "--config", str(cfg), "--once", "--log-format", "json"]) == 2
+    err = capsys.readouterr().err
+    (line,) = _lines(err.splitlines()[-1])
+    assert "hunter2" not in err and line["event"] == "input_error"
+
+
 def test_kv_log_keeps_its_text_form() -> None:
     line = kv("lease_acquired", lease="account/a", holder="h 1", n=2)
     assert line == 'lease_acquired lease=account/a holder="h 1" n=2'
