@@ -122,6 +122,7 @@ class Scenario:
         out = list(self.plan.budget_limited)
         if self.bill.budget_cut_unit_hours > 1e-6:
             out.append("fleet budget per hour (the top-up on on-demand)")
+        out.extend(b for b in self.bill.budget_limits if b not in out)
         return tuple(out)
 
     def _reaction(self) -> dict[str, object]:
@@ -569,6 +570,12 @@ def _sweep(
     result.breakeven_occupancy_on_demand = breakeven_occupancy(c_price, alt_price)
     term_h = obligation_hours(problem)
     counts = [math.ceil(share * peak / work_per_instance - 1e-9) for share in levels]
+    # A level's instances are occupied only by the demand that can run on
+    # them: the serving workloads with a committed price in the group, in
+    # the group's instances (the levels themselves stay shares of all serving).
+    usable = [w for w in serving if _can_use(problem, w, group)]
+    eligible = np.sum([forecast[w.name] for w in usable], axis=0) if usable else np.zeros(1)
+    eligible_instances = np.ceil(np.asarray(eligible, dtype=float) / work_per_instance - 1e-9)
 
     def said(done: int, total_levels: int) -> None:
         if done < total_levels:
@@ -579,19 +586,29 @@ def _sweep(
     scenarios, _used = map_paced(_sweep_level, shared, list(zip(levels, counts, strict=True)),
                                  workers=workers, on_done=said)  # fmt: skip
     prev_units: float | None = None
+    prev_n: int | None = None
     prev_total: float | None = None
     for share, n, sc in zip(levels, counts, scenarios, strict=True):
         units = share * peak
         occ = None
-        if prev_units is not None and units > prev_units:
-            occ = marginal_occupancy(np.ceil(total), math.ceil(prev_units), math.ceil(units))
+        if prev_units is not None and prev_n is not None and n > prev_n:
+            occ = marginal_occupancy(eligible_instances, prev_n, n)
         billed = sc.bill.total_usd
         delta = None if prev_total is None else billed - prev_total
         # the plan's own price (paid the way the options say) over the term
         obligation = sc.plan.committed_usd_per_hour() * term_h
         result.sweep.append(SweepPoint(share, units, group, n, sc, occ, delta, obligation))
         prev_units = units
+        prev_n = n
         prev_total = billed
+
+
+def _can_use(problem: PlanningProblem, w: Workload, group: str) -> bool:
+    """Whether ``w`` may run on committed capacity of ``group``."""
+    return any(
+        str(e.key.group) == group and e.usd_per_work_hour[Tier.COMMITTED] is not None
+        for e in problem.entries(w)
+    )
 
 
 def _sweep_group(
