@@ -4,9 +4,11 @@ Owns: ``Column``, ``Table`` and ``Section`` (what every format shows: headings,
 tables of raw values with a kind per column, each with the prose that follows
 it, and lines of prose) and ``sections(doc)``, which reads a
 ``spotfolio.whatif/1`` document (``broker.cli.whatif``'s docstring) into them,
-in the report's order: what to do (``advice``, when the document has it), the
-scenarios, the risk band (``risk``, when present), the stressed market, the
-committed sweep, what is owned, the data used, and the optimizer's reasons.
+in the report's order: as billed (``as_billed``, with a bill: the bill's own
+dollars, each day reconciled, every saving against it first and on-demand
+second), what is owned, what to do (``advice``, when the document has it),
+the scenarios, the risk band (``risk``, when present), the stressed market,
+the committed sweep, the data used, and the optimizer's reasons.
 Blocks absent from the document are left out.
 
 What to do reads ``advice`` in ``broker.whatif.advice.Advice.to_dict``'s
@@ -128,18 +130,74 @@ SCENARIO_COLUMNS = (
 )
 
 
+# With a bill (``as_billed``), the saving against it comes first.
+AS_BILLED_SAVING = Column("savings_vs_as_billed", "vs billed", "share")
+
+
 def scenario_table(doc: Mapping[str, object]) -> Table:
+    found = rows(doc.get("scenarios"))
+    billed = any("savings_vs_as_billed" in s for s in found)
+    cols: tuple[Column, ...] = SCENARIO_COLUMNS
+    if billed:
+        i = [c.key for c in cols].index("savings_vs_on_demand")
+        cols = (*cols[:i], AS_BILLED_SAVING,
+                Column("savings_vs_on_demand", "vs on-demand", "share"), *cols[i + 1:])  # fmt: skip
     out = []
-    for s in rows(doc.get("scenarios")):
+    for s in found:
         tiers = obj(s.get("cost_by_tier_usd"))
+        savings = (_num(s.get("savings_vs_as_billed")),) if billed else ()
         out.append((
             _cell(s.get("name")), _num(s.get("total_cost_usd")), _num(tiers.get("committed")),
             _num(tiers.get("on_demand")), _num(tiers.get("spot")), _num(s.get("work_ahead_usd")),
-            _num(s.get("savings_vs_on_demand")), _num(s.get("unmet_unit_hours")),
+            *savings, _num(s.get("savings_vs_on_demand")), _num(s.get("unmet_unit_hours")),
             _num(s.get("expected_revocations")), _num(s.get("break_glass_usd")),
             _num(s.get("catch_up_usd")), _num(s.get("planned_cost_usd")),
         ))  # fmt: skip
-    return Table("scenarios", "", SCENARIO_COLUMNS, tuple(out))
+    return Table("scenarios", "", cols, tuple(out))
+
+
+_AS_BILLED_TOTALS = (
+    ("effective_cost_usd", "as billed (EffectiveCost)"),
+    ("billed_cost_usd", "invoiced (BilledCost)"),
+    ("amortisation_usd", "amortisation (effective - billed)"),
+    ("replay_usd", "the same usage at the replay's prices"),
+    ("unpriced_usd", "lines the market does not price"),
+)
+_DAY_COLUMNS = (
+    Column("day", "day"),
+    Column("effective_cost_usd", "as billed", "usd"),
+    Column("billed_cost_usd", "invoiced", "usd"),
+    Column("amortisation_usd", "amortised", "usd"),
+    Column("replay_usd", "replay", "usd"),
+    Column("difference_usd", "replay - billed", "usd"),
+)
+
+
+def _as_billed(doc: Mapping[str, object]) -> Section | None:
+    """``as_billed`` (``broker.whatif.as_billed.AsBilled.to_dict``): its
+    totals, each day reconciled, and every scenario's saving against it
+    first and against on-demand second."""
+    ab = obj(doc.get("as_billed"))
+    if not ab:
+        return None
+    totals = Table("as_billed", "", (Column("what", "what"), Column("usd", "USD", "usd")),
+                   tuple((label, _num(ab.get(k))) for k, label in _AS_BILLED_TOTALS))  # fmt: skip
+    days = Table("as_billed_days", "each day reconciled", _DAY_COLUMNS,
+                 tuple(tuple(_cell(d.get(c.key)) for c in _DAY_COLUMNS)
+                       for d in rows(ab.get("days"))))  # fmt: skip
+    lines = ["Savings, against as-billed first and on-demand second:"]
+    for s in rows(doc.get("scenarios")):
+        if s.get("name") == "as_billed":
+            continue
+        usd, vs_billed = _num(s.get("saving_vs_as_billed_usd")), _num(s.get("savings_vs_as_billed"))
+        vs_od, total = _num(s.get("savings_vs_on_demand")), _num(s.get("total_cost_usd"))
+        if usd is None or vs_billed is None or vs_od is None or total is None:
+            continue
+        verb = "saves" if usd >= 0 else "costs"
+        lines.append(f"  {s.get('name')}: {full_usd(total)}, {verb} {full_usd(abs(usd))} "
+                     f"({abs(vs_billed):.1%}) against as-billed, "
+                     f"{vs_od:.1%} against on-demand")  # fmt: skip
+    return Section("as_billed", "As billed: the bill itself", (totals, days), tuple(lines))
 
 
 def _kind_of(key: str, value: object) -> Kind:
@@ -388,7 +446,7 @@ def title(doc: Mapping[str, object]) -> str:
 def sections(doc: Mapping[str, object], pools: int | None = POOL_ROWS) -> list[Section]:
     """The report's sections in order (module docstring); ``pools``: the
     first-week pools What to do lists (``None``: all)."""
-    out: list[Section | None] = [_what_to_do(doc, pools)]
+    out: list[Section | None] = [_as_billed(doc), _owned(doc), _what_to_do(doc, pools)]
     warn = [f"warning: {b.get('scenario')}: budgets leave {b.get('unmet_unit_hours')} "
             f"unit-hours unmet ({'; '.join(_strings(b.get('budgets')))}): not a saving"
             for b in rows(doc.get("budget_unmet"))]  # fmt: skip
@@ -400,7 +458,7 @@ def sections(doc: Mapping[str, object], pools: int | None = POOL_ROWS) -> list[S
         )
     out.append(Section("scenarios", "Scenarios, billed on the actual demand and market",
                        (scenario_table(doc),), tuple(warn)))  # fmt: skip
-    out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc), _owned(doc)]
+    out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc)]
     data = _strings(doc.get("usage_summary")) + _strings(doc.get("recorded_data"))
     if data:
         out.append(Section("data", "Data used", (), data))
