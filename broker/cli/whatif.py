@@ -584,7 +584,11 @@ def whatif_command(
     from broker.whatif.advice import advise
     from broker.whatif.risk import DEFAULT_SCENARIOS, risk_band
 
-    out["advice"] = advise(result).to_dict()
+    # commitments only in the regions the bill's usage ran in (with --usage)
+    regions = None
+    if billed is not None:
+        regions = frozenset(str(r) for r in billed.usage.frame["region"].dropna().unique())
+    out["advice"] = advise(result, allowed_regions=regions, seed=seed).to_dict()
     n = DEFAULT_SCENARIOS if scenarios is None else scenarios
     if n > 0:
         with progress("whatif risk band") as say:  # on a terminal only

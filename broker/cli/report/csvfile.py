@@ -36,6 +36,7 @@ TABLES = (
     "owned",
     "next_buy",
     "advice_commitments",
+    "advice_lookback",
     "advice_first_week",
     "advice_cost_by_workload",
     "advice_cost_by_team",

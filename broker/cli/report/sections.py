@@ -236,16 +236,50 @@ def _signed(usd: float) -> str:
 
 def _buy_table(advice: Mapping[str, object]) -> Table:
     source = str(advice.get("commitments_from") or "period plan")
-    cols = (Column("instance_type", "instance type"), Column("family", "family"),
+    cols: tuple[Column, ...] = (
+            Column("instance_type", "instance type"), Column("family", "family"),
             Column("provider", "provider"), Column("region", "region"),
             Column("size", "buy"), Column("term_years", "term (y)", "amount"),
             Column("payment", "payment"), Column("obligation_usd", "obligation", "usd"),
             Column("monthly_saving_usd", "saving/mo", "usd"),
             Column("breakeven_utilisation", "break-even", "share"),
             Column("utilisation", "expected", "share"))  # fmt: skip
-    body = tuple(tuple(_cell(c.get(k.key)) for k in cols) for c in rows(advice.get("commitments")))
+    found = rows(advice.get("commitments"))
+    if any("upfront_usd" in c for c in found):  # the lookback rule's figures
+        cols = (*cols, Column("upfront_usd", "upfront", "usd"),
+                Column("hourly_usd", "hourly", "usd"),
+                Column("utilisation_p10", "use P10", "share"),
+                Column("utilisation_p50", "use P50", "share"),
+                Column("utilisation_p90", "use P90", "share"),
+                Column("net_saving_term_usd", "net/term", "usd"),
+                Column("payback_month", "payback mo", "amount"),
+                Column("lookback_days", "lookback d", "amount"))  # fmt: skip
+    body = tuple(tuple(_cell(c.get(k.key)) for k in cols) for c in found)
     return Table("advice_commitments", f"commitments to buy ({source})", cols, body,
                  empty=f"buy no commitment ({source})")  # fmt: skip
+
+
+def _rule_table(advice: Mapping[str, object]) -> Table | None:
+    """The lookback rule on each scope the plan would buy: sized or refused."""
+    rule = obj(advice.get("commitment_rule"))
+    if not rule:
+        return None
+    cols = (Column("group", "scope"), Column("usage_days", "usage days", "amount"),
+            Column("plan_count", "plan buys", "amount"), Column("owned", "owned", "amount"),
+            Column("count_7d", "7 d", "amount"), Column("count_30d", "30 d", "amount"),
+            Column("count_60d", "60 d", "amount"), Column("count", "recommended", "amount"),
+            Column("reason", "refused because"))  # fmt: skip
+    body: list[tuple[Cell, ...]] = []
+    for r in rows(rule.get("sized")):
+        by = obj(r.get("count_by_lookback_days"))
+        body.append((_cell(r.get("group")), _num(r.get("usage_days")), _num(r.get("plan_count")),
+                     _num(r.get("owned")), _num(by.get("7")), _num(by.get("30")),
+                     _num(by.get("60")), _num(r.get("count")), None))  # fmt: skip
+    for r in rows(rule.get("refused")):
+        body.append((_cell(r.get("group")), _num(r.get("usage_days")), None, None, None, None,
+                     None, 0, _cell(r.get("reason"))))  # fmt: skip
+    notes = (f"rule: {rule.get('rule')} (AWS Cost Explorer's 7/30/60-day lookbacks).",)
+    return Table("advice_lookback", "the lookback rule, per scope", cols, tuple(body), notes)
 
 
 def _pool_table(advice: Mapping[str, object], limit: int | None) -> Table:
@@ -327,11 +361,15 @@ def _what_to_do(doc: Mapping[str, object], pools: int | None) -> Section | None:
     advice = obj(doc.get("advice"))
     if not advice:
         return None
-    tables = (_buy_table(advice), _pool_table(advice, pools),
+    rule = _rule_table(advice)
+    tables = (_buy_table(advice), *(() if rule is None else (rule,)), _pool_table(advice, pools),
               _cost_table(advice, "cost_by_workload", "workload"),
               _cost_table(advice, "cost_by_team", "team"), _totals_table(advice))  # fmt: skip
+    lines = [f"no commitment for {r.get('group')}: {r.get('reason')}"
+             + (f" ({r.get('days_needed')} more day(s) of usage)" if r.get("days_needed") else "")
+             for r in rows(obj(advice.get("commitment_rule")).get("refused"))]  # fmt: skip
     line = risk_line(obj(doc.get("risk")))
-    return Section("advice", "What to do", tables, (line,) if line else ())
+    return Section("advice", "What to do", tables, tuple(lines) + ((line,) if line else ()))
 
 
 def quantile_bands(value: object, path: str = "") -> list[tuple[str, float, float, float]]:
