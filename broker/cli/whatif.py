@@ -54,7 +54,10 @@ actual demand and market. ``--json`` prints one object::
                                                  # against the spot/on-demand mix
       "breakeven_occupancy_on_demand": float | null,  # ... against on-demand alone
       "owned": [{"id": str, "kind": str, "group": str | null, "count": int,   # only with
-                 "usd_per_hour": float, "end": str, "hours_left": float}],   # --owned
+                 "usd_per_hour": float, "end": str, "hours_left": float,     # --owned
+                 "utilisation": float | null,   # paid instance-hours the plan used
+                 "coverage": float | null,      # share of the demand that can use it covered
+                 "at_expiry": str | null}],     # expiring in the horizon: what was re-decided
       "next_buy": [<a commitment, as in "commitments">],  # bought on top of the owned
       "explanation": [str],                      # the optimizer's reasons, one line each
       "seconds": {...},
@@ -578,7 +581,8 @@ def whatif_command(
         out["breakeven_occupancy"] = result.breakeven_occupancy
         out["breakeven_occupancy_on_demand"] = result.breakeven_occupancy_on_demand
     if have:
-        out["owned"] = [owned_dict(c, result.start) for c in result.owned]
+        out["owned"] = [owned_dict(c, result.start) | result.owned_use.get(c.id, {})
+                        for c in result.owned]  # fmt: skip
         out["next_buy"] = [commitment_dict(c) for c in result.next_buy]
     # lazy: numpy and pandas; ``spotfolio --help`` imports this module
     from broker.whatif.advice import advise
