@@ -55,6 +55,7 @@ from broker.whatif.run import WhatIfResult
 from markets.commitments import OwnedCommitment, term_hours
 from markets.keys import CommitmentKey, PoolKey
 from markets.model import MarketSnapshot, Tier
+from policies.cost_table import CostEntry
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
 FloatArray = npt.NDArray[np.float64]
@@ -356,8 +357,7 @@ def _ruled(
     keep = np.asarray(index < pd.Timestamp(end), dtype=bool)
     usable: list[tuple[str, float]] = []
     for w in inputs.workloads.of_class(WorkloadClass.SERVING):
-        e = next((e for e in inputs.costs.entries(w.name) if str(e.key.group) == c.group
-                  and e.usd_per_work_hour[Tier.COMMITTED] is not None), None)  # fmt: skip
+        e = next((e for e in inputs.costs.entries(w.name) if _in_scope(e, c)), None)
         if e is not None and e.work_per_instance_hour > 0:
             usable.append((w.name, e.work_per_instance_hour))
     total = np.zeros(int(keep.sum()))
@@ -378,6 +378,22 @@ def _ruled(
         payment=c.payment, allowed_regions=allowed,
         samples=_samples(result, usable, c.group, seed) if usable else (),
     )  # fmt: skip
+
+
+def _in_scope(e: CostEntry, c: Commitment) -> bool:
+    """Whether ``e``'s pool is usage ``c`` can cover: its group (an instance
+    commitment, with a committed price), or a savings plan's scope (Compute:
+    any AWS pool; EC2 Instance: its family in its region)."""
+    k = e.key
+    if not c.is_savings_plan:
+        return str(k.group) == c.group and e.usd_per_work_hour[Tier.COMMITTED] is not None
+    if k.provider != c.key.provider:
+        return False
+    kind = c.key.instance_type
+    if kind.startswith("savings-plan-ec2-"):
+        family = kind.removeprefix("savings-plan-ec2-")
+        return k.region == c.key.region and e.instance_type.split(".")[0] == family
+    return True
 
 
 def _owned_at(
