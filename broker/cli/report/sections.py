@@ -206,7 +206,9 @@ def _kind_of(key: str, value: object) -> Kind:
     k = key.lower()
     if "usd" in k or k.endswith("_cost") or "saving_usd" in k:
         return "usd"
-    if any(w in k for w in ("share", "utilisation", "utilization", "occupancy", "fraction")):
+    if any(
+        w in k for w in ("share", "utilisation", "utilization", "occupancy", "fraction", "coverage")
+    ):
         return "share"
     if k.startswith("savings") and float(value) <= 1:
         return "share"
