@@ -8,8 +8,13 @@ actual demand and market. ``--json`` prints one object::
       "schema": "spotfolio.whatif/1",
       "market": "default", "stale": false, "start": "...", "hours": 720,
       "scenarios": [
-        {"name": "on_demand" | "committed_quantile" | "static_mix" | "spotfolio",
-         "total_cost_usd": float,
+        {"name": "as_billed" | "on_demand" | "committed_quantile" | "static_mix" | "spotfolio",
+         "total_cost_usd": float,               # as_billed (only with --usage, first):
+                                                 # the bill's EffectiveCost, and beside it
+         "billed_cost_usd": float,               # BilledCost and the amortisation between
+         "amortisation_usd": float,              # them (as_billed only)
+         "savings_vs_as_billed": float,          # only with --usage: fraction vs as_billed
+         "saving_vs_as_billed_usd": float,       # ... and in dollars
          "cost_by_tier_usd": {"committed": float, "on_demand": float, "spot": float},
          "unmet_unit_hours": float,
          "unmet_unit_hours_by_class": {"serving": float, "training": float, "batch": float},
@@ -49,10 +54,16 @@ actual demand and market. ``--json`` prints one object::
                                                  # against the spot/on-demand mix
       "breakeven_occupancy_on_demand": float | null,  # ... against on-demand alone
       "owned": [{"id": str, "kind": str, "group": str | null, "count": int,   # only with
-                 "usd_per_hour": float, "end": str, "hours_left": float}],   # --owned
+                 "usd_per_hour": float, "end": str, "hours_left": float,     # --owned
+                 "utilisation": float | null,   # paid instance-hours the plan used
+                 "coverage": float | null,      # share of the demand that can use it covered
+                 "at_expiry": str | null}],     # expiring in the horizon: what was re-decided
       "next_buy": [<a commitment, as in "commitments">],  # bought on top of the owned
       "explanation": [str],                      # the optimizer's reasons, one line each
       "seconds": {...},
+      "as_billed": {...},                        # only with --usage: the bill's dollars over
+                                                 # the replayed hours, reconciled per day
+                                                 # (broker.whatif.as_billed.AsBilled.to_dict)
       "usage": {...},                            # only with --usage: the bill read
                                                  # (broker.cli._usage.UsageInputs.to_dict)
       "recorded_data": [str],                    # on recorded data without --start: the
@@ -550,6 +561,14 @@ def whatif_command(
              if (f := _budget_unmet(s.name, number(r["unmet_unit_hours"], "unmet"),
                                     s.budget_limited())) is not None]  # fmt: skip
     _strict(checks, found)
+    # lazy: pandas; ``spotfolio --help`` imports this module
+    from broker.whatif.as_billed import as_billed, with_savings
+
+    bill_as_billed = None
+    if billed is not None and result.inputs is not None:  # the bill itself, first
+        bill_as_billed = as_billed(billed.usage.frame, result.start, result.hours,
+                                   result.inputs.snapshot, result.inputs.actuals)  # fmt: skip
+    rows = with_savings(rows, bill_as_billed)
     ours = next(r for r in rows if r["name"] == "spotfolio")
     _gap_warning(common, "spotfolio's re-plans", ours["plan_gap"], ours["gap_met"])
     out: dict[str, object] = {
@@ -569,6 +588,8 @@ def whatif_command(
             "scenarios": _stress_rows(result, ws),
         },
     }
+    if bill_as_billed is not None:
+        out["as_billed"] = bill_as_billed.to_dict()
     if billed is not None:
         out["usage"] = billed.to_dict()
     if recorded:
@@ -591,13 +612,18 @@ def whatif_command(
     if free is not None:
         out["quota"] = _quota_doc(quotas, result, free, ws)
     if have:
-        out["owned"] = [owned_dict(c, result.start) for c in result.owned]
+        out["owned"] = [owned_dict(c, result.start) | result.owned_use.get(c.id, {})
+                        for c in result.owned]  # fmt: skip
         out["next_buy"] = [commitment_dict(c) for c in result.next_buy]
     # lazy: numpy and pandas; ``spotfolio --help`` imports this module
     from broker.whatif.advice import advise
     from broker.whatif.risk import DEFAULT_SCENARIOS, risk_band
 
-    out["advice"] = advise(result).to_dict()
+    # commitments only in the regions the bill's usage ran in (with --usage)
+    regions = None
+    if billed is not None:
+        regions = frozenset(str(r) for r in billed.usage.frame["region"].dropna().unique())
+    out["advice"] = advise(result, allowed_regions=regions, seed=seed).to_dict()
     n = DEFAULT_SCENARIOS if scenarios is None else scenarios
     if n > 0:
         with progress("whatif risk band") as say:  # on a terminal only

@@ -3,10 +3,14 @@
 Owns: ``Advice`` and its parts, made by ``advise`` from a ``WhatIfResult``:
 
 - ``CommitmentBuy``: the commitments to buy (the whole-period plan's buy
-  decision, or with owned commitments what it buys on top of them), with the
-  term figures ``broker.planning.optimizer.commitments.appraise`` gave them:
-  obligation over the term, monthly saving against the spot/on-demand mix,
-  break-even utilisation;
+  decision, or with owned commitments what it buys on top of them), each
+  passed through the lookback rule (``broker.whatif.lookback``: enough days
+  of usage that can use it, sized on that usage net of what is owned, in the
+  regions allowed; the scopes it refuses are listed with the days they
+  need), with the term figures ``broker.planning.optimizer.commitments.appraise``
+  gave them (obligation, monthly saving against the spot/on-demand mix,
+  break-even utilisation) and the rule's (upfront, hourly, expected
+  utilisation P10/P50/P90, net saving over the term, payback month);
 - ``PoolCount``: whole instances per pool and tier for every hour of the
   first week of Spotfolio's replayed plan: per pool-hour, the plan's
   instances of every workload there summed and rounded up (``ceil``; a count
@@ -30,16 +34,31 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
+import pandas as pd
 
 from broker.planning.plan import Commitment, Plan
 from broker.whatif.billing import Bill
+from broker.whatif.lookback import (
+    LOOKBACK_DAYS,
+    MIN_LOOKBACK_DAYS,
+    Recommendation,
+    Refusal,
+    recommend,
+)
+from broker.whatif.risk import sample_demand
 from broker.whatif.run import WhatIfResult
+from markets.commitments import OwnedCommitment, term_hours
 from markets.keys import CommitmentKey, PoolKey
-from markets.model import MarketSnapshot
-from policies.workloads.spec import WorkloadSet
+from markets.model import MarketSnapshot, Tier
+from policies.cost_table import CostEntry
+from policies.workloads.spec import WorkloadClass, WorkloadSet
+
+FloatArray = npt.NDArray[np.float64]
 
 __all__ = [
     "COUNT_EPS",
@@ -79,6 +98,8 @@ class CommitmentBuy:
     utilisation: float | None
     breakeven_utilisation: float | None
     savings_plan: bool = False  # ``count`` is then $/h steps at ``usd_per_instance_hour``
+    # The lookback rule's figures (``broker.whatif.lookback``); None: not sized by it.
+    terms: Recommendation | None = None
 
     @property
     def size(self) -> str:
@@ -108,6 +129,25 @@ class CommitmentBuy:
             "monthly_saving_usd": _r(self.monthly_saving_usd, 2),
             "utilisation": _r(self.utilisation, 6),
             "breakeven_utilisation": _r(self.breakeven_utilisation, 6),
+            **self._terms(),
+        }
+
+    def _terms(self) -> dict[str, object]:
+        t = self.terms
+        if t is None:
+            return {}
+        band = t.utilisation_p10_p50_p90
+        return {
+            "upfront_usd": round(t.upfront_usd, 2),
+            "hourly_usd": round(t.hourly_usd, 6),
+            "breakeven_utilisation_on_demand": _r(t.breakeven_utilisation, 6),
+            "utilisation_p10": None if band is None else round(band[0], 6),
+            "utilisation_p50": None if band is None else round(band[1], 6),
+            "utilisation_p90": None if band is None else round(band[2], 6),
+            "net_saving_term_usd": round(t.net_saving_term_usd, 2),
+            "payback_month": t.payback_month,
+            "usage_days": t.usage_days,
+            "lookback_days": t.lookback_days,
         }
 
 
@@ -223,11 +263,24 @@ class Advice:
     by_workload: tuple[CostShare, ...]
     by_team: tuple[CostShare, ...]
     reconciliation: Reconciliation
+    # The lookback rule on every scope the plan would buy (``lookback``).
+    lookback: tuple[Recommendation, ...] = ()
+    refused: tuple[Refusal, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
             "commitments": [c.to_dict() for c in self.commitments],
             "commitments_from": self.commitments_from,
+            "commitment_rule": {
+                "min_usage_days": MIN_LOOKBACK_DAYS,
+                "lookback_days": list(LOOKBACK_DAYS),
+                "rule": "a 1- or 3-year commitment only from at least "
+                f"{MIN_LOOKBACK_DAYS} days of the usage that can use it, in the regions "
+                "allowed; its count the most saving over the longest lookback covered, on "
+                "the hourly usage net of what is owned, at most the plan's buy",
+                "sized": [r.to_dict() for r in self.lookback],
+                "refused": [r.to_dict() for r in self.refused],
+            },
             "first_week": {
                 "hours": self.first_week_hours,
                 "rounding": "whole instances: the plan's instances per pool-hour summed over "
@@ -241,9 +294,14 @@ class Advice:
         }
 
 
-def advise(result: WhatIfResult) -> Advice:
+def advise(
+    result: WhatIfResult, *, allowed_regions: frozenset[str] | None = None, seed: int = 0
+) -> Advice:
     """The advice of ``result`` (its ``spotfolio`` scenario and, for the buy
-    decision and the objective, the whole-period plan in ``result.inputs``)."""
+    decision and the objective, the whole-period plan in ``result.inputs``).
+    Every buy passes the lookback rule (``broker.whatif.lookback``):
+    ``allowed_regions`` (``None``: any) bounds where, ``seed`` draws the
+    expected utilisation's demand samples (``broker.whatif.risk``)."""
     if result.inputs is None:
         raise ValueError("a what-if result without its inputs (run_whatif keeps them)")
     inputs = result.inputs
@@ -254,8 +312,14 @@ def advise(result: WhatIfResult) -> Advice:
     else:
         buys, source = inputs.period_plan.commitments, "period plan"
     hours = min(FIRST_WEEK_HOURS, ours.plan.hours)
+    ruled = [(c, _ruled(result, c, allowed_regions, seed)) for c in buys if c.instances > 0]
+    sized = tuple(r for _, r in ruled if isinstance(r, Recommendation))
     return Advice(
-        commitments=tuple(_buy(c, snapshot) for c in buys if c.instances > 0),
+        commitments=tuple(
+            _buy(c, snapshot, r) for c, r in ruled if isinstance(r, Recommendation) and r.count > 0
+        ),
+        lookback=sized,
+        refused=tuple(r for _, r in ruled if isinstance(r, Refusal)),
         commitments_from=source,
         first_week_hours=hours,
         pools=whole_instances(ours.plan, snapshot, hours),
@@ -265,16 +329,107 @@ def advise(result: WhatIfResult) -> Advice:
     )
 
 
-def _buy(c: Commitment, snapshot: MarketSnapshot) -> CommitmentBuy:
+def _buy(c: Commitment, snapshot: MarketSnapshot, rule: Recommendation) -> CommitmentBuy:
     k = c.key
     pools = snapshot.by_key()
     snap = pools.get(c.pool_key)
     family = snap.instance.family if snap is not None else k.instance_type.split(".")[0]
+    # the plan's term figures scale with the count where the rule bought fewer
+    scale = rule.count / c.instances if c.instances else 1.0
+    obligation = None if c.obligation_usd is None else c.obligation_usd * scale
     return CommitmentBuy(
-        k.provider, k.region, k.instance_type, family, c.term_years, c.payment, c.instances,
-        c.usd_per_instance_hour, c.obligation_usd, c.monthly_saving_usd, c.utilisation,
-        c.breakeven_utilisation, c.is_savings_plan,
+        k.provider, k.region, k.instance_type, family, c.term_years, c.payment, rule.count,
+        c.usd_per_instance_hour, obligation, c.monthly_saving_usd if scale == 1.0 else None,
+        c.utilisation, c.breakeven_utilisation, c.is_savings_plan, rule,
     )  # fmt: skip
+
+
+def _ruled(
+    result: WhatIfResult, c: Commitment, allowed: frozenset[str] | None, seed: int
+) -> Recommendation | Refusal:
+    """The lookback rule on the plan's buy ``c``: the hourly instances of the
+    serving demand that can use its group, from its first hour seen to the
+    period's end, and the owned instances active each hour."""
+    inputs = result.inputs
+    assert inputs is not None
+    end = result.start + timedelta(hours=result.hours)
+    index = inputs.demand.index
+    keep = np.asarray(index < pd.Timestamp(end), dtype=bool)
+    usable: list[tuple[str, float]] = []
+    for w in inputs.workloads.of_class(WorkloadClass.SERVING):
+        e = next((e for e in inputs.costs.entries(w.name) if _in_scope(e, c)), None)
+        if e is not None and e.work_per_instance_hour > 0:
+            usable.append((w.name, e.work_per_instance_hour))
+    total = np.zeros(int(keep.sum()))
+    for name, per in usable:
+        s = inputs.demand.serving.get(name)
+        if s is not None:
+            total += np.nan_to_num(s.to_numpy(dtype=float)[keep] / per, nan=0.0)
+    seen = np.flatnonzero(total > COUNT_EPS)
+    first = int(seen[0]) if len(seen) else len(total)
+    hours_seen = index[keep][first:]
+    owned = _owned_at(result.owned, c.group, hours_seen)
+    snap = inputs.snapshot.by_key().get(c.pool_key)
+    od = snap.on_demand_usd_per_hour if snap is not None else 0.0
+    return recommend(
+        c.group, c.key.region, plan_count=c.instances, savings_plan=c.is_savings_plan,
+        usage=total[first:], owned=owned, usd_per_unit_hour=c.usd_per_instance_hour,
+        alternative_usd=od, term_hours=term_hours(c.term_years), term_years=c.term_years,
+        payment=c.payment, allowed_regions=allowed,
+        samples=_samples(result, usable, c.group, seed) if usable else (),
+    )  # fmt: skip
+
+
+def _in_scope(e: CostEntry, c: Commitment) -> bool:
+    """Whether ``e``'s pool is usage ``c`` can cover: its group (an instance
+    commitment, with a committed price), or a savings plan's scope (Compute:
+    any AWS pool; EC2 Instance: its family in its region)."""
+    k = e.key
+    if not c.is_savings_plan:
+        return str(k.group) == c.group and e.usd_per_work_hour[Tier.COMMITTED] is not None
+    if k.provider != c.key.provider:
+        return False
+    kind = c.key.instance_type
+    if kind.startswith("savings-plan-ec2-"):
+        family = kind.removeprefix("savings-plan-ec2-")
+        return k.region == c.key.region and e.instance_type.split(".")[0] == family
+    return True
+
+
+def _owned_at(
+    owned: tuple[OwnedCommitment, ...], group: str, hours: pd.DatetimeIndex
+) -> FloatArray:
+    out = np.zeros(len(hours))
+    for o in owned:
+        if o.group == group and o.count:
+            active = (hours >= pd.Timestamp(o.start)) & (hours < pd.Timestamp(o.end))
+            out += o.count * np.asarray(active, dtype=float)
+    return out
+
+
+SAMPLES = 20  # demand samples for a buy's expected utilisation
+STREAM = 17  # their random stream, apart from the risk band's (16)
+
+
+def _samples(
+    result: WhatIfResult, usable: list[tuple[str, float]], group: str, seed: int
+) -> list[tuple[FloatArray, FloatArray]]:
+    """(instances, owned) per hour of the period in ``SAMPLES`` draws of the
+    serving demand from the forecast's band (``risk.sample_demand``)."""
+    inputs = result.inputs
+    assert inputs is not None
+    hours = pd.date_range(result.start, periods=result.hours, freq="h", tz="UTC")
+    owned = _owned_at(result.owned, group, hours)
+    out = []
+    for i in range(SAMPLES):
+        rng = np.random.default_rng(np.random.SeedSequence([seed, STREAM, i]))
+        drawn = sample_demand(rng, inputs, result.hours)
+        u = np.zeros(result.hours)
+        for name, per in usable:
+            if name in drawn:
+                u += drawn[name][: result.hours] / per
+        out.append((u, owned))
+    return out
 
 
 def whole_instances(plan: Plan, snapshot: MarketSnapshot, hours: int) -> tuple[PoolCount, ...]:

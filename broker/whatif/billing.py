@@ -26,7 +26,9 @@ spot and follows demand by launching on-demand):
   *forecast error* dollars. A top-up that would break the fleet's hourly
   budget is left unmet instead;
 - training/batch work still missing at the deadline (or the horizon's end) is
-  caught up on on-demand (dollars reported as ``catch_up_usd``); work done
+  caught up on on-demand (dollars reported as ``catch_up_usd``) within the
+  budgets over the period (the workload's, the fleet's): what they cannot
+  buy is unmet, never bought past them (``budget_limits``); work done
   beyond the period's share of a job due after the period is carried to the
   next one at what it cost (``work_ahead_usd``, not charged to this period:
   a short what-if compares each scenario on the same share of the job).
@@ -123,6 +125,8 @@ class Bill:
     budget_exceeded_hours: int = 0
     # Demand left unmet because a top-up would have broken the fleet's hourly budget.
     budget_cut_unit_hours: float = 0.0
+    # The budgets that left training/batch work unmet at the period's end.
+    budget_limits: list[str] = field(default_factory=list)
     # bill_reacted only: the lifecycle's decisions by kind, the code that made
     # them, its break-glass ledger (extra dollars over spot, <= the cap) and
     # the spot launches markets refused.
@@ -229,7 +233,9 @@ def bill_plan(
             bill.break_glass_usd += float((top_up * spot_part).sum())
             bill.forecast_error_usd += float((top_up * (1 - spot_part)).sum())
         else:
-            _settle_job(bill, w, float(delivered[mine].sum()), hours, od_work_price[w.name])
+            _settle_job(
+                bill, w, workloads, float(delivered[mine].sum()), hours, od_work_price[w.name]
+            )
     return bill
 
 
@@ -366,7 +372,7 @@ def bill_reaction(
             bill.add(Tier.ON_DEMAND, w.name, float(top_up.sum()))
             bill.forecast_error_usd += float(top_up.sum())
         else:
-            _settle_job(bill, w, float(got[w.name].sum()), hours, od_work_price[w.name])
+            _settle_job(bill, w, workloads, float(got[w.name].sum()), hours, od_work_price[w.name])
     return bill
 
 
@@ -423,16 +429,48 @@ def _within_budget(
     return allowed, np.asarray(hourly_cost + allowed, dtype=np.float64)
 
 
-def _settle_job(bill: Bill, w: Workload, done: float, hours: int, unit_price: float) -> None:
+def _settle_job(
+    bill: Bill, w: Workload, workloads: WorkloadSet, done: float, hours: int, unit_price: float
+) -> None:
     """A training/batch job at the period's end: work ahead of its share
-    carried, work behind caught up on on-demand (module docstring)."""
+    carried, work behind caught up on on-demand within the budgets that hold
+    over the period (module docstring); what they cannot buy is unmet."""
     deadline = w.deadline_hours or math.inf
     required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
     missing = max(required - done, 0.0)
     if hours < deadline:
         bill.carry_ahead(w.name, done, required)
+    if missing <= 1e-6:
+        return
+    room, limits = _budget_room(bill, w, workloads, hours)
+    cost = missing * unit_price
+    if cost > room * (1 + 1e-9):
+        bought = max(room, 0.0) / unit_price if unit_price > 0 else 0.0
+        bill.unmet_unit_hours[w.name] = bill.unmet_unit_hours.get(w.name, 0.0) + missing - bought
+        bill.budget_limits.extend(x for x in limits if x not in bill.budget_limits)
+        missing, cost = bought, bought * unit_price
     if missing > 1e-6:
-        cost = missing * unit_price
         bill.add(Tier.ON_DEMAND, w.name, cost)
         bill.catch_up_usd += cost
         bill.catch_up_unit_hours[w.name] = missing
+
+
+def _budget_room(
+    bill: Bill, w: Workload, workloads: WorkloadSet, hours: int
+) -> tuple[float, list[str]]:
+    """Dollars the budgets over the period leave for ``w`` (the workload's
+    total and hourly budgets, the fleet's total), and the tightest's name."""
+    spent = bill.by_workload_usd.get(w.name, 0.0)
+    room: list[tuple[float, str]] = []
+    if w.budget_usd is not None:
+        room.append((w.budget_usd - spent, f"{w.name}: budget ${w.budget_usd:,.2f}"))
+    if w.budget_usd_per_hour is not None:
+        room.append((w.budget_usd_per_hour * hours - spent,
+                     f"{w.name}: budget ${w.budget_usd_per_hour:,.2f}/h"))  # fmt: skip
+    if workloads.budget_usd is not None:
+        room.append((workloads.budget_usd - bill.total_usd,
+                     f"fleet budget ${workloads.budget_usd:,.2f}"))  # fmt: skip
+    if not room:
+        return math.inf, []
+    least = min(r for r, _ in room)
+    return least, [n for r, n in room if r <= least + 1e-9]

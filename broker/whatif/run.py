@@ -48,6 +48,7 @@ from broker.whatif.replay import replay
 from broker.whatif.stress import X1, MarketStress, stressed
 from markets.commitments import HOURS_PER_MONTH, OwnedCommitment
 from markets.errors import InputError
+from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import HistorySource, PriceSource
 from policies.cost_table import CostEntry, CostOptions, CostTable
@@ -64,6 +65,7 @@ __all__ = [
     "WhatIfResult",
     "commitment_dict",
     "owned_dict",
+    "owned_use",
     "run_whatif",
     "whole_period_options",
 ]
@@ -122,6 +124,7 @@ class Scenario:
         out = list(self.plan.budget_limited)
         if self.bill.budget_cut_unit_hours > 1e-6:
             out.append("fleet budget per hour (the top-up on on-demand)")
+        out.extend(b for b in self.bill.budget_limits if b not in out)
         return tuple(out)
 
     def _reaction(self) -> dict[str, object]:
@@ -148,6 +151,66 @@ def owned_dict(c: OwnedCommitment, at: datetime) -> dict[str, object]:
         "end": c.end.isoformat(),
         "hours_left": round(c.hours_left(at), 1),
     }
+
+
+def owned_use(
+    plan: Plan,
+    problem: PlanningProblem,
+    owned: tuple[OwnedCommitment, ...],
+    forecast: Mapping[str, FloatArray],
+) -> dict[str, dict[str, object]]:
+    """Each owned instance commitment in ``plan`` (the plan around what is
+    owned): ``utilisation``, the share of its paid instance-hours in the
+    horizon the plan ran on committed capacity of its group (owned first,
+    several in a group pro rata to their counts); ``coverage``, the share of
+    the forecast demand that can use it (instances of its group) it covered;
+    and at its expiry in the horizon, what the plan re-decided (it may buy
+    the group again or not). A savings plan's use is not split per plan here
+    (``None``)."""
+    hours = plan.hours
+    a = plan.hourly_instances()
+    rows = a[a["tier"] == Tier.COMMITTED.value]
+    groups = [str(PoolKey.parse(str(k)).group) for k in rows["pool_key"]]
+    at = [problem.start + timedelta(hours=h) for h in range(hours)]
+    bought = {c.group: c.instances for c in plan.commitments if c.instances > 0}
+    out: dict[str, dict[str, object]] = {}
+    for c in owned:
+        g = c.group
+        if g is None or c.count <= 0:
+            out[c.id] = {"utilisation": None, "coverage": None, "at_expiry": None}
+            continue
+        mask = np.asarray([x == g for x in groups], dtype=bool)
+        used = np.bincount(rows["hour"].to_numpy(dtype=int)[mask],
+                           weights=rows["instances"].to_numpy(dtype=float)[mask],
+                           minlength=hours)[:hours]  # fmt: skip
+        mine = np.asarray([c.count if c.active_at(t) else 0 for t in at], dtype=float)
+        all_owned = np.asarray([sum(o.count for o in owned if o.group == g and o.active_at(t))
+                                for t in at], dtype=float)  # fmt: skip
+        share = np.divide(mine, all_owned, out=np.zeros(hours), where=all_owned > 0)
+        on_mine = np.minimum(used, all_owned) * share
+        paid = float(mine.sum())
+        eligible = np.zeros(hours)
+        for w in problem.workloads.of_class(WorkloadClass.SERVING):
+            e = next((e for e in problem.entries(w) if str(e.key.group) == g
+                      and e.usd_per_work_hour[Tier.COMMITTED] is not None), None)  # fmt: skip
+            if e is not None and w.name in forecast and e.work_per_instance_hour > 0:
+                eligible += np.asarray(forecast[w.name], dtype=float)[:hours] / (
+                    e.work_per_instance_hour
+                )
+        end_h = (c.end - problem.start).total_seconds() / 3600.0
+        expiry: str | None = None
+        if 0 <= end_h < hours:
+            n = bought.get(g, 0)
+            then = f"the plan buys {n} of {g}" if n else "the plan buys none (on-demand, spot)"
+            expiry = f"expires {c.end.isoformat()} (hour {end_h:.0f}); re-decided: {then}"
+        out[c.id] = {
+            "utilisation": round(float(on_mine.sum()) / paid, 6) if paid > 0 else None,
+            "coverage": round(float(on_mine.sum()) / float(eligible.sum()), 6)
+            if eligible.sum() > 0
+            else None,
+            "at_expiry": expiry,
+        }
+    return out
 
 
 def commitment_dict(c: Commitment) -> dict[str, object]:
@@ -233,6 +296,8 @@ class WhatIfResult:
     # top of them over the period (the "what to buy next" answer).
     owned: tuple[OwnedCommitment, ...] = ()
     next_buy: tuple[Commitment, ...] = ()
+    # Per owned commitment id: its use in the plan around it (``owned_use``).
+    owned_use: dict[str, dict[str, object]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     # Under stress (``broker.whatif.stress``): the stress, and the same what-if
     # on the market as recorded, shown beside it.
@@ -456,6 +521,7 @@ def _run(
         around = solve(dataclasses.replace(problem, owned=owned))
         result.owned = owned
         result.next_buy = tuple(c for c in around.commitments if c.instances > 0)
+        result.owned_use = owned_use(around, problem, owned, forecast)
         clock["owned_s"] = time.perf_counter() - t
     if committed_levels:
         t = time.perf_counter()
@@ -569,6 +635,12 @@ def _sweep(
     result.breakeven_occupancy_on_demand = breakeven_occupancy(c_price, alt_price)
     term_h = obligation_hours(problem)
     counts = [math.ceil(share * peak / work_per_instance - 1e-9) for share in levels]
+    # A level's instances are occupied only by the demand that can run on
+    # them: the serving workloads with a committed price in the group, in
+    # the group's instances (the levels themselves stay shares of all serving).
+    usable = [w for w in serving if _can_use(problem, w, group)]
+    eligible = np.sum([forecast[w.name] for w in usable], axis=0) if usable else np.zeros(1)
+    eligible_instances = np.ceil(np.asarray(eligible, dtype=float) / work_per_instance - 1e-9)
 
     def said(done: int, total_levels: int) -> None:
         if done < total_levels:
@@ -579,19 +651,29 @@ def _sweep(
     scenarios, _used = map_paced(_sweep_level, shared, list(zip(levels, counts, strict=True)),
                                  workers=workers, on_done=said)  # fmt: skip
     prev_units: float | None = None
+    prev_n: int | None = None
     prev_total: float | None = None
     for share, n, sc in zip(levels, counts, scenarios, strict=True):
         units = share * peak
         occ = None
-        if prev_units is not None and units > prev_units:
-            occ = marginal_occupancy(np.ceil(total), math.ceil(prev_units), math.ceil(units))
+        if prev_units is not None and prev_n is not None and n > prev_n:
+            occ = marginal_occupancy(eligible_instances, prev_n, n)
         billed = sc.bill.total_usd
         delta = None if prev_total is None else billed - prev_total
         # the plan's own price (paid the way the options say) over the term
         obligation = sc.plan.committed_usd_per_hour() * term_h
         result.sweep.append(SweepPoint(share, units, group, n, sc, occ, delta, obligation))
         prev_units = units
+        prev_n = n
         prev_total = billed
+
+
+def _can_use(problem: PlanningProblem, w: Workload, group: str) -> bool:
+    """Whether ``w`` may run on committed capacity of ``group``."""
+    return any(
+        str(e.key.group) == group and e.usd_per_work_hour[Tier.COMMITTED] is not None
+        for e in problem.entries(w)
+    )
 
 
 def _sweep_group(

@@ -124,6 +124,7 @@ class Columns:
     tags: str
     cost: str
     checks: tuple[Check, ...]
+    billed: str = "NULL"  # what was invoiced (FOCUS BilledCost); ``cost`` where absent
 
     def roles(self) -> dict[str, str]:
         return {
@@ -285,6 +286,7 @@ def _focus(types: Mapping[str, str]) -> Columns:
         service=_text(types, "ServiceName"),
         tags=_json(types, "Tags"),
         cost=_first(_number(types, "EffectiveCost"), _number(types, "BilledCost"), "0.0"),
+        billed=_number(types, "BilledCost"),
         checks=(
             *_time_checks(types, "ChargePeriodStart", "ChargePeriodEnd"),
             *_quantity_checks(types, "ConsumedQuantity", is_usage),
@@ -335,6 +337,7 @@ def _cur(types: Mapping[str, str]) -> Columns:
         service=_text(types, "line_item_product_code"),
         tags=_json(types, "resource_tags"),
         cost=_first(_number(types, "line_item_unblended_cost"), "0.0"),
+        billed=_number(types, "line_item_unblended_cost"),
         checks=(
             *_time_checks(types, "line_item_usage_start_date", "line_item_usage_end_date"),
             *_quantity_checks(types, "line_item_usage_amount", is_usage),

@@ -25,7 +25,9 @@ FloatArray = npt.NDArray[np.float64]
 TIERS = ("committed", "spot", "on_demand")
 # HourlyUsage.frame: one row per (hour, workload, instance type, region, tier,
 # commitment type); ``instance_hours`` is the average number of instances that
-# ran in that hour (a line spanning several hours is spread over them by overlap).
+# ran in that hour (a line spanning several hours is spread over them by overlap);
+# ``cost_usd`` is what it cost as the bill amortises it (FOCUS EffectiveCost),
+# ``billed_usd`` what was invoiced for it (BilledCost; CUR: the unblended cost).
 FRAME_COLUMNS = (
     "hour",
     "workload",
@@ -35,6 +37,7 @@ FRAME_COLUMNS = (
     "commitment",
     "instance_hours",
     "cost_usd",
+    "billed_usd",
 )
 
 

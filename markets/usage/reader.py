@@ -114,12 +114,14 @@ def _group_sql(path: Path, cols: Columns, rules: MappingRules | None) -> tuple[s
                 {cols.tier} AS tier,
                 {cols.commitment} AS commitment,
                 {workload} AS workload,
-                coalesce({cols.cost}, 0.0) AS cost
+                coalesce({cols.cost}, 0.0) AS cost,
+                coalesce({cols.billed}, {cols.cost}, 0.0) AS billed
             FROM {scan_sql(path)}
         )
         SELECT bad, kind, ts, te, instance_type, region, tier, commitment, workload,
                ih IS NOT NULL AS timed,
-               sum(coalesce(ih, 0.0)) AS ih, sum(cost) AS cost, count(*) AS n
+               sum(coalesce(ih, 0.0)) AS ih, sum(cost) AS cost, sum(billed) AS billed,
+               count(*) AS n
         FROM l
         GROUP BY ALL
     """
@@ -168,7 +170,7 @@ def _read_file(
 _SPREAD_SQL = """
     WITH u AS (
         SELECT workload, instance_type, region, tier, commitment, ts, te,
-               sum(ih) AS ih, sum(cost) AS cost
+               sum(ih) AS ih, sum(cost) AS cost, sum(billed) AS billed
         FROM g
         WHERE kind = 'usage' AND timed AND instance_type IS NOT NULL
         GROUP BY ALL
@@ -176,7 +178,8 @@ _SPREAD_SQL = """
         SELECT *, unnest(range(date_trunc('hour', ts), te, INTERVAL 1 HOUR)) AS hour FROM u
     )
     SELECT hour, workload, instance_type, region, tier, commitment,
-           sum(ih * w) AS instance_hours, sum(cost * w) AS cost_usd
+           sum(ih * w) AS instance_hours, sum(cost * w) AS cost_usd,
+           sum(billed * w) AS billed_usd
     FROM (
         SELECT *, (epoch(least(hour + INTERVAL 1 HOUR, te)) - epoch(greatest(hour, ts)))
                   / (epoch(te) - epoch(ts)) AS w

@@ -4,9 +4,11 @@ Owns: ``Column``, ``Table`` and ``Section`` (what every format shows: headings,
 tables of raw values with a kind per column, each with the prose that follows
 it, and lines of prose) and ``sections(doc)``, which reads a
 ``spotfolio.whatif/1`` document (``broker.cli.whatif``'s docstring) into them,
-in the report's order: what to do (``advice``, when the document has it), the
-scenarios, the risk band (``risk``, when present), the stressed market, the
-committed sweep, what is owned, the data used, and the optimizer's reasons.
+in the report's order: as billed (``as_billed``, with a bill: the bill's own
+dollars, each day reconciled, every saving against it first and on-demand
+second), what is owned, what to do (``advice``, when the document has it),
+the scenarios, the risk band (``risk``, when present), the stressed market,
+the committed sweep, the data used, and the optimizer's reasons.
 Blocks absent from the document are left out.
 
 What to do reads ``advice`` in ``broker.whatif.advice.Advice.to_dict``'s
@@ -128,18 +130,74 @@ SCENARIO_COLUMNS = (
 )
 
 
+# With a bill (``as_billed``), the saving against it comes first.
+AS_BILLED_SAVING = Column("savings_vs_as_billed", "vs billed", "share")
+
+
 def scenario_table(doc: Mapping[str, object]) -> Table:
+    found = rows(doc.get("scenarios"))
+    billed = any("savings_vs_as_billed" in s for s in found)
+    cols: tuple[Column, ...] = SCENARIO_COLUMNS
+    if billed:
+        i = [c.key for c in cols].index("savings_vs_on_demand")
+        cols = (*cols[:i], AS_BILLED_SAVING,
+                Column("savings_vs_on_demand", "vs on-demand", "share"), *cols[i + 1:])  # fmt: skip
     out = []
-    for s in rows(doc.get("scenarios")):
+    for s in found:
         tiers = obj(s.get("cost_by_tier_usd"))
+        savings = (_num(s.get("savings_vs_as_billed")),) if billed else ()
         out.append((
             _cell(s.get("name")), _num(s.get("total_cost_usd")), _num(tiers.get("committed")),
             _num(tiers.get("on_demand")), _num(tiers.get("spot")), _num(s.get("work_ahead_usd")),
-            _num(s.get("savings_vs_on_demand")), _num(s.get("unmet_unit_hours")),
+            *savings, _num(s.get("savings_vs_on_demand")), _num(s.get("unmet_unit_hours")),
             _num(s.get("expected_revocations")), _num(s.get("break_glass_usd")),
             _num(s.get("catch_up_usd")), _num(s.get("planned_cost_usd")),
         ))  # fmt: skip
-    return Table("scenarios", "", SCENARIO_COLUMNS, tuple(out))
+    return Table("scenarios", "", cols, tuple(out))
+
+
+_AS_BILLED_TOTALS = (
+    ("effective_cost_usd", "as billed (EffectiveCost)"),
+    ("billed_cost_usd", "invoiced (BilledCost)"),
+    ("amortisation_usd", "amortisation (effective - billed)"),
+    ("replay_usd", "the same usage at the replay's prices"),
+    ("unpriced_usd", "lines the market does not price"),
+)
+_DAY_COLUMNS = (
+    Column("day", "day"),
+    Column("effective_cost_usd", "as billed", "usd"),
+    Column("billed_cost_usd", "invoiced", "usd"),
+    Column("amortisation_usd", "amortised", "usd"),
+    Column("replay_usd", "replay", "usd"),
+    Column("difference_usd", "replay - billed", "usd"),
+)
+
+
+def _as_billed(doc: Mapping[str, object]) -> Section | None:
+    """``as_billed`` (``broker.whatif.as_billed.AsBilled.to_dict``): its
+    totals, each day reconciled, and every scenario's saving against it
+    first and against on-demand second."""
+    ab = obj(doc.get("as_billed"))
+    if not ab:
+        return None
+    totals = Table("as_billed", "", (Column("what", "what"), Column("usd", "USD", "usd")),
+                   tuple((label, _num(ab.get(k))) for k, label in _AS_BILLED_TOTALS))  # fmt: skip
+    days = Table("as_billed_days", "each day reconciled", _DAY_COLUMNS,
+                 tuple(tuple(_cell(d.get(c.key)) for c in _DAY_COLUMNS)
+                       for d in rows(ab.get("days"))))  # fmt: skip
+    lines = ["Savings, against as-billed first and on-demand second:"]
+    for s in rows(doc.get("scenarios")):
+        if s.get("name") == "as_billed":
+            continue
+        usd, vs_billed = _num(s.get("saving_vs_as_billed_usd")), _num(s.get("savings_vs_as_billed"))
+        vs_od, total = _num(s.get("savings_vs_on_demand")), _num(s.get("total_cost_usd"))
+        if usd is None or vs_billed is None or vs_od is None or total is None:
+            continue
+        verb = "saves" if usd >= 0 else "costs"
+        lines.append(f"  {s.get('name')}: {full_usd(total)}, {verb} {full_usd(abs(usd))} "
+                     f"({abs(vs_billed):.1%}) against as-billed, "
+                     f"{vs_od:.1%} against on-demand")  # fmt: skip
+    return Section("as_billed", "As billed: the bill itself", (totals, days), tuple(lines))
 
 
 def _kind_of(key: str, value: object) -> Kind:
@@ -148,7 +206,9 @@ def _kind_of(key: str, value: object) -> Kind:
     k = key.lower()
     if "usd" in k or k.endswith("_cost") or "saving_usd" in k:
         return "usd"
-    if any(w in k for w in ("share", "utilisation", "utilization", "occupancy", "fraction")):
+    if any(
+        w in k for w in ("share", "utilisation", "utilization", "occupancy", "fraction", "coverage")
+    ):
         return "share"
     if k.startswith("savings") and float(value) <= 1:
         return "share"
@@ -178,16 +238,50 @@ def _signed(usd: float) -> str:
 
 def _buy_table(advice: Mapping[str, object]) -> Table:
     source = str(advice.get("commitments_from") or "period plan")
-    cols = (Column("instance_type", "instance type"), Column("family", "family"),
+    cols: tuple[Column, ...] = (
+            Column("instance_type", "instance type"), Column("family", "family"),
             Column("provider", "provider"), Column("region", "region"),
             Column("size", "buy"), Column("term_years", "term (y)", "amount"),
             Column("payment", "payment"), Column("obligation_usd", "obligation", "usd"),
             Column("monthly_saving_usd", "saving/mo", "usd"),
             Column("breakeven_utilisation", "break-even", "share"),
             Column("utilisation", "expected", "share"))  # fmt: skip
-    body = tuple(tuple(_cell(c.get(k.key)) for k in cols) for c in rows(advice.get("commitments")))
+    found = rows(advice.get("commitments"))
+    if any("upfront_usd" in c for c in found):  # the lookback rule's figures
+        cols = (*cols, Column("upfront_usd", "upfront", "usd"),
+                Column("hourly_usd", "hourly", "usd"),
+                Column("utilisation_p10", "use P10", "share"),
+                Column("utilisation_p50", "use P50", "share"),
+                Column("utilisation_p90", "use P90", "share"),
+                Column("net_saving_term_usd", "net/term", "usd"),
+                Column("payback_month", "payback mo", "amount"),
+                Column("lookback_days", "lookback d", "amount"))  # fmt: skip
+    body = tuple(tuple(_cell(c.get(k.key)) for k in cols) for c in found)
     return Table("advice_commitments", f"commitments to buy ({source})", cols, body,
                  empty=f"buy no commitment ({source})")  # fmt: skip
+
+
+def _rule_table(advice: Mapping[str, object]) -> Table | None:
+    """The lookback rule on each scope the plan would buy: sized or refused."""
+    rule = obj(advice.get("commitment_rule"))
+    if not rule:
+        return None
+    cols = (Column("group", "scope"), Column("usage_days", "usage days", "amount"),
+            Column("plan_count", "plan buys", "amount"), Column("owned", "owned", "amount"),
+            Column("count_7d", "7 d", "amount"), Column("count_30d", "30 d", "amount"),
+            Column("count_60d", "60 d", "amount"), Column("count", "recommended", "amount"),
+            Column("reason", "refused because"))  # fmt: skip
+    body: list[tuple[Cell, ...]] = []
+    for r in rows(rule.get("sized")):
+        by = obj(r.get("count_by_lookback_days"))
+        body.append((_cell(r.get("group")), _num(r.get("usage_days")), _num(r.get("plan_count")),
+                     _num(r.get("owned")), _num(by.get("7")), _num(by.get("30")),
+                     _num(by.get("60")), _num(r.get("count")), None))  # fmt: skip
+    for r in rows(rule.get("refused")):
+        body.append((_cell(r.get("group")), _num(r.get("usage_days")), None, None, None, None,
+                     None, 0, _cell(r.get("reason"))))  # fmt: skip
+    notes = (f"rule: {rule.get('rule')} (AWS Cost Explorer's 7/30/60-day lookbacks).",)
+    return Table("advice_lookback", "the lookback rule, per scope", cols, tuple(body), notes)
 
 
 def _pool_table(advice: Mapping[str, object], limit: int | None) -> Table:
@@ -269,11 +363,15 @@ def _what_to_do(doc: Mapping[str, object], pools: int | None) -> Section | None:
     advice = obj(doc.get("advice"))
     if not advice:
         return None
-    tables = (_buy_table(advice), _pool_table(advice, pools),
+    rule = _rule_table(advice)
+    tables = (_buy_table(advice), *(() if rule is None else (rule,)), _pool_table(advice, pools),
               _cost_table(advice, "cost_by_workload", "workload"),
               _cost_table(advice, "cost_by_team", "team"), _totals_table(advice))  # fmt: skip
+    lines = [f"no commitment for {r.get('group')}: {r.get('reason')}"
+             + (f" ({r.get('days_needed')} more day(s) of usage)" if r.get("days_needed") else "")
+             for r in rows(obj(advice.get("commitment_rule")).get("refused"))]  # fmt: skip
     line = risk_line(obj(doc.get("risk")))
-    return Section("advice", "What to do", tables, (line,) if line else ())
+    return Section("advice", "What to do", tables, tuple(lines) + ((line,) if line else ()))
 
 
 def quantile_bands(value: object, path: str = "") -> list[tuple[str, float, float, float]]:
@@ -396,7 +494,7 @@ def title(doc: Mapping[str, object]) -> str:
 def sections(doc: Mapping[str, object], pools: int | None = POOL_ROWS) -> list[Section]:
     """The report's sections in order (module docstring); ``pools``: the
     first-week pools What to do lists (``None``: all)."""
-    out: list[Section | None] = [_what_to_do(doc, pools)]
+    out: list[Section | None] = [_as_billed(doc), _owned(doc), _what_to_do(doc, pools)]
     warn = [f"warning: {b.get('scenario')}: budgets leave {b.get('unmet_unit_hours')} "
             f"unit-hours unmet ({'; '.join(_strings(b.get('budgets')))}): not a saving"
             for b in rows(doc.get("budget_unmet"))]  # fmt: skip
@@ -408,7 +506,7 @@ def sections(doc: Mapping[str, object], pools: int | None = POOL_ROWS) -> list[S
         )
     out.append(Section("scenarios", "Scenarios, billed on the actual demand and market",
                        (scenario_table(doc),), tuple(warn)))  # fmt: skip
-    out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc), _owned(doc), _quotas(doc)]
+    out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc), _quotas(doc)]
     data = _strings(doc.get("usage_summary")) + _strings(doc.get("recorded_data"))
     if data:
         out.append(Section("data", "Data used", (), data))

@@ -10,7 +10,7 @@ import pytest
 from broker.planning.optimizer.problem import PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
-from broker.whatif.billing import Bill, MarketActuals, bill_plan
+from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted
 from markets.model import (
     Hazard,
     HazardSource,
@@ -90,3 +90,33 @@ def test_work_ahead_of_the_period_share_is_carried_at_what_it_cost() -> None:
     behind.add(Tier.SPOT, "job", 30.0)
     behind.carry_ahead("job", done=20.0, required=30.0)  # behind: the catch-up's business
     assert behind.work_ahead_usd == 0.0 and behind.total_usd == 30.0
+
+
+@pytest.mark.parametrize("reacted", [False, True])
+def test_a_budgeted_deadline_job_is_never_caught_up_past_its_budget(reacted: bool) -> None:
+    """Spot held nothing: the 48 unit-hours left at the deadline would cost
+    $48 on on-demand; the workload's $10 budget buys $10 of them, the rest is
+    unmet and the budget is named."""
+    ws = parse_workloads({"workloads": [
+        {"name": "sweeps", "class": "batch", "instance_types": ["g1"], "unit_hours": 48,
+         "deadline_hours": 24, "max_units": 100, "max_zone_share": 1.0, "max_pool_share": 1.0,
+         "budget_usd": 10},
+    ]})  # fmt: skip
+    snap = _snapshot(1.0)
+    opts = PlanOptions(allow_committed=False, spot_units_at_score_10=1000.0)
+    plan = solve(build_problem(snap, ws, {}, hours=24, options=opts))
+    assert plan.unmet_total() == pytest.approx(0.0, abs=1e-6)  # spot fits the budget
+    actuals = MarketActuals({KEY: np.full(24, 0.2)}, {KEY: np.zeros(24)})
+    costs = CostTable.compute(snap, ws)
+    if reacted:
+        bill = bill_reacted(plan, ws, {}, snap, actuals, costs=costs)
+    else:
+        bill = bill_plan(plan, ws, {}, snap, actuals, costs=costs)
+    spent = bill.by_workload_usd["sweeps"]
+    assert spent <= 10.0 + 1e-6
+    assert bill.total_usd <= 10.0 + 1e-6
+    # whatever was bought, the rest of the 48 unit-hours is unmet
+    done = bill.catch_up_unit_hours.get("sweeps", 0.0)
+    assert bill.unmet_unit_hours["sweeps"] > 30.0
+    assert bill.unmet_unit_hours["sweeps"] + done <= 48.0 + 1e-6
+    assert bill.budget_limits == ["sweeps: budget $10.00"]

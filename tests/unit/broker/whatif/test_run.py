@@ -93,3 +93,28 @@ def test_a_stress_is_the_market_s_and_every_part_reads_the_stressed_one(
     assert all(t.snapshot is stressed_plan.snapshot for t in handed["bill"][:n])
     assert all(t is stressed_plan for t in handed["baseline"][:3])
     assert result.unstressed is not None
+
+
+def test_owned_commitments_report_their_utilisation_coverage_and_expiry() -> None:
+    """Two p3.2xlarge owned for the first day of two, against a flat demand
+    of 4 instances: the plan uses both while they run (utilisation 1), they
+    cover 2 of 4 instances over one day of two (coverage 25 %), and at expiry
+    the plan re-decides."""
+    from datetime import timedelta
+
+    from markets.commitments import CommitmentKind, OwnedCommitment
+    from markets.model import Provider
+    from tests.fakes.tiny_market import T0, TinyMarket
+
+    ws = parse_workloads({"workloads": [
+        {"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
+         "max_spot_share": 0.0, "demand": {"base_units": 4, "peak_units": 4}},
+    ]})  # fmt: skip
+    own = OwnedCommitment("ri-1", Provider.AWS, CommitmentKind.RESERVED, T0 - timedelta(days=30),
+                          T0 + timedelta(days=1), region="us-east-1",
+                          instance_type="p3.2xlarge", count=2)  # fmt: skip
+    result = whatif_run.run_whatif(TinyMarket(), ws, days=2, owned=(own,), replan_hours=24)
+    use = result.owned_use["ri-1"]
+    assert use["utilisation"] == pytest.approx(1.0, abs=1e-6)
+    assert isinstance(use["coverage"], float) and 0.2 <= use["coverage"] <= 0.3
+    assert isinstance(use["at_expiry"], str) and "re-decided" in use["at_expiry"]

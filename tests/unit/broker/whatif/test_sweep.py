@@ -11,7 +11,7 @@ import pytest
 import broker.scale.pool as pool
 from broker.whatif.run import run_whatif
 from policies.workloads.spec import WorkloadSet, parse_workloads
-from tests.fakes.tiny_market import TinyMarket
+from tests.fakes.tiny_market import TinyMarket, pool_key
 
 
 def _workloads() -> WorkloadSet:
@@ -64,3 +64,25 @@ def test_the_levels_on_worker_processes_are_the_levels_solved_here(
         assert a.scenario.bill.total_usd == b.scenario.bill.total_usd
         assert a.scenario.plan.objective_usd == b.scenario.plan.objective_usd
         assert a.delta_usd == b.delta_usd and a.obligation_usd == b.obligation_usd
+
+
+def test_occupancy_counts_only_the_demand_that_can_use_the_commitment() -> None:
+    """Two serving workloads of equal, flat demand on two types: the sweep
+    commits to one type, which the other workload cannot use, so no level's
+    added instances are busier than that type's own demand fills them (the
+    whole fleet's demand would count them 100 % busy)."""
+    market = TinyMarket([pool_key("a"), pool_key("b"), pool_key("a", "g5.xlarge"),
+                         pool_key("b", "g5.xlarge")])  # fmt: skip
+    ws = parse_workloads({"workloads": [
+        {"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
+         "max_spot_share": 0.5, "demand": {"base_units": 4, "peak_units": 4}},
+        {"name": "web", "class": "serving", "instance_types": ["g5.xlarge"],
+         "max_spot_share": 0.5, "demand": {"base_units": 4, "peak_units": 4}},
+    ]})  # fmt: skip
+    result = run_whatif(market, ws, days=1, committed_levels=(0.25, 0.5, 0.75, 1.0), workers=1)
+    occ = [p.marginal_occupancy for p in result.sweep[1:] if p.marginal_occupancy is not None]
+    assert occ
+    # The group's own workload needs at most half the fleet's units: the
+    # levels above half of the fleet's peak add instances nobody can fill.
+    by_share = {p.share_of_peak: p.marginal_occupancy for p in result.sweep}
+    assert by_share[1.0] is not None and by_share[1.0] < 0.5

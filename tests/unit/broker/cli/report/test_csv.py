@@ -31,6 +31,8 @@ def test_a_missing_number_is_an_empty_cell_not_a_dash() -> None:
 
 def test_tables_lists_every_table_a_full_document_has_in_order() -> None:
     doc = sample_doc()
+    doc["as_billed"] = {"effective_cost_usd": 10.0, "days": [{"day": "2026-01-01"}]}
+    doc["advice"]["commitment_rule"] = {"sized": [], "refused": [{"group": "g", "reason": "r"}]}
     doc["owned"] = [{"pool": "aws/us-east-1/p4d.24xlarge", "count": 2}]
     doc["next_buy"] = [{"pool": "aws/us-east-1/p4d.24xlarge", "count": 1}]
     assert csv_tables(doc) == list(TABLES)

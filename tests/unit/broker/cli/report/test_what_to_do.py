@@ -131,10 +131,11 @@ def test_no_cell_holds_the_hourly_counts(doc: dict[str, Any]) -> None:
 
 def test_markdown_what_to_do_is_well_formed(doc: dict[str, Any]) -> None:
     text = render_markdown(doc)
-    assert assert_well_formed(text) >= 10  # 5 in What to do
+    assert assert_well_formed(text) >= 10  # 6 in What to do
     what = text.split("## What to do")[1].split("\n## ")[0]
     heads = [cells(block[0])[0] for block in tables(what)]
-    assert heads == ["instance type", "tier", "workload", "team", "total"]
+    # the lookback rule on each scope the plan would buy follows the buy table
+    assert heads == ["instance type", "scope", "tier", "workload", "team", "total"]
     assert "- objective = period plan + $" in what
     ours = next(r for r in doc["advice"]["cost_by_workload"] if r["name"] == "api")
     assert f"| api | web | ${ours['total_usd']:,.0f} |" in what
