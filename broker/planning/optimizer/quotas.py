@@ -28,6 +28,7 @@ beyond ``cap_allocations``'s rule.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Protocol
@@ -65,8 +66,13 @@ def uses(problem: PlanningProblem, pool_key: str, tier: Tier | str) -> Uses:
     return _uses_fn(problem)(pool_key, Tier(tier))
 
 
+# Each problem's memo of ``uses``, kept beside the problem (not on it, so a
+# problem still pickles for a worker process) and dropped with it.
+_USES: dict[int, Callable[[str, Tier], Uses]] = {}
+
+
 def _uses_fn(problem: PlanningProblem) -> Callable[[str, Tier], Uses]:
-    fn: Callable[[str, Tier], Uses] | None = problem.__dict__.get("_quota_uses")
+    fn = _USES.get(id(problem))
     if fn is not None:
         return fn
     quotas = problem.quotas
@@ -84,7 +90,8 @@ def _uses_fn(problem: PlanningProblem) -> Callable[[str, Tier], Uses]:
                 out.append((i, u))
         return tuple(out)
 
-    object.__setattr__(problem, "_quota_uses", of)
+    _USES[id(problem)] = of
+    weakref.finalize(problem, _USES.pop, id(problem), None)
     return of
 
 
