@@ -7,7 +7,8 @@ the provider (``SimCloud``, replaying a ``HistorySource``'s hours)
 and the clock (a ``ManualClock``) differ. Instead of APScheduler the loop
 jumps the clock to the next moment something is due: a job's next run, or
 the next notice the cloud will deliver (rounded up to the daemon's polling
-grid, so notice latency includes the wait for the next poll).
+grid, so notice latency includes the wait for the next poll), and runs the
+daemon's job table there in its order (``broker.daemon.jobs``).
 
 Disruption: per workload, the instances the daemon itself terminated
 (re-plans moving capacity, scale-downs, returns) beside the cloud's
@@ -23,6 +24,7 @@ measures how long decisions take).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +36,7 @@ import numpy as np
 
 from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
+from broker.daemon.jobs import Job, daemon_jobs, run_in_order
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
 from broker.daemon.wiring import (
@@ -111,6 +114,21 @@ def _grid_ceil(t: datetime, origin: datetime, step_s: float) -> datetime:
     return origin + timedelta(seconds=k * step_s)
 
 
+def _when_due(
+    clock: ManualClock,
+    due: dict[Job, datetime],
+    job: Job,
+    every: timedelta,
+    run: Callable[[], object],
+) -> None:
+    """Run ``job`` if its grid time has come (the clock may have moved while
+    an earlier job waited out a backoff), then move its grid time past now."""
+    if due[job] <= clock.now():
+        run()
+        while due[job] <= clock.now():
+            due[job] += every
+
+
 def simulate_daemon(
     config: DaemonConfig,
     market: HistorySource,
@@ -153,33 +171,32 @@ def simulate_daemon(
     daemon.start()
     iv = config.intervals
     end = t0 + timedelta(hours=hours)
-    jobs: list[tuple[str, Callable[[], object], float]] = [
-        ("refresh_market", daemon.refresh_market, iv.refresh_market_s),
-        ("sense_demand", daemon.sense_demand, iv.sense_demand_s),
-        ("replan", daemon.replan, iv.replan_s),
-        ("renew_lease", daemon.renew_lease, iv.reconcile_s),
-        ("reconcile", daemon.reconcile, iv.reconcile_s),
-    ]
-    due = {name: t0 + timedelta(seconds=every) for name, _, every in jobs}
-    poll = daemon.guarded("poll_notices", daemon.poll_notices)
-    # Break-glass upkeep runs when a stretch is due, not on a grid: the
-    # simulated clock jumps there (the running daemon polls every upkeep_s).
-    upkeep = daemon.guarded("break_glass_upkeep", daemon.upkeep)
+    # The daemon's job table on the simulated clock: notices and break-glass
+    # upkeep at every instant the loop stops at, the rest on their grids (the
+    # lease at every reconcile: nobody else contends for it here).
+    grid = {Job.LEASE: iv.reconcile_s}
+    due: dict[Job, datetime] = {}
+    steps: dict[Job, Callable[[], object]] = {}
+    for j in daemon_jobs(daemon):
+        run = daemon.guarded(j.job.value, j.run)
+        if j.job in (Job.NOTICES, Job.STRETCHES):
+            steps[j.job] = run
+            continue
+        every = timedelta(seconds=grid.get(j.job, j.every_s))
+        due[j.job] = t0 + every
+        steps[j.job] = functools.partial(_when_due, clock, due, j.job, every, run)
+    poll = steps[Job.NOTICES]
     while daemon.active:
         nxt = cloud.next_event_at()
         poll_at = _grid_ceil(nxt, t0, iv.poll_notices_s) if nxt is not None else None
+        # Break-glass upkeep runs when a stretch is due, not on a grid: the
+        # simulated clock jumps there (the running daemon polls every upkeep_s).
         upkeep_at = daemon.upkeep_due_at()
         t = min([*due.values(), *(x for x in (poll_at, upkeep_at) if x is not None)])
         if t >= end:
             break
         clock.set(max(t, clock.now()))
-        poll()
-        upkeep()
-        for name, fn, every in jobs:
-            if due[name] <= clock.now():
-                daemon.guarded(name, fn)()
-                while due[name] <= clock.now():
-                    due[name] += timedelta(seconds=every)
+        run_in_order(steps)
     clock.set(max(end, clock.now()))
     poll()
     report = _report(daemon, cloud, store, t0, hours, workloads, time.perf_counter() - t_wall)

@@ -9,7 +9,9 @@ provider) on a ``ManualClock`` set to simulated times. What the manager
 decides is carried out as the daemon's launcher carries it out; nothing here
 decides anything.
 
-The replay, hour by hour (``t_h`` = the plan's start + h hours):
+The replay, hour by hour (``t_h`` = the plan's start + h hours), its steps
+run in the daemon's job order (``broker.daemon.jobs``: at ``t_h`` progress
+and the fleet at the plan's hour first, then the revocations and upkeep):
 
 1. **The fleet.** The plan's hour in force, in whole instances per
    (workload, pool, tier) as the daemon's reconciler rounds it
@@ -87,6 +89,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from broker.daemon.jobs import Job, run_in_order
 from broker.lifecycle import Decision, LifecycleConfig, LifecycleManager, SpotReturn
 from broker.lifecycle.stretches import overlap_s
 from broker.planning.plan import Plan
@@ -261,12 +264,11 @@ class _Replay:
         t0 = self.start + timedelta(hours=h)
         t0_s = t0.timestamp()
         self.clock.set(t0)
-        for w in self.workloads.workloads:
-            if w.workload_class is not WorkloadClass.SERVING:
-                self.manager.report_progress(w.name, self.done[w.name])
-        self._form(t0, h)
-        self._storm(t0, h)
-        self._upkeep(t0)
+        # The daemon's job order (``broker.daemon.jobs``), twice at the hour
+        # start: the plan's new hour reconciled, then the hour's revocations.
+        run_in_order({Job.PROGRESS: self._progress, Job.RECONCILE: lambda: self._form(t0, h)})
+        run_in_order({Job.NOTICES: lambda: self._storm(t0, h),
+                      Job.STRETCHES: lambda: self._upkeep(t0)})  # fmt: skip
         end = t0_s + _HOUR_S
         while True:
             due = self.manager.upkeep_due_at()
@@ -282,6 +284,12 @@ class _Replay:
         for x in [*self._all_live()]:
             self._close(x, end)
         self.spot_launched.clear()  # folded back into the plan at the next hour
+
+    def _progress(self) -> None:
+        """The work training and batch jobs have done so far, reported."""
+        for w in self.workloads.workloads:
+            if w.workload_class is not WorkloadClass.SERVING:
+                self.manager.report_progress(w.name, self.done[w.name])
 
     def _all_live(self) -> Iterable[_Live]:
         for xs in self.slots.values():

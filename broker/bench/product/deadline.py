@@ -7,8 +7,7 @@ on-demand at ``k``, a one-job ``WorkloadSet``: training, ``unit_hours`` the
 setting's compute, ``deadline_hours`` the window's, restart the changeover,
 no break-glass cap) and ``DECIDED_BY``, the code that decides.
 
-Each tick, in the order of the daemon's reconcile job
-(``broker.daemon.daemon``: progress, break-glass upkeep, reconcile):
+Each tick, in the daemon's job order (``broker.daemon.jobs``):
 
 1. the plan job reports the job's progress (``report_progress``);
 2. a spot instance the trace revoked becomes a ``Notice`` for ``handle``;
@@ -35,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from broker.daemon.jobs import Job, run_in_order
 from broker.lifecycle import LifecycleConfig, LifecycleManager
 from broker.lifecycle.values import LaunchIntent
 from markets.clock import ManualClock
@@ -176,32 +176,53 @@ class ProductDeadline:
         now = T0 + timedelta(hours=view.elapsed_hours)
         run.clock.set(now)
         snap = run.snapshots[view.spot_available]
-        m.report_progress(JOB, view.progress_hours)
+        run_in_order(
+            {
+                Job.PROGRESS: lambda: m.report_progress(JOB, view.progress_hours),
+                Job.NOTICES: lambda: self._notices(run, view, snap, now),
+                Job.STRETCHES: lambda: self._upkeep(run, view, snap, now),
+                Job.RECONCILE: lambda: self._reconcile(run, view, now),
+            }
+        )
+        return self._mode(run), run
+
+    def _notices(self, run: _Run, view: TickView, snap: MarketSnapshot, now: datetime) -> None:
+        """The spot instance the trace revoked, as a notice for ``handle``."""
         held = run.fleet[0] if run.fleet else None
-        if held is not None and held.tier is Tier.SPOT and view.mode is Mode.IDLE:
-            run.notices += 1
-            notice = Notice(
-                notice_id=f"preempted-{run.notices}",
-                kind=NoticeKind.PREEMPTED,
-                instance_id=held.instance_id,
-                at=now,
-                pool_key=held.pool_key,
-            )
-            d = m.handle(notice, run.fleet, snap)
-            run.decisions.append(d.kind.value)
-            run.fleet = tuple(i for i in run.fleet if i.instance_id != held.instance_id)
-            for x in d.launches:
-                self._launch(run, x, view.spot_available, now, notice.notice_id)
-        for ret in m.tick(now, run.fleet, snap):
+        if held is None or held.tier is not Tier.SPOT or view.mode is not Mode.IDLE:
+            return
+        run.notices += 1
+        notice = Notice(
+            notice_id=f"preempted-{run.notices}",
+            kind=NoticeKind.PREEMPTED,
+            instance_id=held.instance_id,
+            at=now,
+            pool_key=held.pool_key,
+        )
+        d = run.manager.handle(notice, run.fleet, snap)
+        run.decisions.append(d.kind.value)
+        run.fleet = tuple(i for i in run.fleet if i.instance_id != held.instance_id)
+        for x in d.launches:
+            self._launch(run, x, view.spot_available, now, notice.notice_id)
+
+    def _upkeep(self, run: _Run, view: TickView, snap: MarketSnapshot, now: datetime) -> None:
+        """``tick``'s returns, opens, extensions and ends, launches first."""
+        for ret in run.manager.tick(now, run.fleet, snap):
             run.decisions.append(ret.kind.value)
             for x in ret.launches:
                 self._launch(run, x, view.spot_available, now, ret.allocation_id)
             gone = set(ret.terminate_instance_ids)
             if gone:
                 run.fleet = tuple(i for i in run.fleet if i.instance_id not in gone)
-        if not run.fleet and not m.unavailable.is_unavailable(POOL_KEY, Tier.SPOT, now.timestamp()):
-            self._launch(run, LaunchIntent(POOL_KEY, Tier.SPOT, 1), view.spot_available, now, None)
-        return self._mode(run), run
+
+    def _reconcile(self, run: _Run, view: TickView, now: datetime) -> None:
+        """The plan runs the job on spot: launched when nothing holds it and
+        the offering is not marked unavailable."""
+        if run.fleet:
+            return
+        if run.manager.unavailable.is_unavailable(POOL_KEY, Tier.SPOT, now.timestamp()):
+            return
+        self._launch(run, LaunchIntent(POOL_KEY, Tier.SPOT, 1), view.spot_available, now, None)
 
     @staticmethod
     def _mode(run: _Run) -> Mode:

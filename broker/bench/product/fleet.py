@@ -53,9 +53,10 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
 The fleet is the daemon's book: ``Instance`` values, one per replica, a new
 tuple whenever it changes (the manager indexes a sequence once).
 
-At a tick start, in the daemon's order: the revoked replicas leave the
-fleet, the lifecycle's upkeep, the plan when due, reconcile. The window's
-first tick is the daemon's start: no fleet, a plan, a reconcile.
+At a tick start, in the daemon's job order (``broker.daemon.jobs``): the
+revoked replicas leave the fleet (notices), the lifecycle's upkeep, the plan
+when due, reconcile; at a notice, the notices alone. The window's first tick
+is the daemon's start: no fleet, a plan, a reconcile.
 
 Must not: decide anything (every choice above is the plan's, reconcile's or
 the lifecycle manager's), or look ahead (it reads the engine's view only).
@@ -72,6 +73,7 @@ import numpy as np
 
 from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
 from broker.daemon.config import DaemonConfig
+from broker.daemon.jobs import Job, run_in_order
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.plan import spot_returned
 from broker.daemon.reconcile import STICK_MARGIN
@@ -279,17 +281,20 @@ class ProductFleet:
         run.clock.set(EPOCH + timedelta(seconds=now_s))
         run.avail = tuple(z.available for z in view.zones)
         if view.at_notice:
-            self._notices(run, view, now_s)
+            run_in_order({Job.NOTICES: lambda: self._notices(run, view, now_s)})
             return self._plan(run), run
         if now_s > run.last_tick_s:
             for zone, ok in zip(run.zones, run.avail, strict=True):
                 zone.observe(ok, spec.tick_hours)
             run.last_tick_s = now_s
-        self._revoked(run, now_s)
-        self._tick(run, now_s)
-        if run.plan is None or run.spot_back or now_s - run.plan_s >= REPLAN_S - 1e-6:
-            self._replan(run, now_s)
-        self._reconcile(run, now_s)
+        run_in_order(
+            {
+                Job.NOTICES: lambda: self._revoked(run, now_s),
+                Job.STRETCHES: lambda: self._tick(run, now_s),
+                Job.PLAN: lambda: self._replan_if_due(run, now_s),
+                Job.RECONCILE: lambda: self._reconcile(run, now_s),
+            }
+        )
         return self._plan(run), run
 
     # --- the market ---------------------------------------------------------------
@@ -351,6 +356,11 @@ class ProductFleet:
         return failure_domains(events, span_s=ticks * tick_s, resolution_s=tick_s, source="account")
 
     # --- the plan and reconcile (broker.daemon.plan, broker.daemon.reconcile) -------
+
+    def _replan_if_due(self, run: FleetRun, now_s: float) -> None:
+        """Due: no plan yet, spot back since the plan, or ``REPLAN_S`` passed."""
+        if run.plan is None or run.spot_back or now_s - run.plan_s >= REPLAN_S - 1e-6:
+            self._replan(run, now_s)
 
     def _replan(self, run: FleetRun, now_s: float) -> None:
         """The plan job: the fast path over the next hour, on the market now,
