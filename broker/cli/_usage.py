@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from broker.cli._owned import OwnedSource
 from broker.planning.demand import DemandSet
 from markets.catalog import CATALOG, throughput_factor
 from markets.errors import InputError
@@ -49,6 +50,9 @@ class UsageInputs:
     covered_unit_hours: Mapping[str, float]  # per workload: ran on commitments already bought
     unit_hours: Mapping[str, float]  # per workload, the whole bill
     unplannable: Mapping[str, float] = field(default_factory=dict)  # type -> instance-hours
+    # what is owned and where each came from (broker.cli._owned; the bill's
+    # own commitments are ``usage.commitments``)
+    owned_sources: tuple[OwnedSource, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         u = self.usage
@@ -78,6 +82,8 @@ class UsageInputs:
             "unused_commitment_hours": {
                 k: round(v, 3) for k, v in u.unused_commitment_hours.items()
             },
+            "commitments": [c.to_dict() for c in u.commitments],
+            "owned_sources": [o.to_dict() for o in self.owned_sources],
             "left_over": [
                 {"what": x.what, "lines": x.lines, "hours": round(x.hours, 3),
                  "cost_usd": round(x.cost_usd, 2)}
@@ -113,12 +119,42 @@ class UsageInputs:
                 "  not planned (the market does not offer the type): "
                 + ", ".join(f"{k} {v:,.0f} instance-hours" for k, v in self.unplannable.items())
             )
+        for o in self.owned_sources:
+            out.append("  owned: " + _owned_line(o))
         for k, v in u.unused_commitment_hours.items():
             out.append(f"  idle commitment ({k}): {v:,.0f} hours unused")
         for x in u.left_over:
             if x.what != "unused commitment":
                 out.append(f"  left out, {x.what}: {x.lines:,} lines, ${x.cost_usd:,.2f}")
         return out
+
+
+def _owned_line(o: OwnedSource) -> str:
+    """One owned commitment: its scope, rate, term, expiry and where they came from."""
+    b = o.bill
+    if b is None:
+        return f"{o.id} (from {o.scope_from})"
+    if b.kind is not None and b.kind.startswith("savings_plan"):
+        scope = f"{b.kind} ${b.usd_per_hour:,.2f}/h" + (
+            f" {b.family} {b.region}" if b.family else ""
+        )
+    else:
+        scope = f"{b.kind or b.billed_as} {b.count} x {b.instance_type} {b.region}"
+        if b.rates:
+            scope += f" at ${b.rates[0][2]:,.4f}/h"
+    term = "term unknown" if b.term_years is None else f"{b.term_years}-year"
+    end = {
+        "unknown": "expiry unknown (not in the bill; --account or --owned says)",
+        "bill": f"expires {b.end:%Y-%m-%d}" if b.end else "",
+        "account": "expiry from the account",
+        "--owned": "as --owned says",
+    }[o.expiry_from]
+    used = b.utilisation
+    return (
+        f"{b.id}: {scope}, {term}, {end}; used {used:.0%} in the bill"
+        if used is not None
+        else f"{b.id}: {scope}, {term}, {end}"
+    ) + ("" if o.planned else " (not planned: a kind the planner does not model)")
 
 
 def _factor(instance_type: str) -> float:

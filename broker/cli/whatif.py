@@ -123,6 +123,7 @@ from markets.protocols import PriceSource
 from markets.registry import open_market
 
 if TYPE_CHECKING:
+    from broker.cli._usage import UsageInputs
     from broker.planning.demand import DemandSet
     from broker.planning.optimizer.problem import PlanOptions
     from broker.whatif.run import WhatIfResult
@@ -358,6 +359,30 @@ def _with_commitments(opts: PlanOptions, term: str, payment: str) -> PlanOptions
     return replace(opts, term_years=_TERMS[term], payment=payment)
 
 
+def _owned_from(
+    billed: UsageInputs | None,
+    account: str | None,
+    given: tuple[OwnedCommitment, ...],
+    src: PriceSource,
+) -> tuple[tuple[OwnedCommitment, ...], UsageInputs | None]:
+    """The bill's commitments, the account's (``--account``) and ``--owned``
+    merged (``broker.cli._owned``); the bill's inputs carry where each came from."""
+    from broker.cli._owned import account_owned, merge_owned
+
+    regions = (
+        sorted({str(r) for r in billed.usage.frame["region"].dropna()})
+        if billed is not None
+        else sorted({p.region for p in src.pools()})
+    )
+    acc = account_owned(account, regions) if account is not None else []
+    bill = billed.usage.commitments if billed is not None else ()
+    end = billed.usage.index[-1] + timedelta(hours=1) if billed is not None else None
+    have, sources = merge_owned(bill, acc, given, None if end is None else end.to_pydatetime())
+    if billed is not None:
+        billed = replace(billed, owned_sources=sources)
+    return have, billed
+
+
 def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     # lazy: YAML; ``spotfolio --help`` imports this module
     from markets.commitments import load_owned
@@ -440,9 +465,17 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     help="Your bill as the demand: a FOCUS 1.x or CUR 2.0 export (CSV or Parquet) "
     "or a directory of them, read as hourly usage per workload.",
 )
-@click.option("--usage-rules", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="YAML rules mapping bill lines to workloads (default: the 'workload' "
-                   "tag, else one workload per instance type).")  # fmt: skip
+@click.option(
+    "--usage-rules",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="YAML rules mapping bill lines to workloads (default: the 'workload' "
+    "tag, else one workload per instance type).",
+)
+@click.option("--account", default=None, metavar="aws|gcp:PROJECT",
+              help="Also read what the account owns (reserved instances, Savings Plans, "
+                   "CUDs; read-only calls, the default credentials) and plan it as owned, "
+                   "merged with the bill's commitments and --owned.")  # fmt: skip
 def whatif_command(
     common: CommonOptions,
     checks: CheckOptions,
@@ -457,6 +490,7 @@ def whatif_command(
     table: str | None,
     usage: Path | None,
     usage_rules: Path | None,
+    account: str | None,
     term: str,
     payment: str,
     owned: Path | None,
@@ -499,6 +533,8 @@ def whatif_command(
         raise InputError("--usage-rules", None, "--usage with it", got=str(usage_rules))
     else:
         src, ws, dem = _inputs(common)
+    if billed is not None or account is not None:  # what is owned: bill, account, --owned
+        have, billed = _owned_from(billed, account, have, src)
     recorded: list[str] = []
     if start is None:  # recorded data: replay where its prices and availability overlap
         # lazy: numpy and pandas; ``spotfolio --help`` imports this module

@@ -54,6 +54,7 @@ __all__ = [
     "RetryMode",
     "build_clients",
     "client_config",
+    "commitment_clients",
 ]
 
 # Every AWS API action the adapters call, as IAM names them. A test compares
@@ -217,6 +218,17 @@ def build_clients(
         "pricing", region_name=PRICING_REGION, config=cfg, endpoint_url=endpoint_url
     )
     return AwsClients(ec2=ec2, pricing=pricing)
+
+
+def commitment_clients(regions: Sequence[str]) -> tuple[dict[str, Any], Any]:
+    """EC2 clients per region and one Savings Plans client (a global API),
+    for ``markets.aws.commitments.AwsCommitments``; credentials from the
+    default chain. Any: the reader names the calls it makes (its protocols)."""
+    import boto3
+
+    cfg = client_config()
+    ec2 = {r: boto3.client("ec2", region_name=r, config=cfg) for r in regions}
+    return ec2, boto3.client("savingsplans", region_name="us-east-1", config=cfg)
 
 
 def cloudwatch_client(region: str, *, endpoint_url: str | None = None) -> Any:
