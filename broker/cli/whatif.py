@@ -522,7 +522,7 @@ def whatif_command(
         src, _, _ = _inputs(replace(common, policies=None))
         own = load_workloads(common.policies, demand_supplied=True) if common.policies else None
         billed = usage_inputs(usage, usage_rules, src.instance_types(), own,
-                              str(common.policies))  # fmt: skip
+                              str(common.policies), start=start, days=common.days)  # fmt: skip
         ws = billed.workloads
         dem: DemandSet | None = billed.demand
         start, days, note = usage_window(billed.usage, start, common.days)
