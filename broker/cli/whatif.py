@@ -383,6 +383,42 @@ def _owned_from(
     return have, billed
 
 
+def _on_the_bills_dates(
+    src: PriceSource, market: str, start: datetime | None, days: int
+) -> PriceSource:
+    """The embedded market (synthetic: no calendar) moved by whole weeks to
+    cover a bill outside its span (``markets.shifted``); a recorded or live
+    market is its own dates: a bill it does not cover is refused naming
+    ``--start`` and ``--market``."""
+    from broker.cli._shifted import shifted, week_offset
+    from markets.protocols import HistorySource
+
+    if start is None or not isinstance(src, HistorySource):
+        return src
+    lo, hi = src.span()
+    t0 = start - timedelta(days=1)  # a day of history before the window
+    inside = lo <= t0 and start + timedelta(days=days) <= hi
+    if inside:
+        return src
+    if market != "default":
+        raise InputError(
+            "--usage", None,
+            f"a bill within the market's span {lo:%Y-%m-%d} to {hi:%Y-%m-%d} (choose the "
+            "replayed days with --start, or a market that covers the bill with --market; "
+            "--market default replays any date)",
+            got=f"{start:%Y-%m-%d} + {days} days",
+        )  # fmt: skip
+    offset = week_offset((lo, hi), t0, (days + 1) * 24)
+    err_console.print(
+        f"the bill's dates ({start:%Y-%m-%d} + {days} days) are outside the embedded "
+        f"market's span ({lo:%Y-%m-%d} to {hi:%Y-%m-%d}): replaying it moved "
+        f"{abs(offset.days):,} days to the bill's dates (a synthetic market has no calendar; "
+        "--market names a recorded or live one)",
+        markup=False, highlight=False, soft_wrap=True,
+    )  # fmt: skip
+    return shifted(src, offset)
+
+
 def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     # lazy: YAML; ``spotfolio --help`` imports this module
     from markets.commitments import load_owned
@@ -529,6 +565,7 @@ def whatif_command(
         common = replace(common, days=days)
         if note is not None:
             err_console.print(note, markup=False, highlight=False, soft_wrap=True)
+        src = _on_the_bills_dates(src, common.market, start, days)
     elif usage_rules is not None:
         raise InputError("--usage-rules", None, "--usage with it", got=str(usage_rules))
     else:
