@@ -280,6 +280,8 @@ def _workloads(accepted: Mapping[str, list[str]], found: Sequence[Inference]) ->
             row["max_spot_share"] = max(0.3, min(1.0, round(i.spot_share, 4)))
         if i.workload_class == "training":
             row |= {"min_units": max(1, i.peak_units), "max_units": max(1, i.peak_units)}
+            if i.spot_share >= 0.5:  # it ran on spot: its gang may run on spot
+                row["min_on_non_revocable"] = False
         if i.workload_class != "serving":
             row |= {"unit_hours": round(i.unit_hours, 6), "deadline_hours": i.deadline_hours,
                     "recurring": i.recurring}  # fmt: skip
