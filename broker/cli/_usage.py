@@ -22,13 +22,15 @@ Must not: plan or bill (``broker.whatif``), or read files itself.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from broker.cli._infer import Inference, infer
+from broker.cli._owned import OwnedSource
 from broker.planning.demand import DemandSet
 from markets.catalog import CATALOG, throughput_factor
 from markets.errors import InputError
@@ -49,6 +51,10 @@ class UsageInputs:
     covered_unit_hours: Mapping[str, float]  # per workload: ran on commitments already bought
     unit_hours: Mapping[str, float]  # per workload, the whole bill
     unplannable: Mapping[str, float] = field(default_factory=dict)  # type -> instance-hours
+    # what is owned and where each came from (broker.cli._owned; the bill's
+    # own commitments are ``usage.commitments``)
+    owned_sources: tuple[OwnedSource, ...] = ()
+    inferences: tuple[Inference, ...] = ()  # each workload's class, from its shape
 
     def to_dict(self) -> dict[str, object]:
         u = self.usage
@@ -78,6 +84,9 @@ class UsageInputs:
             "unused_commitment_hours": {
                 k: round(v, 3) for k, v in u.unused_commitment_hours.items()
             },
+            "inference": [i.to_dict() for i in self.inferences],
+            "commitments": [c.to_dict() for c in u.commitments],
+            "owned_sources": [o.to_dict() for o in self.owned_sources],
             "left_over": [
                 {"what": x.what, "lines": x.lines, "hours": round(x.hours, 3),
                  "cost_usd": round(x.cost_usd, 2)}
@@ -113,12 +122,44 @@ class UsageInputs:
                 "  not planned (the market does not offer the type): "
                 + ", ".join(f"{k} {v:,.0f} instance-hours" for k, v in self.unplannable.items())
             )
+        for i in self.inferences:
+            out.append("  inferred: " + i.line())
+        for o in self.owned_sources:
+            out.append("  owned: " + _owned_line(o))
         for k, v in u.unused_commitment_hours.items():
             out.append(f"  idle commitment ({k}): {v:,.0f} hours unused")
         for x in u.left_over:
             if x.what != "unused commitment":
                 out.append(f"  left out, {x.what}: {x.lines:,} lines, ${x.cost_usd:,.2f}")
         return out
+
+
+def _owned_line(o: OwnedSource) -> str:
+    """One owned commitment: its scope, rate, term, expiry and where they came from."""
+    b = o.bill
+    if b is None:
+        return f"{o.id} (from {o.scope_from})"
+    if b.kind is not None and b.kind.startswith("savings_plan"):
+        scope = f"{b.kind} ${b.usd_per_hour:,.2f}/h" + (
+            f" {b.family} {b.region}" if b.family else ""
+        )
+    else:
+        scope = f"{b.kind or b.billed_as} {b.count} x {b.instance_type} {b.region}"
+        if b.rates:
+            scope += f" at ${b.rates[0][2]:,.4f}/h"
+    term = "term unknown" if b.term_years is None else f"{b.term_years}-year"
+    end = {
+        "unknown": "expiry unknown (not in the bill; --account or --owned says)",
+        "bill": f"expires {b.end:%Y-%m-%d}" if b.end else "",
+        "account": "expiry from the account",
+        "--owned": "as --owned says",
+    }[o.expiry_from]
+    used = b.utilisation
+    return (
+        f"{b.id}: {scope}, {term}, {end}; used {used:.0%} in the bill"
+        if used is not None
+        else f"{b.id}: {scope}, {term}, {end}"
+    ) + ("" if o.planned else " (not planned: a kind the planner does not model)")
 
 
 def _factor(instance_type: str) -> float:
@@ -131,6 +172,9 @@ def usage_inputs(
     instance_types: Sequence[InstanceType],
     policies: WorkloadSet | None,
     policies_source: str = "--policies",
+    *,
+    start: datetime | None = None,
+    days: int = 30,
 ) -> UsageInputs:
     """The bill at ``path`` (file or directory) as demand and workloads; see
     the module docstring. ``instance_types``: the market's."""
@@ -170,8 +214,26 @@ def usage_inputs(
             "usage of instance types the market offers",
             got=f"only {', '.join(sorted(unplannable))}",
         )
-    workloads = policies or _workloads(accepted, _teams(mapping))
+    begin, used, _ = usage_window(usage, start, days)
+    first = 0 if begin is None else int((pd.Timestamp(begin) - index[0]) // pd.Timedelta(hours=1))
+    window = slice(max(0, first), max(0, first) + used * 24)
+    f = usage.frame
+    teams = _teams(mapping)
+    inferences = []
+    for name, series in serving.items():
+        rows = f[f["workload"] == name]
+        ih = float(rows["instance_hours"].sum()) or 1.0
+        spot = float(rows.loc[rows["tier"] == "spot", "instance_hours"].sum()) / ih
+        physical = sum(usage.instance_hours(name, t) * offered[t].units for t in accepted[name])
+        found = infer(
+            name, series.to_numpy(dtype=float), window, spot,
+            sorted({str(r) for r in f["region"].dropna()}),
+            sorted({offered[t].provider.value for t in accepted[name]}),
+            teams.get(name),
+        )  # fmt: skip
+        inferences.append(replace(found, peak_units=int(np.ceil(np.max(physical) - 1e-9))))
     if policies is not None:
+        workloads = policies
         known = {w.name for w in policies.of_class(WorkloadClass.SERVING)}
         for name in serving:
             if name not in known:
@@ -181,8 +243,12 @@ def usage_inputs(
                     f"a serving workload of {policies_source} (add it there, or map the "
                     "usage to one with --usage-rules)",
                 )
+    else:
+        workloads = _workloads(accepted, inferences)
+        serving = {i.name: serving[i.name] for i in inferences if i.workload_class == "serving"}
     demand = DemandSet(serving=serving, index=index, source=str(path))
-    return UsageInputs(usage, demand, workloads, covered, totals, unplannable)
+    return UsageInputs(usage, demand, workloads, covered, totals, unplannable,
+                       inferences=tuple(inferences))  # fmt: skip
 
 
 _GLOB = set("*?[")
@@ -199,15 +265,28 @@ def _teams(mapping: MappingRules | None) -> dict[str, str]:
     return {w: next(iter(t)) for w, t in out.items() if len(t) == 1}
 
 
-def _workloads(accepted: Mapping[str, list[str]], teams: Mapping[str, str]) -> WorkloadSet:
-    data = {
-        "workloads": [
-            {"name": n, "class": "serving", "instance_types": types,
-             "throughput": {t: _factor(t) for t in types},
-             **({"team": teams[n]} if n in teams else {})}
-            for n, types in accepted.items()
-        ]
-    }  # fmt: skip
+def _workloads(accepted: Mapping[str, list[str]], found: Sequence[Inference]) -> WorkloadSet:
+    rows: list[dict[str, object]] = []
+    for i in found:
+        types = accepted[i.name]
+        row: dict[str, object] = {
+            "name": i.name, "class": i.workload_class, "instance_types": types,
+            "throughput": {t: _factor(t) for t in types},
+            "regions": list(i.regions), "providers": list(i.providers),
+        }  # fmt: skip
+        if i.team is not None:
+            row["team"] = i.team
+        if i.workload_class == "serving" and i.spot_share > 0:
+            row["max_spot_share"] = max(0.3, min(1.0, round(i.spot_share, 4)))
+        if i.workload_class == "training":
+            row |= {"min_units": max(1, i.peak_units), "max_units": max(1, i.peak_units)}
+            if i.spot_share >= 0.5:  # it ran on spot: its gang may run on spot
+                row["min_on_non_revocable"] = False
+        if i.workload_class != "serving":
+            row |= {"unit_hours": round(i.unit_hours, 6), "deadline_hours": i.deadline_hours,
+                    "recurring": i.recurring}  # fmt: skip
+        rows.append(row)
+    data = {"workloads": rows}
     return parse_workloads(data, source="--usage", demand_supplied=True)
 
 

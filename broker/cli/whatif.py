@@ -134,6 +134,7 @@ from markets.protocols import PriceSource
 from markets.registry import open_market
 
 if TYPE_CHECKING:
+    from broker.cli._usage import UsageInputs
     from broker.planning.demand import DemandSet
     from broker.planning.optimizer.problem import PlanningProblem, PlanOptions
     from broker.planning.plan import Plan
@@ -387,6 +388,66 @@ def _with_commitments(opts: PlanOptions, term: str, payment: str) -> PlanOptions
     return replace(opts, term_years=_TERMS[term], payment=payment)
 
 
+def _owned_from(
+    billed: UsageInputs | None,
+    account: str | None,
+    given: tuple[OwnedCommitment, ...],
+    src: PriceSource,
+) -> tuple[tuple[OwnedCommitment, ...], UsageInputs | None]:
+    """The bill's commitments, the account's (``--account``) and ``--owned``
+    merged (``broker.cli._owned``); the bill's inputs carry where each came from."""
+    from broker.cli._owned import account_owned, merge_owned
+
+    regions = (
+        sorted({str(r) for r in billed.usage.frame["region"].dropna()})
+        if billed is not None
+        else sorted({p.region for p in src.pools()})
+    )
+    acc = account_owned(account, regions) if account is not None else []
+    bill = billed.usage.commitments if billed is not None else ()
+    end = billed.usage.index[-1] + timedelta(hours=1) if billed is not None else None
+    have, sources = merge_owned(bill, acc, given, None if end is None else end.to_pydatetime())
+    if billed is not None:
+        billed = replace(billed, owned_sources=sources)
+    return have, billed
+
+
+def _on_the_bills_dates(
+    src: PriceSource, market: str, start: datetime | None, days: int
+) -> PriceSource:
+    """The embedded market (synthetic: no calendar) moved by whole weeks to
+    cover a bill outside its span (``markets.shifted``); a recorded or live
+    market is its own dates: a bill it does not cover is refused naming
+    ``--start`` and ``--market``."""
+    from broker.cli._shifted import shifted, week_offset
+    from markets.protocols import HistorySource
+
+    if start is None or not isinstance(src, HistorySource):
+        return src
+    lo, hi = src.span()
+    t0 = start - timedelta(days=1)  # a day of history before the window
+    inside = lo <= t0 and start + timedelta(days=days) <= hi
+    if inside:
+        return src
+    if market != "default":
+        raise InputError(
+            "--usage", None,
+            f"a bill within the market's span {lo:%Y-%m-%d} to {hi:%Y-%m-%d} (choose the "
+            "replayed days with --start, or a market that covers the bill with --market; "
+            "--market default replays any date)",
+            got=f"{start:%Y-%m-%d} + {days} days",
+        )  # fmt: skip
+    offset = week_offset((lo, hi), t0, (days + 1) * 24)
+    err_console.print(
+        f"the bill's dates ({start:%Y-%m-%d} + {days} days) are outside the embedded "
+        f"market's span ({lo:%Y-%m-%d} to {hi:%Y-%m-%d}): replaying it moved "
+        f"{abs(offset.days):,} days to the bill's dates (a synthetic market has no calendar; "
+        "--market names a recorded or live one)",
+        markup=False, highlight=False, soft_wrap=True,
+    )  # fmt: skip
+    return shifted(src, offset)
+
+
 def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     # lazy: YAML; ``spotfolio --help`` imports this module
     from markets.commitments import load_owned
@@ -470,9 +531,17 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
     help="Your bill as the demand: a FOCUS 1.x or CUR 2.0 export (CSV or Parquet) "
     "or a directory of them, read as hourly usage per workload.",
 )
-@click.option("--usage-rules", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="YAML rules mapping bill lines to workloads (default: the 'workload' "
-                   "tag, else one workload per instance type).")  # fmt: skip
+@click.option(
+    "--usage-rules",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="YAML rules mapping bill lines to workloads (default: the 'workload' "
+    "tag, else one workload per instance type).",
+)
+@click.option("--account", default=None, metavar="aws|gcp:PROJECT",
+              help="Also read what the account owns (reserved instances, Savings Plans, "
+                   "CUDs; read-only calls, the default credentials) and plan it as owned, "
+                   "merged with the bill's commitments and --owned.")  # fmt: skip
 def whatif_command(
     common: CommonOptions,
     checks: CheckOptions,
@@ -487,6 +556,7 @@ def whatif_command(
     table: str | None,
     usage: Path | None,
     usage_rules: Path | None,
+    account: str | None,
     term: str,
     payment: str,
     owned: Path | None,
@@ -520,17 +590,20 @@ def whatif_command(
         src, _, _ = _inputs(replace(common, policies=None))
         own = load_workloads(common.policies, demand_supplied=True) if common.policies else None
         billed = usage_inputs(usage, usage_rules, src.instance_types(), own,
-                              str(common.policies))  # fmt: skip
+                              str(common.policies), start=start, days=common.days)  # fmt: skip
         ws = billed.workloads
         dem: DemandSet | None = billed.demand
         start, days, note = usage_window(billed.usage, start, common.days)
         common = replace(common, days=days)
         if note is not None:
             err_console.print(note, markup=False, highlight=False, soft_wrap=True)
+        src = _on_the_bills_dates(src, common.market, start, days)
     elif usage_rules is not None:
         raise InputError("--usage-rules", None, "--usage with it", got=str(usage_rules))
     else:
         src, ws, dem = _inputs(common)
+    if billed is not None or account is not None:  # what is owned: bill, account, --owned
+        have, billed = _owned_from(billed, account, have, src)
     recorded: list[str] = []
     if start is None:  # recorded data: replay where its prices and availability overlap
         # lazy: numpy and pandas; ``spotfolio --help`` imports this module

@@ -55,6 +55,7 @@ __all__ = [
     "RetryMode",
     "build_clients",
     "client_config",
+    "commitment_clients",
 ]
 
 # Every AWS API action the adapters call, as IAM names them. A test compares
@@ -228,6 +229,17 @@ def build_clients(
         sq = {r: sess.client("service-quotas", region_name=r, config=cfg,
                              endpoint_url=endpoint_url) for r in regions}  # fmt: skip
     return AwsClients(ec2=ec2, pricing=pricing, service_quotas=sq)
+
+
+def commitment_clients(regions: Sequence[str]) -> tuple[dict[str, Any], Any]:
+    """EC2 clients per region and one Savings Plans client (a global API),
+    for ``markets.aws.commitments.AwsCommitments``; credentials from the
+    default chain. Any: the reader names the calls it makes (its protocols)."""
+    import boto3
+
+    cfg = client_config()
+    ec2 = {r: boto3.client("ec2", region_name=r, config=cfg) for r in regions}
+    return ec2, boto3.client("savingsplans", region_name="us-east-1", config=cfg)
 
 
 def cloudwatch_client(region: str, *, endpoint_url: str | None = None) -> Any:

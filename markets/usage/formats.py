@@ -116,6 +116,7 @@ class Columns:
     kind: str
     tier: str
     commitment: str
+    commitment_id: str
     instance_type: str
     region: str
     account: str
@@ -279,6 +280,7 @@ def _focus(types: Mapping[str, str]) -> Columns:
             _text(types, "CommitmentDiscountType"),
             f"CASE WHEN {committed or 'FALSE'} THEN 'commitment' END",
         ),
+        commitment_id=commitment_id,
         instance_type=_first(sku_type, x_type, _type_in(_text(types, "ChargeDescription"))),
         region=_first(_text(types, "RegionId"), _text(types, "Region")),
         account=_text(types, "SubAccountId"),
@@ -330,6 +332,10 @@ def _cur(types: Mapping[str, str]) -> Columns:
         f"THEN 'committed' WHEN {spot} THEN 'spot' ELSE 'on_demand' END",
         commitment=f"CASE WHEN {lt} = 'savingsplancoveredusage' THEN 'Savings Plan' "
         f"WHEN {lt} = 'discountedusage' THEN 'Reservation' END",
+        commitment_id=_first(
+            _text(types, "savings_plan_savings_plan_a_r_n"),
+            _text(types, "reservation_reservation_a_r_n"),
+        ),
         instance_type=instance_type,
         region=_first(_text(types, "product_region_code"), _text(types, "product_region")),
         account=_text(types, "line_item_usage_account_id"),

@@ -2,7 +2,8 @@
 
 Owns: ``HourlyUsage`` (the reader's result) and its reports: ``UsageFile``
 (one file read), ``LeftOver`` (lines that are not instance usage, counted and
-costed) and the accessors the what-if needs (``instance_hours``,
+costed), ``BillCommitment`` (what the bill says of one commitment it names)
+and the accessors the what-if needs (``instance_hours``,
 ``covered_instance_hours``, ``unmapped``).
 
 Must not: read files (``reader``) or convert instance-hours to capacity units
@@ -19,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-__all__ = ["FRAME_COLUMNS", "TIERS", "HourlyUsage", "LeftOver", "UsageFile"]
+__all__ = ["FRAME_COLUMNS", "TIERS", "BillCommitment", "HourlyUsage", "LeftOver", "UsageFile"]
 
 FloatArray = npt.NDArray[np.float64]
 TIERS = ("committed", "spot", "on_demand")
@@ -61,6 +62,88 @@ class LeftOver:
     cost_usd: float
 
 
+@dataclass(frozen=True)
+class BillCommitment:
+    """One commitment as the bill names it (``markets.usage.commitments``).
+
+    ``kind`` is ``None`` when the bill's type says nothing the planner models.
+    Instance commitments (reserved, CUD) carry ``instance_type``, ``region``
+    and ``count`` (the most instances it covered, or idled, in one hour, or
+    the bill's own count); savings plans ``usd_per_hour`` (the commitment per
+    hour: its fee lines, else its used and unused cost over the hours seen)
+    and ``rates`` (instance type, region, USD per instance-hour charged).
+    ``term_years``, ``start``, ``end`` and ``payment`` are ``None`` where the
+    bill does not say (FOCUS has no column for them). ``used_*`` / ``unused_*``:
+    what ran on it and what it idled over the bill (instance-hours for an
+    instance commitment, dollars for every kind); ``spend_based``: a dollar
+    commitment planned as ``count`` x ``instance_type`` (a GCP spend-based CUD)."""
+
+    id: str
+    provider: str
+    kind: str | None
+    billed_as: str
+    category: str | None
+    region: str | None
+    instance_type: str | None
+    family: str | None
+    count: int
+    usd_per_hour: float
+    rates: tuple[tuple[str, str, float], ...]
+    term_years: int | None
+    start: datetime | None
+    end: datetime | None
+    payment: str | None
+    first_seen: datetime
+    last_seen: datetime
+    used_instance_hours: float
+    used_cost_usd: float
+    unused_instance_hours: float
+    unused_cost_usd: float
+    covered: tuple[tuple[str, str, float], ...] = ()  # (type, region, instance-hours)
+    spend_based: bool = False
+
+    @property
+    def hours_seen(self) -> float:
+        return (self.last_seen - self.first_seen).total_seconds() / 3600.0
+
+    @property
+    def utilisation(self) -> float | None:
+        """The share of the commitment the bill shows used: dollars for a
+        savings plan, instance-hours of ``count`` over the hours seen else."""
+        if self.kind is not None and self.kind.startswith("savings_plan"):
+            paid = self.used_cost_usd + self.unused_cost_usd
+            return None if paid <= 0 else min(1.0, self.used_cost_usd / paid)
+        cap = self.count * self.hours_seen
+        return None if cap <= 0 else min(1.0, self.used_instance_hours / cap)
+
+    def to_dict(self) -> dict[str, object]:
+        u = self.utilisation
+        return {
+            "id": self.id, "provider": self.provider, "kind": self.kind,
+            "billed_as": self.billed_as, "category": self.category,
+            "region": self.region, "instance_type": self.instance_type,
+            "family": self.family, "count": self.count,
+            "usd_per_hour": round(self.usd_per_hour, 4),
+            "rates": [{"instance_type": t, "region": r, "usd_per_instance_hour": round(v, 6)}
+                      for t, r, v in self.rates],
+            "term_years": self.term_years,
+            "start": None if self.start is None else self.start.isoformat(),
+            "end": None if self.end is None else self.end.isoformat(),
+            "payment": self.payment,
+            "first_seen": self.first_seen.isoformat(), "last_seen": self.last_seen.isoformat(),
+            "used_instance_hours": round(self.used_instance_hours, 3),
+            "used_cost_usd": round(self.used_cost_usd, 2),
+            "unused_instance_hours": round(self.unused_instance_hours, 3),
+            "unused_cost_usd": round(self.unused_cost_usd, 2),
+            "utilisation": None if u is None else round(u, 4),
+            "covered_instance_hours": [
+                {"instance_type": t, "region": r, "instance_hours": round(v, 3)}
+                for t, r, v in self.covered
+            ],
+            "spend_based": self.spend_based,
+        }  # fmt: skip
+
+
 @dataclass(frozen=True, eq=False)
 class HourlyUsage:
     """Hourly usage per workload read from billing exports.
@@ -82,6 +165,7 @@ class HourlyUsage:
     left_over: tuple[LeftOver, ...] = ()
     unused_commitment_hours: Mapping[str, float] = field(default_factory=dict)
     names: Mapping[str, str] = field(default_factory=dict)
+    commitments: tuple[BillCommitment, ...] = ()
 
     @property
     def index(self) -> pd.DatetimeIndex:

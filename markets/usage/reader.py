@@ -28,6 +28,7 @@ import duckdb
 import pandas as pd
 
 from markets.errors import InputError
+from markets.usage.commitments import HOURLY_SQL, bill_commitments, meta_select
 from markets.usage.formats import Columns, Format, columns_for, detect
 from markets.usage.locate import locate_bad_row
 from markets.usage.model import FRAME_COLUMNS, HourlyUsage, LeftOver, UsageFile
@@ -72,7 +73,7 @@ def _connect() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _columns(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[Format, Columns]:
+def _columns(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[Format, Columns, dict[str, str]]:
     try:
         described = con.execute(f"DESCRIBE SELECT * FROM {scan_sql(path)}").fetchall()
     except duckdb.Error as e:
@@ -90,7 +91,7 @@ def _columns(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[Format, Column
             "line_item_usage_end_date, line_item_usage_amount, line_item_line_item_type)",
             got=f"missing {', '.join(missing)}",
         )
-    return fmt, columns_for(fmt, types)
+    return fmt, columns_for(fmt, types), types
 
 
 def _first_line(e: Exception) -> str:
@@ -113,12 +114,13 @@ def _group_sql(path: Path, cols: Columns, rules: MappingRules | None) -> tuple[s
                 {cols.region} AS region,
                 {cols.tier} AS tier,
                 {cols.commitment} AS commitment,
+                {cols.commitment_id} AS cid,
                 {workload} AS workload,
                 coalesce({cols.cost}, 0.0) AS cost,
                 coalesce({cols.billed}, {cols.cost}, 0.0) AS billed
             FROM {scan_sql(path)}
         )
-        SELECT bad, kind, ts, te, instance_type, region, tier, commitment, workload,
+        SELECT bad, kind, ts, te, instance_type, region, tier, commitment, cid, workload,
                ih IS NOT NULL AS timed,
                sum(coalesce(ih, 0.0)) AS ih, sum(cost) AS cost, sum(billed) AS billed,
                count(*) AS n
@@ -131,7 +133,7 @@ def _group_sql(path: Path, cols: Columns, rules: MappingRules | None) -> tuple[s
 def _read_file(
     con: duckdb.DuckDBPyConnection, path: Path, rules: MappingRules | None, first: bool
 ) -> UsageFile:
-    fmt, cols = _columns(con, path)
+    fmt, cols, types = _columns(con, path)
     sql, params = _group_sql(path, cols, rules)
     verb = "CREATE TEMP TABLE g AS" if first else "INSERT INTO g"
     try:
@@ -164,6 +166,12 @@ def _read_file(
         [str(path)],
     ).fetchone()
     lines, usage = (int(counts[0] or 0), int(counts[1] or 0)) if counts else (0, 0)
+    meta = meta_select(fmt, types, cols, scan_sql(path))
+    if meta is not None:
+        try:
+            con.execute(f"INSERT INTO cm {meta}")
+        except duckdb.Error as e:
+            raise InputError(str(path), None, f"a readable {fmt} export", got=_first_line(e)) from e
     return UsageFile(str(path), str(fmt), lines, usage)
 
 
@@ -189,6 +197,16 @@ _SPREAD_SQL = """
     ORDER BY hour, workload, instance_type, region, tier
 """
 
+_CM_TABLE = """
+    CREATE TEMP TABLE cm (
+        cid VARCHAR, instance_type VARCHAR, region VARCHAR, ctype VARCHAR, category VARCHAR,
+        cname VARCHAR, provider VARCHAR, cstart VARCHAR, cend VARCHAR, term VARCHAR,
+        payment VARCHAR, family VARCHAR, scope_region VARCHAR, rate DOUBLE, count DOUBLE,
+        used_ih DOUBLE, used_cost DOUBLE, unused_ih DOUBLE, unused_cost DOUBLE,
+        fee_cost DOUBLE, fee_hours DOUBLE, first_seen TIMESTAMPTZ, last_seen TIMESTAMPTZ
+    )
+"""
+
 _LEFT_OVER_SQL = """
     SELECT CASE
              WHEN kind = 'unused' THEN 'unused commitment'
@@ -211,6 +229,7 @@ def read_usage(path: str | Path, rules: MappingRules | None = None) -> HourlyUsa
     files = export_files(root)
     con = _connect()
     try:
+        con.execute(_CM_TABLE)
         read = tuple(_read_file(con, f, rules, i == 0) for i, f in enumerate(files))
         frame = con.execute(_SPREAD_SQL).df()
         left = [
@@ -223,6 +242,10 @@ def read_usage(path: str | Path, rules: MappingRules | None = None) -> HourlyUsa
                 "WHERE kind = 'unused' GROUP BY 1 ORDER BY 1"
             ).fetchall()
         )
+        cur = con.execute("SELECT * FROM cm")
+        fields = [d[0] for d in cur.description]
+        meta_rows = [dict(zip(fields, r, strict=True)) for r in cur.fetchall()]
+        peaks = {str(k): float(v or 0.0) for k, v in con.execute(HOURLY_SQL).fetchall()}
     finally:
         con.close()
     if frame.empty:
@@ -252,6 +275,7 @@ def read_usage(path: str | Path, rules: MappingRules | None = None) -> HourlyUsa
         left_over=tuple(left),
         unused_commitment_hours={str(k): float(v) for k, v in unused.items()},
         names=names,
+        commitments=bill_commitments(meta_rows, peaks),
     )
 
 
