@@ -58,7 +58,7 @@ import sys
 from collections.abc import Collection, Iterator
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -202,7 +202,7 @@ def _given(**options: object) -> set[str]:
     return {f"--{k.replace('_', '-')}" for k, v in options.items() if v not in (None, ())}
 
 
-def _config(path: str | None, **overrides: object) -> DaemonConfig:
+def _config(path: str | None, **overrides: Any) -> DaemonConfig:
     """The config file (or none), the ``SPOTFOLIO_*`` environment over it and
     the command line's options over both (``broker.daemon.environ``)."""
     from broker.daemon.config import DaemonConfig, load_daemon_config
