@@ -47,7 +47,7 @@ SCHEMA = "spotfolio.bench.soak/1"
 
 # The limits ``check`` holds the figures to, and why:
 LIMITS: dict[str, float] = {
-    # RSS slope over a process's days after its first two (imports, the
+    # RSS slope over a process's days after its first (imports, the
     # market's caches, the solver's first plans): the Terraform modules give
     # the daemon 2,048 MiB; at 2 MiB a day a year adds < 730 MiB to a
     # baseline of a few hundred, so a leak this small still fits a year
@@ -57,9 +57,11 @@ LIMITS: dict[str, float] = {
     # writes its notice row, its decision, a launch action and a fleet row
     # (~1-2 KiB with indexes); 8 KiB a notice is the bound on all of it,
     # plans and reconciles included, and the second half of the run may not
-    # cost more than 1.5x the first half's per notice (superlinear growth).
+    # cost more than 2x the first half's per notice (PostgreSQL grows its
+    # files a page run at a time, lumpy over a few days; a store whose cost
+    # a notice grew with the history would exceed 2x over weeks).
     "store_bytes_per_notice": 8192.0,
-    "store_growth_second_half_vs_first": 1.5,
+    "store_growth_second_half_vs_first": 2.0,
     # p99 decision latency, mean over the last 10 days / the first 10 (both
     # after the first day): a query that scans the whole history grows
     # with it and breaks this; load on a shared machine moves both ends alike.
@@ -485,7 +487,7 @@ def _growth(days: list[dict[str, Any]]) -> dict[str, Any]:
         by_pid.setdefault(d["pid"], []).append(d)
     slopes = []
     for rows in by_pid.values():
-        later = rows[2:]  # warm-up: the process's first two days
+        later = rows[1:]  # warm-up: the process's first day
         s = _slope([r["day"] for r in later], [r["rss_mib"] for r in later])
         if s is not None:
             slopes.append(s)
