@@ -4,21 +4,23 @@ with the daemon killed twice and the store server restarted once; the full
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from broker.bench import pgserver, runner, soak
 
 
-def _day(day: int, pid: int, rss: float, notices: int, nbytes: int) -> dict[str, object]:
+def _day(day: int, pid: int, rss: float, notices: int, nbytes: int) -> dict[str, Any]:
     return {"day": day, "pid": pid, "rss_mib": rss, "rows": {"notices": notices},
             "bytes": nbytes, "p99_ms": 20.0}  # fmt: skip
 
 
 def test_the_growth_check_catches_a_leak_and_a_store_that_grows_with_its_history() -> None:
     flat = [_day(d, 1, 150.0 + 0.1 * d, 1000 * d, 4_000_000 * d) for d in range(1, 31)]
-    out = {"growth": soak._growth(flat), "duplicate_launches": 0, "orphaned_instances": 0}
-    assert soak.check(out) == []
-    assert out["growth"]["store_bytes_per_notice"] == 4000.0
+    growth = soak._growth(flat)
+    assert soak.check({"growth": growth, "duplicate_launches": 0, "orphaned_instances": 0}) == []
+    assert growth["store_bytes_per_notice"] == 4000.0
     leak = [_day(d, 1, 150.0 + 3.0 * d, 1000 * d, 4_000_000 * d) for d in range(1, 31)]
     quad = [_day(d, 1, 150.0, 1000 * d, 4_000 * d * d * 60) for d in range(1, 31)]
     for days, key in ((leak, "rss_mib_per_day_after_warmup"),
