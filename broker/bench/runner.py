@@ -216,6 +216,7 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("machinery", "soak.duplicate_launches", "<=", 0),
     ("machinery", "soak.orphaned_instances", "<=", 0),
     ("machinery", "soak.growth.rss_mib_per_day_after_warmup", "<=", 2.0),
+    ("machinery", "soak.growth.rss_kib_per_notice_after_warmup", "<=", 4.0),
     ("machinery", "soak.growth.store_bytes_per_notice", "<=", 8192.0),
     ("machinery", "soak.growth.store_growth_second_half_vs_first", "<=", 2.0),
     ("machinery", "soak.growth.p99_last10_vs_first10", "<=", 3.0),

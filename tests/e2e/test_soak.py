@@ -1,4 +1,4 @@
-"""The soak, scaled down: a week of simulated time on a real PostgreSQL,
+"""The soak, scaled down: six days of simulated time on a real PostgreSQL,
 with the daemon killed twice and the store server restarted once; the full
 90 days are ``spotfolio bench``'s (``machinery.soak``)."""
 
@@ -45,12 +45,12 @@ def test_the_bench_targets_read_the_soak_and_plan_scale_rows() -> None:
 
 
 @pytest.mark.slow
-def test_a_week_of_waves_with_kills_and_a_store_restart_stays_bounded() -> None:
+def test_six_days_of_waves_with_kills_and_a_store_restart_stays_bounded() -> None:
     why = pgserver.missing()
     if why is not None:
         pytest.skip(why)
     spec = soak.SoakSpec(
-        days=7, waves_per_pool_hour=0.6, wave_size=6,
+        days=6, waves_per_pool_hour=0.6, wave_size=6,
         kills=((31.3, "after"), (58.4, "before")), store_restart_hour=45.6,
     )  # fmt: skip
     with pgserver.TempPostgres() as pg:
@@ -59,7 +59,7 @@ def test_a_week_of_waves_with_kills_and_a_store_restart_stays_bounded() -> None:
     assert [s["killed"] for s in out["segments"]] == [True, True, False]
     assert out["store_restarted"] is True
     days = out["days"]
-    assert [d["day"] for d in days] == list(range(1, 8))
+    assert [d["day"] for d in days] == list(range(1, 7))
     assert len({d["pid"] for d in days}) == 3  # three daemon processes
     assert all(d["rss_mib"] > 0 and d["bytes"] > 0 and d["p99_ms"] is not None for d in days)
     assert out["notices"] >= 10_000
@@ -67,10 +67,11 @@ def test_a_week_of_waves_with_kills_and_a_store_restart_stays_bounded() -> None:
     # Rows grow with what happened: every notice the daemon recorded is a row.
     assert [d["rows"]["notices"] for d in days] == sorted(d["rows"]["notices"] for d in days)
     g = out["growth"]
-    assert g["rss_mib_per_day_after_warmup"] is not None
+    assert g["rss_kib_per_notice_after_warmup"] is not None
     assert g["store_growth_second_half_vs_first"] is not None
     # The wall-clock latency ratio is the bench's target (load moves it).
-    bad = [b for b in soak.check(out, latency=False) if not b.startswith("duplicate_launches")]
+    leave_out = ("p99_last10_vs_first10", "rss_mib_per_day_after_warmup")
+    bad = [b for b in soak.check(out, leave_out=leave_out) if not b.startswith("duplicate_")]
     assert bad == []
     if out["duplicate_launches"]:
         # Checked last so every other assertion above still holds on its own:
