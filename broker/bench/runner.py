@@ -220,6 +220,7 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("machinery", "soak.growth.store_bytes_per_notice", "<=", 8192.0),
     ("machinery", "soak.growth.store_growth_second_half_vs_first", "<=", 2.0),
     ("machinery", "soak.growth.p99_last10_vs_first10", "<=", 3.0),
+    ("machinery", "plan_scale.planned", ">=", 1),  # a plan came out (True)
     ("machinery", "plan_scale.planned_seconds", "<=", 60.0),
     # issue 18: 90 % predictive intervals cover 85-95 % of held-back pool-days
     ("markets", "calibration.coverage", ">=", 0.85),

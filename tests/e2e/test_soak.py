@@ -36,12 +36,13 @@ def test_the_bench_targets_read_the_soak_and_plan_scale_rows() -> None:
                  "growth": {"rss_mib_per_day_after_warmup": 0.4, "store_bytes_per_notice": 3000.0,
                             "store_growth_second_half_vs_first": 1.1,
                             "p99_last10_vs_first10": 4.0}},
-        "plan_scale": {"planned_seconds": None},
+        "plan_scale": {"planned": False, "planned_seconds": None},
     }}  # fmt: skip
     rows = {t["metric"]: t["met"] for t in runner.check_targets(out)}
     assert rows["soak.notices"] is True and rows["soak.growth.p99_last10_vs_first10"] is False
     assert rows["soak.growth.rss_mib_per_day_after_warmup"] is True
-    assert rows["plan_scale.planned_seconds"] is None  # no plan came out: not measured
+    assert rows["plan_scale.planned"] is False  # no plan came out: not met
+    assert rows["plan_scale.planned_seconds"] is None
 
 
 @pytest.mark.slow
