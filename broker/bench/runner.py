@@ -140,10 +140,8 @@ def _scale(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
 
 def _soak(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     """90 simulated days of the accelerated daemon on a PostgreSQL it starts
-    (``broker.bench.soak``): full-size runs only, ``{}`` below (minutes of
-    work); without the server binaries, why not."""
-    if windows < FULL_SIZE_WINDOWS:
-        return {}
+    (``broker.bench.soak``): only when asked (``ASKED_HOOKS``; ~35 minutes);
+    without the server binaries, why not."""
     from broker.bench import pgserver, soak  # lazy: the daemon's stack (see above)
 
     why = pgserver.missing()
@@ -156,9 +154,7 @@ def _soak(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
 
 
 def _plan_scale(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
-    """300 workloads over the default market's ~300 pools (full-size only)."""
-    if windows < FULL_SIZE_WINDOWS:
-        return {}
+    """300 workloads over the default market's ~300 pools (only when asked)."""
     from broker.bench import plan_scale  # lazy: the planner (see above)
 
     return plan_scale.run(300, seed=seed)
@@ -188,6 +184,10 @@ MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
     # 300 workloads x ~300 pools, one daemon horizon
     "plan_scale": _plan_scale,
 }
+
+# Machinery hooks that run only when asked (``run_bench(asked=...)``,
+# ``spotfolio bench --soak``): tens of minutes each; ``{}`` otherwise.
+ASKED_HOOKS = frozenset({"soak", "plan_scale"})
 
 # issue 5 / benchmarks.md: (block, path, comparison, limit)
 TARGETS: tuple[tuple[str, str, str, float], ...] = (
@@ -327,8 +327,10 @@ def run_bench(
     settings: tuple[str, ...] = ("deadline", "fleet", "portfolio"),
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
+    asked: frozenset[str] = frozenset(),
 ) -> dict[str, object]:
-    """Load the data (timed, peak memory traced), run each setting, measure."""
+    """Load the data (timed, peak memory traced), run each setting, measure
+    (the ``ASKED_HOOKS`` named in ``asked`` too)."""
     clock = clock or SystemClock()
     say = progress or (lambda _msg: None)
     tracemalloc.start()
@@ -377,8 +379,11 @@ def run_bench(
     say("machinery ...")
     machinery["replay"] = replay_throughput(data, seed, clock)
     for name, hook in MACHINERY_HOOKS.items():
+        if hook is None or (name in ASKED_HOOKS and name not in asked):
+            machinery[name] = {}
+            continue
         say(f"machinery: {name} ...")
-        machinery[name] = hook(data, windows, seed) if hook is not None else {}
+        machinery[name] = hook(data, windows, seed)
     machinery["peak_rss_mib"] = round(_rss_mib(), 1)
     out["machinery"] = machinery
     out["targets"] = check_targets(out)
