@@ -77,5 +77,7 @@ def test_six_days_of_waves_with_kills_and_a_store_restart_stays_bounded() -> Non
     if out["duplicate_launches"]:
         # Checked last so every other assertion above still holds on its own:
         # the simulated cloud counts a fresh launch of a slot it just filled
-        # (same workload, pool, tier, plan generation and count) as a duplicate.
+        # (same workload, pool, tier, plan generation and count) with no
+        # interruption notice or ending in the workload between as a
+        # duplicate; a rebalance recommendation is not such a loss to it.
         pytest.xfail(f"{out['duplicate_launches']} launches the simulated cloud counts twice")
