@@ -20,8 +20,8 @@ The returned object: ``schema``, ``source``, ``windows``, ``seed``,
 ``markets`` (``broker.bench.markets``: ``calibration``, the hazard's
 calibration on held-back trace periods), ``machinery`` (``data_load_s``,
 ``data_load_peak_traced_mib``, ``peak_rss_mib``, ``replay`` throughput,
-per-setting ``seconds``, ``solver``) and ``targets`` (each published target:
-measured value, limit, ``met``).
+per-setting ``seconds``, ``solver``, ``soak``, ``plan_scale``) and
+``targets`` (each published target: measured value, limit, ``met``).
 """
 
 from __future__ import annotations
@@ -138,6 +138,28 @@ def _scale(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     return {"parallel": scale.parallel_efficiency(), "year_whatif": scale.year_whatif()}
 
 
+def _soak(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
+    """90 simulated days of the accelerated daemon on a PostgreSQL it starts
+    (``broker.bench.soak``): only when asked (``ASKED_HOOKS``; ~35 minutes);
+    without the server binaries, why not."""
+    from broker.bench import pgserver, soak  # lazy: the daemon's stack (see above)
+
+    why = pgserver.missing()
+    if why is not None:
+        return {"not_measured": why}
+    with pgserver.TempPostgres() as pg:
+        out = soak.run(soak.SoakSpec(seed=seed), pg)
+    out["violations"] = soak.check(out)
+    return out
+
+
+def _plan_scale(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
+    """300 workloads over the default market's ~300 pools (only when asked)."""
+    from broker.bench import plan_scale  # lazy: the planner (see above)
+
+    return plan_scale.run(300, seed=seed)
+
+
 def _markets(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     from broker.bench import markets  # lazy: scipy, for this block only (see above)
 
@@ -157,7 +179,15 @@ MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
     "reaction": _reaction,
     # issue 16: the same N what-ifs serially and on 2 Dask workers; a year x 300 pools
     "scale": _scale,
+    # 90 simulated days with kills and a store restart: per-day RSS, store, p99
+    "soak": _soak,
+    # 300 workloads x ~300 pools, one daemon horizon
+    "plan_scale": _plan_scale,
 }
+
+# Machinery hooks that run only when asked (``run_bench(asked=...)``,
+# ``spotfolio bench --soak``): tens of minutes each; ``{}`` otherwise.
+ASKED_HOOKS = frozenset({"soak", "plan_scale"})
 
 # issue 5 / benchmarks.md: (block, path, comparison, limit)
 TARGETS: tuple[tuple[str, str, str, float], ...] = (
@@ -181,6 +211,17 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("machinery", "scale.parallel.efficiency", ">=", 0.80),
     ("machinery", "scale.year_whatif.seconds", "<=", 20.0),
     ("machinery", "scale.year_whatif.peak_rss_mib", "<=", 1024.0),
+    # the soak's growth limits (broker.bench.soak.LIMITS, justified there) and faults
+    ("machinery", "soak.notices", ">=", 10000),
+    ("machinery", "soak.duplicate_launches", "<=", 0),
+    ("machinery", "soak.orphaned_instances", "<=", 0),
+    ("machinery", "soak.growth.rss_mib_per_day_after_warmup", "<=", 2.0),
+    ("machinery", "soak.growth.rss_kib_per_notice_after_warmup", "<=", 4.0),
+    ("machinery", "soak.growth.store_bytes_per_notice", "<=", 8192.0),
+    ("machinery", "soak.growth.store_growth_second_half_vs_first", "<=", 2.0),
+    ("machinery", "soak.growth.p99_last10_vs_first10", "<=", 3.0),
+    ("machinery", "plan_scale.planned", ">=", 1),  # a plan came out (True)
+    ("machinery", "plan_scale.planned_seconds", "<=", 60.0),
     # issue 18: 90 % predictive intervals cover 85-95 % of held-back pool-days
     ("markets", "calibration.coverage", ">=", 0.85),
     ("markets", "calibration.coverage", "<=", 0.95),
@@ -286,8 +327,10 @@ def run_bench(
     settings: tuple[str, ...] = ("deadline", "fleet", "portfolio"),
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
+    asked: frozenset[str] = frozenset(),
 ) -> dict[str, object]:
-    """Load the data (timed, peak memory traced), run each setting, measure."""
+    """Load the data (timed, peak memory traced), run each setting, measure
+    (the ``ASKED_HOOKS`` named in ``asked`` too)."""
     clock = clock or SystemClock()
     say = progress or (lambda _msg: None)
     tracemalloc.start()
@@ -336,8 +379,11 @@ def run_bench(
     say("machinery ...")
     machinery["replay"] = replay_throughput(data, seed, clock)
     for name, hook in MACHINERY_HOOKS.items():
+        if hook is None or (name in ASKED_HOOKS and name not in asked):
+            machinery[name] = {}
+            continue
         say(f"machinery: {name} ...")
-        machinery[name] = hook(data, windows, seed) if hook is not None else {}
+        machinery[name] = hook(data, windows, seed)
     machinery["peak_rss_mib"] = round(_rss_mib(), 1)
     out["machinery"] = machinery
     out["targets"] = check_targets(out)

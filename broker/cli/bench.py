@@ -10,8 +10,9 @@ anything itself (``broker.simulate``, ``broker.bench``).
 ``spotfolio simulate --setting deadline|fleet [--data DIR] [--policy P]
 [--windows N] [--seed S] [--json]`` prints one setting's per-policy table;
 ``spotfolio bench [--data DIR] [--windows N] [--seed S] [--json] [--out
-report.md]`` runs every setting plus the machinery measurements (see
-``broker.bench.runner`` for the JSON object).
+report.md] [--soak]`` runs every setting plus the machinery measurements (see
+``broker.bench.runner`` for the JSON object); ``--soak`` adds the 90-day
+soak and the 300-workload plan (``runner.ASKED_HOOKS``, ~35 minutes).
 """
 
 from __future__ import annotations
@@ -315,6 +316,12 @@ def _print_setting(setting: str, out: Mapping[str, object]) -> None:
     default=None,
     help="Write a markdown report here (charts as PNG beside it).",
 )
+@click.option(
+    "--soak",
+    "soak",
+    is_flag=True,
+    help="Also run the 90-day daemon soak and the 300-workload plan (~35 minutes).",
+)
 def bench_command(
     data: Path | None,
     windows: int | None,
@@ -322,10 +329,11 @@ def bench_command(
     workers: int,
     as_json: bool,
     out: Path | None,
+    soak: bool,
 ) -> None:
     """Every setting side by side on the same data, plus the machinery."""
     from broker.bench.report import write_report
-    from broker.bench.runner import run_bench
+    from broker.bench.runner import ASKED_HOOKS, run_bench
 
     if out is not None:  # before the run: a bad --out fails now, not after the benches
         try:
@@ -339,8 +347,9 @@ def bench_command(
     n = windows or DEFAULT_WINDOWS
     with progress("bench") as say:  # on a terminal only (broker.cli.progress)
         result = run_bench(
-            lambda: _load(data, seed), windows=n, seed=seed, workers=workers, progress=say
-        )
+            lambda: _load(data, seed), windows=n, seed=seed, workers=workers, progress=say,
+            asked=ASKED_HOOKS if soak else frozenset(),
+        )  # fmt: skip
     if out is not None:
         files = write_report(result, out)
         if not as_json:

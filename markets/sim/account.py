@@ -145,8 +145,27 @@ class SimAccount(SimEvents):
         # ``_visible`` now already counts prev's instances once the lag passed;
         # a real retry without the key sees the fleet as it was before them.
         before = self._visible(r) - sum(1 for i in prev.ids if self._is_visible(i))
-        if alive and before == prev.visible:
+        if alive and before == prev.visible and not self._loss_since(r, prev.ids):
             self.counters.duplicate_launches += 1
+
+    def _loss_since(self, r: LaunchRequest, ids: tuple[str, ...]) -> bool:
+        """Whether the caller has been told of a loss in ``r``'s workload since
+        the launch of ``ids``: an instance of it ended, or its interruption
+        notice went out. A second launch of the same shape is then a
+        replacement the notice asked for, not a retry that lost its key."""
+        t1 = max(self._instances[i].inst.launched_at for i in ids)
+        now, lead = self.clock.now(), timedelta(seconds=self.options.notice_seconds)
+        for (owner, workload, _pool, _tier), recs in self._by_slot.items():
+            if owner != r.owner or workload != r.workload:
+                continue
+            for s in recs:
+                if s.ended_at is not None and s.ended_at > t1:
+                    return True
+                if s.revoke_at is not None:
+                    told = max(s.inst.launched_at, s.revoke_at - lead)  # as ``_doom`` sends it
+                    if t1 < told <= now:
+                        return True
+        return False
 
     def _is_visible(self, iid: str) -> bool:
         seen = self.clock.now() - timedelta(seconds=self.options.listing_lag_s)

@@ -26,8 +26,10 @@ What it simulates, from a market (``HistorySource``):
 - *Accounting*: launches, replays, revocations; **duplicate launches**: a
   fresh launch that repeats an earlier fresh launch of the same (owner,
   workload, pool, tier, plan generation, count) from the same *visible*
-  fleet size while the earlier one's instances are all still alive, which is
-  what a retry that lost its idempotency key looks like; **orphans**: live
+  fleet size while the earlier one's instances are all still alive and no
+  loss in the workload (an interruption notice sent, an instance ended) came
+  between, which is what a retry that lost its idempotency key looks like (two
+  notices' replacements landing in one pool are not); **orphans**: live
   instances that a given set of known ids (the store's) does not contain.
   Billing is per second at the hour's spot price, the pool's on-demand price,
   or its 1-year committed price, per hour bucket. **Endings** per workload

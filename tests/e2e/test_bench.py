@@ -159,6 +159,32 @@ def test_portfolio_and_solver_hooks_plug_in(monkeypatch: pytest.MonkeyPatch) -> 
     assert "hindsight" in markdown(out)
 
 
+def test_the_soak_and_plan_scale_run_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    def hook(name: str) -> runner.MachineryHook:
+        def run(data: BenchData, windows: int, seed: int) -> dict[str, Any]:
+            ran.append(name)
+            return {"ran": name}
+
+        return run
+
+    for name in ("solver", "reaction", "scale", "soak", "plan_scale"):
+        monkeypatch.setitem(runner.MACHINERY_HOOKS, name, hook(name))
+
+    def load() -> BenchData:
+        return BenchData("synthetic", _traces())
+
+    m = runner.run_bench(load, windows=40, seed=2, settings=())["machinery"]
+    assert ran == ["solver", "reaction", "scale"]
+    assert isinstance(m, dict) and m["soak"] == {} and m["plan_scale"] == {}
+    ran.clear()
+    asked = runner.ASKED_HOOKS
+    m = runner.run_bench(load, windows=1, seed=2, settings=(), asked=asked)["machinery"]
+    assert ran == ["solver", "reaction", "scale", "soak", "plan_scale"]
+    assert isinstance(m, dict) and m["soak"] == {"ran": "soak"}
+
+
 @pytest.mark.usefixtures("cheap_hooks")
 def test_report_writes_markdown_and_charts(tmp_path: Path) -> None:
     out = runner.run_bench(lambda: BenchData("synthetic", _traces()), windows=1, seed=2)

@@ -420,6 +420,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         held = _held(problem, w, [e for o in gang_opts.get(w.name, ()) for e in o.spot] or spot)
         last = problem.last_hour(w)
         prev: dict[tuple[Tier, str, str | None], LpVariable] = {}
+        first = len(built.allocs)  # this workload's allocations start here
         for t, (h0, _h1) in enumerate(periods):
             if w.workload_class is not WorkloadClass.SERVING and h0 >= last:
                 continue  # past the deadline: the job may not run
@@ -461,7 +462,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                     objective.append((d, kappa + restart_usd))
                     prev[key] = a.var
             _workload_period(problem, built, w, t, L, allocs, objective, name)
-        _workload_totals(problem, built, w, objective, name)
+        _workload_totals(problem, built, w, built.allocs[first:], objective, name)
         rows = built.gangs.get(w.name)
         if rows is not None:  # a running gang's move loses its work since a checkpoint
             objective.extend(rows.add_move(prob, name))
@@ -847,9 +848,11 @@ def _workload_totals(
     problem: PlanningProblem,
     built: BuiltModel,
     w: Workload,
+    mine: Sequence[AllocVar],
     objective: Terms,
     name: _Namer,
 ) -> None:
+    """``mine``: ``w``'s allocations (all of them, in the model's order)."""
     if w.workload_class is WorkloadClass.SERVING:
         return
     required = problem.required_unit_hours(w)
@@ -857,11 +860,7 @@ def _workload_totals(
     u = pulp.LpVariable(name("UW"), lowBound=0)
     built.unmet_work[w.name] = u
     objective.append((u, w.unmet_penalty_usd_per_unit_hour))
-    terms = [
-        (a.var, a.expected_work * float(lengths[a.period]))
-        for a in built.allocs
-        if a.workload == w.name
-    ]
+    terms = [(a.var, a.expected_work * float(lengths[a.period])) for a in mine]
     # Work left beyond what is due, not done here, costs what it is expected
     # to cost later (v_w (room - A_w) in the docstring, kept >= 0 so the gap
     # stays relative to a positive objective).
@@ -884,8 +883,8 @@ def _workload_totals(
                 a.var,
                 a.expected_work * float(min(bounds[a.period][1], hour) - bounds[a.period][0]),
             )
-            for a in built.allocs
-            if a.workload == w.name and bounds[a.period][0] < hour
+            for a in mine
+            if bounds[a.period][0] < hour
         ]
         late = pulp.LpVariable(name("UM"), lowBound=0)
         objective.append((late, w.unmet_penalty_usd_per_unit_hour))

@@ -172,6 +172,26 @@ def test_a_retry_without_its_key_is_counted_as_a_duplicate_launch() -> None:
     assert cloud2.counters.duplicate_launches == 0
 
 
+def test_two_replacements_of_two_losses_into_one_pool_are_not_a_duplicate() -> None:
+    # Two notices in a row, each about its own instance, each replaced by one
+    # instance of the same pool before any re-plan: same shape, own keys.
+    cloud, clock = _cloud(listing_lag_s=60.0)
+    held = cloud.launch(_launch("sf-key-0020", pool=B, count=2)).instance_ids
+    clock.advance(600)
+    cloud.revoke(held[0], T0 + timedelta(seconds=720))  # its notice: now
+    clock.advance(5)
+    cloud.launch(_launch("sf-key-0021"))  # the replacement of held[0]
+    clock.advance(5)
+    cloud.revoke(held[1], T0 + timedelta(seconds=730))
+    clock.advance(5)
+    cloud.launch(_launch("sf-key-0022"))  # the replacement of held[1]
+    assert cloud.counters.duplicate_launches == 0
+    # the same second launch with no loss heard in between is still one
+    clock.advance(5)
+    cloud.launch(_launch("sf-key-0023"))
+    assert cloud.counters.duplicate_launches == 1
+
+
 def test_orphans_are_live_instances_the_caller_does_not_know() -> None:
     cloud, _ = _cloud()
     a = cloud.launch(_launch("sf-key-0016")).instance_ids
