@@ -14,8 +14,7 @@ the limits) or decide anything (the planner keeps to the limits,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pydantic import Field, ValidationError
@@ -24,6 +23,7 @@ from markets.errors import InputError
 from markets.model import InstanceType, MarketSnapshot, Pool, Provider, Quota, QuotaUnit, Tier
 from markets.protocols import PriceSource
 from markets.validation import StrictModel, input_error_from, read_json, read_yaml
+from markets.wrapped import AdjustedSnapshots
 
 __all__ = [
     "AWS_GROUPS",
@@ -210,23 +210,16 @@ def load_quotas(path: str | Path) -> tuple[Quota, ...]:
     return parse_quotas(data, source)
 
 
-class _WithQuotas:
+class _WithQuotas(AdjustedSnapshots):
     """A market whose every snapshot keeps to ``quotas`` (beside its own);
     everything else is the market's (``span``, ``hourly``, revocations)."""
 
     def __init__(self, market: PriceSource, quotas: tuple[Quota, ...]) -> None:
-        self._market = market
+        super().__init__(market)
         self.quotas = quotas
-        self.name = market.name
 
-    def pools(self) -> Sequence[Pool]:
-        return self._market.pools()
-
-    def instance_types(self) -> Sequence[InstanceType]:
-        return self._market.instance_types()
-
-    def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
-        return self._market.snapshot(at).with_quotas(self.quotas)
+    def adjust(self, snapshot: MarketSnapshot) -> MarketSnapshot:
+        return snapshot.with_quotas(self.quotas)
 
     def __getattr__(self, name: str) -> object:
         if name.startswith("__") or name == "_market":  # unpickling: not set yet

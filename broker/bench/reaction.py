@@ -63,9 +63,10 @@ from markets.clock import ManualClock
 from markets.errors import CapacityUnavailableError
 from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.keys import PoolKey
-from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot, Tier
+from markets.model import PoolSnapshot, Tier
 from markets.protocols import HistorySource, Provider
 from markets.registry import open_market, open_provider
+from markets.wrapped import AdjustedSnapshots
 from policies.workloads.spec import parse_workloads
 
 __all__ = ["SCHEMA", "TARGET_P99_MS", "run"]
@@ -130,28 +131,19 @@ class _Timed:
         self._timed(lambda: self.inner.ack_notice(notice))
 
 
-class _Quiet:
+class _Quiet(AdjustedSnapshots):
     """The default market without its own revocation events: only the
     benchmark's notices arrive (a ``HistorySource``, passed through)."""
 
     def __init__(self, market: HistorySource) -> None:
-        self._market = market
-        self.name = market.name
-
-    def pools(self) -> Sequence[Pool]:
-        return self._market.pools()
-
-    def instance_types(self) -> Sequence[InstanceType]:
-        return self._market.instance_types()
-
-    def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
-        return self._market.snapshot(at)
+        super().__init__(market)
+        self._history = market
 
     def span(self) -> tuple[datetime, datetime]:
-        return self._market.span()
+        return self._history.span()
 
     def hourly(self, start: datetime, hours: int) -> pd.DataFrame:
-        return self._market.hourly(start, hours)
+        return self._history.hourly(start, hours)
 
     def revocation_events(self, pool: str, start: datetime, end: datetime) -> pd.DatetimeIndex:
         return pd.DatetimeIndex([], tz="UTC")

@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from markets.model import InstanceType, MarketSnapshot, Pool, PoolSnapshot
+from markets.model import MarketSnapshot, PoolSnapshot
 from markets.protocols import HistorySource, PriceSource
+from markets.wrapped import AdjustedSnapshots
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     import pandas as pd
 
 __all__ = ["X1", "MarketStress", "stressed"]
@@ -90,22 +89,15 @@ class MarketStress:
 X1 = MarketStress()
 
 
-class _StressedPrices:
+class _StressedPrices(AdjustedSnapshots):
     """A ``PriceSource`` whose snapshots are stressed."""
 
     def __init__(self, market: PriceSource, stress: MarketStress) -> None:
-        self._market = market
+        super().__init__(market)
         self.stress = stress
-        self.name = market.name
 
-    def pools(self) -> Sequence[Pool]:
-        return self._market.pools()
-
-    def instance_types(self) -> Sequence[InstanceType]:
-        return self._market.instance_types()
-
-    def snapshot(self, at: datetime | None = None) -> MarketSnapshot:
-        return self.stress.snapshot(self._market.snapshot(at))
+    def adjust(self, snapshot: MarketSnapshot) -> MarketSnapshot:
+        return self.stress.snapshot(snapshot)
 
 
 class _StressedHistory(_StressedPrices):

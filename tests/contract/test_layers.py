@@ -47,6 +47,8 @@ MARKETS_CORE = frozenset(
         "commitments",
         # which instance counts against which account quota: values only
         "quotas",
+        # a market seen through a change to its snapshots: no I/O of its own
+        "wrapped",
         "cache",
         "escape",
         "redaction",
@@ -88,6 +90,9 @@ COMPOSITION_ROOTS = {
     "broker.bench.product": "the benches' replay of the daemon's decision code",
     # the hazard calibration on the loaded traces, with the replay market's priors
     "broker.bench.markets": "the benchmark's market measurements",
+    # the accelerated daemon over a simulated account it saves and restores
+    # across the kills it makes
+    "broker.bench.soak": "the soak of the daemon on the simulated cloud",
 }
 ADAPTERS = (
     "markets.hazard",
