@@ -139,8 +139,9 @@ def test_lists_are_json_arrays_and_a_comma_list_in_text(
 
 def test_every_json_line_carries_owner_and_account(capsys: pytest.CaptureFixture[str]) -> None:
     """Null until the config is read; the config's once it is."""
-    from broker.cli import main
+    from broker.cli import _logcontext, main
 
+    _logcontext.reset()  # as a new process starts: an earlier test's main() may have set it
     _logging("json", "info")
     logging.getLogger("markets.aws.provider").info("before the config")
     assert main(["daemon", "--provider", "sim", "--hours", "2", "--log-format", "json",
@@ -420,9 +421,10 @@ def test_every_known_label_value_is_exported_at_zero_before_anything_happens() -
 def test_the_known_job_names_are_the_jobs_the_daemon_schedules() -> None:
     import inspect
 
-    from broker.daemon import schedule
+    from broker.daemon import jobs
 
-    scheduled = set(re.findall(r'\("([a-z_]+)", daemon\.', inspect.getsource(schedule)))
+    found = re.findall(r"DaemonJob\(Job\.([A-Z]+),", inspect.getsource(jobs.daemon_jobs))
+    scheduled = {jobs.Job[name].value for name in found}
     assert scheduled == {j for (j,) in KNOWN_LABELS["job_errors"]}
 
 
