@@ -21,9 +21,9 @@ from pydantic import Field, ValidationError
 
 from markets.errors import InputError
 from markets.model import InstanceType, MarketSnapshot, Pool, Provider, Quota, QuotaUnit, Tier
-from markets.protocols import PriceSource
+from markets.protocols import HistorySource, PriceSource, RevocationSource
 from markets.validation import StrictModel, input_error_from, read_json, read_yaml
-from markets.wrapped import AdjustedSnapshots
+from markets.wrapped import AdjustedHistory, AdjustedRevocations, AdjustedSnapshots
 
 __all__ = [
     "AWS_GROUPS",
@@ -212,11 +212,9 @@ def load_quotas(path: str | Path) -> tuple[Quota, ...]:
 
 class _WithQuotas(AdjustedSnapshots):
     """A market whose every snapshot keeps to ``quotas`` (beside its own);
-    everything else is the market's (``span``, ``hourly``, revocations)."""
+    everything else is the market's (time-free models by ``__getattr__``)."""
 
-    def __init__(self, market: PriceSource, quotas: tuple[Quota, ...]) -> None:
-        super().__init__(market)
-        self.quotas = quotas
+    quotas: tuple[Quota, ...] = ()
 
     def adjust(self, snapshot: MarketSnapshot) -> MarketSnapshot:
         return snapshot.with_quotas(self.quotas)
@@ -227,6 +225,25 @@ class _WithQuotas(AdjustedSnapshots):
         return getattr(self._market, name)
 
 
+class _HistoryWithQuotas(_WithQuotas, AdjustedHistory):
+    """``_WithQuotas`` over a ``HistorySource`` (span and hourly are its)."""
+
+
+class _RevocationsWithQuotas(_WithQuotas, AdjustedRevocations):
+    """``_WithQuotas`` over a ``RevocationSource`` (its revocation times too)."""
+
+
 def with_quotas(market: PriceSource, quotas: tuple[Quota, ...]) -> PriceSource:
-    """``market`` keeping to ``quotas`` (the market itself when there are none)."""
-    return market if not quotas else _WithQuotas(market, quotas)
+    """``market`` keeping to ``quotas`` (the market itself when there are none):
+    a ``HistorySource`` or ``RevocationSource`` exactly when ``market`` is."""
+    if not quotas:
+        return market
+    bound: _WithQuotas
+    if isinstance(market, RevocationSource):
+        bound = _RevocationsWithQuotas(market)
+    elif isinstance(market, HistorySource):
+        bound = _HistoryWithQuotas(market)
+    else:
+        bound = _WithQuotas(market)
+    bound.quotas = quotas
+    return bound

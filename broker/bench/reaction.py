@@ -66,7 +66,7 @@ from markets.keys import PoolKey
 from markets.model import PoolSnapshot, Tier
 from markets.protocols import HistorySource, Provider
 from markets.registry import open_market, open_provider
-from markets.wrapped import AdjustedSnapshots
+from markets.wrapped import AdjustedHistory
 from policies.workloads.spec import parse_workloads
 
 __all__ = ["SCHEMA", "TARGET_P99_MS", "run"]
@@ -131,19 +131,9 @@ class _Timed:
         self._timed(lambda: self.inner.ack_notice(notice))
 
 
-class _Quiet(AdjustedSnapshots):
+class _Quiet(AdjustedHistory):
     """The default market without its own revocation events: only the
     benchmark's notices arrive (a ``HistorySource``, passed through)."""
-
-    def __init__(self, market: HistorySource) -> None:
-        super().__init__(market)
-        self._history = market
-
-    def span(self) -> tuple[datetime, datetime]:
-        return self._history.span()
-
-    def hourly(self, start: datetime, hours: int) -> pd.DataFrame:
-        return self._history.hourly(start, hours)
 
     def revocation_events(self, pool: str, start: datetime, end: datetime) -> pd.DatetimeIndex:
         return pd.DatetimeIndex([], tz="UTC")
