@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,7 +53,7 @@ from markets.protocols import HistorySource, MetricSource, Provider
 from markets.sim.cloud import Endings, SimCloud
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
-__all__ = ["SimReport", "simulate_daemon"]
+__all__ = ["SimReport", "gang_stop_counts", "simulate_daemon"]
 
 
 @dataclass
@@ -251,15 +251,35 @@ def _report(
             "capacity_refusals": c.capacity_refusals,
             "plan_generation": d.state.generation,
         },
-        disruption=_disruption(cloud.endings(t0, hours), ws),
+        disruption=_disruption(cloud.endings(t0, hours), ws, d.reconciler.gang_stops),
         seconds=secs,
     )
 
 
-def _disruption(endings: dict[str, Endings], ws: WorkloadSet) -> dict[str, dict[str, Any]]:
+def gang_stop_counts(stops: Sequence[tuple[datetime, bool]], job_hours: int) -> dict[str, Any]:
+    """A gang's broker-made stops (reconciles that ended any of its running
+    nodes) the plan's saving paid for and did not, and the unpaid ones per
+    gang-day (a day of the hours it held capacity)."""
+    paid = sum(1 for _at, ok in stops if ok)
+    unpaid = len(stops) - paid
+    days = max(job_hours / 24.0, 1.0)
+    return {
+        "broker_stops": len(stops),
+        "broker_stops_paid": paid,
+        "broker_stops_unpaid": unpaid,
+        "unpaid_stops_per_gang_day": round(unpaid / days, 4),
+    }
+
+
+def _disruption(
+    endings: dict[str, Endings],
+    ws: WorkloadSet,
+    gang_stops: Mapping[str, Sequence[tuple[datetime, bool]]],
+) -> dict[str, dict[str, Any]]:
     """Per workload (and ``"fleet"``): broker-made terminations (of running
     spot or, for a training gang, of any tier: the ones that disrupt work)
-    beside revocations, per job-hour."""
+    beside revocations, per job-hour; a gang's stops, paid and unpaid
+    (``gang_stop_counts``)."""
     out: dict[str, dict[str, Any]] = {}
     fleet = {"broker_terminations": 0, "revocations": 0, "job_hours": 0}
     for name, e in sorted(endings.items()):
@@ -274,6 +294,8 @@ def _disruption(endings: dict[str, Endings], ws: WorkloadSet) -> dict[str, dict[
             "hours_with_broker_terminations": e.hours_terminating,
             "broker_terminations_per_job_hour": round(moved / max(e.hours_live, 1), 4),
         }
+        if gang:
+            out[name].update(gang_stop_counts(gang_stops.get(name, ()), e.hours_live))
         fleet["broker_terminations"] += moved
         fleet["revocations"] += e.revoked
         fleet["job_hours"] += e.hours_live
