@@ -203,7 +203,7 @@ def _inputs(c: CommonOptions) -> tuple[PriceSource, WorkloadSet, DemandSet | Non
 
 _COMMON_OPTIONS: list[OptionDecorator] = [
     click.option("--market", default="default", show_default=True,
-                 help="default, aws, gcp, a `market fetch` file or a directory like shared/data."),
+                 help="default, aws, gcp, a `market fetch` file or a directory of datasets."),
     click.option("--market-option", "market_options", multiple=True, metavar="KEY=VALUE",
                  help="Options for the market adapter (repeatable), e.g. project=P, "
                       "regions=us-central1, prices=gcp_prices.csv.gz."),
@@ -269,7 +269,7 @@ def _start(text: str | None) -> datetime | None:
 
 
 # --- budgets that leave demand unmet, what a plan proved, the stressed market ---
-# (issue 14 points 3, 4, 10: one block, shared by both commands)
+# (one block, shared by both commands)
 
 
 @dataclass(frozen=True)
