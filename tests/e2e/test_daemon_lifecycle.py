@@ -344,7 +344,7 @@ def test_a_hook_that_fails_is_recorded_and_a_workload_without_one_calls_nothing(
 def test_a_webhooks_redirect_body_and_secret_header_stay_out_of_store_and_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 15.5: a webhook redirected towards the metadata address; its
+    """A webhook redirected towards the metadata address; its
     answer and its token (an env reference) are in neither the store nor the log."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
