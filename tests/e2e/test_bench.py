@@ -197,7 +197,7 @@ def test_report_writes_markdown_and_charts(tmp_path: Path) -> None:
 
 
 def _write_dir(root: Path) -> Path:
-    """Two 1-node traces in the shared/data layout (2023: 1 means held)."""
+    """Two 1-node traces in the public traces' layout (2023: 1 means held)."""
     folder = root / "spot-availability-traces" / "availability" / "1-node" / "aws-02-15-2023"
     folder.mkdir(parents=True)
     for tr in _traces():
