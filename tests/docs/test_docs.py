@@ -105,7 +105,9 @@ def test_documented_commands_found() -> None:
 
 
 def _run(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # as a reader's shell would: this interpreter's venv first on PATH
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": path}
     return subprocess.run(shlex.split(line), cwd=cwd, capture_output=True, text=True, env=env)
 
 
