@@ -91,7 +91,8 @@ def test_site_builds_strict(tmp_path: Path) -> None:
 def _commands(page: Path) -> list[str]:
     lines = []
     for block in FENCE.findall(page.read_text()):
-        lines += [ln for ln in block.splitlines() if ln.startswith(("spotfolio ", "python -c"))]
+        parts = [part for ln in block.splitlines() for part in ln.split(" && ")]
+        lines += [p for p in parts if p.startswith(("spotfolio ", "python -c")) or p == "spotfolio"]
     return lines
 
 
