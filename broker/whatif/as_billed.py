@@ -11,9 +11,11 @@ The replay's price of a bill line: on-demand at the market's on-demand price
 of its (region, type); spot at the hour's actual spot price, the mean over
 the region's zones (a bill names no zone; the listed price where none is
 recorded); committed at the market's 1-year committed price (on-demand where
-none is listed). Lines of a type or region the market does not price are
-counted apart (``unpriced_usd``). Idle commitment hours are not usage lines:
-their dollars are the bill's, outside this total (the usage summary counts them).
+none is listed). With the bill's prices in the market (``markets.billed``)
+its spot and on-demand lines price at what the bill paid; ``from_bill``
+counts the type-hours priced so. Lines of a type or region the market does
+not price are counted apart (``unpriced_usd``). Idle commitment hours are
+not usage lines: their dollars are the bill's, outside this total.
 
 Must not: read files (``markets.usage``), plan, or bill a plan (``billing``).
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import ClassVar
 
@@ -30,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from broker.whatif.billing import MarketActuals
+from markets.billed import BillPrices
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 
 __all__ = ["AS_BILLED", "AsBilled", "BilledDay", "as_billed", "with_savings"]
@@ -71,6 +74,10 @@ class AsBilled:
     by_tier_usd: Mapping[str, float]
     instance_hours_by_tier: Mapping[str, float]
     days: tuple[BilledDay, ...]
+    # type-hours per tier the replay's market priced at the bill's own price,
+    # and the (region/type) they were, per tier (``markets.billed``)
+    from_bill: Mapping[str, int] = field(default_factory=dict)
+    from_bill_types: Mapping[str, list[str]] = field(default_factory=dict)
 
     DEFINITIONS: ClassVar[dict[str, str]] = {
         "effective_cost_usd": "the bill's EffectiveCost of its instance usage in the replayed "
@@ -81,6 +88,9 @@ class AsBilled:
         "replay_usd": "the same instance-hours on the same tiers at the replay's market prices "
         "(on-demand, the hour's spot, the 1-year committed price)",
         "difference_usd": "replay less effective, for the lines the market prices",
+        "prices_from_bill": "type-hours (an instance type in a region for an hour) whose "
+        "spot or on-demand price the replay took from the bill's own lines, for the bill "
+        "and every scenario alike; the market prices every other pool and hour",
     }
 
     @property
@@ -105,6 +115,10 @@ class AsBilled:
             "replay_usd": round(self.replay_usd, 2),
             "unpriced_usd": round(self.unpriced_usd, 2),
             "days": [d.to_dict() for d in self.days],
+            "prices_from_bill": {
+                tier: {"type_hours": n, "types": list(self.from_bill_types.get(tier, []))}
+                for tier, n in self.from_bill.items()
+            },
             "definitions": dict(self.DEFINITIONS),
         }
 
@@ -136,6 +150,7 @@ def as_billed(
     hours: int,
     snapshot: MarketSnapshot,
     actuals: MarketActuals,
+    from_bill: BillPrices | None = None,
 ) -> AsBilled:
     """The bill's usage ``frame`` (``markets.usage.FRAME_COLUMNS``) over
     ``hours`` from ``start``, priced as billed and reconciled per day
@@ -163,6 +178,9 @@ def as_billed(
         d[0] += cost
         d[1] += billed
         unit = _replay_price(pools.get((str(region), str(itype)), []), tier, int(h), actuals)
+        if tier == Tier.ON_DEMAND.value and from_bill is not None and unit is not None:
+            unit = from_bill.on_demand.get((t0 + pd.Timedelta(hours=int(h)), str(region),
+                                            str(itype)), unit)  # fmt: skip
         if unit is None:
             d[3] += cost
         else:
@@ -175,6 +193,8 @@ def as_billed(
         by_tier_usd=by_tier,
         instance_hours_by_tier=ih_tier,
         days=tuple(BilledDay(k, *v) for k, v in sorted(days.items())),
+        from_bill={} if from_bill is None else from_bill.counts(start, hours),
+        from_bill_types={} if from_bill is None else from_bill.types(start, hours),
     )
 
 
