@@ -647,7 +647,8 @@ def whatif_command(
     if billed is not None and result.inputs is not None:  # the bill itself, first
         bill_as_billed = as_billed(billed.usage.frame, result.start, result.hours,
                                    result.inputs.snapshot, result.inputs.actuals,
-                                   from_bill=bill_prices)  # fmt: skip
+                                   from_bill=bill_prices,
+                                   commitments=billed.usage.commitments)  # fmt: skip
     rows = with_savings(rows, bill_as_billed)
     ours = next(r for r in rows if r["name"] == "spotfolio")
     _gap_warning(common, "spotfolio's re-plans", ours["plan_gap"], ours["gap_met"])

@@ -14,8 +14,9 @@ recorded); committed at the market's 1-year committed price (on-demand where
 none is listed). With the bill's prices in the market (``markets.billed``)
 its spot and on-demand lines price at what the bill paid; ``from_bill``
 counts the type-hours priced so. Lines of a type or region the market does
-not price are counted apart (``unpriced_usd``). Idle commitment hours are
-not usage lines: their dollars are the bill's, outside this total.
+not price are counted apart (``unpriced_usd``). What an owned commitment
+idled (``idle_commitment_usd``: its unused dollars over the hours the bill
+saw it, spread evenly) was paid too: it is in the total and in each day.
 
 Must not: read files (``markets.usage``), plan, or bill a plan (``billing``).
 """
@@ -26,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,9 @@ import pandas as pd
 from broker.whatif.billing import MarketActuals
 from markets.billed import BillPrices
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
+
+if TYPE_CHECKING:  # markets.usage needs DuckDB; only its values come here
+    from markets.usage.model import BillCommitment
 
 __all__ = ["AS_BILLED", "AsBilled", "BilledDay", "as_billed", "with_savings"]
 
@@ -50,15 +54,17 @@ class BilledDay:
     billed_usd: float
     replay_usd: float  # the same instance-hours, same tiers, at the replay's prices
     unpriced_usd: float  # the bill's dollars of lines the market does not price
+    idle_usd: float = 0.0  # owned commitments' unused dollars (in effective and billed)
 
     def to_dict(self) -> dict[str, object]:
-        priced = self.effective_usd - self.unpriced_usd
+        priced = self.effective_usd - self.unpriced_usd - self.idle_usd
         return {
             "day": self.day.isoformat(),
             "effective_cost_usd": round(self.effective_usd, 2),
             "billed_cost_usd": round(self.billed_usd, 2),
             "amortisation_usd": round(self.effective_usd - self.billed_usd, 2),
             "replay_usd": round(self.replay_usd, 2),
+            "idle_commitment_usd": round(self.idle_usd, 2),
             "difference_usd": round(self.replay_usd - priced, 2),
         }
 
@@ -87,6 +93,9 @@ class AsBilled:
         "the bill spreads over the usage they covered",
         "replay_usd": "the same instance-hours on the same tiers at the replay's market prices "
         "(on-demand, the hour's spot, the 1-year committed price)",
+        "idle_commitment_usd": "what the owned commitments idled in the replayed hours "
+        "(their unused dollars over the hours the bill saw them, spread evenly): paid, so "
+        "in the effective and billed totals",
         "difference_usd": "replay less effective, for the lines the market prices",
         "prices_from_bill": "type-hours (an instance type in a region for an hour) whose "
         "spot or on-demand price the replay took from the bill's own lines, for the bill "
@@ -101,6 +110,10 @@ class AsBilled:
     def unpriced_usd(self) -> float:
         return sum(d.unpriced_usd for d in self.days)
 
+    @property
+    def idle_usd(self) -> float:
+        return sum(d.idle_usd for d in self.days)
+
     def to_dict(self) -> dict[str, object]:
         return {
             "start": self.start.isoformat(),
@@ -114,6 +127,7 @@ class AsBilled:
             },
             "replay_usd": round(self.replay_usd, 2),
             "unpriced_usd": round(self.unpriced_usd, 2),
+            "idle_commitment_usd": round(self.idle_usd, 2),
             "days": [d.to_dict() for d in self.days],
             "prices_from_bill": {
                 tier: {"type_hours": n, "types": list(self.from_bill_types.get(tier, []))}
@@ -151,6 +165,7 @@ def as_billed(
     snapshot: MarketSnapshot,
     actuals: MarketActuals,
     from_bill: BillPrices | None = None,
+    commitments: Sequence[BillCommitment] = (),
 ) -> AsBilled:
     """The bill's usage ``frame`` (``markets.usage.FRAME_COLUMNS``) over
     ``hours`` from ``start``, priced as billed and reconciled per day
@@ -174,7 +189,7 @@ def as_billed(
         by_tier[tier] = by_tier.get(tier, 0.0) + cost
         ih_tier[tier] = ih_tier.get(tier, 0.0) + ih
         day = (start + timedelta(hours=int(h))).date()
-        d = days.setdefault(day, [0.0, 0.0, 0.0, 0.0])
+        d = days.setdefault(day, [0.0, 0.0, 0.0, 0.0, 0.0])
         d[0] += cost
         d[1] += billed
         unit = _replay_price(pools.get((str(region), str(itype)), []), tier, int(h), actuals)
@@ -185,6 +200,11 @@ def as_billed(
             d[3] += cost
         else:
             d[2] += ih * unit
+    for day, usd in _idle_by_day(commitments, start, hours).items():
+        d = days.setdefault(day, [0.0, 0.0, 0.0, 0.0, 0.0])
+        d[0] += usd
+        d[1] += usd
+        d[4] += usd
     return AsBilled(
         start=start,
         hours=hours,
@@ -196,6 +216,23 @@ def as_billed(
         from_bill={} if from_bill is None else from_bill.counts(start, hours),
         from_bill_types={} if from_bill is None else from_bill.types(start, hours),
     )
+
+
+def _idle_by_day(
+    commitments: Sequence[BillCommitment], start: datetime, hours: int
+) -> dict[date, float]:
+    """Each UTC day's share of what the commitments idled (module docstring)."""
+    out: dict[date, float] = {}
+    for c in commitments:
+        seen = c.hours_seen
+        if c.unused_cost_usd <= 0 or seen <= 0:
+            continue
+        per_hour = c.unused_cost_usd / seen
+        for h in range(hours):
+            t = start + timedelta(hours=h)
+            if c.first_seen <= t < c.last_seen:
+                out[t.date()] = out.get(t.date(), 0.0) + per_hour
+    return out
 
 
 def _replay_price(
