@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -36,8 +36,19 @@ from broker.whatif.billing import MarketActuals
 from markets.billed import BillPrices
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 
-if TYPE_CHECKING:  # markets.usage needs DuckDB; only its values come here
-    from markets.usage.model import BillCommitment
+
+class BillCommitment(Protocol):
+    """What as-billed reads of a bill's commitment (``markets.usage.BillCommitment``)."""
+
+    @property
+    def unused_cost_usd(self) -> float: ...
+    @property
+    def hours_seen(self) -> float: ...
+    @property
+    def first_seen(self) -> datetime: ...
+    @property
+    def last_seen(self) -> datetime: ...
+
 
 __all__ = ["AS_BILLED", "AsBilled", "BilledDay", "as_billed", "with_savings"]
 
