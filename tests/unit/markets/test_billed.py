@@ -26,6 +26,7 @@ def _bill() -> BillPrices:
 
 def test_the_bills_hour_has_its_price_and_spot_held_and_the_rest_is_the_markets() -> None:
     m = open_market("default")
+    assert isinstance(m, RevocationSource)
     w = with_bill_prices(m, _bill())
     assert isinstance(w, RevocationSource)
     start = AT.to_pydatetime().replace(hour=0)
