@@ -49,6 +49,8 @@ MARKETS_CORE = frozenset(
         "quotas",
         # a market seen through a change to its snapshots: no I/O of its own
         "wrapped",
+        # a market with a bill's own prices: a wrapper over values, no I/O
+        "billed",
         "cache",
         "escape",
         "redaction",
