@@ -252,3 +252,13 @@ def cloudwatch_client(region: str, *, endpoint_url: str | None = None) -> Any:
     return boto3.client(
         "cloudwatch", region_name=region, config=client_config(), endpoint_url=endpoint_url
     )
+
+
+def s3_client() -> Any:
+    """An S3 client with the retry configuration, for a sweep's inputs
+    (``broker.scale.inputs``: ``PutObject`` by the client, ``GetObject`` by
+    the workers; not the daemon's, so not in ``AWS_API_CALLS``). Region and
+    endpoint from the default chain (``AWS_ENDPOINT_URL`` for a local server)."""
+    import boto3
+
+    return boto3.client("s3", config=client_config())
