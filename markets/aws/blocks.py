@@ -2,10 +2,13 @@
 
 Owns: ``CapacityBlocksApi`` (the EC2 client methods used),
 ``fetch_block_offerings`` (``DescribeCapacityBlockOfferings``, every page, as
-``CapacityBlock`` values) and ``purchase_block`` (``PurchaseCapacityBlock``,
-refused unless the caller passes the operator's explicit approval).
-IAM: ``ec2:DescribeCapacityBlockOfferings``; ``ec2:PurchaseCapacityBlock``
-only where purchases are approved.
+``CapacityBlock`` values), ``purchase_block`` (``PurchaseCapacityBlock``,
+refused unless the caller passes the operator's explicit approval),
+``fetch_held_blocks`` (the account's active and scheduled Capacity Blocks and
+ODCRs, ``DescribeCapacityReservations``) and ``launch_target`` (the
+``RunInstances`` arguments that launch into a held one).
+IAM: ``ec2:DescribeCapacityBlockOfferings``, ``ec2:DescribeCapacityReservations``;
+``ec2:PurchaseCapacityBlock`` only where purchases are approved.
 
 Must not: decide which offering to buy (``policies.blocks``), retry (botocore
 does) or accept an offering AWS's rules do not allow (``markets.blocks``).
@@ -25,10 +28,14 @@ from markets.model import Provider
 from markets.validation import input_error_from
 
 __all__ = ["CapacityBlocksApi", "PurchaseNotApprovedError", "fetch_block_offerings",
-           "purchase_block"]  # fmt: skip
+           "fetch_held_blocks", "launch_target", "purchase_block"]  # fmt: skip
 
 _DESCRIBE = "ec2:DescribeCapacityBlockOfferings"
 _PURCHASE = "ec2:PurchaseCapacityBlock"
+_HELD = "ec2:DescribeCapacityReservations"
+# A reservation instances can be launched into now or once it starts
+# ("Capacity Reservation states", AWSEC2 UserGuide capacity-reservations-using).
+_USABLE_STATES = ["active", "scheduled"]
 _MAX_PAGES = 100
 
 
@@ -38,6 +45,8 @@ class CapacityBlocksApi(Protocol):
     def describe_capacity_block_offerings(self, **kwargs: Any) -> Any: ...
 
     def purchase_capacity_block(self, **kwargs: Any) -> Any: ...
+
+    def describe_capacity_reservations(self, **kwargs: Any) -> Any: ...
 
 
 class PurchaseNotApprovedError(PermissionError):
@@ -122,3 +131,62 @@ def purchase_block(
         raise InputError(_PURCHASE, "CapacityReservation.CapacityReservationId",
                          "the reservation id of the block bought", got=rid)  # fmt: skip
     return offer.model_copy(update={"block_id": rid, "held": True})
+
+
+def _held(row: object, region: str, horizon_end: datetime, i: int) -> CapacityBlock | None:
+    where = f"CapacityReservations[{i}]"
+    if not isinstance(row, dict):
+        raise InputError(_HELD, where, "a reservation object", got=type(row).__name__)
+    free = row.get("AvailableInstanceCount")
+    if not isinstance(free, int) or free < 0:
+        raise InputError(_HELD, f"{where}.AvailableInstanceCount", "a count >= 0", got=free)
+    if free == 0:
+        return None  # every slot already runs an instance
+    block = row.get("ReservationType") == "capacity-block"
+    # An ODCR without an end date lasts until cancelled: held to the horizon.
+    end = row.get("EndDate") or horizon_end
+    try:
+        return CapacityBlock(kind=BlockKind.AWS_CAPACITY_BLOCK if block else BlockKind.AWS_ODCR,
+                             provider=Provider.AWS, block_id=row.get("CapacityReservationId"),
+                             instance_type=row.get("InstanceType"), region=region,
+                             zone=row.get("AvailabilityZone"), count=free,
+                             start=row.get("StartDate"), end=end, held=True)  # fmt: skip
+    except ValidationError as e:
+        raise input_error_from(_HELD, e, prefix=where) from e
+
+
+def fetch_held_blocks(
+    client: CapacityBlocksApi, region: str, horizon_end: datetime
+) -> tuple[CapacityBlock, ...]:
+    """The account's active and scheduled reservations with free slots, as held
+    blocks of their free count (an open-ended ODCR runs to ``horizon_end``)."""
+    args: dict[str, Any] = {"Filters": [{"Name": "state", "Values": _USABLE_STATES}]}
+    out: list[CapacityBlock] = []
+    seen = 0
+    for _page in range(_MAX_PAGES):
+        with aws_call(_HELD):
+            resp = client.describe_capacity_reservations(**args)
+        rows = resp.get("CapacityReservations", []) if isinstance(resp, dict) else []
+        for j, r in enumerate(rows):
+            b = _held(r, region, horizon_end, seen + j)
+            if b is not None:
+                out.append(b)
+        seen += len(rows)
+        token = resp.get("NextToken") if isinstance(resp, dict) else None
+        if not token:
+            return tuple(out)
+        args["NextToken"] = token
+    raise InputError(_HELD, "NextToken", f"at most {_MAX_PAGES} pages")
+
+
+def launch_target(block: CapacityBlock) -> dict[str, Any]:
+    """The ``RunInstances`` arguments that launch into held ``block``: target
+    its reservation; a Capacity Block also needs the ``capacity-block`` market
+    type ("Use your Capacity Blocks", AWSEC2 UserGuide capacity-blocks-using)."""
+    if not block.held or block.provider is not Provider.AWS:
+        raise ValueError(f"{block.block_id} is not an AWS reservation the account holds")
+    args: dict[str, Any] = {"CapacityReservationSpecification": {
+        "CapacityReservationTarget": {"CapacityReservationId": block.block_id}}}  # fmt: skip
+    if block.kind is BlockKind.AWS_CAPACITY_BLOCK:
+        args["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+    return args

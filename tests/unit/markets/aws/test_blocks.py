@@ -11,7 +11,13 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from markets.aws.blocks import PurchaseNotApprovedError, fetch_block_offerings, purchase_block
+from markets.aws.blocks import (
+    PurchaseNotApprovedError,
+    fetch_block_offerings,
+    fetch_held_blocks,
+    launch_target,
+    purchase_block,
+)
 from markets.blocks import BlockKind, check_aws_block_hours
 from markets.errors import InputError
 from tests.unit.markets.aws.test_market import CREDS, REGION
@@ -101,3 +107,56 @@ def test_purchase_needs_approval_then_holds_the_block() -> None:
         held = purchase_block(ec2, offer, approved=True)
         stub.assert_no_pending_responses()
     assert held.block_id == "cr-0123" and held.held and held.cost_usd == 0.0
+
+
+def _reservation(rid: str, rtype: str, free: int, end: datetime | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"CapacityReservationId": rid, "InstanceType": "p5.48xlarge",
+                           "AvailabilityZone": f"{REGION}b", "TotalInstanceCount": 4,
+                           "AvailableInstanceCount": free, "State": "active",
+                           "StartDate": START, "ReservationType": rtype,
+                           "EndDateType": "limited" if end else "unlimited"}  # fmt: skip
+    if end:
+        row["EndDate"] = end
+    return row
+
+
+def test_held_reservations_with_free_slots_and_their_launch_target() -> None:
+    ec2 = _ec2()
+    horizon = START + timedelta(days=30)
+    want = {"Filters": [{"Name": "state", "Values": ["active", "scheduled"]}]}
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+            _reservation("cr-block", "capacity-block", 2, START + timedelta(days=7)),
+            _reservation("cr-full", "default", 0, None)], "NextToken": "n"}, want)  # fmt: skip
+        stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+            _reservation("cr-odcr", "default", 3, None)]}, {**want, "NextToken": "n"})  # fmt: skip
+        got = fetch_held_blocks(ec2, REGION, horizon)
+        stub.assert_no_pending_responses()
+    assert [(b.block_id, b.kind, b.count, b.end) for b in got] == [
+        ("cr-block", BlockKind.AWS_CAPACITY_BLOCK, 2, START + timedelta(days=7)),
+        ("cr-odcr", BlockKind.AWS_ODCR, 3, horizon),
+    ]  # cr-full has no free slot
+    assert all(b.held and b.cost_usd == 0.0 for b in got)
+    assert launch_target(got[0]) == {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": "cr-block"}},
+        "InstanceMarketOptions": {"MarketType": "capacity-block"}}  # fmt: skip
+    assert "InstanceMarketOptions" not in launch_target(got[1])
+    # the RunInstances shape accepts both (botocore validates the parameters)
+    with Stubber(ec2) as stub:
+        for b in got:
+            args = {"ImageId": "ami-12345678", "InstanceType": "p5.48xlarge", "MinCount": 1,
+                    "MaxCount": 1, **launch_target(b)}  # fmt: skip
+            stub.add_response("run_instances", {"Instances": []}, args)
+            ec2.run_instances(**args)
+        stub.assert_no_pending_responses()
+
+
+def test_an_offering_is_no_launch_target() -> None:
+    ec2 = _ec2()
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_capacity_block_offerings",
+                          {"CapacityBlockOfferings": [_row("cb-1")]}, _params())  # fmt: skip
+        (offer,) = fetch_block_offerings(ec2, REGION, "p5.48xlarge", 2, 216, START, LATEST)
+    with pytest.raises(ValueError, match="not an AWS reservation the account holds"):
+        launch_target(offer)
