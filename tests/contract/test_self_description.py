@@ -55,6 +55,7 @@ OUTSIDE: dict[str, re.Pattern[str]] = {
 # (path, pattern name): why the phrase is legitimate there.
 ALLOWED: dict[tuple[str, str], str] = {
     ("tests/paths.py", "../shared"): "the one place that knows where the public data sits",
+    ("tests/docs/test_docs.py", "shared/data"): "the docs' own history pattern names the paths",
 }
 
 # Not read yet: rewritten as user documentation, then to be read like the rest.
