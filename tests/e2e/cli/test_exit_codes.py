@@ -47,8 +47,8 @@ def run_cli(
 
 
 def readme_exit_codes() -> dict[int, str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Exit codes\n", 1)[1].split("\n### ", 1)[0]
+    text = (REPO / "docs" / "reference" / "environment.md").read_text(encoding="utf-8")
+    section = text.split("## Exit codes\n", 1)[1].split("\n## ", 1)[0]
     return {int(m[1]): m[2] for m in re.finditer(r"^\| (\d) \| (.+?) \|", section, re.M)}
 
 

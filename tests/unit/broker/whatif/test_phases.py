@@ -36,7 +36,7 @@ def test_phase_run_twice_accumulates_and_sum_is_within_total() -> None:
     # (rounding slack only); CPU time is this process's own, not the machine's.
     assert solve.cpu_s <= total["cpu_s"] + 1e-3
     assert solve.wall_s <= total["wall_s"] + 1e-3
-    assert total["peak_rss_mib"] >= solve.peak_rss_mib
+    assert total["peak_rss_mib"] >= solve.peak_rss_mib - 0.1  # the total is rounded to 0.1 MiB
 
 
 def test_phase_is_recorded_when_it_raises() -> None:
