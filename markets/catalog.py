@@ -58,8 +58,9 @@ REFERENCE_REGION: Mapping[Provider, str] = MappingProxyType({AWS: "us-east-1", G
 #   that the catalog is one consistent dated snapshot. Specs: EC2 instance
 #   type pages (accelerated computing).
 # GCP: Compute Engine GPU / VM pricing page (cloud.google.com/compute/
-#   vm-instance-pricing), us-central1; cross-checked against the price list in
-#   shared/data/gcp-prices (a2-highgpu-1g $3.673385 on 2025-03-13, g2-standard-4
+#   vm-instance-pricing), us-central1; cross-checked against the public price
+#   list Cyclenerd/google-cloud-pricing-cost-calculator (a2-highgpu-1g
+#   $3.673385 on 2025-03-13, g2-standard-4
 #   $0.706832 on 2025-03-13, a2-ultragpu-8g $40.550383 and a3-highgpu-8g
 #   $88.49 on 2025-06-05). Specs: GCP accelerator-optimized machine docs.
 _ROWS: tuple[tuple[Provider, str, str, int, int, float, float, float], ...] = (
@@ -108,7 +109,7 @@ _ROWS: tuple[tuple[Provider, str, str, int, int, float, float, float], ...] = (
 #   exact per-type figure; the AWS adapter reads the exact offerings.
 # GCP: resource-based committed use discounts (CUD docs: 37 % 1-year, 55 %
 #   3-year for g2/L4); effective per-machine figures cross-checked against the
-#   shared/data/gcp-prices monthly 1y/3y columns of 2025-03/2025-06
+#   Cyclenerd price list's monthly 1y/3y columns of 2025-03/2025-06
 #   (a2-highgpu: 37.0 % / 65.0 %; g2: 37.0 % / 55.0 %; a3-highgpu: 30.6 % /
 #   56.1 %). a2-ultragpu: no CUD price was listed there (None = not offered).
 _COMMITTED_DISCOUNT: Mapping[str, tuple[float, float] | None] = MappingProxyType(
@@ -268,8 +269,8 @@ GPU_THROUGHPUT_VS_V100: Mapping[str, float] = MappingProxyType(
     }
 )
 
-# Instance types of the public spot traces in shared/data/spot-availability-
-# traces, whose file names give (zone, GPU, GPUs per node): us-west-2a_v100_1
+# Instance types of the public spot availability traces (skypilot-org/spot-
+# traces), whose file names give (zone, GPU, GPUs per node): us-west-2a_v100_1
 # is a p3.2xlarge, _v100_8 a p3.16xlarge, _k80_1 a p2.xlarge, _k80_8 a
 # p2.8xlarge (the "Can't Be Late" paper, NSDI 2024, section 2).
 TRACE_ALIASES: Mapping[tuple[str, str, int], str] = MappingProxyType(

@@ -35,7 +35,7 @@ The model, over the trailing ``WINDOW_HOURS`` (4 weeks) before ``at``:
 * The current regime's level: the geometric mean of the last segment's
   hourly prices, but never below the price in force (a plan pays at least
   that; a dip inside a dearer regime is priced at the regime). A drift over
-  the window (a few percent a week on AWS, shared/data README) splits into
+  the window (a few percent a week on AWS since 2017) splits into
   shifts of the level like any lasting move; with the floor it is priced at
   today's price plus its volatility.
 * Planning margin: ``level * (exp(RISK_Z * weekly volatility) - 1)``, one

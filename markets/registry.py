@@ -187,7 +187,7 @@ def open_market(
 ) -> PriceSource:
     """Open a market from a CLI-style spec: a registered name (``default``,
     ``aws``, ``gcp``; ``None``: ``default``) or a path to a recorded history
-    (file or directory laid out like ``shared/data``), which opens the replay
+    (file or directory of public datasets, ``markets.files.datadir``), which opens the replay
     market. ``option_name`` is the option the spec came from, for the error
     (positional, so that no adapter option can collide with it)."""
     if spec is None or spec in MARKETS:

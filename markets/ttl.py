@@ -29,7 +29,7 @@ _MINUTE_S = 60.0
 _HOUR_S = 60 * _MINUTE_S
 
 # Spot prices: since late 2017 AWS spot prices move slowly (a few % a week,
-# shared/design/economics.md section 7), so minutes of lag cost little, while
+# AWS's 2017 spot pricing change), so minutes of lag cost little, while
 # DescribeSpotPriceHistory is a paginated call per region that we do not want
 # on every planning tick.
 SPOT_PRICE_TTL_S = 5 * _MINUTE_S

@@ -10,13 +10,13 @@ work and dollars of the gang's spot, the ranking of its candidate pools),
 the fast path's placement (``broker.planning.optimizer.fast``) and the
 pacing's value of work done ahead (``broker.planning.pacing``).
 
-History: tried in session 11 with the pacing's value, seeds 4 and 5 of the
-30-day portfolio bench went to 1.265 and 1.267 x the hindsight (the
-lifecycle broke glass for the fine-tune and kept extending it, 434 extends),
-and the rule was reverted. Measured again in session 14, after the replay
-began handing the lifecycle each step's snapshot (session 13), every one
-of seeds 0-5 bills less with it ($5,795 less over the six; seed 4: 20
-extends); what changed the lifecycle's course was not measured apart.
+Measured on the 30-day portfolio bench, with the replay handing the
+lifecycle each step's snapshot: every one of seeds 0-5 bills less with the
+rule than without it ($5,795 less over the six; seed 4: 20 extends). Without
+that per-step snapshot the same rule sent seeds 4 and 5 to 1.265 and 1.267 x
+the hindsight (the lifecycle broke glass for the fine-tune and kept
+extending it, 434 extends); which difference turns this round was not
+measured apart.
 
 Why it is a price: the gang's minimum runs on on-demand whether its spot is
 held or not (spot lost shrinks the gang to it; nothing replaces a gang's
@@ -54,7 +54,7 @@ __all__ = [
 # Mean length of a spell without spot (hours). Assumption: the middle of the
 # default market's calibrated crunches (log-uniform 1-6 h, mean 2.8 h;
 # ``markets.default.calibration``, loosely fitted to the V100/K80
-# availability traces in shared/data: outages of minutes to hours).
+# public availability traces: outages of minutes to hours).
 MEAN_OUTAGE_HOURS = 3.0
 
 

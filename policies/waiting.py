@@ -14,7 +14,7 @@ earliest finish is kept: late is better than later). The job waits iff the
 best option that must wait scores strictly lower than the best it can start
 now; a tie runs now (a pool that is not there yet may not come).
 
-Hand check (issue 14, the fleet chapter's figures): reserved A100 now for
+Hand check: reserved A100 now for
 ``T`` hours at ``$P/h``, or H100 spot in 2 h, 3x faster (``T/3`` h) at half
 the price: ``C = P T`` vs ``P T / 6``, ``F = T`` vs ``2 + T/3``. For a
 deadline-critical job (``V`` far above ``P``) lateness dominates and waiting

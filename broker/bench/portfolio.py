@@ -17,10 +17,10 @@ more, what the snapshot the loop re-planned on at the step's start offered
 (instances launched then are held until revoked), times the share of the
 hour spot could be held; its spot candidates per workload are the
 ``max_spot_pools`` cheapest at their mean price over the period (as every
-plan's are at the prices it knows). Until session 14 it took the first
-hour's snapshot for the whole period: a pool with no spot in that hour had
-none for the month, and the loop, re-planning on later snapshots, billed
-below the hindsight's bound on seed 4. (Every pool a candidate instead:
+plan's are at the prices it knows). It does not take the first hour's
+snapshot for the whole period: a pool with no spot in that hour would have
+none for the month, and the loop, re-planning on later snapshots, would
+bill below the hindsight's bound (seed 4 does). (Every pool a candidate instead:
 seed 2's bound $36,119 against $36,130, its plan $38,400 against $37,160,
 the solve 299 s against 136 s.) Its spot capacity is what could be held, so
 each of its spot instance-hours

@@ -1,4 +1,4 @@
-"""Reaction benchmark (benchmarks.md section 4, issue 6): notice -> decision -> launch request.
+"""Reaction benchmark (benchmarks.md section 4): notice -> decision -> launch request.
 
 Owns: ``run(*, storm, seed, repeats) -> dict``, called by the bench runner.
 
@@ -74,7 +74,7 @@ __all__ = ["SCHEMA", "TARGET_P99_MS", "run"]
 R = TypeVar("R")
 
 SCHEMA = "spotfolio.bench.reaction/1"
-TARGET_P99_MS = 1000.0  # issue 6: p99 <= 1 s on SQLite
+TARGET_P99_MS = 1000.0  # the target: p99 <= 1 s on SQLite
 _TYPES = ("g5.xlarge", "g6.xlarge")
 _NOTICE_S = 120.0  # AWS spot interruption warning
 _SINGLE_FLEET = 40

@@ -62,7 +62,7 @@ SCHEMA = "spotfolio.bench/1"
 # 1,000-notice storm), below it they shrink so CI stays fast.
 FULL_SIZE_WINDOWS = 20
 # The portfolio setting runs this many seeds at full size (``seed``,
-# ``seed + 1``, ...): its target must hold on each (issue 13).
+# ``seed + 1``, ...): its target must hold on each.
 PORTFOLIO_SEEDS = 3
 
 
@@ -129,7 +129,7 @@ def _reaction(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
 
 def _scale(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
     """Parallel efficiency on 2 local Dask workers and the one-year what-if
-    over the default market's ~300 pools (issue 16): full-size runs only (a
+    over the default market's ~300 pools: full-size runs only (a
     year alone is ~500 CPU-s; ``{}`` below, so the targets read "not measured")."""
     if windows < FULL_SIZE_WINDOWS:
         return {}
@@ -177,7 +177,7 @@ MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
     "solver": _solver,
     # notice -> durable decision -> launch request, one notice and a storm
     "reaction": _reaction,
-    # issue 16: the same N what-ifs serially and on 2 Dask workers; a year x 300 pools
+    # the same N what-ifs serially and on 2 Dask workers; a year x 300 pools
     "scale": _scale,
     # 90 simulated days with kills and a store restart: per-day RSS, store, p99
     "soak": _soak,
@@ -189,7 +189,7 @@ MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
 # ``spotfolio bench --soak``): tens of minutes each; ``{}`` otherwise.
 ASKED_HOOKS = frozenset({"soak", "plan_scale"})
 
-# issue 5 / benchmarks.md: (block, path, comparison, limit)
+# The bench's targets (benchmarks.md): (block, path, comparison, limit)
 TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("deadline", "spotfolio_vs_uniform_progress", "<=", 0.97),
     ("deadline", "spotfolio_worst_quadrant_vs_uniform_progress", "<=", 1.00),
@@ -198,16 +198,16 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("fleet", "spotfolio.availability", ">=", 0.995),
     ("fleet", "spotfolio.cost_vs_on_demand", "<=", 0.55),
     ("fleet", "spotfolio.cost_vs_omniscient", "<=", 1.10),
-    # issue 13: the daemon's planning loop on every seed of the run
+    # the daemon's planning loop on every seed of the run
     ("portfolio", "spread.spotfolio.cost_vs_hindsight_max", "<=", 1.05),
     ("portfolio", "spread.spotfolio.unmet_serving_unit_hours_max", "<=", 0),
-    # issue 4: 40 x 20 x 24 to a proven 0.5 % gap in <= 5 s (full-size runs only)
+    # 40 x 20 x 24 to a proven 0.5 % gap in <= 5 s (full-size runs only)
     ("machinery", "solver.40x20x24.seconds", "<=", 5.0),
     ("machinery", "solver.40x20x24.gap", "<=", 0.005),
-    # issue 6: notice -> decision -> launch request p99 <= 1 s on SQLite
+    # notice -> decision -> launch request p99 <= 1 s on SQLite
     ("machinery", "reaction.single.launch_request_ms.p99", "<=", 1000.0),
     ("machinery", "reaction.storm.launch_request_ms.p99", "<=", 1000.0),
-    # issue 16: scale-out and the one-year what-if (full-size runs only)
+    # scale-out and the one-year what-if (full-size runs only)
     ("machinery", "scale.parallel.efficiency", ">=", 0.80),
     ("machinery", "scale.year_whatif.seconds", "<=", 20.0),
     ("machinery", "scale.year_whatif.peak_rss_mib", "<=", 1024.0),
@@ -222,7 +222,7 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("machinery", "soak.growth.p99_last10_vs_first10", "<=", 3.0),
     ("machinery", "plan_scale.planned", ">=", 1),  # a plan came out (True)
     ("machinery", "plan_scale.planned_seconds", "<=", 60.0),
-    # issue 18: 90 % predictive intervals cover 85-95 % of held-back pool-days
+    # 90 % predictive intervals cover 85-95 % of held-back pool-days
     ("markets", "calibration.coverage", ">=", 0.85),
     ("markets", "calibration.coverage", "<=", 0.95),
 )

@@ -1,4 +1,4 @@
-"""The scale targets of ``spotfolio bench`` (``machinery.scale``, issue 16).
+"""The scale targets of ``spotfolio bench`` (``machinery.scale``).
 
 Owns: ``parallel_efficiency`` (the same N what-if scenarios serially in this
 process, then on a 2-worker local Dask cluster through ``broker.scale.executor``,
@@ -13,9 +13,8 @@ is its own: the child's ``ru_maxrss``, and its children's, the CBC solver;
 CPU seconds beside the wall time, for a shared machine).
 
 The year is ``whatif``'s defaults, the 20-sample risk band included (each
-sample replays a year of the lifecycle's reaction): measured in session 9 on
-2 shared cores at load ~2, 463 s and 455 CPU-s, 363.5 MiB (README, "Many
-scenarios, on a cluster").
+sample replays a year of the lifecycle's reaction): measured on 2 shared
+cores at load ~2, 463 s and 455 CPU-s, 363.5 MiB peak RSS.
 
 Must not: print, or run at small bench sizes (the hook in
 ``broker.bench.runner`` runs it at full size only: the year takes minutes).

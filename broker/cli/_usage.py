@@ -218,7 +218,8 @@ def usage_inputs(
     first = 0 if begin is None else int((pd.Timestamp(begin) - index[0]) // pd.Timedelta(hours=1))
     window = slice(max(0, first), max(0, first) + used * 24)
     f = usage.frame
-    teams = _teams(mapping)
+    teams = {**usage.teams, **_teams(mapping)}
+    said = _said(mapping)
     inferences = []
     for name, series in serving.items():
         rows = f[f["workload"] == name]
@@ -231,7 +232,8 @@ def usage_inputs(
             sorted({offered[t].provider.value for t in accepted[name]}),
             teams.get(name),
         )  # fmt: skip
-        inferences.append(replace(found, peak_units=int(np.ceil(np.max(physical) - 1e-9))))
+        found = replace(found, peak_units=int(np.ceil(np.max(physical) - 1e-9)))
+        inferences.append(_overridden(found, said.get(name, {}), used * 24))
     if policies is not None:
         workloads = policies
         known = {w.name for w in policies.of_class(WorkloadClass.SERVING)}
@@ -263,6 +265,45 @@ def _teams(mapping: MappingRules | None) -> dict[str, str]:
         if team is not None and not _GLOB & set(team):
             out.setdefault(rule.workload, set()).add(team)
     return {w: next(iter(t)) for w, t in out.items() if len(t) == 1}
+
+
+_SAID = ("workload_class", "deadline_hours", "team", "regions")
+
+
+def _said(mapping: MappingRules | None) -> dict[str, dict[str, object]]:
+    """Per workload, what its rules say of it (``class``, ``deadline_hours``,
+    ``team``, ``regions``): the first rule naming the workload that says each."""
+    out: dict[str, dict[str, object]] = {}
+    for rule in () if mapping is None else mapping.rules:
+        got = out.setdefault(rule.workload, {})
+        for key in _SAID:
+            v = getattr(rule, key)
+            if v is not None and key not in got:
+                got[key] = v
+    return out
+
+
+def _overridden(found: Inference, said: Mapping[str, object], hours: int) -> Inference:
+    """``found`` with what the rules say over it, the reason saying so."""
+    if not said:
+        return found
+    cls = str(said.get("workload_class", found.workload_class))
+    deadline: float | None = None
+    if cls != "serving":
+        d = said.get("deadline_hours", found.deadline_hours)
+        deadline = float(d) if isinstance(d, int | float) else float(hours)
+    regions = said.get("regions")
+    team = said.get("team", found.team)
+    keys = ", ".join(k.replace("workload_", "") for k in _SAID if k in said)
+    return replace(
+        found,
+        workload_class=cls,
+        deadline_hours=deadline,
+        recurring=found.recurring if cls == found.workload_class else False,
+        regions=tuple(str(r) for r in regions) if isinstance(regions, list) else found.regions,
+        team=None if team is None else str(team),
+        why=f"{found.why}; {keys} from --usage-rules",
+    )
 
 
 def _workloads(accepted: Mapping[str, list[str]], found: Sequence[Inference]) -> WorkloadSet:

@@ -3,7 +3,7 @@
 Owns: the two commands and turning their data sources into
 ``broker.bench.BenchData`` (this module is a composition root, so it may name
 the concrete markets): ``--data DIR`` -> every spot trace ``markets.files.datadir``
-finds in a directory laid out like ``shared/data``; no ``--data`` -> the
+finds in a directory of public datasets; no ``--data`` -> the
 embedded default market's pools, sampled per tick. Must not: simulate or score
 anything itself (``broker.simulate``, ``broker.bench``).
 
@@ -86,7 +86,7 @@ def traces_from_spot_traces(spot_traces: Sequence[SpotTrace]) -> tuple[Availabil
 
 
 def directory_data(root: Path) -> BenchData:
-    """Every trace under ``root`` (a directory laid out like ``shared/data``),
+    """Every trace under ``root`` (a directory of public datasets, ``markets.files.datadir``),
     and the replay market over everything found there (for the settings that
     need prices and hourly history)."""
     from broker.bench import BenchData
@@ -173,7 +173,7 @@ _DATA = click.option(
     "--data",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
-    help="A directory laid out like shared/data (every spot trace found is replayed); "
+    help="A directory of public spot datasets (every spot trace found is replayed); "
     "default: the embedded default market.",
 )
 _WINDOWS = click.option(

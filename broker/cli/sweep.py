@@ -11,7 +11,11 @@ option). Must not: parse the grid (``broker.scale.grid``), schedule tasks
 CPUs); ``--scheduler tcp://host:8786`` uses an existing cluster, whose
 workers need spotfolio installed: the grid's files (markets, demands,
 policies, owned, usage) ship with each task (``shipped``, ``run_shipped``),
-so no worker needs them at the same paths.
+so no worker needs them at the same paths. ``--inputs-url URL`` (a
+``file://`` directory every worker sees, or ``s3://bucket/prefix``) instead
+publishes them once as one bundle there (``broker.scale.inputs``) and each
+task carries only its location: a worker reads it once (``bundled``,
+``run_fetched``).
 Scenarios that fail are rows with ``error`` set; the command then exits 1
 after writing the file. A bad grid exits 2 before anything runs.
 """
@@ -33,7 +37,10 @@ from broker.cli.progress import progress
 from markets.errors import InputError, SpotfolioError
 from markets.extras import require
 
-__all__ = ["check_option", "run_scenario", "run_shipped", "shipped", "sweep_command"]
+__all__ = [
+    "bundled", "check_option", "run_fetched", "run_scenario", "run_shipped", "shipped",
+    "sweep_command",
+]  # fmt: skip
 
 
 def check_option(option: str, text: str) -> None:
@@ -127,7 +134,11 @@ def run_shipped(task: tuple[tuple[str, ...], dict[str, dict[str, bytes]]]) -> di
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
             where[orig] = str(base)
-        got = run_scenario(tuple(where.get(a, a) for a in argv))
+        return _as_written(run_scenario(tuple(where.get(a, a) for a in argv)), where)
+
+
+def _as_written(got: dict[str, object], where: dict[str, str]) -> dict[str, object]:
+    """The worker's local paths in ``got``'s messages read as the grid's."""
     for key in ("error", "warnings"):
         text = got.get(key)
         if isinstance(text, str):
@@ -135,6 +146,40 @@ def run_shipped(task: tuple[tuple[str, ...], dict[str, dict[str, bytes]]]) -> di
                 text = text.replace(local, orig)
             got[key] = text
     return got
+
+
+def bundled(argvs: list[tuple[str, ...]]) -> tuple[bytes, dict[str, str]]:
+    """Every input the scenarios name (``shipped``) in one bundle
+    (``broker.scale.inputs.pack``): its bytes and ``{path as written: its
+    directory or file inside the bundle}``."""
+    from broker.scale.inputs import pack
+
+    members: dict[str, bytes] = {}
+    where: dict[str, str] = {}
+    for argv in argvs:
+        for orig, parts in shipped(argv).items():
+            if orig in where:
+                continue
+            base = f"{len(where)}/{Path(orig).name}"
+            where[orig] = base
+            members.update({f"{base}/{rel}" if rel else base: b for rel, b in parts.items()})
+    return pack(members), where
+
+
+def run_fetched(task: tuple[tuple[str, ...], str, str, dict[str, str]]) -> dict[str, object]:
+    """``run_scenario`` on a worker, its inputs read from the published bundle
+    (``bundled``; read once a process) and the arguments pointed at them."""
+    from broker.scale.inputs import fetch
+    from markets.aws.sdk import s3_client
+
+    argv, location, digest, members = task
+    try:
+        root = fetch(location, digest, s3_client)
+    except (OSError, SpotfolioError) as e:
+        return {"result": None, "error": f"sweep inputs at {location}: {e}", "warnings": "",
+                "seconds": 0.0}  # fmt: skip
+    where = {orig: str(root / m) for orig, m in members.items()}
+    return _as_written(run_scenario(tuple(where.get(a, a) for a in argv)), where)
 
 
 @click.command(name="sweep")
@@ -157,9 +202,21 @@ def run_shipped(task: tuple[tuple[str, ...], dict[str, dict[str, bytes]]]) -> di
     metavar="ADDRESS",
     help="An existing Dask scheduler (tcp://host:8786) instead of a local cluster.",
 )
+@click.option(
+    "--inputs-url",
+    default=None,
+    metavar="URL",
+    help="Publish the grid's files once at URL (file:///dir or s3://bucket/prefix) "
+    "for the workers to read, instead of with each task.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the summary).")
 def sweep_command(
-    grid: Path, out: Path | None, workers: int | None, scheduler: str | None, as_json: bool
+    grid: Path,
+    out: Path | None,
+    workers: int | None,
+    scheduler: str | None,
+    inputs_url: str | None,
+    as_json: bool,
 ) -> None:
     """Run a grid of what-if scenarios (markets x demands x policies x committed x stress)."""
     from broker.scale.executor import Executor, ExecutorSpec
@@ -173,16 +230,28 @@ def sweep_command(
     target = out if out is not None else grid.with_suffix(".parquet")
     if not os.access(target.parent if str(target.parent) else Path("."), os.W_OK | os.X_OK):
         raise InputError("--out", None, "a file in a writable directory", got=str(target))
+    if inputs_url is not None:
+        from broker.scale.inputs import check_url
+
+        inputs_url = check_url(inputs_url)
     g = load_grid(grid, check_option)
     spec = ExecutorSpec(workers=workers or os.cpu_count() or 1, scheduler=scheduler)
     t0 = time.perf_counter()
     with progress("sweep") as say:
         say("starting the cluster" if not spec.serial else "running")
         with Executor(spec) as ex:
-            # a cluster's workers get the inputs with the task (module doc)
-            tasks = [(s.argv, {} if spec.serial else shipped(s.argv)) for s in g.scenarios]
-            outcomes = ex.map(run_shipped, tasks,
-                              on_done=lambda d, t: say.step(d, t, "scenarios"))  # fmt: skip
+            step = lambda d, t: say.step(d, t, "scenarios")  # noqa: E731
+            if inputs_url is not None:  # one bundle at one URL (module doc)
+                from broker.scale.inputs import publish
+                from markets.aws.sdk import s3_client
+
+                data, where = bundled([s.argv for s in g.scenarios])
+                location, digest = publish(inputs_url, data, s3_client)
+                fetched = [(s.argv, location, digest, where) for s in g.scenarios]
+                outcomes = ex.map(run_fetched, fetched, on_done=step)
+            else:  # a cluster's workers get the inputs with the task (module doc)
+                tasks = [(s.argv, {} if spec.serial else shipped(s.argv)) for s in g.scenarios]
+                outcomes = ex.map(run_shipped, tasks, on_done=step)
             n_workers = ex.workers
     rows = [scenario_row(s, o) for s, o in zip(g.scenarios, outcomes, strict=True)]
     write_parquet(rows, target)

@@ -203,7 +203,7 @@ def _inputs(c: CommonOptions) -> tuple[PriceSource, WorkloadSet, DemandSet | Non
 
 _COMMON_OPTIONS: list[OptionDecorator] = [
     click.option("--market", default="default", show_default=True,
-                 help="default, aws, gcp, a `market fetch` file or a directory like shared/data."),
+                 help="default, aws, gcp, a `market fetch` file or a directory of datasets."),
     click.option("--market-option", "market_options", multiple=True, metavar="KEY=VALUE",
                  help="Options for the market adapter (repeatable), e.g. project=P, "
                       "regions=us-central1, prices=gcp_prices.csv.gz."),
@@ -269,7 +269,7 @@ def _start(text: str | None) -> datetime | None:
 
 
 # --- budgets that leave demand unmet, what a plan proved, the stressed market ---
-# (issue 14 points 3, 4, 10: one block, shared by both commands)
+# (one block, shared by both commands)
 
 
 @dataclass(frozen=True)
@@ -578,6 +578,7 @@ def whatif_command(
     have = _load_owned(owned)
     quotas = _load_quotas(quota)
     billed = None
+    bill_prices = None
     if usage is not None:  # --usage: the bill's hourly usage per workload is the demand
         if common.demand is not None:
             raise InputError("--usage", None, "either --usage or --demand, not both",
@@ -598,6 +599,11 @@ def whatif_command(
         if note is not None:
             err_console.print(note, markup=False, highlight=False, soft_wrap=True)
         src = _on_the_bills_dates(src, common.market, start, days)
+        # lazy: pandas; ``spotfolio --help`` imports this module
+        from markets.billed import BillPrices, with_bill_prices
+
+        bill_prices = BillPrices.from_frame(billed.usage.frame)
+        src = with_bill_prices(src, bill_prices)  # one market for the bill and the plans
     elif usage_rules is not None:
         raise InputError("--usage-rules", None, "--usage with it", got=str(usage_rules))
     else:
@@ -640,7 +646,9 @@ def whatif_command(
     bill_as_billed = None
     if billed is not None and result.inputs is not None:  # the bill itself, first
         bill_as_billed = as_billed(billed.usage.frame, result.start, result.hours,
-                                   result.inputs.snapshot, result.inputs.actuals)  # fmt: skip
+                                   result.inputs.snapshot, result.inputs.actuals,
+                                   from_bill=bill_prices,
+                                   commitments=billed.usage.commitments)  # fmt: skip
     rows = with_savings(rows, bill_as_billed)
     ours = next(r for r in rows if r["name"] == "spotfolio")
     _gap_warning(common, "spotfolio's re-plans", ours["plan_gap"], ours["gap_met"])

@@ -129,7 +129,7 @@ class Backoff(StrictModel):
     @classmethod
     def _no_second_ttl(cls, data: object) -> object:
         # The pool cool-down after InsufficientInstanceCapacity is one
-        # constant now (markets.ttl), shared with the lifecycle.
+        # constant (markets.ttl), shared with the lifecycle.
         if isinstance(data, dict) and "unavailable_ttl_s" in data:
             raise ValueError(REMOVED_TTL_MESSAGE.format(field="backoff.unavailable_ttl_s"))
         return data

@@ -132,9 +132,20 @@ class Account:
     clock: Clock
 
 
+# The cloud markets whose snapshots can carry the account's quotas.
+_QUOTA_MARKETS = frozenset({"aws", "gcp"})
+
+
 def open_config_market(config: DaemonConfig) -> PriceSource:
-    """The market ``config`` names (``market``, with its ``market_options``)."""
-    return open_market(config.market, **config.market_options)
+    """The market ``config`` names (``market``, with its ``market_options``).
+    A cloud market reads the account's quotas into each snapshot (the
+    market caches them for ``markets.ttl.QUOTA_TTL_S``), so every planning
+    cycle and every replacement keeps to them; ``read_quotas: false`` in
+    ``market_options`` turns that off."""
+    options: dict[str, object] = dict(config.market_options)
+    if config.market in _QUOTA_MARKETS:
+        options.setdefault("read_quotas", True)
+    return open_market(config.market, **options)
 
 
 def open_account(config: DaemonConfig) -> Account:

@@ -121,7 +121,8 @@ def find_spot(
         return f"no spot pool{of_type} passes (the churn budget has no room left)"
     skipped: dict[str, int] = {}
     over: tuple[Candidate, int] | None = None
-    found = options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type, tried=avoid)
+    found = options(cands, guards, Tier.SPOT, now_s=now_s, same_type=same_type, tried=avoid,
+                    work_per_hour=work_per_hour)  # fmt: skip
     if inside is not None:  # a training gang stays inside its placement
         found = (x for x in found if w.same_placement(inside, x[0].pool_key))
     # Read lazily: the pools after the one returned are never looked up (a
@@ -171,13 +172,17 @@ def pick_on_demand(
     same_type: str | None,
     prefer_pool: str,
     workload: Workload | None = None,
+    work_per_hour: float | None = None,
 ) -> Candidate | None:
     """The cheapest on-demand pool per unit of work not out of capacity,
     ``prefer_pool`` (the lost one) on a tie. Breakers do not apply: on-demand
     is not revoked. A training gang's ``workload``: only pools in the
-    placement of ``prefer_pool`` (its contract)."""
+    placement of ``prefer_pool`` (its contract). ``work_per_hour``: the work
+    to place, for the quota check (``broker.lifecycle.fallback.options``)."""
     best: Candidate | None = None
-    for c, blocked in options(cands, guards, Tier.ON_DEMAND, now_s=now_s, same_type=same_type):
+    found = options(cands, guards, Tier.ON_DEMAND, now_s=now_s, same_type=same_type,
+                    work_per_hour=work_per_hour)  # fmt: skip
+    for c, blocked in found:
         if blocked is not None:
             continue
         if workload is not None and not workload.same_placement(prefer_pool, c.pool_key):

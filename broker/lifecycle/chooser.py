@@ -17,7 +17,8 @@ per workload class), read a clock, or do I/O.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from broker.lifecycle.choices import (
@@ -27,6 +28,7 @@ from broker.lifecycle.choices import (
     pick_on_demand,
     shrink_size,
 )
+from broker.lifecycle.headroom import QuotaRoom
 from broker.lifecycle.placement import CurrentScores, PlacementReader, ScoreReading
 from broker.lifecycle.stretches import BreakGlassBook
 from broker.lifecycle.values import DecisionKind, LaunchIntent, LifecycleConfig
@@ -185,14 +187,16 @@ class Chooser:
         ``pool_key`` (lost, or that a waiting job would run on): on-demand
         there or in the cheapest pool of its type, if the cap pays."""
         cands = self.candidates(w)
-        od = pick_on_demand(
-            cands,
-            self.guards,
-            now_s=now_s,
-            same_type=self.same_type(w, PoolKey.parse(pool_key).instance_type),
-            prefer_pool=pool_key,
-            workload=w if w.workload_class is WorkloadClass.TRAINING else None,
-        )
+        with self.quotas_of(view):
+            od = pick_on_demand(
+                cands,
+                self.guards,
+                now_s=now_s,
+                same_type=self.same_type(w, PoolKey.parse(pool_key).instance_type),
+                prefer_pool=pool_key,
+                workload=w if w.workload_class is WorkloadClass.TRAINING else None,
+                work_per_hour=lost_work,
+            )
         if od is None:
             return "no acceptable pool has on-demand capacity"
         n = od.instances_for(lost_work)
@@ -375,20 +379,41 @@ class Chooser:
         where a training gang is (its lost or break-glass pool): the spot
         stays in that gang's placement."""
         gang = w.workload_class is WorkloadClass.TRAINING
-        return find_spot(
-            w,
-            work_per_hour,
-            self.candidates(w),
-            view.tally(w.name),
-            self.guards,
-            now_s=now_s,
-            capacity_units=view.total_units,
-            same_type=self.same_type(w, lost_type),
-            max_usd_per_work_hour=max_usd_per_work_hour,
-            avoid_zones=avoid_zones,
-            avoid=avoid,
-            inside=from_pool if gang else None,
-        )
+        with self.quotas_of(view):
+            return find_spot(
+                w,
+                work_per_hour,
+                self.candidates(w),
+                view.tally(w.name),
+                self.guards,
+                now_s=now_s,
+                capacity_units=view.total_units,
+                same_type=self.same_type(w, lost_type),
+                max_usd_per_work_hour=max_usd_per_work_hour,
+                avoid_zones=avoid_zones,
+                avoid=avoid,
+                inside=from_pool if gang else None,
+            )
+
+    @contextmanager
+    def quotas_of(self, view: FleetView | None) -> Iterator[None]:
+        """Within: the placement rule keeps to the snapshot's quotas, less what
+        ``view``'s live fleet and pending launches take (no view: the whole
+        limits; no quotas: no check)."""
+        snap = self._snapshot
+        if snap is None or not snap.quotas:
+            yield
+            return
+        live: list[Instance] = []
+        pending: list[tuple[str, Tier, int]] = []
+        if view is not None:
+            live = [i for i in view.source if i.instance_id not in view.removed]
+            pending = [(p.pool_key, p.tier, p.remaining) for p in view.pending]
+        self.guards.quota = QuotaRoom(snap, live, pending)
+        try:
+            yield
+        finally:
+            self.guards.quota = None
 
     def domain_pools(self, cands: Candidates, pool_key: str) -> set[str]:
         """Pools of ``cands`` in the failure domain of ``pool_key`` (empty: none known)."""

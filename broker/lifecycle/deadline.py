@@ -46,18 +46,18 @@ deadline needs on-demand. (``line`` applies only where spot is not scarce:
 with ``a`` below what the job still needs from spot,
 ``a < (C - cp) / (R - t)``, the tail is on-demand whatever happens.)
 Measured on the bench (1,680 windows, seeds 0 and 1, the rule alone): mean
-cost 0.971 / 0.970 x Uniform Progress before, 0.965 / 0.965 after; the
-low-availability, loose-deadline quadrant 1.001 / 1.000 before, 0.989 /
-0.990 after. With 8 or 12 outages the figures move by at most 0.007 (a
+cost 0.965 / 0.965 x Uniform Progress with it, 0.971 / 0.970 without; the
+low-availability, loose-deadline quadrant 0.989 / 0.990 with it, 1.001 /
+1.000 without. With 8 or 12 outages the figures move by at most 0.007 (a
 little worse on both seeds); at 4 the reserve no longer covers the outages
 (0.972 / 0.970).
-Where spot is scarce its outages last hours, and six of them left no lazy
-cap at all: on-demand followed Uniform Progress's line, and the job
-finished hours early (2.8 h on average at low availability and a loose
+Where spot is scarce its outages last hours, and six of them uncapped leave
+no lazy cap at all: on-demand follows Uniform Progress's line, and the job
+finishes hours early (2.8 h on average at low availability and a loose
 deadline, seed 1) with spot in those hours unused. A typical outage counts
 as at most ``LAZY_OUTAGE_CAP_HOURS`` (1 h) in the reserve. Gap closure
-against greedy on seeds 0 / 1 / 2 / 3 (2 and 3 held out): 0.391 / 0.410 /
-0.389 / 0.403 before, 0.391 / 0.398 / 0.381 / 0.392 after; a cap of 0.75 h
+against greedy on seeds 0 / 1 / 2 / 3 (2 and 3 held out): 0.391 / 0.398 /
+0.381 / 0.392 with the cap, 0.391 / 0.410 / 0.389 / 0.403 without; a cap of 0.75 h
 measured 0.420 / 0.415 (seeds 0 / 1), 1.25 h 0.393 / 0.399, 2 h 0.407
 (seed 1).
 
@@ -75,9 +75,10 @@ watched given the current spell's age (spells are heavy-tailed: a flapping
 return of one-tick blips is waited out). The line is looked at one outage
 and a round trip's two changeovers ahead; the bench-only rule looked ``2d``
 ahead and, at low availability, went back to spot from on-demand 8 times a
-window where the optimum did once (seed 0). Alone, this change measured
-0.971 -> 0.971 / 0.970 -> 0.969 x Uniform Progress (seeds 0 / 1), the
-low-availability quadrants 0.988 -> 0.986 and 1.001 -> 0.999 on seed 0.
+window where the optimum did once (seed 0). Alone, the longer look measures
+0.971 / 0.969 x Uniform Progress (seeds 0 / 1) against 0.971 / 0.970 with
+``2d``, the low-availability quadrants 0.986 and 0.999 against 0.988 and
+1.001 on seed 0.
 
 Rules, the first that applies: done -> idle; safety net (idle, or on
 on-demand, and ``R(t) < C(t) + 2d`` on the tick grid:

@@ -3,9 +3,11 @@
 Owns ``UnavailableOfferings`` (the one book of pools that just refused
 capacity, each skipped for ``markets.ttl.UNAVAILABLE_OFFERING_TTL_S``),
 ``Blockers`` (what can block a pool now: its breaker, its zone's breaker, that
-book), ``options`` (a workload's pools on one tier in rank order, each with
-why it is blocked, if it is) and ``instead`` (the first pool not blocked, and
-how many instances of it give the lost work).
+book, and an account quota without room for the launch, when the caller sets
+``quota``: ``broker.lifecycle.headroom``), ``options`` (a workload's pools
+on one tier in rank order, each with why it is blocked, if it is) and
+``instead`` (the first pool not blocked, and how many instances of it give
+the lost work).
 
 The rank is the lifecycle's (``broker.lifecycle.view.Candidates``, built from
 the snapshot's ``policies.cost_table.CostTable``): spot by effective cost per
@@ -42,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from broker.lifecycle.headroom import QuotaRoom
 from broker.lifecycle.view import Candidate, Candidates
 from markets.keys import PoolKey
 from markets.model import InstanceType, PoolSnapshot, Tier
@@ -83,8 +86,10 @@ class Blockers:
     pool_breakers: CircuitBreakers
     zone_breakers: CircuitBreakers
     unavailable: UnavailableOfferings
+    # Set by the chooser for one decision (the fleet it counted moves on).
+    quota: QuotaRoom | None = field(default=None, kw_only=True)
 
-    def why_blocked(self, c: Candidate, tier: Tier, now_s: float) -> str | None:
+    def why_blocked(self, c: Candidate, tier: Tier, now_s: float, instances: int = 1) -> str | None:
         if tier is Tier.SPOT:
             if self.pool_breakers.is_open(c.pool_key, now_s):
                 return "pool breaker open"
@@ -92,6 +97,8 @@ class Blockers:
                 return "zone breaker open"
         if self.unavailable.is_unavailable(c.pool_key, tier, now_s):
             return "out of capacity"
+        if self.quota is not None and not self.quota.fits(c.pool_key, tier, instances):
+            return "over quota"
         return None
 
 
@@ -181,12 +188,15 @@ def options(
     tried: Collection[str] = (),
     failed_type: str | None = None,
     extra: Sequence[Candidate] = (),
+    work_per_hour: float | None = None,
 ) -> Iterator[tuple[Candidate, str | None]]:
     """The workload's pools usable on ``tier`` in rank order (module
     docstring), ``same_type`` only if given, none of ``tried`` (pool or zone
     keys: a zone's every pool is out); each with why
     it is blocked now (``None``: it is not). With ``failed_type`` (out of
-    capacity), in the fallback order instead, ``extra`` (upgrades) last."""
+    capacity), in the fallback order instead, ``extra`` (upgrades) last.
+    ``work_per_hour``: the work to place, so a quota is checked for the
+    instances it takes (else for one)."""
     ranked: Sequence[Candidate] = cands.spot if tier is Tier.SPOT else cands.on_demand
     if failed_type is not None:
         if tier is Tier.SPOT:
@@ -201,7 +211,8 @@ def options(
             continue
         if c.pool_key in tried or c.zone_key in tried:
             continue
-        yield c, blockers.why_blocked(c, tier, now_s)
+        n = 1 if work_per_hour is None or blockers.quota is None else c.instances_for(work_per_hour)
+        yield c, blockers.why_blocked(c, tier, now_s, n)
 
 
 def instead(
@@ -228,6 +239,7 @@ def instead(
         tried=tried,
         failed_type=failed_type,
         extra=extra,
+        work_per_hour=work_per_hour,
     )
     for c, why in found:
         if why is None:

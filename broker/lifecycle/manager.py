@@ -293,20 +293,21 @@ class LifecycleManager:
         # zones are short or revoking too (``markets.model.FailureDomain``).
         suspect = self._choose.domain_pools(cands, failed_pool) if tier is Tier.SPOT else set()
         found = None
-        for skip in ([*tried, *suspect], tried) if suspect else (tried,):
-            found = instead(
-                cands,
-                self._guards,
-                tier,
-                count * per_instance,
-                now_s=now_s,
-                same_type=self._choose.same_type(w, itype),
-                tried=skip,
-                failed_type=itype,  # out of capacity: the workload's order, then upgrades
-                extra=ups,
-            )
-            if found is not None:
-                break
+        with self._choose.quotas_of(self._view):  # no pool whose quota has no room
+            for skip in ([*tried, *suspect], tried) if suspect else (tried,):
+                found = instead(
+                    cands,
+                    self._guards,
+                    tier,
+                    count * per_instance,
+                    now_s=now_s,
+                    same_type=self._choose.same_type(w, itype),
+                    tried=skip,
+                    failed_type=itype,  # out of capacity: the workload's order, then upgrades
+                    extra=ups,
+                )
+                if found is not None:
+                    break
         return None if found is None else (found[0].pool_key, found[1])
 
     @property

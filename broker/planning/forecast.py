@@ -2,7 +2,7 @@
 
 Owns: ``Forecast`` and ``forecast_hour_of_week`` (plus the hourly UTC index
 helper every demand series shares). Plans are made on the forecast and billed
-on the actual demand (issue 4); this module only forecasts.
+on the actual demand; this module only forecasts.
 
 Must not: read files (``broker.planning.demand``), know workloads or prices, or read
 the clock (the caller says where the forecast starts).

@@ -43,10 +43,10 @@ and on-demand the rest::
 (``r_i``: the share of the work the cheaper pools left, at most the job's
 spot share). A window then runs such a job ahead only on spot cheaper than
 that: in the hours a cheap pool is offered, and not at the line's pace
-wherever spot is. Before, such a job got no value and kept to its line: on
-the 30-day portfolio bench (seed 7) the research sweeps ran every step on
-whatever spot the step offered, $2,469 where hindsight ran them in the hours
-an A100 pool 2.2 times cheaper per unit of work held, $1,342.
+wherever spot is. Without this value such a job keeps to its line: on the
+30-day portfolio bench (seed 7) the research sweeps then run every step on
+whatever spot the step offers, $2,469 where hindsight runs them in the hours
+an A100 pool 2.2 times cheaper per unit of work is held, $1,342.
 
 A gang whose minimum must be non-revocable runs that minimum while its
 spot is lost, and the window's plan counts its spot at the share of each

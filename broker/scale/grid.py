@@ -10,7 +10,7 @@ The file (every key optional; each axis a list, one value when absent)::
 
     markets:                 # --market (and --market-option)
       - default
-      - {market: ../shared/data, options: ["regions=us-east-1"]}
+      - {market: ./data, options: ["regions=us-east-1"]}
     demands: [null, demand.csv]       # --demand; null: the built-in shapes
     policies: [null, workloads.yaml]  # --policies; null: the built-in example
     committed: [null, 0.4, "0.4,0.6"] # --committed; null: no committed sweep

@@ -11,9 +11,12 @@ The replay's price of a bill line: on-demand at the market's on-demand price
 of its (region, type); spot at the hour's actual spot price, the mean over
 the region's zones (a bill names no zone; the listed price where none is
 recorded); committed at the market's 1-year committed price (on-demand where
-none is listed). Lines of a type or region the market does not price are
-counted apart (``unpriced_usd``). Idle commitment hours are not usage lines:
-their dollars are the bill's, outside this total (the usage summary counts them).
+none is listed). With the bill's prices in the market (``markets.billed``)
+its spot and on-demand lines price at what the bill paid; ``from_bill``
+counts the type-hours priced so. Lines of a type or region the market does
+not price are counted apart (``unpriced_usd``). What an owned commitment
+idled (``idle_commitment_usd``: its unused dollars over the hours the bill
+saw it, spread evenly) was paid too: it is in the total and in each day.
 
 Must not: read files (``markets.usage``), plan, or bill a plan (``billing``).
 """
@@ -22,15 +25,30 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
 
 from broker.whatif.billing import MarketActuals
+from markets.billed import BillPrices
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
+
+
+class BillCommitment(Protocol):
+    """What as-billed reads of a bill's commitment (``markets.usage.BillCommitment``)."""
+
+    @property
+    def unused_cost_usd(self) -> float: ...
+    @property
+    def hours_seen(self) -> float: ...
+    @property
+    def first_seen(self) -> datetime: ...
+    @property
+    def last_seen(self) -> datetime: ...
+
 
 __all__ = ["AS_BILLED", "AsBilled", "BilledDay", "as_billed", "with_savings"]
 
@@ -47,15 +65,17 @@ class BilledDay:
     billed_usd: float
     replay_usd: float  # the same instance-hours, same tiers, at the replay's prices
     unpriced_usd: float  # the bill's dollars of lines the market does not price
+    idle_usd: float = 0.0  # owned commitments' unused dollars (in effective and billed)
 
     def to_dict(self) -> dict[str, object]:
-        priced = self.effective_usd - self.unpriced_usd
+        priced = self.effective_usd - self.unpriced_usd - self.idle_usd
         return {
             "day": self.day.isoformat(),
             "effective_cost_usd": round(self.effective_usd, 2),
             "billed_cost_usd": round(self.billed_usd, 2),
             "amortisation_usd": round(self.effective_usd - self.billed_usd, 2),
             "replay_usd": round(self.replay_usd, 2),
+            "idle_commitment_usd": round(self.idle_usd, 2),
             "difference_usd": round(self.replay_usd - priced, 2),
         }
 
@@ -71,6 +91,10 @@ class AsBilled:
     by_tier_usd: Mapping[str, float]
     instance_hours_by_tier: Mapping[str, float]
     days: tuple[BilledDay, ...]
+    # type-hours per tier the replay's market priced at the bill's own price,
+    # and the (region/type) they were, per tier (``markets.billed``)
+    from_bill: Mapping[str, int] = field(default_factory=dict)
+    from_bill_types: Mapping[str, list[str]] = field(default_factory=dict)
 
     DEFINITIONS: ClassVar[dict[str, str]] = {
         "effective_cost_usd": "the bill's EffectiveCost of its instance usage in the replayed "
@@ -80,7 +104,13 @@ class AsBilled:
         "the bill spreads over the usage they covered",
         "replay_usd": "the same instance-hours on the same tiers at the replay's market prices "
         "(on-demand, the hour's spot, the 1-year committed price)",
+        "idle_commitment_usd": "what the owned commitments idled in the replayed hours "
+        "(their unused dollars over the hours the bill saw them, spread evenly): paid, so "
+        "in the effective and billed totals",
         "difference_usd": "replay less effective, for the lines the market prices",
+        "prices_from_bill": "type-hours (an instance type in a region for an hour) whose "
+        "spot or on-demand price the replay took from the bill's own lines, for the bill "
+        "and every scenario alike; the market prices every other pool and hour",
     }
 
     @property
@@ -90,6 +120,10 @@ class AsBilled:
     @property
     def unpriced_usd(self) -> float:
         return sum(d.unpriced_usd for d in self.days)
+
+    @property
+    def idle_usd(self) -> float:
+        return sum(d.idle_usd for d in self.days)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -104,7 +138,12 @@ class AsBilled:
             },
             "replay_usd": round(self.replay_usd, 2),
             "unpriced_usd": round(self.unpriced_usd, 2),
+            "idle_commitment_usd": round(self.idle_usd, 2),
             "days": [d.to_dict() for d in self.days],
+            "prices_from_bill": {
+                tier: {"type_hours": n, "types": list(self.from_bill_types.get(tier, []))}
+                for tier, n in self.from_bill.items()
+            },
             "definitions": dict(self.DEFINITIONS),
         }
 
@@ -136,6 +175,8 @@ def as_billed(
     hours: int,
     snapshot: MarketSnapshot,
     actuals: MarketActuals,
+    from_bill: BillPrices | None = None,
+    commitments: Sequence[BillCommitment] = (),
 ) -> AsBilled:
     """The bill's usage ``frame`` (``markets.usage.FRAME_COLUMNS``) over
     ``hours`` from ``start``, priced as billed and reconciled per day
@@ -159,14 +200,22 @@ def as_billed(
         by_tier[tier] = by_tier.get(tier, 0.0) + cost
         ih_tier[tier] = ih_tier.get(tier, 0.0) + ih
         day = (start + timedelta(hours=int(h))).date()
-        d = days.setdefault(day, [0.0, 0.0, 0.0, 0.0])
+        d = days.setdefault(day, [0.0, 0.0, 0.0, 0.0, 0.0])
         d[0] += cost
         d[1] += billed
         unit = _replay_price(pools.get((str(region), str(itype)), []), tier, int(h), actuals)
+        if tier == Tier.ON_DEMAND.value and from_bill is not None and unit is not None:
+            unit = from_bill.on_demand.get((t0 + pd.Timedelta(hours=int(h)), str(region),
+                                            str(itype)), unit)  # fmt: skip
         if unit is None:
             d[3] += cost
         else:
             d[2] += ih * unit
+    for day, usd in _idle_by_day(commitments, start, hours).items():
+        d = days.setdefault(day, [0.0, 0.0, 0.0, 0.0, 0.0])
+        d[0] += usd
+        d[1] += usd
+        d[4] += usd
     return AsBilled(
         start=start,
         hours=hours,
@@ -175,7 +224,26 @@ def as_billed(
         by_tier_usd=by_tier,
         instance_hours_by_tier=ih_tier,
         days=tuple(BilledDay(k, *v) for k, v in sorted(days.items())),
+        from_bill={} if from_bill is None else from_bill.counts(start, hours),
+        from_bill_types={} if from_bill is None else from_bill.types(start, hours),
     )
+
+
+def _idle_by_day(
+    commitments: Sequence[BillCommitment], start: datetime, hours: int
+) -> dict[date, float]:
+    """Each UTC day's share of what the commitments idled (module docstring)."""
+    out: dict[date, float] = {}
+    for c in commitments:
+        seen = c.hours_seen
+        if c.unused_cost_usd <= 0 or seen <= 0:
+            continue
+        per_hour = c.unused_cost_usd / seen
+        for h in range(hours):
+            t = start + timedelta(hours=h)
+            if c.first_seen <= t < c.last_seen:
+                out[t.date()] = out.get(t.date(), 0.0) + per_hour
+    return out
 
 
 def _replay_price(

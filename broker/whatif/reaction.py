@@ -351,9 +351,9 @@ class _Replay:
         a decision's but an instance like any other. Where the new plan wants
         on-demand of that workload in that pool beyond what its slot holds,
         the instance is one of the plan's (same id and launch time); elsewhere
-        reconcile ends it (a gang's node counts as a broker-made move). Before,
-        the replay kept it until its stretch returned or ended: on portfolio
-        seed 2 a fine-tune node stayed on on-demand 25 hours in the zone the
+        reconcile ends it (a gang's node counts as a broker-made move). Kept
+        until its stretch returned or ended instead, on portfolio seed 2 a
+        fine-tune node would stay on on-demand 25 hours in the zone the
         re-plan had moved the gang from, alone. The manager's stretch stays
         open, as in the daemon (its ``tick`` finds what is left of it)."""
         room = {slot: n - len(self.slots.get(slot, ())) for slot, n in want.items()}

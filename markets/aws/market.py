@@ -442,12 +442,14 @@ def open_aws_market(
     history_days: float | None = None,
     advisor_buckets: Mapping[tuple[str, str], int] | None = None,
     clock: Clock | None = None,
+    read_quotas: bool = False,
     **_other_markets: object,
 ) -> AwsMarket:
     """The registry's factory: ``open_market("aws", regions=..., instance_types=...)``.
 
     ``regions`` / ``instance_types``: sequences or comma-separated strings.
-    With ``ec2_clients`` (tests) no client is built. The other keyword
+    With ``ec2_clients`` (tests) no client is built. ``read_quotas``: the
+    snapshot carries the account's EC2 vCPU limits. The other keyword
     options go to ``AwsMarket`` (``None`` keeps its default); options meant
     for other markets are ignored.
     """
@@ -493,5 +495,6 @@ def open_aws_market(
         max_attempts=max_attempts,
         profile=profile,
         endpoint_url=endpoint_url,
+        read_quotas=read_quotas,
         **kwargs,
     )

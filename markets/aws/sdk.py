@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AWS_API_CALLS",
+    "AWS_BLOCK_API_CALLS",
     "AWS_COMMITMENT_API_CALLS",
     "AWS_MARKET_API_CALLS",
     "AWS_METRIC_API_CALLS",
@@ -102,6 +103,16 @@ AWS_QUOTA_API_CALLS: frozenset[str] = frozenset({"servicequotas:GetServiceQuota"
 # through ``cloudwatch_client`` here): read-only, granted in the regions the
 # deployment names (the Terraform module's ``demand_metric_regions``).
 AWS_METRIC_API_CALLS: frozenset[str] = frozenset({"cloudwatch:GetMetricData"})
+# Reserved-ahead capacity (``markets.aws.blocks``): read by an operator's
+# what-if and bought only on approval; not the daemon's, so not in
+# ``AWS_API_CALLS`` or its IAM policy.
+AWS_BLOCK_API_CALLS: frozenset[str] = frozenset(
+    {
+        "ec2:DescribeCapacityBlockOfferings",
+        "ec2:DescribeCapacityReservations",
+        "ec2:PurchaseCapacityBlock",
+    }
+)
 AWS_API_CALLS: frozenset[str] = (
     AWS_MARKET_API_CALLS
     | AWS_PROVIDER_API_CALLS
@@ -252,3 +263,13 @@ def cloudwatch_client(region: str, *, endpoint_url: str | None = None) -> Any:
     return boto3.client(
         "cloudwatch", region_name=region, config=client_config(), endpoint_url=endpoint_url
     )
+
+
+def s3_client() -> Any:
+    """An S3 client with the retry configuration, for a sweep's inputs
+    (``broker.scale.inputs``: ``PutObject`` by the client, ``GetObject`` by
+    the workers; not the daemon's, so not in ``AWS_API_CALLS``). Region and
+    endpoint from the default chain (``AWS_ENDPOINT_URL`` for a local server)."""
+    import boto3
+
+    return boto3.client("s3", config=client_config())

@@ -8,7 +8,8 @@ regions at a target capacity).
 
 Must not: cache, or mix placement with interruption risk: a placement score
 says how likely a request is to be *fulfilled*, not how long it will last
-(shared/design/economics.md section 7).
+(AWS documents the two apart: Spot placement scores vs the Spot Instance
+Advisor's interruption frequency).
 """
 
 from __future__ import annotations

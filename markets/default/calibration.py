@@ -4,7 +4,7 @@ Owns: the constants the seeded spot model (``markets.default.spot_model``)
 draws from (spot discount band and price walk, zone capacity regimes, pool
 participation, advisor-like hazard buckets, revocation bursts, the model
 hazard's confidence) and ``bucket_hazard_band``. Each figure cites where it
-comes from (economics.md section 7, shared/data) or says it is an assumption;
+comes from (economics.md section 7, the public spot datasets) or says it is an assumption;
 tests check the generated market against them.
 
 Must not: draw random numbers, hold state, read files or call clouds.
@@ -40,11 +40,11 @@ __all__ = [
     "bucket_hazard_band",
 ]
 
-# economics.md section 7 / shared/data/README.md: "Spot discounts 60-90 % off".
+# economics.md section 7: "Spot discounts 60-90 % off".
 SPOT_DISCOUNT_MIN, SPOT_DISCOUNT_MAX = 0.60, 0.90
 # A pool's mean discount is MIN + (MAX - MIN) * Beta(2, 3) (mean 72 %): skewed to
 # the small end because GPU spot is scarce; the AWS Spot Instance Advisor
-# snapshot of 2025-06-28 (shared/data) gives a median saving of 58 % for this
+# snapshot of 2025-06-28 (alexei-led/spotinfo) gives a median saving of 58 % for this
 # catalog's AWS types in us-east-1/us-west-2/eu-west-1.
 SPOT_DISCOUNT_BETA = (2.0, 3.0)
 # "Since late 2017 AWS spot prices move slowly (a few % a week)" (economics.md
@@ -60,7 +60,7 @@ GCP_PRICE_HOLD_HOURS = 720
 # stratified over this range, so every market spans it.
 ZONE_SHARE_MIN, ZONE_SHARE_MAX = 0.17, 0.91
 # Mean crunch spell, log-uniform (hours). Assumption loosely fitted to the
-# 1-node V100/K80 availability traces in shared/data (2022-10, 2023-02): 2-30
+# 1-node V100/K80 availability traces of skypilot-org/spot-traces (2022-10, 2023-02): 2-30
 # losses per available day, outages of minutes to hours.
 CRUNCH_MEAN_HOURS_RANGE = (1.0, 6.0)
 # Share of a zone's crunches that also starve a pool: 0.7 + 0.3 * Beta(3, 1)
@@ -68,11 +68,11 @@ CRUNCH_MEAN_HOURS_RANGE = (1.0, 6.0)
 # 16-node clusters, economics.md section 7).
 PARTICIPATION_FLOOR, PARTICIPATION_BETA = 0.7, (3.0, 1.0)
 
-# AWS Spot Instance Advisor buckets (economics.md section 7; shared/data/aws-spot-
-# advisor "ranges"): share of instances reclaimed over a month, <5 %, 5-10 %,
+# AWS Spot Instance Advisor buckets (economics.md section 7; the advisor's
+# "ranges"): share of instances reclaimed over a month, <5 %, 5-10 %,
 # 10-15 %, 15-20 %, >20 %, read as a constant hazard -ln(1 - share) / 730 h as
 # markets.hazard.prior does. The top bucket is open: its hazard is drawn
-# log-uniform up to one a day (assumption; the 1-node GPU traces in shared/data
+# log-uniform up to one a day (assumption; the public 1-node GPU traces
 # lose spot 2-9 times per available day, counting capacity loss, which this
 # model keeps in ``spot_available``).
 BUCKET_SHARE_EDGES = (0.0, 0.05, 0.10, 0.15, 0.20)

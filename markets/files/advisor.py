@@ -27,7 +27,7 @@ savings_fraction   float64   spot savings over on-demand, 0-1 (``s`` / 100)
 ``.instance_types``: ``instance_type``, ``vcpus`` (int64), ``memory_gib``
 (float64), ``emr`` (bool).
 
-Bucket meanings (shared/data README, AWS Spot Instance Advisor page): the share
+Bucket meanings (AWS Spot Instance Advisor page): the share
 of instances of that type and region that Spot reclaimed over the trailing
 month: 0 ``<5 %``, 1 ``5-10 %``, 2 ``10-15 %``, 3 ``15-20 %``, 4 ``>20 %``.
 """

@@ -1,4 +1,4 @@
-"""Find and load every dataset in a directory laid out like ``shared/data``.
+"""Find and load every dataset in a directory of public spot and price files.
 
 Owns: ``discover(root) -> DataInventory``: walks ``root``, recognises each
 file by its *content* (JSON keys, CSV header), not by its folder, loads it with

@@ -42,7 +42,7 @@ price      float64 (optional)      spot $/instance-hour per tick, when the file
 ========== ======================= ==============================================
 
 Why the 2023 files read the other way: (1) the "0.17-0.91 held across nine
-zones" figure quoted for the 45-day V100 trace (shared/data README,
+zones" figure quoted for the 45-day V100 trace (skypilot-org/spot-traces,
 economics.md section 7) fits our three us-west-2 zones only when read as held:
 0.883 / 0.905 / 0.891 (us-west-2b is the 0.91 top end); read as preempted they
 give 0.095-0.117, below the stated minimum. The upstream us-east-1a file of the
@@ -390,8 +390,8 @@ def _price_array(path: Path, values: object, n: int) -> NDArray[np.float64]:
 def load_spot_traces(
     root: str | Path, *, one_node_raw: OneNodeRaw | None = None
 ) -> list[SpotTrace]:
-    """Every ``*.json`` trace under ``root`` (a directory laid out like
-    ``shared/data/spot-availability-traces``, or any part of it), sorted by
+    """Every ``*.json`` trace under ``root`` (a directory of traces laid out
+    like skypilot-org/spot-traces, or any part of it), sorted by
     path. A file that is not a valid trace raises ``InputError``."""
     root = Path(root)
     if root.is_file():

@@ -390,13 +390,15 @@ def open_gcp_market(
     anonymous: bool = False,
     clock: Clock | None = None,
     policy: CallPolicy | None = None,
+    read_quotas: bool = False,
     **_other_markets: object,
 ) -> GcpMarket:
     """The registry's factory: ``open_market("gcp", project=..., prices=...)``.
 
     ``regions`` / ``instance_types`` / ``zones``: sequences or comma-separated
     strings. With ``clients`` (tests) no client is built and ``project`` is
-    required. Options meant for other markets are ignored.
+    required. ``read_quotas``: the snapshot carries the project's GPU quotas.
+    Options meant for other markets are ignored.
     """
     options: GcpMarketOptions = {
         "regions": regions or DEFAULT_REGIONS,
@@ -409,7 +411,7 @@ def open_gcp_market(
     if clients is not None:
         if not project:
             raise InputError("--project", None, "a GCP project id")
-        return GcpMarket.from_clients(clients, project=project, **options)
-    return GcpMarket.from_settings(
-        project=project, endpoint=endpoint, credentials=credentials, anonymous=anonymous, **options
-    )
+        return GcpMarket.from_clients(clients, project=project, read_quotas=read_quotas, **options)
+    return GcpMarket.from_settings(project=project, endpoint=endpoint, credentials=credentials,
+                                   anonymous=anonymous, read_quotas=read_quotas,
+                                   **options)  # fmt: skip

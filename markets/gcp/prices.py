@@ -2,7 +2,7 @@
 
 Owns: ``PriceTable`` (change points read from a price file in the format
 ``markets.files.gcp_prices.load_gcp_prices`` reads: the Cyclenerd
-google-cloud-pricing-cost-calculator export, like ``shared/data/gcp-prices``),
+google-cloud-pricing-cost-calculator export),
 ``GcpPrice`` (on-demand, spot, 1- and 3-year committed-use prices of one
 (region, type) and where they came from) and ``MAX_FILE_AGE_S``.
 

@@ -168,7 +168,7 @@ class CalibrationReport:
 
     @property
     def coverage_target_met(self) -> bool | None:
-        """Coverage within ``level`` +- 0.05 (issue 18: 85-95 % for 90 %)."""
+        """Coverage within ``level`` +- 0.05 (the bench's target: 85-95 % for 90 %)."""
         if self.coverage is None:
             return None
         return self.level - 0.05 <= self.coverage <= self.level + 0.05

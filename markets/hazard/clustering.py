@@ -51,8 +51,8 @@ CLUSTER_WINDOW_S = 300.0
 # at least twice as often as independent zones at the same rates would (so two
 # busy zones are not joined by chance alone), on at least
 # ``DOMAIN_MIN_EVENTS`` revocations each (fewer is an anecdote). Our
-# thresholds, not a published figure. On the us-west-2 traces in
-# ../shared/data (10-minute probes) linked pairs show 17-37 % against 2-13 %
+# thresholds, not a published figure. On the public us-west-2 traces
+# (skypilot-org/spot-traces, 10-minute probes) linked pairs show 17-37 % against 2-13 %
 # by chance; the pairs left apart show 17-32 % against 11-22 %.
 DOMAIN_MIN_SHARE = 0.15
 DOMAIN_MIN_LIFT = 2.0

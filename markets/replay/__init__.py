@@ -9,7 +9,7 @@ discovers and loads them), call a cloud, or use the wall clock.
 
 Sources
 -------
-A directory laid out like ``shared/data`` (any subset, any other traces or
+A directory of the public spot and price datasets (any subset, any other traces or
 price files of the same formats: ``markets.files.datadir.discover`` recognises files
 by content), or one file written by ``spotfolio market fetch`` (a price
 history, CSV or Parquet).

@@ -13,7 +13,7 @@ The default window, in order:
 2. else, when the prices and traces on hand never overlap (AWS's 2021 price
    history beside the 2022-23 traces), the longest stretch the traces cover:
    availability is the main uncertainty (spot prices have moved slowly since
-   2017, shared/data/README), and spot prices there come from the replay's
+   2017), and spot prices there come from the replay's
    fallback chain (the same type's discount elsewhere, else the advisor's
    savings; ``markets.replay`` join rules);
 3. else (no traces) the whole span of recorded prices.

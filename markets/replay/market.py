@@ -472,7 +472,7 @@ def open_replay_market(
     zones: object = None,
     **_: object,
 ) -> ReplayMarket:
-    """The registry's factory: a directory laid out like ``shared/data`` (any
+    """The registry's factory: a directory of public datasets (``markets.files.datadir``; any
     subset) or one recorded file (``market fetch`` output). ``regions`` /
     ``zones`` (sequences or comma-separated strings) keep only the pools there,
     as the live markets' ``regions`` option does: a fleet replayed where its

@@ -151,8 +151,9 @@ class SimAccount(SimEvents):
     def _loss_since(self, r: LaunchRequest, ids: tuple[str, ...]) -> bool:
         """Whether the caller has been told of a loss in ``r``'s workload since
         the launch of ``ids``: an instance of it ended, or its interruption
-        notice went out. A second launch of the same shape is then a
-        replacement the notice asked for, not a retry that lost its key."""
+        notice or a rebalance recommendation for it went out. A second launch
+        of the same shape is then a replacement the notice asked for, not a
+        retry that lost its key."""
         t1 = max(self._instances[i].inst.launched_at for i in ids)
         now, lead = self.clock.now(), timedelta(seconds=self.options.notice_seconds)
         for (owner, workload, _pool, _tier), recs in self._by_slot.items():
@@ -165,6 +166,8 @@ class SimAccount(SimEvents):
                     told = max(s.inst.launched_at, s.revoke_at - lead)  # as ``_doom`` sends it
                     if t1 < told <= now:
                         return True
+                if any(t1 < told <= now for told in s.rebalanced_at):
+                    return True
         return False
 
     def _is_visible(self, iid: str) -> bool:

@@ -64,6 +64,7 @@ class _Inst:
     ended_at: datetime | None = None
     revoke_at: datetime | None = None
     terminated: bool = False  # ended by the caller's TerminateRequest, not revoked
+    rebalanced_at: list[datetime] = field(default_factory=list)  # recommendations sent
 
 
 @dataclass

@@ -141,11 +141,13 @@ class SimEvents(NoticeQueue):
         lead = timedelta(seconds=o.notice_seconds + self.rng.uniform(0.0, o.rebalance_lead_s))
         at = max(victim.inst.launched_at, t - lead)
         self._send(NoticeKind.REBALANCE, victim.inst, at)
+        victim.rebalanced_at.append(at)
         false_per_true = (1.0 - o.rebalance_precision) / max(o.rebalance_precision, 1e-9)
         n = int(false_per_true) + int(self.rng.random() < false_per_true - int(false_per_true))
         others = [s for s in held if s.revoke_at is None and s.inst.launched_at <= at]
         for s in self.rng.sample(others, min(n, len(others))):
             self._send(NoticeKind.REBALANCE, s.inst, at)
+            s.rebalanced_at.append(at)
 
     def _doom(self, s: _Inst, t: datetime) -> None:
         s.revoke_at = t

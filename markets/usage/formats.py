@@ -30,7 +30,9 @@ Savings Plan or a Reserved Instance; fees, negations, credits and taxes are
 not usage), ``product_instance_type`` (else the ``product`` map's
 ``instance_type``, else the usage type after ``:``), ``resource_tags`` (a map;
 user tags are keyed ``user_<key>``), ``line_item_usage_account_id``,
-``product_region_code``, ``line_item_unblended_cost``.
+``product_region_code``, ``line_item_unblended_cost`` (a reserved or Savings
+Plan covered line's effective cost from ``reservation_effective_cost`` /
+``savings_plan_savings_plan_effective_cost``).
 
 The instance type of a FOCUS line is the first of: ``SkuPriceDetails``'
 ``InstanceType`` (or ``x_InstanceType``, ``MachineType``); an ``x_`` column
@@ -174,6 +176,19 @@ def _unit_hours(unit: str) -> str:
     return (
         f"CASE WHEN lower({unit}) IN ({hours}) THEN 1.0 "
         f"WHEN lower({unit}) IN ({seconds}) THEN 1.0 / 3600 END"
+    )
+
+
+def _cur_effective(types: Mapping[str, str], lt: str) -> str:
+    """A CUR 2.0 line's amortised cost (FOCUS's EffectiveCost): a reserved
+    line's ``reservation_effective_cost``, a Savings Plan covered line's
+    ``savings_plan_savings_plan_effective_cost``, else the unblended cost."""
+    unblended = _first(_number(types, "line_item_unblended_cost"), "0.0")
+    ri = _first(_number(types, "reservation_effective_cost"), unblended)
+    sp = _first(_number(types, "savings_plan_savings_plan_effective_cost"), unblended)
+    return (
+        f"CASE WHEN {lt} = 'discountedusage' THEN {ri} "
+        f"WHEN {lt} = 'savingsplancoveredusage' THEN {sp} ELSE {unblended} END"
     )
 
 
@@ -342,7 +357,7 @@ def _cur(types: Mapping[str, str]) -> Columns:
         project="NULL",
         service=_text(types, "line_item_product_code"),
         tags=_json(types, "resource_tags"),
-        cost=_first(_number(types, "line_item_unblended_cost"), "0.0"),
+        cost=_cur_effective(types, lt),
         billed=_number(types, "line_item_unblended_cost"),
         checks=(
             *_time_checks(types, "line_item_usage_start_date", "line_item_usage_end_date"),

@@ -152,8 +152,10 @@ class HourlyUsage:
     last one (inclusive); ``frame`` has ``FRAME_COLUMNS`` (``hour`` tz-aware
     UTC). ``unmatched`` is the workload usage no mapping rule matched went to
     (``None`` without rules: the default mapping maps every line).
-    ``names`` maps each workload name to the tag value or instance type it was
-    made from, when they differ (``p3-2xlarge`` <- ``p3.2xlarge``)."""
+    ``teams``: each workload's ``team`` tag (CUR ``user_team``), the one on
+    most of its instance-hours, where its lines have one. ``names`` maps each
+    workload name to the tag value or instance type it was made from, when
+    they differ (``p3-2xlarge`` <- ``p3.2xlarge``)."""
 
     source: str
     mapped_by: str
@@ -166,6 +168,7 @@ class HourlyUsage:
     unused_commitment_hours: Mapping[str, float] = field(default_factory=dict)
     names: Mapping[str, str] = field(default_factory=dict)
     commitments: tuple[BillCommitment, ...] = ()
+    teams: Mapping[str, str] = field(default_factory=dict)  # workload -> its team tag
 
     @property
     def index(self) -> pd.DatetimeIndex:

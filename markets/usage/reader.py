@@ -32,7 +32,7 @@ from markets.usage.commitments import HOURLY_SQL, bill_commitments, meta_select
 from markets.usage.formats import Columns, Format, columns_for, detect
 from markets.usage.locate import locate_bad_row
 from markets.usage.model import FRAME_COLUMNS, HourlyUsage, LeftOver, UsageFile
-from markets.usage.rules import MappingRules, rules_sql, workload_name
+from markets.usage.rules import TEAM_TAG, MappingRules, rules_sql, tag_sql, workload_name
 from markets.usage.scan import is_parquet, literal, scan_sql
 
 __all__ = ["SUFFIXES", "export_files", "read_usage"]
@@ -101,6 +101,7 @@ def _first_line(e: Exception) -> str:
 def _group_sql(path: Path, cols: Columns, rules: MappingRules | None) -> tuple[str, list[object]]:
     params: list[object] = []
     workload = rules_sql(rules, cols.roles(), params)
+    team = tag_sql(cols.roles()["tags"], TEAM_TAG, params)
     bad = " ".join(f"WHEN {c.bad_sql} THEN {i}" for i, c in enumerate(cols.checks))
     sql = f"""
         WITH l AS (
@@ -116,11 +117,12 @@ def _group_sql(path: Path, cols: Columns, rules: MappingRules | None) -> tuple[s
                 {cols.commitment} AS commitment,
                 {cols.commitment_id} AS cid,
                 {workload} AS workload,
+                nullif({team}, '') AS team,
                 coalesce({cols.cost}, 0.0) AS cost,
                 coalesce({cols.billed}, {cols.cost}, 0.0) AS billed
             FROM {scan_sql(path)}
         )
-        SELECT bad, kind, ts, te, instance_type, region, tier, commitment, cid, workload,
+        SELECT bad, kind, ts, te, instance_type, region, tier, commitment, cid, workload, team,
                ih IS NOT NULL AS timed,
                sum(coalesce(ih, 0.0)) AS ih, sum(cost) AS cost, sum(billed) AS billed,
                count(*) AS n
@@ -174,6 +176,12 @@ def _read_file(
             raise InputError(str(path), None, f"a readable {fmt} export", got=_first_line(e)) from e
     return UsageFile(str(path), str(fmt), lines, usage)
 
+
+_TEAMS_SQL = """
+    SELECT workload, team, sum(ih) FROM g
+    WHERE kind = 'usage' AND timed AND instance_type IS NOT NULL AND team IS NOT NULL
+    GROUP BY 1, 2 ORDER BY 1, 2
+"""
 
 _SPREAD_SQL = """
     WITH u AS (
@@ -245,6 +253,7 @@ def read_usage(path: str | Path, rules: MappingRules | None = None) -> HourlyUsa
         cur = con.execute("SELECT * FROM cm")
         fields = [d[0] for d in cur.description]
         meta_rows = [dict(zip(fields, r, strict=True)) for r in cur.fetchall()]
+        teams = con.execute(_TEAMS_SQL).fetchall()
         peaks = {str(k): float(v or 0.0) for k, v in con.execute(HOURLY_SQL).fetchall()}
     finally:
         con.close()
@@ -276,7 +285,18 @@ def read_usage(path: str | Path, rules: MappingRules | None = None) -> HourlyUsa
         unused_commitment_hours={str(k): float(v) for k, v in unused.items()},
         names=names,
         commitments=bill_commitments(meta_rows, peaks),
+        teams=_teams(teams),
     )
+
+
+def _teams(rows: list[tuple[object, object, object]]) -> dict[str, str]:
+    """Each workload's team tag: the one on most of its instance-hours."""
+    best: dict[str, tuple[float, str]] = {}
+    for w, team, ih in rows:
+        name, hours = workload_name(str(w)), float(ih or 0.0)  # type: ignore[arg-type]
+        if name not in best or hours > best[name][0]:
+            best[name] = (hours, str(team))
+    return {k: v[1] for k, v in best.items()}
 
 
 def _named(frame: pd.DataFrame) -> pd.DataFrame:

@@ -24,7 +24,11 @@ Conditions: ``tags`` (key -> value glob; a key ``team`` also finds the
 CUR 2.0 spelling ``user_team`` and ``user:team``), ``account`` (FOCUS
 ``SubAccountId``, CUR ``line_item_usage_account_id``), ``project`` (FOCUS
 ``SubAccountId`` or an ``x_`` project column), ``instance_type``, ``region``
-and ``service``. Usage no rule matches goes to ``unmatched`` and is reported
+and ``service``. A rule may also say what its workload is, over what the
+bill's shape infers: ``class`` (serving, training, batch), ``deadline_hours``
+(a job's, from the replayed window's start), ``team`` (its showback; over the
+lines' ``team`` tag) and ``regions`` (where it may run; default: the bill's).
+Usage no rule matches goes to ``unmatched`` and is reported
 as unmapped: it is never dropped.
 
 Without a rules file: the ``workload`` tag if a line has one, else one
@@ -35,7 +39,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -44,6 +48,7 @@ from markets.validation import StrictModel, input_error_from, read_yaml
 
 __all__ = [
     "DEFAULT_TAG",
+    "TEAM_TAG",
     "UNMAPPED",
     "MappingRules",
     "Rule",
@@ -55,6 +60,7 @@ __all__ = [
 
 UNMAPPED = "unmapped"
 DEFAULT_TAG = "workload"  # the tag the default mapping reads
+TEAM_TAG = "team"  # the tag showback reads (a workload's team)
 MAX_RULES = 1000
 MAX_FILE_BYTES = 1024 * 1024
 # The workload names policies.workloads.spec accepts.
@@ -62,6 +68,7 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _TAG_KEY_RE = re.compile(r"^[A-Za-z0-9_.:/=+@ -]{1,128}$")  # AWS's tag key characters
 
 Glob = Annotated[str, Field(min_length=1, max_length=256)]
+_REGION = r"^[a-z0-9][a-z0-9-]{1,62}$"
 
 
 class Rule(StrictModel):
@@ -74,6 +81,14 @@ class Rule(StrictModel):
     instance_type: Glob | None = None
     region: Glob | None = None
     service: Glob | None = None
+    # what the rule says of its workload, over what the bill's shape infers
+    team: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    workload_class: Literal["serving", "training", "batch"] | None = Field(
+        default=None, alias="class"
+    )
+    deadline_hours: Annotated[float, Field(gt=0, le=1e6)] | None = None
+    regions: Annotated[list[Annotated[str, Field(pattern=_REGION)]],
+                       Field(min_length=1, max_length=500)] | None = None  # fmt: skip
 
     @field_validator("workload")
     @classmethod

@@ -79,7 +79,7 @@ class ClassPolicy(StrictModel):
     value_of_time_usd_per_hour: Annotated[float, Bounded(ge=0.0, le=MAX_USD)] = 0.0
 
 
-# Value of time (issue 14, point 7): serving never waits (an hour late is an
+# Value of time: serving never waits (an hour late is an
 # hour of unmet users: far above any instance-hour, the dearest listed being
 # p5.48xlarge at $98.32/h); a deadline-critical training run is worth about
 # ten of those instance-hours per hour of delay; batch/research waits for any

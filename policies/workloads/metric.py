@@ -37,7 +37,7 @@ from markets.validation import FieldError, StrictModel
 
 __all__ = ["DEFAULT_COOLDOWN_MINUTES", "DemandMetric"]
 
-# Scale down only after the demand stayed lower this long (issue 18: 15 min;
+# Scale down only after the demand stayed lower this long (15 min;
 # Kubernetes' HPA scale-down stabilization window is the same rule, 300 s by
 # default, short for GPU replicas that take minutes to come back).
 DEFAULT_COOLDOWN_MINUTES = 15.0

@@ -47,8 +47,12 @@ MARKETS_CORE = frozenset(
         "commitments",
         # which instance counts against which account quota: values only
         "quotas",
+        # reserved-ahead capacity (blocks, reservations): values only
+        "blocks",
         # a market seen through a change to its snapshots: no I/O of its own
         "wrapped",
+        # a market with a bill's own prices: a wrapper over values, no I/O
+        "billed",
         "cache",
         "escape",
         "redaction",

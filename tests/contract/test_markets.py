@@ -97,7 +97,7 @@ def _open_aws(moto_url: str) -> PriceSource:
 
 def _open_gcp(fake_url: str) -> PriceSource:
     """REST clients pointed at the fake Compute Engine (tests/fakes/gcp.py);
-    prices from the GCP price file in shared/data."""
+    prices from the public GCP price file (``tests.paths.SHARED_DATA``)."""
     from markets.clock import ManualClock
     from markets.gcp.sdk import build_compute_clients
 

@@ -1,6 +1,6 @@
 """The bench: settings composed by the runner, the JSON schema, the report,
 the portfolio hook, and the two commands on a small directory of traces laid
-out like shared/data (written here), in seconds."""
+out like the public datasets (written here), in seconds."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def _check_schema(out: dict[str, Any]) -> None:
     fpol = out["fleet"]["policies"]
     for name in ("on_demand", "static_mix", "even_spread", "spothedge", "spotfolio", "omniscient"):
         assert set(fpol[name]) >= FLEET_KEYS, name
-    # the product's entries name the daemon's lifecycle manager (issue 13)
+    # the product's entries name the daemon's lifecycle manager
     daemon = "broker.lifecycle.manager:LifecycleManager"
     assert pol["spotfolio"]["decided_by"] == fpol["spotfolio"]["decided_by"] == daemon
     assert pol["uniform_progress"]["decided_by"] != daemon != fpol["spothedge"]["decided_by"]
@@ -197,7 +197,7 @@ def test_report_writes_markdown_and_charts(tmp_path: Path) -> None:
 
 
 def _write_dir(root: Path) -> Path:
-    """Two 1-node traces in the shared/data layout (2023: 1 means held)."""
+    """Two 1-node traces in the public traces' layout (2023: 1 means held)."""
     folder = root / "spot-availability-traces" / "availability" / "1-node" / "aws-02-15-2023"
     folder.mkdir(parents=True)
     for tr in _traces():
@@ -282,7 +282,7 @@ def test_bench_on_the_development_data(capsys: pytest.CaptureFixture[str]) -> No
     _check_schema(out)
     assert out["machinery"]["traces"] >= 10
     assert out["deadline"]["policies"]["spotfolio"]["deadline_misses"] == 0
-    # issue 18: 90 % intervals cover 85-95 % of the held-back pool-days
+    # the target: 90 % intervals cover 85-95 % of the held-back pool-days
     cal = out["markets"]["calibration"]
     assert cal["test_periods"] >= 100 and 0.85 <= cal["coverage"] <= 0.95
     rows = [t for t in out["targets"] if t["setting"] == "markets"]

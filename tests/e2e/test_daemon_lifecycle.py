@@ -344,7 +344,7 @@ def test_a_hook_that_fails_is_recorded_and_a_workload_without_one_calls_nothing(
 def test_a_webhooks_redirect_body_and_secret_header_stay_out_of_store_and_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 15.5: a webhook redirected towards the metadata address; its
+    """A webhook redirected towards the metadata address; its
     answer and its token (an env reference) are in neither the store nor the log."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -1119,11 +1119,11 @@ def test_a_restart_keeps_a_replacement_whose_pool_another_notice_hit(tmp_path: P
     """The 100-kill crash run under load: a replacement whose own notice
     window is open sits in a pool where another instance then got a notice
     (so nothing in that pool counts as ready), and the restarted daemon's
-    plan holds a ready surplus instance in an equivalent pool. ``stick``
-    gave the replacement's count to that surplus and reconcile ended the
-    replacement before the revocation it replaces landed; the replacement's
-    floor (``FleetBook.protected``) now holds through ``stick``, and the
-    plan's surplus ends instead."""
+    plan holds a ready surplus instance in an equivalent pool. The
+    replacement's floor (``FleetBook.protected``) holds through ``stick``, so
+    ``stick`` does not give the replacement's count to that surplus (which
+    would let reconcile end the replacement before the revocation it
+    replaces lands): the plan's surplus ends instead."""
     d_ = pool_key("d")
     w = World(tmp_path, TinyMarket([A, B, C, d_]))
     w.workloads = parse_workloads({"workloads": [

@@ -1,4 +1,4 @@
-"""A simulated month on the real V100 spot traces (../shared/data).
+"""A simulated month on the real V100 spot traces (``tests.paths.SHARED_DATA``).
 
 The issue's measure for the daemon's caps: the budget and the break-glass cap
 hold over a 30-day simulated run *on a real trace*. The fleet keeps to

@@ -1,4 +1,4 @@
-"""Small synthetic datasets laid out like ../shared/data, for the replay tests.
+"""Small synthetic datasets laid out like the public datasets, for the replay tests.
 
 Every figure is chosen by hand so that tests can state the expected answer:
 ``write_mini(root)`` writes

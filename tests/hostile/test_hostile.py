@@ -1,4 +1,4 @@
-"""The hostile-input harness (issue 15, points 9-11): shipped examples
+"""The hostile-input harness: shipped examples
 mutated into >= 1,000 inputs, plus hypothesis-generated ones.
 
 Every case ends in exit 0, or exit 2 with one stderr line naming the file

@@ -300,7 +300,7 @@ def test_checkov_finds_no_failed_check() -> None:
     assert all(
         c["check_result"].get("suppress_comment") for r in results for c in r["skipped_checks"]
     )
-    # Both modules were scanned (GCP too: issue 15.8), with GCP checks among
+    # Both modules were scanned (GCP too), with GCP checks among
     # those that passed (examples/gcp holds only a module call: no resource).
     checked = [c for r in results for c in (*r["passed_checks"], *r["failed_checks"])]
     for where in ("/modules/aws/", "/modules/gcp/"):

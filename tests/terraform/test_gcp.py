@@ -68,7 +68,7 @@ def test_custom_roles_hold_exactly_the_permissions_the_code_needs() -> None:
 
 
 def test_no_permission_that_rewrites_a_vm_is_granted_without_the_condition() -> None:
-    """Issue 15.8: setMetadata (startup script, ssh keys) and setLabels (the
+    """setMetadata (startup script, ssh keys) and setLabels (the
     owner label) project-wide would let the daemon rewrite any VM."""
     daemon = set(strings(attr(_locals(), "daemon_permissions")))
     assert not daemon & OWN_VM

@@ -199,7 +199,7 @@ def test_every_variable_is_typed_and_described(rel: str) -> None:
     ids=lambda p: p.parent.name + "/" + p.parent.parent.name,
 )
 def test_an_output_rendering_the_daemon_config_is_sensitive(outputs: Path) -> None:
-    """Issue 15.6: daemon_settings can carry a literal hook header or signing
+    """daemon_settings can carry a literal hook header or signing
     key, so an output of the rendered configuration is marked sensitive."""
     text = outputs.read_text()
     for name, body in zip(

@@ -33,8 +33,8 @@ where ``n_{w,t}`` is the work the workload needs (serving demand; a recurring
 job's average rate), ``p^b`` the cheapest on-demand price per work-hour (what
 the base must otherwise buy) and ``p^m`` the cheaper of on-demand and the
 cheapest *effective* spot price (what the top otherwise buys). The horizon's
-own part (``C_g c_g H`` against the horizon's allocations) is the model's as
-before, so a finite job's use of a commitment is worth only its own hours: a
+own part (``C_g c_g H`` against the horizon's allocations) is the model's, as
+above, so a finite job's use of a commitment is worth only its own hours: a
 2-day plan never buys a 1-year commitment for a job, since ``c_g O`` exceeds
 anything ``H`` hours of use can save (``c_g / p_alt > H / O``). With spot ruled
 out the rule is the discount quantile of the horizon's demand (economics.md

@@ -1,4 +1,4 @@
-"""The value of finishing sooner, in the MILP (issue 14, point 7).
+"""The value of finishing sooner, in the MILP.
 
 Owns: ``add_finish_terms``, which gives each training or batch job with a
 value of time ``V > 0`` (``Workload.value_of_time_usd_per_hour``: dollars an

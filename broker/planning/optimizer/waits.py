@@ -1,4 +1,4 @@
-"""The wait-or-run-now line of a plan's explanation (issue 14, point 7).
+"""The wait-or-run-now line of a plan's explanation.
 
 Owns: ``wait_options`` (the ways one deadline job could run its remaining
 work, read from the problem) and ``wait_advice`` (``policies.waiting``'s

@@ -20,8 +20,10 @@ locals {
     state_device   = "/dev/disk/by-id/google-state"
     sql_connection = local.sqlite ? "" : google_sql_database_instance.state[0].connection_name
     fetch_config   = file("${path.module}/fetch_config.py")
-    # the image's HEALTHCHECK asks the daemon's /readyz on this port
+    # the image's HEALTHCHECK asks the daemon's /readyz on this port, and
+    # spotfolio-heal.timer restarts the daemon when it reports unhealthy
     metrics_port = var.metrics_port
+    heal_sh      = file("${path.module}/heal.sh")
   })
 }
 

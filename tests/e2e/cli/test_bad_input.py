@@ -1,4 +1,4 @@
-"""The rows of issue 15, points 9 and 10, one by one: each hostile command
+"""The bad-input table, row by row: each hostile command
 exits 2 with one line naming the option, or the file and the field, and
 what was expected; the documented commands work."""
 

@@ -47,8 +47,8 @@ def run_cli(
 
 
 def readme_exit_codes() -> dict[int, str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Exit codes\n", 1)[1].split("\n### ", 1)[0]
+    text = (REPO / "docs" / "reference" / "environment.md").read_text(encoding="utf-8")
+    section = text.split("## Exit codes\n", 1)[1].split("\n## ", 1)[0]
     return {int(m[1]): m[2] for m in re.finditer(r"^\| (\d) \| (.+?) \|", section, re.M)}
 
 
@@ -114,7 +114,7 @@ def test_1_when_aws_has_no_credentials(moto_server: str, tmp_path: Path) -> None
 def test_1_when_a_running_daemon_stops_on_a_credential_error(tmp_path: Path) -> None:
     """The scheduled daemon (not ``--once``): start-up succeeds, then the
     notice poll meets an expired credential; the daemon stops, releases its
-    lease and the command exits 1 (it used to exit 0)."""
+    lease and the command exits 1, not 0."""
     account = tmp_path / "account.json"
     cloud, _clock = PersistentSimCloud.open(open_market("default"), account, SimOptions(seed=3))
     cloud.cloud.inject("poll_notices", AuthError("sim: the security token has expired"))

@@ -123,7 +123,7 @@ def test_show_lists_every_pool_with_tiers_risk_and_provenance(shared_show: Doc) 
 def test_show_reports_no_estimate_outside_its_interval_and_a_calibration(
     shared_show: Doc,
 ) -> None:
-    for p in shared_show["pools"]:  # issue 18: 160 of 170 were outside on main
+    for p in shared_show["pools"]:  # a point estimate outside its interval is a bug
         hz = p["hazard"]
         assert hz["ci_low_per_hour"] <= hz["rate_per_hour"] <= hz["ci_high_per_hour"], p["pool_key"]
         if p["price"] is not None:  # a plan never prices spot below the price in force

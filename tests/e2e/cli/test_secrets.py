@@ -1,4 +1,4 @@
-"""No secret in what the command line prints or logs (issue 15.6): a store
+"""No secret in what the command line prints or logs: a store
 URL's password in a bad config's exit-2 line, a secret header in a log
 record of any project logger."""
 

@@ -197,7 +197,7 @@ def _tight_budget(tmp_path: Path, usd_per_hour: float = 1.0) -> Path:
 def test_a_budget_that_leaves_demand_unmet_is_said_and_strict_exits_3(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # On main: rc 0, no word of the budget, the plan's saving as if all were met.
+    # rc 0 still names the budget and the unmet demand (on stdout and stderr).
     tight = str(_tight_budget(tmp_path))
     assert main(["plan", "--days", "1", "--json", "--policies", tight]) == 0
     captured = capsys.readouterr()

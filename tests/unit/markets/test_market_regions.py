@@ -1,5 +1,5 @@
-"""Every registered market honours ``regions=`` or refuses it (issue 14,
-point 5: the default market ignored it silently)."""
+"""Every registered market honours ``regions=`` or refuses it (never ignores
+it silently)."""
 
 from __future__ import annotations
 

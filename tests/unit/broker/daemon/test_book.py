@@ -36,7 +36,7 @@ print(json.dumps(sorted(stick(want, running, FleetBook("me", ws, QuietLifecycle(
 def test_stick_gives_the_same_moves_whatever_the_hash_seed() -> None:
     """Set order follows PYTHONHASHSEED; a seeded simulation must not."""
     outs = set()
-    for seed in ("1", "2", "3", "4"):  # the old code gave f, e, f, d
+    for seed in ("1", "2", "3", "4"):  # set order alone gives f, e, f, d
         env = {**os.environ, "PYTHONHASHSEED": seed}
         run = subprocess.run(
             [sys.executable, "-c", _STICK], env=env, capture_output=True, text=True, check=True

@@ -1,7 +1,7 @@
 """Live serving demand in the simulated account: a serving workload driven
 by a real Prometheus server's metric scales ahead of a step up (by at least
 the replica readiness) and holds its replicas for the cooldown after a step
-down (issue 18, point 6)."""
+down."""
 
 from __future__ import annotations
 

@@ -262,7 +262,8 @@ def test_inside_the_dwell_with_no_spot_to_replace_an_early_job_shrinks_not_break
     # economics.md section 4: on-demand when the deadline requires it,
     # otherwise shrink. The dwell held the second shrink back; with no spot
     # pool left to replace from, the gang re-forms anyway, so it re-forms
-    # smaller (the portfolio loop broke glass here 27 times a month on seed 0).
+    # smaller (breaking glass here instead, the portfolio loop would do so 27
+    # times a month on seed 0).
     m, clock = manager()
     fleet = ft_fleet()
     spot = spot_of(fleet)
@@ -490,10 +491,10 @@ def test_a_gang_move_larger_than_the_churn_limit_goes_alone_into_an_empty_window
     """A mixed-type zone gang loses its H100 node (3 x an A100's work); the
     A100 spot in its zone needs 3 nodes, 24 units, over the fleet's limit
     (floor 8 units). The nodes move together or not at all, so the move
-    takes an empty window alone (``ChurnBudget.allowing``). (Before,
-    such a gang broke glass and could never return: the what-if's
-    ``mixed_types`` run held 3 x a2 on-demand for 160 h, spent the cap and
-    left the serving API 180 unit-hours short.)"""
+    takes an empty window alone (``ChurnBudget.allowing``). (Breaking glass
+    instead, such a gang could never return: the what-if's ``mixed_types``
+    run would hold 3 x a2 on-demand for 160 h, spend the cap and leave the
+    serving API 180 unit-hours short.)"""
     p5 = _pool("us-east-1a", "p5.48xlarge", 8, 98.32, 30.0)
     ws = workloads(
         rigid={

@@ -134,11 +134,11 @@ def test_a_batch_job_s_work_ahead_is_worth_the_spot_it_would_hold_later() -> Non
     """Later, a unit-hour runs on the cheapest spot then held: here zone b's
     $0.1 half of the time, zone a's $0.4 half of what is left, on-demand the
     rest: 0.5 x 0.1 + 0.25 x 0.4 + 0.25 x 1 = $0.40, counting zone b though
-    it offers no spot now (no hazard: a spot factor of 1). Before, a job
-    without a gang got no value and kept to its line: the 30-day portfolio
-    bench's research sweeps ran every step at the line's pace, wherever spot
-    was, and hindsight ran them in the hours a pool 2.2 times cheaper held
-    (seed 7: $2,469 against $1,342)."""
+    it offers no spot now (no hazard: a spot factor of 1). Without this value
+    a job without a gang keeps to its line: the 30-day portfolio bench's
+    research sweeps run every step at the line's pace, wherever spot is, and
+    hindsight runs them in the hours a pool 2.2 times cheaper is held (seed 7:
+    $2,469 against $1,342)."""
     ws = parse_workloads({"workloads": [_batch()]})
     ahead = RollingState(hour=12, remaining_unit_hours={"sweep": 120.0})  # the line: 60
     opts = PlanOptions(integral=True)

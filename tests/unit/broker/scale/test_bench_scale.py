@@ -1,4 +1,4 @@
-"""``machinery.scale`` in ``spotfolio bench --json``: the issue-16 targets
+"""``machinery.scale`` in ``spotfolio bench --json``: the scale targets
 with their met flags, and the measurements behind them at a small size."""
 
 from __future__ import annotations

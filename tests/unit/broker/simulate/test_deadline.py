@@ -3,8 +3,8 @@
 Invariants on random and real traces: work and money conserved for every
 policy; the omniscient DP is a lower bound on every window, equals an
 exhaustive search on tiny windows, and its schedule replays to the same cost;
-no policy but greedy misses a deadline. On the development traces
-(../shared/data), Uniform Progress lies between greedy and the optimum and
+no policy but greedy misses a deadline. On the public V100 traces
+(``tests.paths.SHARED_DATA``), Uniform Progress lies between greedy and the optimum and
 holds more spot hours than greedy, as published.
 """
 

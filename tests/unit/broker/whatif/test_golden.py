@@ -1,12 +1,10 @@
 """The baselines' figures on the default what-if (30 days, the example fleet,
 the embedded default market): the baselines keep their own published reaction
 (``bill_plan``), so billing Spotfolio through the lifecycle manager must not
-move theirs. (The static mix moved once, from $60,142.34, when spot work
-stopped being scaled by the pool's expected held share: issue 13. The
-committed quantile moved once, from $68,769.79, when commitments came to be
-valued over their term: the finite jobs' a2-highgpu-8g and a2-highgpu-1g
-reservations, 20 and 30 days of use of a 1-year obligation, are no longer
-bought: issue 14.)"""
+move theirs. (The static mix's spot work is not scaled by the pool's
+expected held share. The committed quantile values commitments over their
+term, so the finite jobs' a2-highgpu-8g and a2-highgpu-1g reservations, 20
+and 30 days of use of a 1-year obligation, are not bought.)"""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from broker.whatif.run import run_whatif
 from markets.registry import open_market
 from policies.workloads.spec import default_workloads
 
-# ``spotfolio whatif --json`` before the change (issue 13), dollars.
+# The baselines of ``spotfolio whatif --json``, dollars.
 BASELINES_USD = {
     "on_demand": 81_904.86,
     "committed_quantile": 74_450.58,

@@ -195,9 +195,9 @@ def test_on_demand_the_manager_kept_instead_of_launching_is_launched_here() -> N
     still runs (``Decision.kept``). The replay ends a return's on-demand at
     once, so the instance the manager names is one the plan's slots hold
     (``_terminate`` ended its twin): the daemon's reconcile makes up the
-    kept count with a launch, and so does the replay (before, nothing was
-    launched and the lost spot went uncovered: the default what-if billed
-    $19 less for it)."""
+    kept count with a launch, and so does the replay (without it the lost
+    spot would go uncovered: the default what-if would bill $19 less for
+    it)."""
     from broker.lifecycle import Decision, DecisionKind, LaunchIntent
     from broker.whatif.reaction import Reactor
 
@@ -307,8 +307,8 @@ def test_a_re_plan_takes_over_break_glass_on_demand_or_ends_it(later_pool: str) 
     reconcile adjusts a plan only by the decisions made since it, so the
     break-glass nodes are then the new plan's own where it wants on-demand
     in zone a (no launch), and end where it moves the gang to zone b
-    (before, they ran on in zone a beside the plan's gang until their
-    stretch ended: a second, useless gang)."""
+    (not run on in zone a beside the plan's gang until their stretch ends:
+    a second, useless gang)."""
     ws = parse_workloads({"workloads": [
         {"name": "gang", "class": "training", "instance_types": ["g1"], "elastic": True,
          "min_units": 1, "step_units": 1, "max_units": 4, "unit_hours": 90.0,

@@ -1,4 +1,4 @@
-"""``markets.files.datadir.discover`` over shared/data and over other layouts."""
+"""``markets.files.datadir.discover`` over the public data and over other layouts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The file loaders over the real public data in ../shared/data, and over
+"""The file loaders over the real public data (``tests.paths.SHARED_DATA``), and over
 malformed files written to tmp_path."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Real google-cloud-compute REST clients talk HTTP to ``tests/fakes/gcp.py``
 (``api_endpoint`` on 127.0.0.1, anonymous credentials). Prices come from a
-hand-written price file in the format of ``shared/data/gcp-prices`` (expected
+hand-written price file in the format of the public GCP price list (expected
 values below are computed by hand from its rows), and once from the real one.
 """
 

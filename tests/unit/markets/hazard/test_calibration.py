@@ -1,7 +1,7 @@
 """Hazard calibration: fit on the first part of each trace, score the rest.
 
 Synthetic traces plant a known rate per pool, steady (Poisson) or varying from
-day to day (bursty); the real-trace test reads ../shared/data.
+day to day (bursty); the real-trace test reads ``tests.paths.SHARED_DATA``.
 """
 
 from __future__ import annotations

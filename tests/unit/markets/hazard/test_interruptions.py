@@ -1,7 +1,7 @@
 """The interruption model: hazard posterior, regimes, clustering, zone correlation.
 
 Synthetic tests plant known rates and clusters; the real-trace tests read
-../shared/data/spot-availability-traces through ``markets.files.traces``.
+``tests.paths.SHARED_DATA``'s spot-availability-traces through ``markets.files.traces``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The replay market over hand-made datasets (tests/fakes/replay_data.py) and over
-../shared/data: which pools it joins, as-of snapshots, fallbacks with their
+``tests.paths.SHARED_DATA``: which pools it joins, as-of snapshots, fallbacks with their
 provenance, hourly replay and aligned trace replay, bad inputs."""
 
 from __future__ import annotations

@@ -56,3 +56,34 @@ def test_recommendations_follow_the_stated_shares_and_lead() -> None:
     assert 0.3 < len(true) / len(recs) < 0.5
     leads = [lead_s(n) or 0.0 for n in true]
     assert max(leads) > 600.0  # minutes ahead, not only with the notice
+
+
+def test_a_relaunch_after_a_recommendation_is_a_replacement_not_a_duplicate() -> None:
+    # One revocation at 01:40 whose recommendation comes up to 20 min before
+    # its notice; the caller replaces on the recommendation, before the notice.
+    # The listing lags past it all, so each launch sees the fleet as empty.
+    revoke_at = T0 + timedelta(hours=1, minutes=40)
+    clock = ManualClock(T0)
+    options = SimOptions(seed=3, rebalance_coverage=1.0, rebalance_precision=1.0,
+                         rebalance_lead_s=1200.0, listing_lag_s=7200.0)  # fmt: skip
+    cloud = SimCloud(TinyMarket(events={A: [revoke_at]}), clock, options)
+
+    def launch(key: str) -> None:
+        cloud.launch(LaunchRequest(idempotency_key=key, pool_key=A, tier=Tier.SPOT,
+                                   workload="w", count=2, owner="me",
+                                   plan_generation=1))  # fmt: skip
+
+    launch("sf-rebalance-10")
+    clock.advance(600)
+    launch("sf-rebalance-11")  # nothing heard between: a retry that lost its key
+    assert cloud.counters.duplicate_launches == 1
+    rec: list[Notice] = []
+    while not rec:
+        clock.advance(30)
+        rec = [n for n in cloud.poll_notices(10) if n.kind is NoticeKind.REBALANCE]
+    notice_at = revoke_at - timedelta(seconds=cloud.options.notice_seconds)
+    assert clock.now() < notice_at  # heard before the interruption notice
+    launch("sf-rebalance-12")
+    assert cloud.counters.duplicate_launches == 1
+    launch("sf-rebalance-13")  # and again, with nothing new heard: a duplicate
+    assert cloud.counters.duplicate_launches == 2

@@ -6,7 +6,7 @@ Revises: 0004
 ``rebalance_record``: per owner and pool, how many rebalance
 recommendations were resolved and how many of them were followed by an
 interruption of the same instance within the lifecycle's window, so that a
-restarted daemon keeps what it learned (it used to start from nothing).
+restarted daemon keeps what it learned instead of starting from nothing.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ def _broken(problem: PlanningProblem, plan: Plan) -> list[str]:
 
 
 def test_the_fast_path_holds_the_fleet_hourly_budget_and_says_what_is_unmet() -> None:
-    # 10 units of serving on on-demand at $1/h against $5/h: the greedy plan
-    # spent $10/h (on main: "$8.33/h against a $5/h budget").
+    # 10 units of serving on on-demand at $1/h against $5/h: a greedy plan
+    # would spend $10/h; this one holds $5/h and leaves the rest unmet.
     ws = parse_workloads({"budget_usd_per_hour": 5, "workloads": [_serving()]},
                          demand_supplied=True)  # fmt: skip
     snap = _market(_pool("us-east-1a", spot=None, committed=None))

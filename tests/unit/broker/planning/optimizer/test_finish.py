@@ -1,5 +1,5 @@
-"""The value of finishing sooner in the MILP (issue 14, point 7;
-``broker.planning.optimizer.finish``), on the fleet chapter's hand check: a
+"""The value of finishing sooner in the MILP
+(``broker.planning.optimizer.finish``), on the fleet chapter's hand check: a
 training job runs A100 on-demand now for ``T`` hours at ``$P/h``, or waits
 2 h for H100 spot 3x faster at half the price. The MILP's periods are hours,
 so a finish counts to the end of its hour: A100 finishes at ``ceil(T)``,

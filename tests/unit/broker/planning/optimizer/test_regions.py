@@ -1,4 +1,4 @@
-"""Regions and providers (issue 14, point 5): per-workload allow-lists, a
+"""Regions and providers: per-workload allow-lists, a
 region share cap beside zone and pool, in the MILP and the fast path."""
 
 from __future__ import annotations

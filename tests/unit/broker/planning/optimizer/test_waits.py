@@ -1,4 +1,4 @@
-"""The plan's wait-or-run-now line (issue 14, point 7): a training job with
+"""The plan's wait-or-run-now line: a training job with
 a deadline, A100 on-demand now or H100 spot 3x faster at half the price
 once its spot capacity appears at hour 2."""
 
