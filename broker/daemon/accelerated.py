@@ -38,6 +38,7 @@ from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.jobs import Job, daemon_jobs, run_in_order
 from broker.daemon.metrics import DaemonMetrics
+from broker.daemon.plan import Progress
 from broker.daemon.store.store import Store
 from broker.daemon.wiring import (
     LifecycleFactory,
@@ -75,6 +76,7 @@ class SimReport:
     window_missed: int
     counters: dict[str, int] = field(default_factory=dict)
     disruption: dict[str, dict[str, Any]] = field(default_factory=dict)
+    work: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +103,7 @@ class SimReport:
             and self.break_glass_usd > self.break_glass_cap_usd + 1e-6,
             "counters": self.counters,
             "disruption": self.disruption,
+            "work": self.work,
             "seconds": round(self.seconds, 3),
         }
 
@@ -186,6 +189,7 @@ def simulate_daemon(
         due[j.job] = t0 + every
         steps[j.job] = functools.partial(_when_due, clock, due, j.job, every, run)
     poll = steps[Job.NOTICES]
+    finished: dict[str, datetime] = {}
     while daemon.active:
         nxt = cloud.next_event_at()
         poll_at = _grid_ceil(nxt, t0, iv.poll_notices_s) if nxt is not None else None
@@ -197,9 +201,11 @@ def simulate_daemon(
             break
         clock.set(max(t, clock.now()))
         run_in_order(steps)
+        _note_finished(daemon.progress, workloads, finished)
     clock.set(max(end, clock.now()))
     poll()
     report = _report(daemon, cloud, store, t0, hours, workloads, time.perf_counter() - t_wall)
+    report.work = _work(daemon.progress, workloads, finished, t0)
     store.close()  # (on an exception, the Store's finalizer closes it)
     return report
 
@@ -254,6 +260,41 @@ def _report(
         disruption=_disruption(cloud.endings(t0, hours), ws, d.reconciler.gang_stops),
         seconds=secs,
     )
+
+
+def _note_finished(progress: Progress, ws: WorkloadSet, finished: dict[str, datetime]) -> None:
+    """When each job's counted work first reached its unit-hours."""
+    for w in ws.workloads:
+        if w.unit_hours is None or w.name in finished or progress.at is None:
+            continue
+        if progress.work_done.get(w.name, 0.0) >= w.unit_hours - 1e-6:
+            finished[w.name] = progress.at
+
+
+def _work(
+    progress: Progress, ws: WorkloadSet, finished: Mapping[str, datetime], t0: datetime
+) -> dict[str, dict[str, Any]]:
+    """Per job: its unit-hours, the work the daemon counted done, what is
+    left, when it was done (hours from the start) against its deadline, and
+    its dollars per unit-hour delivered."""
+    out: dict[str, dict[str, Any]] = {}
+    for w in ws.workloads:
+        if w.unit_hours is None:
+            continue
+        done = min(progress.work_done.get(w.name, 0.0), w.unit_hours)
+        usd = progress.spent_usd.get(w.name, 0.0)
+        at = finished.get(w.name)
+        done_h = None if at is None else round((at - t0).total_seconds() / 3600.0, 2)
+        out[w.name] = {
+            "unit_hours": w.unit_hours,
+            "done_unit_hours": round(done, 2),
+            "left_unit_hours": round(w.unit_hours - done, 2),
+            "done_at_hour": done_h,
+            "deadline_hours": w.deadline_hours,
+            "usd": round(usd, 2),
+            "usd_per_unit_hour": round(usd / done, 4) if done > 0 else None,
+        }
+    return out
 
 
 def gang_stop_counts(stops: Sequence[tuple[datetime, bool]], job_hours: int) -> dict[str, Any]:
