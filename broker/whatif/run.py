@@ -103,6 +103,9 @@ class Scenario:
             "forecast_error_usd": round(self.bill.forecast_error_usd, 2),
             "catch_up_usd": round(self.bill.catch_up_usd, 2),
             "work_ahead_usd": round(self.bill.work_ahead_usd, 2),
+            # a gang's stops the plan made, each charged as a revocation
+            "broker_stops": self.bill.broker_stops,
+            "broker_stop_usd": round(self.bill.broker_stop_usd, 2),
             "budget_exceeded_hours": self.bill.budget_exceeded_hours,
             "committed_instances": self.plan.committed_instances(),
             "commitments": [commitment_dict(c) for c in self.plan.commitments if c.instances],
