@@ -60,7 +60,6 @@ from markets.keys import CommitmentKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
 from policies.held import gang_hour_usd_ahead
-from policies.moving import lost_work_hours
 from policies.workloads.spec import Workload, WorkloadClass
 
 __all__ = ["fast_plan"]
@@ -258,15 +257,8 @@ def fast_plan(problem: PlanningProblem) -> Plan:
 
         done = 0.0
         short = 0.0
-        # A running gang with work left past this horizon's share keeps
-        # running unless its pause pays for the restart (``_pause_pays``).
-        through = required
-        keep = gang_mode and _running(problem, w) and problem.remaining(w) > required + 1e-9
-        if keep and not _pause_pays(problem, w, gang, od, spot_order, run_periods, lengths,
-                                    required):  # fmt: skip
-            through = problem.remaining(w)
         for t in run_periods:
-            if gang_mode and done >= through - 1e-9:
+            if gang_mode and done >= required - 1e-9:
                 break  # the gang has done its work: stop paying for it
             h0, h1 = periods[t]
             if w.workload_class is WorkloadClass.SERVING:
@@ -389,65 +381,6 @@ def fast_plan(problem: PlanningProblem) -> Plan:
         unmet[w.name] * w.unmet_penalty_usd_per_unit_hour for w in problem.workloads.workloads
     )
     return Plan(**{**plan.__dict__, "objective_usd": cost})
-
-
-def _running(problem: PlanningProblem, w: Workload) -> bool:
-    """Whether ``w`` holds instances before the first period."""
-    return any(n > 0 for (wn, _k, _t), n in problem.previous_instances.items() if wn == w.name)
-
-
-def _pause_pays(
-    problem: PlanningProblem,
-    w: Workload,
-    gang: int,
-    od: CostEntry,
-    spot: Sequence[CostEntry],
-    periods: Sequence[int],
-    lengths: Sequence[float] | np.ndarray,
-    required: float,
-) -> bool:
-    """Whether a running gang's pause, once this horizon's share is done,
-    saves more than it costs. The pause runs from the period the share is
-    done to the horizon's end; its work is done later at the horizon's
-    cheapest gang-hour (the most a pause can hope for). It costs what a
-    revocation costs: the whole gang's restart and the work since its last
-    checkpoint, redone (``policies.moving.lost_work_hours``), and the cold
-    start of every unit (``PlanOptions.churn_usd_per_unit``)."""
-    per_inst = max(od.units_per_instance, 1)
-    nonrev = w.non_revocable_min_units / per_inst
-    n = gang / per_inst
-    od_usd = (od.usd_per_work_hour[Tier.ON_DEMAND] or 0.0) * od.work_per_instance_hour
-    cheap = next((e for e in spot if e.usd_per_work_hour[Tier.SPOT] is not None), None)
-
-    def gang_usd_h(t: int) -> float:
-        if cheap is None or w.max_spot_share <= 0:
-            return n * od_usd
-        price = float(problem.pool(cheap.pool_key).snap.spot_usd_per_hour or od_usd)
-        series = problem.period_mean(problem.pool(cheap.pool_key).spot_usd_per_hour)
-        if t < len(series) and math.isfinite(float(series[t])):
-            price = float(series[t])
-        return nonrev * od_usd + (n - nonrev) * min(price, od_usd)
-
-    rate = n * od.work_per_instance_hour or 1.0  # work per gang-hour (on-demand's)
-    hours_needed, t_stop = required / rate, None
-    elapsed = 0.0
-    for t in periods:
-        elapsed += float(lengths[t])
-        if elapsed >= hours_needed - 1e-9:
-            t_stop = t
-            break
-    if t_stop is None:
-        return False
-    paused = [t for t in periods if t > t_stop]
-    if not paused:
-        return False
-    cheapest = min(gang_usd_h(t) for t in periods)
-    saving = sum((gang_usd_h(t) - cheapest) * float(lengths[t]) for t in paused)
-    snaps = [problem.pool(e.pool_key).snap for e in (od, *spot[:1])]
-    lost_h = max(lost_work_hours(w, s) for s in snaps)
-    price = gang_usd_h(t_stop) * (w.restart_hours + lost_h)
-    price += problem.options.churn_usd_per_unit * gang
-    return saving > price
 
 
 def gang_mode_of(w: Workload) -> bool:
