@@ -269,7 +269,9 @@ class WhatIfInputs:
     (``broker.whatif.advice``, ``broker.whatif.risk``): the snapshot, the
     market's actual hours, the demand (its history and forecast), the actual
     serving demand billed, the cost tables the bills and the lifecycle read,
-    and the whole-period plan (whose commitments the loop holds)."""
+    and the whole-period plan (whose commitments the loop holds); the market
+    and, per step of the replayed loop, the hour its lifecycle was handed
+    the step's snapshot and that snapshot's time (``Reactor.markets``)."""
 
     snapshot: MarketSnapshot
     workloads: WorkloadSet
@@ -280,6 +282,8 @@ class WhatIfInputs:
     costs: CostTable
     lifecycle_costs: CostTable
     period_plan: Plan
+    market: PriceSource | None = None
+    market_steps: tuple[tuple[int, datetime], ...] = ()
 
 
 @dataclass
@@ -517,7 +521,8 @@ def _run(
     clock["baselines_s"] = time.perf_counter() - t
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
     result.inputs = WhatIfInputs(snapshot, workloads, demand, actual, forecast, actuals, costs,
-                                 lifecycle_costs, plan)  # fmt: skip
+                                 lifecycle_costs, plan, market=market,
+                                 market_steps=tuple(reactor.markets))  # fmt: skip
     if owned:
         say("planning around the commitments owned")
         t = time.perf_counter()
