@@ -54,6 +54,11 @@ decisions bought is priced:
   announces) is topped up on on-demand as above, within the budget;
 - training/batch catch-up at the deadline as above.
 
+Both bills charge a plan's own stops of a training gang (a pause it resumes,
+a shrink, a move; not its end) as a revocation costs: every node the gang
+ran the hour before billed through the restart and the work since its last
+checkpoint redone (``gang_stops``; ``broker_stops``, ``broker_stop_usd``).
+
 Must not: decide anything (it only prices decisions).
 """
 
