@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from pydantic import ValidationError
@@ -41,7 +40,6 @@ from broker.lifecycle import LifecycleConfig, LifecycleManager
 from broker.lifecycle.placement import PlacementReader
 from markets.clock import Clock, SystemClock
 from markets.clouds import Clouds
-from markets.errors import InputError
 from markets.extras import needs_extra
 from markets.hazard.clustering import failure_domains
 from markets.hazard.learning import LearnedMarket
@@ -60,7 +58,6 @@ __all__ = [
     "LifecycleFactory",
     "build_daemon",
     "default_lifecycle",
-    "gcp_credentials",
     "hook_secrets",
     "learning_market",
     "open_account",
@@ -190,31 +187,8 @@ def open_cloud(name: str, cloud: CloudSettings, owner: str) -> Provider:
     if cloud.profile is not None:
         options["profile"] = cloud.profile
     if cloud.credentials_file is not None:
-        options["credentials"] = gcp_credentials(cloud.credentials_file, f"clouds.{name}")
+        options["credentials_file"] = str(cloud.credentials_file)
     return open_provider(name, owner=owner, **options)
-
-
-def gcp_credentials(path: Path, field: str) -> object:
-    """Google credentials from a service-account or external-account JSON
-    file; a file they cannot be read from names ``field``."""
-    with needs_extra(f"{field}.credentials_file", got=str(path)):
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        creds, _project = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
-            str(path), scopes=_GCP_SCOPES
-        )
-    except (DefaultCredentialsError, OSError, ValueError) as e:
-        raise InputError(
-            "config", f"{field}.credentials_file", f"a Google credentials JSON file ({e})",
-            got=str(path),
-        ) from e  # fmt: skip
-    return creds
-
-
-# Compute Engine's scope (the GCP provider reads and writes instances only).
-_GCP_SCOPES = ("https://www.googleapis.com/auth/compute",)
 
 
 def hook_secrets(config: DaemonConfig) -> SecretResolver:

@@ -7,7 +7,8 @@ fake server in ``tests/fakes/gcp.py`` records the methods really called and a
 test keeps the two equal), the IAM permissions those calls need
 (``GCP_IAM_PERMISSIONS``, for a least-privilege custom role), the protocols
 naming only the client methods used, ``CallPolicy`` (retry and timeout of
-every call) and ``build_compute_clients``.
+every call), ``build_compute_clients`` and ``credentials_from_file`` (a
+credentials file named in the daemon's config, with the Compute scope).
 
 Retries are google-api-core's (``Retry`` with jittered exponential backoff on
 429 and 5xx), bounded by ``CallPolicy.retry_timeout_s``, never a loop of ours.
@@ -25,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypedDict
+
+from markets.errors import InputError
 
 if TYPE_CHECKING:
     from google.api_core.extended_operation import ExtendedOperation
@@ -64,6 +67,7 @@ __all__ = [
     "ZoneOperationsApi",
     "ZonesApi",
     "build_compute_clients",
+    "credentials_from_file",
 ]
 
 # Compute Engine REST methods, as the API's discovery document names them.
@@ -269,6 +273,47 @@ class ComputeClients:
     region_commitments: RegionCommitmentsApi | None = None
     regions: RegionsApi | None = None
     projects: ProjectsApi | None = None
+
+
+# Compute Engine's scope: the provider reads and writes instances only.
+COMPUTE_SCOPES = ("https://www.googleapis.com/auth/compute",)
+
+
+def credentials_from_file(path: str) -> Credentials:
+    """Google credentials from a service-account key or a workload-identity
+    (``external_account``) JSON file, each read by its own type's loader
+    (google-auth's advice: a generic loader accepts any configuration it is
+    handed); ``InputError`` naming the file when they cannot be read from it."""
+    import json
+
+    from google.auth import identity_pool
+    from google.auth.exceptions import GoogleAuthError
+    from google.oauth2 import service_account
+
+    def refuse(why: str) -> InputError:
+        return InputError("gcp", "credentials_file", f"a Google credentials JSON file ({why})",
+                          got=path)  # fmt: skip
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.loads(f.read(_MAX_CREDENTIALS_BYTES + 1)[:_MAX_CREDENTIALS_BYTES])
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise refuse(f"unreadable: {type(e).__name__}") from e
+    kind = info.get("type") if isinstance(info, dict) else None
+    try:
+        if kind == "service_account":
+            sa: Callable[..., Credentials] = service_account.Credentials.from_service_account_info
+            return sa(info, scopes=COMPUTE_SCOPES)
+        if kind == "external_account":
+            wif: Callable[..., Credentials] = identity_pool.Credentials.from_info
+            return wif(info, scopes=COMPUTE_SCOPES)
+    except (GoogleAuthError, ValueError, KeyError) as e:
+        raise refuse(f"a {kind} file google-auth cannot read: {type(e).__name__}") from e
+    raise refuse(f"type service_account or external_account, not {str(kind)[:40]!r}")
+
+
+# A credentials file is a few KB; more is not one.
+_MAX_CREDENTIALS_BYTES = 64 * 1024
 
 
 def build_compute_clients(

@@ -95,3 +95,17 @@ def test_the_cli_refuses_a_plan_cloud_without_settings_before_anything_opens(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "providers" in err[0] and "clouds.gcp" in err[0], err
     assert not store.exists()
+
+
+def test_a_gcp_credentials_file_that_holds_no_credentials_is_one_line(tmp_path: Path) -> None:
+    from broker.daemon.config import CloudSettings
+    from broker.daemon.wiring import open_cloud
+
+    bad = tmp_path / "gcp.json"
+    bad.write_text('{"type": "nothing-google-knows"}')
+    options = {"project": "ml-project", "zones": ["us-central1-a"], "source_image": "x"}
+    cloud = CloudSettings(credentials_file=bad, options=options)
+    with pytest.raises(InputError) as e:
+        open_cloud("gcp", cloud, "o")
+    msg = str(e.value)
+    assert "credentials_file" in msg and str(bad) in msg and "\n" not in msg
