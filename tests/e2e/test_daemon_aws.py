@@ -95,7 +95,7 @@ def test_interruption_on_eventbridge_is_replaced_in_another_pool_within_the_wind
     store = Store(config.store_url)
     daemon = Daemon(config, provider, market, store, default_lifecycle(workloads, clock, config),
                     clock, workloads=workloads, metrics=DaemonMetrics(),
-                    sleep=clock.advance)  # fmt: skip
+                    sleep=clock.advance)  # type: ignore[arg-type]  # fmt: skip
     daemon.start()
     fleet = provider.list_fleet(owner)
     spot = [i for i in fleet if i.tier is Tier.SPOT]

@@ -61,7 +61,7 @@ def test_gcp_preemption_is_decided_inside_the_30_s_window(
     store = Store(config.store_url)
     daemon = Daemon(config, provider, TinyMarket(KEYS), store,
                     default_lifecycle(workloads, clock, config), clock, workloads=workloads,
-                    metrics=DaemonMetrics(), sleep=clock.advance)  # fmt: skip
+                    metrics=DaemonMetrics(), sleep=clock.advance)  # type: ignore[arg-type]  # fmt: skip
     daemon.start()
     fleet = provider.list_fleet(owner)
     spot = [i for i in fleet if i.tier is Tier.SPOT]

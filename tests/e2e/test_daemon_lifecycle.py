@@ -315,7 +315,7 @@ def test_a_revocation_calls_the_checkpoint_hook_without_waiting_for_it(tmp_path:
         d.reconcile()  # stores what finished
     results = _hook_results(w)
     assert list(results) == [dec.notice_id]
-    rec = results[dec.notice_id]
+    rec = results[dec.notice_id]  # type: ignore[index]
     assert rec["ok"] is True and rec["kind"] == "command"
     assert rec["budget_s"] == pytest.approx(budget, abs=1e-3)
     assert rec["elapsed_s"] >= HOOK_SLEEP_S
@@ -547,7 +547,7 @@ def test_killed_at_every_launch_of_a_storm_the_restart_decides_once_and_launches
             if a.payload.get("source") == "notice" and a.status == "done"
         )
         assert asked == got > 0, k
-        assert sorted(notice_ids) == sorted(set(notice_ids)) and len(notice_ids) == n, k
+        assert sorted(notice_ids) == sorted(set(notice_ids)) and len(notice_ids) == n, k  # type: ignore[type-var]
         assert w.cloud.counters.duplicate_launches == 0, k
         assert w.cloud.orphaned(w.known()) == [], k
         assert w.cloud.unacked() == 0, k
@@ -701,7 +701,7 @@ def _crash_oracle(db: Path, account: Path, figures: _CrashFigures) -> None:
             n = notices.get(nid)
             s = None if n is None else cloud._instances.get(n.instance_id)
             if s is not None:
-                lands.append(s.ended_at or s.revoke_at or n.at)
+                lands.append(s.ended_at or s.revoke_at or n.at)  # type: ignore[union-attr]
         for iid in (r.result or {}).get("instance_ids") or []:
             if iid in ended_by_us and lands and ended_by_us[iid] < max(lands):
                 figures.replacements_undone += 1

@@ -64,7 +64,12 @@ def test_a_month_on_the_v100_traces_keeps_the_budget_and_the_break_glass_cap(
     start = datetime(2023, 2, 16, tzinfo=UTC)  # inside the 45-day traces
     with caplog.at_level(logging.WARNING, logger="spotfolio"):
         out = simulate_daemon(
-            cfg, market, hours=720, start=start, workloads=ws, store_url=f"sqlite:///{db}"
+            cfg,
+            market,  # type: ignore[arg-type]
+            hours=720,
+            start=start,
+            workloads=ws,
+            store_url=f"sqlite:///{db}",
         ).to_dict()
 
     # Real revocations, each handled once, nothing launched twice or orphaned.

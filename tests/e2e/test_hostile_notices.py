@@ -79,7 +79,7 @@ def account(moto_server: str, tmp_path: Path) -> Iterator[Account]:
     """A started daemon (its fleet launched on moto) reading its own queue.
     The queue is written straight to (what EventBridge would deliver), so
     the test chooses every byte of every body."""
-    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto_server, **CREDS)
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto_server, **CREDS)  # type: ignore[call-overload]
     url = sqs.create_queue(QueueName=f"hostile-{uuid.uuid4().hex[:10]}")["QueueUrl"]
     owner = f"e2e-{uuid.uuid4().hex[:10]}"
     clock = ManualClock(T0)
@@ -101,7 +101,7 @@ def account(moto_server: str, tmp_path: Path) -> Iterator[Account]:
     metrics = DaemonMetrics()
     daemon = Daemon(config, provider, TinyMarket(), store,
                     default_lifecycle(workloads, clock, config), clock, workloads=workloads,
-                    metrics=metrics, sleep=clock.advance)  # fmt: skip
+                    metrics=metrics, sleep=clock.advance)  # type: ignore[arg-type]  # fmt: skip
     daemon.start()
     spot = [i for i in provider.list_fleet(owner) if i.tier is Tier.SPOT]
     assert spot, "the plan should hold some spot"

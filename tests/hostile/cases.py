@@ -481,7 +481,7 @@ def _cli_cases() -> Iterator[Case]:
                     argv += ["--discount", "0.3"]
                 yield Case(
                     f"cli:{' '.join(base[:2])} {option}={label}",
-                    lambda _tmp, argv=argv: list(argv),
+                    lambda _tmp, argv=argv: list(argv),  # type: ignore[misc]
                     (option,),
                     reject,
                     allow_explain=may_run,

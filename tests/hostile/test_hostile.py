@@ -144,10 +144,10 @@ def _damaged(tmp_path: Path, cut: int, junk: str) -> None:
 
     case = Case(
         "damaged",
-        make,
+        make,  # type: ignore[arg-type]
         (),
         False,
-        file_names=lambda tmp: (str(tmp / "damaged.yaml"),),  # type: ignore[arg-type]
+        file_names=lambda tmp: (str(tmp / "damaged.yaml"),),
     )
     _check(case, tmp_path)
 

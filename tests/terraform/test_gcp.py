@@ -191,7 +191,7 @@ def test_fetch_config_writes_the_secret_then_execs(tmp_path: Path) -> None:
                 assert self.headers.get("Metadata-Flavor") == "Google"
                 body = {"access_token": "tok"}
             else:
-                body = {"payload": {"data": base64.b64encode(b"owner: x\n").decode()}}
+                body = {"payload": {"data": base64.b64encode(b"owner: x\n").decode()}}  # type: ignore[dict-item]
             data = json.dumps(body).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))

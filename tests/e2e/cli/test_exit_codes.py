@@ -116,7 +116,7 @@ def test_1_when_a_running_daemon_stops_on_a_credential_error(tmp_path: Path) -> 
     notice poll meets an expired credential; the daemon stops, releases its
     lease and the command exits 1, not 0."""
     account = tmp_path / "account.json"
-    cloud, _clock = PersistentSimCloud.open(open_market("default"), account, SimOptions(seed=3))
+    cloud, _clock = PersistentSimCloud.open(open_market("default"), account, SimOptions(seed=3))  # type: ignore[arg-type]
     cloud.cloud.inject("poll_notices", AuthError("sim: the security token has expired"))
     cloud._save()
     cfg = tmp_path / "daemon.yaml"

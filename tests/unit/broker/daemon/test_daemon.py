@@ -282,10 +282,10 @@ def test_throttling_backs_off_and_a_refusing_pool_hands_over_to_the_next(tmp_pat
     )
     slots = w.slots()
     assert all(pool != A for (_, pool, _) in slots)
-    units = Counter()
+    units: Counter[str] = Counter()
     for (wl, _, _), k in slots.items():
         units[wl] += k
-    planned = Counter()
+    planned: Counter[str] = Counter()
     for (wl, _, _), k in d.desired(w.clock.now()).items():
         planned[wl] += k
     assert units == planned and units["api"] >= 6
@@ -320,7 +320,7 @@ def test_metrics_follow_the_fleet(tmp_path: Path) -> None:
     for tier, capacity_type in (("spot", "spot"), ("on_demand", "on-demand")):
         got = d.metrics.value("spotfolio_cost_rate_usd_per_hour", {"capacity_type": capacity_type})
         assert got == pytest.approx(rates[tier])
-    units = Counter()
+    units: Counter[str] = Counter()
     for i in w.cloud.alive():
         units[i.tier.value] += i.units
     share = units["spot"] / sum(units.values())
@@ -390,7 +390,7 @@ def test_a_simulated_month_keeps_the_budget_and_the_break_glass_cap() -> None:
             "sim": {"duplicate_rate": 0.2, "reorder": True, "throttle_rate": 0.02, "seed": 3},
         }
     )  # fmt: skip
-    out = simulate_daemon(cfg, market, hours=720, workloads=ws).to_dict()
+    out = simulate_daemon(cfg, market, hours=720, workloads=ws).to_dict()  # type: ignore[arg-type]
     assert out["revocations"] > 0 and out["counters"]["throttled"] > 0
     assert out["duplicate_launches"] == 0 and out["orphaned_instances"] == 0
     assert out["unhandled_notices"] == 0 and out["decisions_after_deadline"] == 0

@@ -138,7 +138,7 @@ def test_one_cost_table_per_snapshot_for_the_lifecycle_and_every_plan_on_it(
     import broker.daemon.plan as plan_module
 
     handed: list[CostTable | None] = []
-    real = plan_module.window_problem
+    real = plan_module.window_problem  # type: ignore[attr-defined]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         handed.append(kwargs.get("costs"))
@@ -302,7 +302,7 @@ def test_a_launch_a_quota_refuses_moves_to_the_next_pool_and_is_recorded_as_quot
     book = FleetBook(OWNER, _workloads(), lc)
     book.set_snapshot(market.snapshot(T0))
     metrics = DaemonMetrics()
-    executor = Executor(QuotaBound(cloud, A), store, OWNER, clock, metrics, Backoff())  # type: ignore[arg-type]
+    executor = Executor(QuotaBound(cloud, A), store, OWNER, clock, metrics, Backoff())
     launcher = Launcher(executor, book, lc, clock)
     req = LaunchRequest(idempotency_key="sf-quota-1", pool_key=A, tier=Tier.SPOT,
                         workload="sweeps", count=2, owner=OWNER, plan_generation=0)  # fmt: skip

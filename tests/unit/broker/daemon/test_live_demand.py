@@ -113,7 +113,7 @@ def test_a_prometheus_metric_scales_the_fleet_ahead_of_a_step_and_holds_it_after
 
     start = T0 + timedelta(hours=7)
     report = simulate_daemon(cfg, TinyMarket(), hours=6, start=start, workloads=ws,
-                             wrap_provider=wrap)  # fmt: skip
+                             wrap_provider=wrap)  # type: ignore[arg-type]  # fmt: skip
     assert report.duplicate_launches == 0 and report.orphaned_instances == 0
     alive = rec["r"].alive
     # 100 req/s x 1.2 / 100 per replica -> 2 replicas; 300 -> 4 (min 1 never binds here).
@@ -172,7 +172,7 @@ def test_a_metric_server_that_goes_down_keeps_the_replicas_it_last_read(tmp_path
         rec["r"] = Recorder(cloud)
         return rec["r"]
 
-    simulate_daemon(cfg, TinyMarket(), hours=3, start=T0, workloads=ws, wrap_provider=wrap,
+    simulate_daemon(cfg, TinyMarket(), hours=3, start=T0, workloads=ws, wrap_provider=wrap,  # type: ignore[arg-type]
                     demand_sources={"api": src})  # fmt: skip
     assert src.failures > 60  # two hours of failed reads, a minute apart
     assert rec["r"].alive == [(T0, 3)]  # 300 / 100: launched at once, never scaled down

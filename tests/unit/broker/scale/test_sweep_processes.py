@@ -1,9 +1,10 @@
 """``spotfolio sweep --scheduler`` against a real ``dask scheduler`` and two
 ``dask worker`` processes on 127.0.0.1, one killed while it runs a scenario:
 the Parquet equals a serial run's, and the sweep prints no Dask error. The
-inputs travel with the tasks: a worker runs a scenario whose files exist
-nowhere on its machine. A grid sets what-if options beyond the axes
-(``--usage``, ``--scenarios``, ``--strict``)."""
+inputs travel with the tasks (a worker runs a scenario whose files exist
+nowhere on its machine) or are read from one bundle at ``--inputs-url``. A
+grid sets what-if options beyond the axes (``--usage``, ``--scenarios``,
+``--strict``)."""
 
 from __future__ import annotations
 
@@ -62,14 +63,19 @@ def test_a_scenario_runs_from_shipped_inputs_at_paths_that_do_not_exist(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("by_url", [False, True], ids=["shipped", "inputs-url"])
 def test_a_sweep_on_dask_processes_survives_a_killed_worker_and_equals_serial(
-    tmp_path: Path,
+    tmp_path: Path, by_url: bool
 ) -> None:
     from distributed import Client
 
     (tmp_path / "tiny.yaml").write_text(TINY.read_text())
     grid = tmp_path / "grid.yaml"
     grid.write_text(GRID)
+    share = tmp_path / "share"
+    share.mkdir()
+    # the inputs as one bundle at a file:// URL the workers read, or with each task
+    inputs = ["--inputs-url", share.as_uri()] if by_url else []
     serial = subprocess.run(
         [sys.executable, "-c", RUN_CLI, "sweep", str(grid), "--workers", "1",
          "--out", str(tmp_path / "serial.parquet")],
@@ -100,11 +106,11 @@ def test_a_sweep_on_dask_processes_survives_a_killed_worker_and_equals_serial(
                   "--host", "127.0.0.1", "--name", f"w{i}", name=f"worker{i}")
             for i in range(2)
         ]  # fmt: skip
-        with Client(address, timeout=60) as client:  # type: ignore[no-untyped-call]
+        with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
             sweep = subprocess.Popen(
                 [sys.executable, "-c", RUN_CLI, "sweep", str(grid), "--scheduler", address,
-                 "--out", str(tmp_path / "cluster.parquet"), "--json"],
+                 "--out", str(tmp_path / "cluster.parquet"), "--json", *inputs],
                 env=_env(), cwd=tmp_path, text=True, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )  # fmt: skip
@@ -124,6 +130,7 @@ def test_a_sweep_on_dask_processes_survives_a_killed_worker_and_equals_serial(
         assert (summary["scenarios"], summary["failed"]) == (6, 0)
         assert "ERROR" not in err and "Traceback" not in err, err
         assert workers[0].wait(timeout=60) == -signal.SIGKILL
+        assert len(list(share.glob("*.tar.gz"))) == (1 if by_url else 0)
     finally:
         for p in reversed(procs):
             if p.poll() is None:

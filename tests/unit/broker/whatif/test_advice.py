@@ -76,10 +76,10 @@ def test_counts_are_the_plan_s_instances_per_pool_hour_rounded_up(
     assert advice.first_week_hours == 48
     got = {(p.pool_key, p.tier, h): n for p in advice.pools for h, n in enumerate(p.by_hour)}
     assert {k for k, n in got.items() if n > 0} == {k for k, v in want.items() if v > 1e-6}
-    for k, n in got.items():
-        assert n == math.ceil(want.get(k, 0.0) - 1e-6), k
+    for k, n in got.items():  # type: ignore[assignment]
+        assert n == math.ceil(want.get(k, 0.0) - 1e-6), k  # type: ignore[call-overload]
         # whole instances hold the plan's capacity units (p3.2xlarge: 1 unit each)
-        assert n * 1 >= units.get(k, 0.0) - 1e-6, k
+        assert n * 1 >= units.get(k, 0.0) - 1e-6, k  # type: ignore[call-overload]
     assert all(len(p.by_hour) == 48 for p in advice.pools)
     assert all(isinstance(n, int) for p in advice.pools for n in p.by_hour)
 
@@ -129,7 +129,7 @@ def test_the_totals_reconcile_each_difference_named(result: WhatIfResult, advice
         r.billed_usd, abs=0.01
     )
     doc = r.to_dict()
-    assert set(doc["definitions"]) == {  # type: ignore[arg-type]
+    assert set(doc["definitions"]) == {  # type: ignore[call-overload]
         "objective_usd", "period_planned_usd", "planned_usd", "billed_usd"
     }  # fmt: skip
 

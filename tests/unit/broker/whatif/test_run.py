@@ -45,7 +45,7 @@ def handed(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[CostTable
         seen["computed"].append(table)
         return table
 
-    monkeypatch.setattr(CostTable, "compute", classmethod(counting))
+    monkeypatch.setattr(CostTable, "compute", classmethod(counting))  # type: ignore[arg-type]
 
     def spy(name: str, fn: object) -> object:
         def wrapper(*args: object, **kwargs: object) -> object:
@@ -54,12 +54,12 @@ def handed(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[CostTable
 
         return wrapper
 
-    monkeypatch.setattr(whatif_run, "bill_plan", spy("bill", whatif_run.bill_plan))
-    monkeypatch.setattr(whatif_run, "bill_reacted", spy("bill", whatif_run.bill_reacted))
-    monkeypatch.setattr(whatif_run, "bill_reaction", spy("bill", whatif_run.bill_reaction))
+    monkeypatch.setattr(whatif_run, "bill_plan", spy("bill", whatif_run.bill_plan))  # type: ignore[attr-defined]
+    monkeypatch.setattr(whatif_run, "bill_reacted", spy("bill", whatif_run.bill_reacted))  # type: ignore[attr-defined]
+    monkeypatch.setattr(whatif_run, "bill_reaction", spy("bill", whatif_run.bill_reaction))  # type: ignore[attr-defined]
     for base in ("all_on_demand", "committed_quantile", "static_mix"):
         monkeypatch.setattr(whatif_run, base, spy("baseline", getattr(whatif_run, base)))
-    monkeypatch.setattr(whatif_run, "build_problem", spy("plan", whatif_run.build_problem))
+    monkeypatch.setattr(whatif_run, "build_problem", spy("plan", whatif_run.build_problem))  # type: ignore[attr-defined]
     yield seen
 
 

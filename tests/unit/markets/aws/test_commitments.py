@@ -21,8 +21,8 @@ END = datetime(2027, 1, 1, tzinfo=UTC)
 
 @pytest.fixture
 def clients() -> Iterator[tuple[object, Stubber, object, Stubber]]:
-    ec2 = boto3.client("ec2", region_name="us-east-1", **CREDS)
-    sp = boto3.client("savingsplans", region_name="us-east-1", **CREDS)
+    ec2 = boto3.client("ec2", region_name="us-east-1", **CREDS)  # type: ignore[call-overload]
+    sp = boto3.client("savingsplans", region_name="us-east-1", **CREDS)  # type: ignore[call-overload]
     with Stubber(ec2) as e, Stubber(sp) as s:
         yield ec2, e, sp, s
         e.assert_no_pending_responses()
@@ -60,7 +60,7 @@ def test_reserved_instances_and_both_kinds_of_savings_plan(clients: tuple) -> No
                            "commitment": "3"}]},
         {"states": ["active"], "nextToken": "page2"},
     )  # fmt: skip
-    owned = AwsCommitments({"us-east-1": ec2}, sp).owned()  # type: ignore[dict-item,arg-type]
+    owned = AwsCommitments({"us-east-1": ec2}, sp).owned()
     assert [c.id for c in owned] == ["ri-1", "sp-c", "sp-e"]  # retired and SageMaker skipped
     ri, compute, ec2_sp = owned
     assert ri.group == "aws/us-east-1/p4d.24xlarge" and ri.count == 2
@@ -84,7 +84,7 @@ def test_rates_per_type_and_region(clients: tuple) -> None:  # type: ignore[type
                      {"name": "tenancy", "values": ["shared"]},
                      {"name": "productType", "values": ["EC2"]}]},
     )  # fmt: skip
-    rates = AwsCommitments({"us-east-1": ec2}, sp).rates(["sp-c"])  # type: ignore[dict-item,arg-type]
+    rates = AwsCommitments({"us-east-1": ec2}, sp).rates(["sp-c"])
     assert rates == [SavingsPlanRate("sp-c", "p4d.24xlarge", "us-east-1", 20.1)]
 
 
@@ -92,7 +92,7 @@ def test_throttling_outlasting_retries_is_a_throttled_error(clients: tuple) -> N
     ec2, e, _sp, _s = clients
     e.add_client_error("describe_reserved_instances", "RequestLimitExceeded", http_status_code=503)
     with pytest.raises(ThrottledError, match="DescribeReservedInstances"):
-        AwsCommitments({"us-east-1": ec2}).reserved_instances()  # type: ignore[dict-item]
+        AwsCommitments({"us-east-1": ec2}).reserved_instances()
 
 
 def test_a_garbled_commitment_names_the_field(clients: tuple) -> None:  # type: ignore[type-arg]
@@ -105,7 +105,7 @@ def test_a_garbled_commitment_names_the_field(clients: tuple) -> None:  # type: 
         {"states": ["active"]},
     )  # fmt: skip
     with pytest.raises(InputError, match=r"savingsPlans\[0\].commitment"):
-        AwsCommitments({"us-east-1": ec2}, sp).savings_plans()  # type: ignore[dict-item,arg-type]
+        AwsCommitments({"us-east-1": ec2}, sp).savings_plans()
 
 
 def test_owned_with_rates_attaches_each_plans_rates(clients: tuple) -> None:  # type: ignore[type-arg]
@@ -130,6 +130,6 @@ def test_owned_with_rates_attaches_each_plans_rates(clients: tuple) -> None:  # 
                      {"name": "tenancy", "values": ["shared"]},
                      {"name": "productType", "values": ["EC2"]}]},
     )  # fmt: skip
-    (plan,) = AwsCommitments({"us-east-1": ec2}, sp).owned_with_rates()  # type: ignore[dict-item,arg-type]
+    (plan,) = AwsCommitments({"us-east-1": ec2}, sp).owned_with_rates()
     assert plan.usd_per_hour == 40.5
     assert plan.rates == (("p4d.24xlarge", "us-east-1", 14.75),)

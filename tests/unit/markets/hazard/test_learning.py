@@ -78,7 +78,7 @@ def test_the_accounts_domains_replace_the_markets_for_the_zones_they_cover() -> 
     base = TinyMarket()
 
     class WithDomains(TinyMarket):
-        def snapshot(self, at: datetime | None = None):  # type: ignore[no-untyped-def]
+        def snapshot(self, at: datetime | None = None):
             return base.snapshot(at).model_copy(update={"failure_domains": traced})
 
     own = (dom("aws/us-east-1b", "aws/us-east-1c", source="account"),)

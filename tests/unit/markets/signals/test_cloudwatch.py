@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import botocore.session
 import pytest
@@ -25,11 +26,13 @@ def stubbed() -> Iterator[tuple[CloudWatchReader, Stubber]]:
         "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
     )
     with Stubber(client) as stub:
-        yield CloudWatchReader(client), stub
+        yield CloudWatchReader(client), stub  # type: ignore[arg-type]
         stub.assert_no_pending_responses()
 
 
-def _expected(start: datetime, end: datetime, period: int, token: str | None = None) -> dict:
+def _expected(
+    start: datetime, end: datetime, period: int, token: str | None = None
+) -> dict[str, Any]:
     params = {
         "MetricDataQueries": [
             {"Id": "demand", "Expression": QUERY, "Period": period, "ReturnData": True}
@@ -43,8 +46,8 @@ def _expected(start: datetime, end: datetime, period: int, token: str | None = N
     return params
 
 
-def _page(times: list[datetime], values: list[float], token: str | None = None) -> dict:
-    page: dict = {
+def _page(times: list[datetime], values: list[float], token: str | None = None) -> dict[str, Any]:
+    page: dict[str, Any] = {
         "MetricDataResults": [
             {"Id": "demand", "Label": "demand", "Timestamps": times, "Values": values,
              "StatusCode": "Complete"}

@@ -20,7 +20,7 @@ def _run(**opts: float) -> tuple[list[Notice], SimCloud]:
     # One revocation an hour in A, at minute 40, with 400 spot instances held there.
     events = [T0 + timedelta(hours=h, minutes=40) for h in range(1, HOURS)]
     clock = ManualClock(T0)
-    cloud = SimCloud(TinyMarket(events={A: events}), clock, SimOptions(seed=3, **opts))
+    cloud = SimCloud(TinyMarket(events={A: events}), clock, SimOptions(seed=3, **opts))  # type: ignore[arg-type]
     cloud.launch(LaunchRequest(idempotency_key="sf-rebalance-1", pool_key=A, tier=Tier.SPOT,
                                workload="w", count=400, owner="me",
                                plan_generation=1))  # fmt: skip

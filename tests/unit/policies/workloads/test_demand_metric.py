@@ -86,5 +86,5 @@ def test_value_of_time_defaults_per_class_and_a_workload_overrides_it() -> None:
     vot = {w.name: w.value_of_time_usd_per_hour for w in ws.workloads}
     assert vot["api"] > vot["t"] > vot["t2"] == 0.0
     assert vot["r"] == 5.0
-    plain = parse_workloads({"workloads": data["workloads"][2:3]})
+    plain = parse_workloads({"workloads": data["workloads"][2:3]})  # type: ignore[index]
     assert plain.of_class(WorkloadClass.BATCH)[0].value_of_time_usd_per_hour == 0.0

@@ -74,7 +74,7 @@ def test_on_demand_past_a_regional_p_quota_moves_to_the_next_region(planner: obj
     # 10 x p3.2xlarge (8 vCPUs) wanted; us-east-1 ($3/h) may run 48 P vCPUs:
     # 6 there, 4 in us-west-2 ($4/h): $34/h instead of $30/h without it.
     assert callable(planner)
-    problem = build_problem(_two_regions(_p("us-east-1", 48)), _serving(),
+    problem = build_problem(_two_regions(_p("us-east-1", 48)), _serving(),  # type: ignore[arg-type]
                             {"api": np.full(4, 10.0)}, hours=4, options=INTEGRAL)  # fmt: skip
     plan = planner(problem)
     assert isinstance(plan, Plan)
@@ -90,7 +90,7 @@ def test_on_demand_past_a_regional_p_quota_moves_to_the_next_region(planner: obj
 
 
 def test_without_a_quota_the_same_problem_stays_in_the_cheapest_region() -> None:
-    problem = build_problem(_two_regions(), _serving(), {"api": np.full(4, 10.0)}, hours=4,
+    problem = build_problem(_two_regions(), _serving(), {"api": np.full(4, 10.0)}, hours=4,  # type: ignore[arg-type]
                             options=INTEGRAL)  # fmt: skip
     plan = solve(problem)
     assert _on(plan, "on_demand", "us-east-1") == pytest.approx(10.0)
@@ -103,7 +103,7 @@ def test_spot_past_its_quota_runs_on_demand(planner: object) -> None:
     # the other 8 on us-east-1 on-demand (no on-demand quota given).
     assert callable(planner)
     snap = _two_regions(_p("us-east-1", 16, Tier.SPOT), spot=1.0)
-    problem = build_problem(snap, _serving(spot_share=1.0), {"api": np.full(4, 10.0)}, hours=4,
+    problem = build_problem(snap, _serving(spot_share=1.0), {"api": np.full(4, 10.0)}, hours=4,  # type: ignore[arg-type]
                             options=INTEGRAL)  # fmt: skip
     plan = planner(problem)
     assert isinstance(plan, Plan)
@@ -118,7 +118,7 @@ def test_demand_no_region_has_quota_for_is_unmet_and_named(planner: object) -> N
     # 48 P vCPUs in each region: 12 instances at most; 2 of the 14 unmet.
     assert callable(planner)
     snap = _two_regions(_p("us-east-1", 48), _p("us-west-2", 48))
-    problem = build_problem(snap, _serving(), {"api": np.full(4, 14.0)}, hours=4,
+    problem = build_problem(snap, _serving(), {"api": np.full(4, 14.0)}, hours=4,  # type: ignore[arg-type]
                             options=INTEGRAL)  # fmt: skip
     plan = planner(problem)
     assert isinstance(plan, Plan)

@@ -98,7 +98,7 @@ def _region_units(plan: Plan, workload: str | None = None) -> pd.DataFrame:
     if workload is not None:
         a = a[a.workload == workload]
     region = a.pool_key.str.split("/").str[1]
-    return a.groupby([a.hour_start, region]).units.sum().unstack(fill_value=0.0)
+    return a.groupby([a.hour_start, region]).units.sum().unstack(fill_value=0.0)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("planner", ["milp", "fast"])

@@ -4,14 +4,16 @@ invariants every plan must satisfy, and infeasibility explained."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.planning.optimizer.problem import PlanOptions, build_problem
+from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
+from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand
 from markets.errors import InfeasiblePlanError
 from markets.model import (
@@ -26,7 +28,7 @@ from markets.model import (
 from policies.cost_table import CostTable
 from policies.reservations import committed_count
 from policies.workloads.placement import placements_used
-from policies.workloads.spec import WorkloadClass, parse_workloads
+from policies.workloads.spec import WorkloadClass, WorkloadSet, parse_workloads
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
@@ -180,7 +182,9 @@ def default_plan_inputs() -> tuple[object, ...]:
     return snap, ws, demand, problem, solve(problem)
 
 
-def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -> None:
+def _check_invariants(
+    problem: PlanningProblem, ws: WorkloadSet, demand: dict[str, Any], plan: Plan
+) -> None:
     a = plan.allocations
     assert plan.status in ("optimal", "feasible", "greedy")
     for w in ws.workloads:
@@ -202,8 +206,8 @@ def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -
             sizes = {0.0, *map(float, w.gang_sizes())}
             for _, rows in mine.groupby("hour_start"):
                 assert round(rows.units.sum(), 6) in sizes
-            nonrev = mine[mine.tier != "spot"].groupby("hour_start").units.sum()
-            assert (nonrev >= w.min_units - 1e-6).all()
+            nonrev_units = mine[mine.tier != "spot"].groupby("hour_start").units.sum()
+            assert (nonrev_units >= w.min_units - 1e-6).all()
             # its placement contract: one placement, whole instances
             used = placements_used(w.placement, w.mixed_types, mine.pool_key[mine.instances > 1e-6])
             assert len(used) <= 1, used
@@ -212,16 +216,18 @@ def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -
     caps = {p.key: float(p.spot_capacity_instances.min()) for p in problem.pools}
     spot = a[a.tier == "spot"]
     for (key, _h), rows in spot.groupby(["pool_key", "hour_start"]):
-        assert rows.instances.sum() <= caps[key] + 1e-6
+        assert rows.instances.sum() <= caps[key] + 1e-6  # type: ignore[index]
 
 
-def test_every_plan_meets_the_constraints_it_was_given(default_plan_inputs: tuple) -> None:
+def test_every_plan_meets_the_constraints_it_was_given(
+    default_plan_inputs: tuple[Any, ...],
+) -> None:
     _snap, ws, demand, problem, plan = default_plan_inputs
     _check_invariants(problem, ws, demand, plan)
 
 
 def test_fast_path_is_feasible_by_construction_and_near_the_milp(
-    default_plan_inputs: tuple,
+    default_plan_inputs: tuple[Any, ...],
 ) -> None:
     import dataclasses
 
@@ -237,7 +243,9 @@ def test_fast_path_is_feasible_by_construction_and_near_the_milp(
     assert fast.planned_cost_usd() <= 1.25 * milp.planned_cost_usd()
 
 
-def test_plan_never_costs_more_than_the_on_demand_baseline(default_plan_inputs: tuple) -> None:
+def test_plan_never_costs_more_than_the_on_demand_baseline(
+    default_plan_inputs: tuple[Any, ...],
+) -> None:
     snap, ws, demand, problem, plan = default_plan_inputs
     baseline = all_on_demand(snap, ws, demand, problem.hours, costs=problem.costs)
     assert plan.planned_cost_usd() <= baseline.planned_cost_usd() + 1e-6
@@ -261,7 +269,7 @@ def test_rolling_horizon_keeps_commitments_and_covers_every_hour() -> None:
                          options=PlanOptions(integral=True))  # fmt: skip
     seen: list[RollingState] = []
 
-    def window(t: int, state: RollingState) -> object:
+    def window(t: int, state: RollingState) -> PlanningProblem:
         seen.append(state)
         return slice_problem(full, t, 8, state)
 
@@ -330,7 +338,7 @@ def test_plan_never_costs_more_than_a_baseline_meeting_the_same_constraints(
         assert plan.planned_cost_usd() <= _whole_instances_cost(baseline) + 1e-6
 
 
-def _whole_instances_cost(plan: object) -> float:
+def _whole_instances_cost(plan: Plan) -> float:
     a = plan.allocations
     hours = (a.hour_end - a.hour_start).to_numpy(dtype=float)
     usd = np.ceil(a.instances.to_numpy(dtype=float) - 1e-9) * a.usd_per_instance_hour.to_numpy()

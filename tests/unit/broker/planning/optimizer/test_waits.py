@@ -33,7 +33,7 @@ def _pool(zone: str, itype: str, *, od: float, spot: float | None) -> PoolSnapsh
     )  # fmt: skip
 
 
-def _problem(a100_hours: float, **job: object):  # type: ignore[no-untyped-def]
+def _problem(a100_hours: float, **job: object):
     snap = MarketSnapshot(
         at=T0,
         pools=(_pool("us-east-1a", "a100x8", od=P, spot=None),
