@@ -21,8 +21,20 @@ def test_a_2025_bill_replays_with_no_credentials(tmp_path: Path, monkeypatch) ->
     write_focus_bill(tmp_path / "f.csv", start=datetime(2025, 6, 2, tzinfo=UTC), days=4)
     buf = io.StringIO()
     with redirect_stdout(buf):
-        code = main(["whatif", "--json", "--usage", str(tmp_path / "f.csv"), "--days", "2",
-                     "--replan-hours", "24", "--scenarios", "0"])  # fmt: skip
+        code = main(
+            [
+                "whatif",
+                "--json",
+                "--usage",
+                str(tmp_path / "f.csv"),
+                "--days",
+                "2",
+                "--replan-hours",
+                "24",
+                "--scenarios",
+                "0",
+            ]
+        )
     assert code == 0
     out = json.loads(buf.getvalue())
     assert out["start"].startswith("2025-06-04") and "shifted" in out["market"]

@@ -21,10 +21,16 @@ def focus(tmp_path: Path):
 
 
 def _ri(cid: str, count: int, end_days: int, start) -> OwnedCommitment:
-    return OwnedCommitment(id=cid, provider=Provider.AWS, kind=CommitmentKind.RESERVED,
-                           start=start - timedelta(days=100),
-                           end=start + timedelta(days=end_days), region="us-east-1",
-                           instance_type="g5.xlarge", count=count)  # fmt: skip
+    return OwnedCommitment(
+        id=cid,
+        provider=Provider.AWS,
+        kind=CommitmentKind.RESERVED,
+        start=start - timedelta(days=100),
+        end=start + timedelta(days=end_days),
+        region="us-east-1",
+        instance_type="g5.xlarge",
+        count=count,
+    )
 
 
 def test_the_bill_alone_plans_both_with_an_unknown_expiry_said(focus) -> None:

@@ -73,6 +73,12 @@ def test_twenty_scenarios_on_two_workers_equal_the_serial_runs(
         for name in WHATIF_SCENARIOS:
             assert r[f"{name}_total_cost_usd"] == by_name[name]["total_cost_usd"]
         assert r["error"] is None
-        seen.add((r["market_options"], r["committed"], r["interruption_multiplier"],
-                  r["availability_multiplier"]))  # fmt: skip
+        seen.add(
+            (
+                r["market_options"],
+                r["committed"],
+                r["interruption_multiplier"],
+                r["availability_multiplier"],
+            )
+        )
     assert len(seen) == 20  # every point of the grid, once

@@ -77,10 +77,23 @@ def test_a_sweep_on_dask_processes_survives_a_killed_worker_and_equals_serial(
     # the inputs as one bundle at a file:// URL the workers read, or with each task
     inputs = ["--inputs-url", share.as_uri()] if by_url else []
     serial = subprocess.run(
-        [sys.executable, "-c", RUN_CLI, "sweep", str(grid), "--workers", "1",
-         "--out", str(tmp_path / "serial.parquet")],
-        env=_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            RUN_CLI,
+            "sweep",
+            str(grid),
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path / "serial.parquet"),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert serial.returncode == 0, serial.stderr
     sched_file = tmp_path / "scheduler.json"
     procs: list[subprocess.Popen[str]] = []
@@ -89,31 +102,72 @@ def test_a_sweep_on_dask_processes_survives_a_killed_worker_and_equals_serial(
 
     def start(*argv: str, name: str) -> subprocess.Popen[str]:
         with (logs / f"{name}.err").open("w") as err:
-            p = subprocess.Popen([DASK, *argv], env=_env(), cwd=logs, text=True,
-                                 stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+            p = subprocess.Popen(
+                [DASK, *argv],
+                env=_env(),
+                cwd=logs,
+                text=True,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
         procs.append(p)
         return p
 
     try:
-        start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-              "--scheduler-file", str(sched_file), name="scheduler")  # fmt: skip
+        start(
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(sched_file),
+            name="scheduler",
+        )
         deadline = time.monotonic() + 120
         while not sched_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         address = json.loads(sched_file.read_text())["address"]
         workers = [
-            start("worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
-                  "--host", "127.0.0.1", "--name", f"w{i}", name=f"worker{i}")
+            start(
+                "worker",
+                address,
+                "--nthreads",
+                "1",
+                "--nworkers",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+                "--name",
+                f"w{i}",
+                name=f"worker{i}",
+            )
             for i in range(2)
-        ]  # fmt: skip
+        ]
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
             sweep = subprocess.Popen(
-                [sys.executable, "-c", RUN_CLI, "sweep", str(grid), "--scheduler", address,
-                 "--out", str(tmp_path / "cluster.parquet"), "--json", *inputs],
-                env=_env(), cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                [
+                    sys.executable,
+                    "-c",
+                    RUN_CLI,
+                    "sweep",
+                    str(grid),
+                    "--scheduler",
+                    address,
+                    "--out",
+                    str(tmp_path / "cluster.parquet"),
+                    "--json",
+                    *inputs,
+                ],
+                env=_env(),
+                cwd=tmp_path,
+                text=True,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-            )  # fmt: skip
+            )
             # kill the first worker while it runs a scenario
             victim = None
             while victim is None and time.monotonic() < deadline + 300:

@@ -106,13 +106,29 @@ def test_owned_commitments_report_their_utilisation_coverage_and_expiry() -> Non
     from markets.model import Provider
     from tests.fakes.tiny_market import T0, TinyMarket
 
-    ws = parse_workloads({"workloads": [
-        {"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-         "max_spot_share": 0.0, "demand": {"base_units": 4, "peak_units": 4}},
-    ]})  # fmt: skip
-    own = OwnedCommitment("ri-1", Provider.AWS, CommitmentKind.RESERVED, T0 - timedelta(days=30),
-                          T0 + timedelta(days=1), region="us-east-1",
-                          instance_type="p3.2xlarge", count=2)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "max_spot_share": 0.0,
+                    "demand": {"base_units": 4, "peak_units": 4},
+                },
+            ]
+        }
+    )
+    own = OwnedCommitment(
+        "ri-1",
+        Provider.AWS,
+        CommitmentKind.RESERVED,
+        T0 - timedelta(days=30),
+        T0 + timedelta(days=1),
+        region="us-east-1",
+        instance_type="p3.2xlarge",
+        count=2,
+    )
     result = whatif_run.run_whatif(TinyMarket(), ws, days=2, owned=(own,), replan_hours=24)
     use = result.owned_use["ri-1"]
     assert use["utilisation"] == pytest.approx(1.0, abs=1e-6)

@@ -49,10 +49,15 @@ def _expected(
 def _page(times: list[datetime], values: list[float], token: str | None = None) -> dict[str, Any]:
     page: dict[str, Any] = {
         "MetricDataResults": [
-            {"Id": "demand", "Label": "demand", "Timestamps": times, "Values": values,
-             "StatusCode": "Complete"}
+            {
+                "Id": "demand",
+                "Label": "demand",
+                "Timestamps": times,
+                "Values": values,
+                "StatusCode": "Complete",
+            }
         ]
-    }  # fmt: skip
+    }
     if token:
         page["NextToken"] = token
     return page
@@ -65,8 +70,9 @@ def test_reads_every_page_oldest_first_with_the_period_rounded_up_to_a_minute(
     assert isinstance(reader, MetricSource)
     start, end = T - timedelta(minutes=4), T
     ts = [start + timedelta(minutes=i) for i in range(5)]
-    stub.add_response("get_metric_data", _page(ts[:3], [1.0, 2.0, 3.0], "p2"),
-                      _expected(start, end, 60))  # fmt: skip
+    stub.add_response(
+        "get_metric_data", _page(ts[:3], [1.0, 2.0, 3.0], "p2"), _expected(start, end, 60)
+    )
     stub.add_response("get_metric_data", _page(ts[3:], [4.0, 5.0]), _expected(start, end, 60, "p2"))
     got = reader.series(QUERY, start, end, 30)
     assert got == [(t, float(i + 1)) for i, t in enumerate(ts)]

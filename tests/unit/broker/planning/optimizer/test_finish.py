@@ -70,6 +70,7 @@ def test_a_job_that_cannot_finish_in_the_horizon_is_charged_its_leftover_at_full
     assert rate == pytest.approx(8 * 3.0)  # one H100 box of the 8-unit gang
     plan = solve(problem)
     a = plan.allocations
-    done = float((a["units"] * (a["hour_end"] - a["hour_start"])
-                  * a["pool_key"].map({A: 1.0, H: 3.0})).sum())  # fmt: skip
+    done = float(
+        (a["units"] * (a["hour_end"] - a["hour_start"]) * a["pool_key"].map({A: 1.0, H: 3.0})).sum()
+    )
     assert plan.meta_number("finish_hour:ft") == pytest.approx(24 + (3200 - done) / rate, rel=1e-3)  # type: ignore[operator]
