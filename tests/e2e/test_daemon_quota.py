@@ -65,9 +65,13 @@ def test_daemon_survives_quota_refusals_and_fills_the_plan_when_raised(
     )  # fmt: skip
     store = Store(config.store_url)
     metrics = DaemonMetrics()
+
+    def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+
     daemon = Daemon(config, provider, TinyMarket(KEYS), store,
                     default_lifecycle(workloads, clock, config), clock, workloads=workloads,
-                    metrics=metrics, sleep=clock.advance)  # fmt: skip
+                    metrics=metrics, sleep=sleep)  # fmt: skip
     daemon.start()  # the quota refuses all but one launch: no stop
 
     fleet = provider.list_fleet(OWNER)
