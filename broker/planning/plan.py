@@ -15,6 +15,7 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
+from markets.blocks import CapacityBlock
 from markets.keys import CommitmentKey
 from markets.model import Tier
 
@@ -157,6 +158,10 @@ class Plan:
     # Budgets the plan spends all of while demand goes unmet: the unmet part is
     # the budget's doing (``broker.planning.optimizer.budgets``), never a saving.
     budget_limited: tuple[str, ...] = ()
+    # Reserved-ahead blocks the plan runs in: held (sunk) or to buy, at their
+    # price (``broker.planning.optimizer.blocks``); their instance-hours are
+    # on-demand rows at $0 an hour.
+    blocks: tuple[CapacityBlock, ...] = ()
 
     def unmet_total(self) -> float:
         return float(sum(self.unmet_unit_hours.values()))
@@ -192,8 +197,12 @@ class Plan:
         out[Tier.COMMITTED.value] = self.committed_usd_per_hour() * self.hours
         return out
 
+    def blocks_usd(self) -> float:
+        """What the blocks the plan buys cost (held ones: sunk, 0)."""
+        return sum(b.cost_usd for b in self.blocks)
+
     def planned_cost_usd(self) -> float:
-        return sum(self.planned_cost_by_tier().values())
+        return sum(self.planned_cost_by_tier().values()) + self.blocks_usd()
 
     def hourly_instances(self) -> pd.DataFrame:
         """The allocation table expanded to one row per hour (column ``hour``)."""
