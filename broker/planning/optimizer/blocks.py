@@ -17,23 +17,29 @@ or an ODCR's hours; 0 once held, a sunk cost):
 B is non-revocable capacity (work u_p theta an instance-hour, as on-demand) at
 $0 an hour: the price is paid whether the instances run or not. Only deadline
 jobs (training, batch) run in blocks; a gang only in the placement holding the
-block's zone. Must not: price one job alone (``policies.blocks``) or buy.
+block's zone. Must not: price one job alone (``policies.blocks``), buy, or
+import PuLP (the fast path uses this module; ``model`` makes the variables).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pulp
-
-from broker.planning.optimizer.backend import LpProblem, LpVariable
 from broker.planning.optimizer.problem import PlanningProblem
 from markets.blocks import CapacityBlock
 from markets.keys import PoolKey
 from markets.model import Tier
 from policies.cost_table import CostEntry
 from policies.workloads.spec import Workload, WorkloadClass
+
+if TYPE_CHECKING:
+    from broker.planning.optimizer.backend import LpVariable
+
+# (lower bound, upper bound, integer?) -> a new variable named with a prefix
+NewVar = Callable[[str, float, float, bool], "LpVariable"]
+Row = tuple[list[tuple["LpVariable", float]], float, str]  # terms <= rhs, described
 
 __all__ = [
     "BLOCK_GROUP",
@@ -73,6 +79,7 @@ class BlockTier:
     """The MILP's block variables: Y_b per block, B_{w,b,t} per use."""
 
     problem: PlanningProblem
+    new_var: NewVar
     bought: dict[str, LpVariable] = field(default_factory=dict)  # block id -> Y_b
     use: dict[tuple[str, int], list[LpVariable]] = field(default_factory=dict)  # (b, t) -> B
 
@@ -96,18 +103,13 @@ class BlockTier:
                 out.append((b, e, place(e)))
         return out
 
-    def variable(self, b: CapacityBlock, t: int, cat: str, name: Callable[[str], str]) -> (
-        LpVariable | None
-    ):  # fmt: skip
+    def variable(self, b: CapacityBlock, t: int, integer: bool) -> LpVariable | None:
         """A new B_{w,b,t} (``None``: period ``t`` is outside the window)."""
         if _share(self.problem, b, t) <= 0.0:
             return None
         if b.block_id not in self.bought:
-            fixed = 1 if b.held else None
-            self.bought[b.block_id] = pulp.LpVariable(
-                name("Y"), lowBound=fixed or 0, upBound=1, cat=pulp.LpInteger
-            )
-        v = pulp.LpVariable(name("B"), lowBound=0, upBound=b.count, cat=cat)
+            self.bought[b.block_id] = self.new_var("Y", 1.0 if b.held else 0.0, 1.0, True)
+        v = self.new_var("B", 0.0, float(b.count), integer)
         self.use.setdefault((b.block_id, t), []).append(v)
         return v
 
@@ -116,18 +118,17 @@ class BlockTier:
         blocks = self.blocks
         return [(y, blocks[i].cost_usd) for i, y in self.bought.items() if blocks[i].cost_usd > 0]
 
-    def add_rows(self, prob: LpProblem, described: dict[str, str], name: Callable[[str], str]
-                 ) -> None:  # fmt: skip
+    def rows(self) -> list[Row]:
         """Capacity only inside the window, and only when bought."""
         blocks = self.blocks
+        out: list[Row] = []
         for (i, t), vs in self.use.items():
             b = blocks[i]
             cap = b.count * _share(self.problem, b, t)
-            cname = name("block")
-            terms = [(v, 1.0) for v in vs] + [(self.bought[i], -cap)]
-            prob += pulp.LpAffineExpression(terms) <= 0.0, cname
             verb = "held" if b.held else "if bought"
-            described[cname] = f"block {i}: {cap:g} x {b.instance_type} in period {t} ({verb})"
+            text = f"block {i}: {cap:g} x {b.instance_type} in period {t} ({verb})"
+            out.append(([(v, 1.0) for v in vs] + [(self.bought[i], -cap)], 0.0, text))
+        return out
 
     def chosen(self, value: Callable[[LpVariable], float]) -> tuple[CapacityBlock, ...]:
         """The blocks the solved plan holds or buys."""

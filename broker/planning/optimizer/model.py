@@ -374,7 +374,12 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                  for w, (od, com, sp) in per_w.items()}  # fmt: skip
     cat = pulp.LpInteger if integral else pulp.LpContinuous
     built = BuiltModel(prob=prob, integral=integral, spot_caps=caps)
-    blocks = built.blocks = BlockTier(problem)
+
+    def new_var(prefix: str, low: float, up: float, integer: bool) -> LpVariable:
+        return pulp.LpVariable(name(prefix), lowBound=low, upBound=up,
+                               cat=pulp.LpInteger if integer else cat)  # fmt: skip
+
+    blocks = built.blocks = BlockTier(problem, new_var)
     for wn, places in gang_opts.items():
         gw = problem.workloads.by_name(wn)
         running, move_usd = _running_gang(problem, gw)
@@ -442,7 +447,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                 for b, e, b_place in in_blocks:  # a block runs as on-demand, prepaid
                     if b_place != place:
                         continue
-                    v = blocks.variable(b, t, pulp.LpInteger if place else cat, name)
+                    v = blocks.variable(b, t, integral or place is not None)
                     if v is not None:
                         group = BLOCK_GROUP + b.block_id
                         allocs.append(AllocVar(w.name, Tier.ON_DEMAND, e.pool_key, group, t,
@@ -538,7 +543,10 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                                     built.described)  # fmt: skip
 
     # Reserved-ahead blocks: capacity in their window, bought whole (``blocks``).
-    blocks.add_rows(prob, built.described, name)
+    for terms, rhs, text in blocks.rows():
+        cname = name("block")
+        prob += _lin(terms) <= rhs, cname
+        built.described[cname] = text
     objective.extend(blocks.objective())
 
     prob += _lin(objective)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from broker.planning.optimizer.fast import fast_plan
 from broker.planning.optimizer.problem import PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
@@ -162,3 +163,19 @@ def test_a_block_that_opens_too_late_to_pay_is_not_bought() -> None:
     assert _policy(240, late) is None
     assert plan.blocks == ()
     assert plan.planned_cost_usd() == pytest.approx(_mix_in_steps(240), abs=0.005)
+
+
+def test_the_fast_plan_runs_in_a_held_block_and_buys_none() -> None:
+    held = _block(start_h=0, held=True)
+    offer = _block(start_h=0).model_copy(update={"block_id": "cb-offer"})
+    problem = build_problem(_snapshot(), _job(240), {}, hours=240, options=OPTIONS,  # type: ignore[arg-type]
+                            blocks=(held, offer))  # fmt: skip
+    plan = fast_plan(problem)
+    assert plan.blocks == (held,)
+    a = plan.allocations
+    free = a[a["usd_per_instance_hour"] == 0.0]
+    assert set(free["pool_key"]) == {KEY} and set(free["tier"]) == {Tier.ON_DEMAND.value}
+    inside = (free["hour_start"] >= 0) & (free["hour_end"] <= 216)
+    assert bool(inside.all()) and float(free.groupby("period")["instances"].sum().max()) <= 2
+    assert plan.unmet_total() < 1e-6
+    assert plan.planned_cost_usd() < _mix_in_steps(240)  # the held block's hours are free
