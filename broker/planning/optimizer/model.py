@@ -100,7 +100,7 @@ import pulp
 
 from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable
-from broker.planning.optimizer.blocks import BLOCK_GROUP, BlockTier
+from broker.planning.optimizer.blocks import BLOCK_GROUP, BlockTier, block_pool_key
 from broker.planning.optimizer.budgets import milp_rows
 from broker.planning.optimizer.commitments import (
     TermTerms,
@@ -117,6 +117,7 @@ from broker.planning.optimizer.placement import (
     caps_apply,
     cheapest_per_type,
     gang_options,
+    place_of,
 )
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from broker.planning.optimizer.quotas import milp_rows as quota_rows
@@ -555,15 +556,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
 
 def _placement_of(w: Workload, gang: bool) -> Callable[[CostEntry], str | None]:
     """The gang placement holding an entry's pool (``None``: not a placed gang)."""
-
-    def of(e: CostEntry) -> str | None:
-        if not gang:
-            return None
-        k = PoolKey.parse(e.pool_key)
-        return w.gang_placement_key(provider=k.provider, region=k.region, zone=k.zone,
-                                    instance_type=k.instance_type)  # fmt: skip
-
-    return of
+    return (lambda e: place_of(w, e)) if gang else (lambda e: None)
 
 
 def _gang_places(
@@ -578,6 +571,7 @@ def _gang_places(
     keep |= owned_groups
     running = {key for (wn, key, _tier), n in problem.previous_instances.items()
                if wn == w.name and n > 0}  # fmt: skip
+    running |= {block_pool_key(b) for b in problem.blocks}  # a block's zone is a placement
     usable = [] if not spot else sorted(
         (e for e in entries if e.usd_per_work_hour[Tier.SPOT] is not None
          and e.spot_factor is not None
