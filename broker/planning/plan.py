@@ -10,7 +10,7 @@ Must not: solve or call any cloud.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
@@ -245,6 +245,12 @@ class Plan:
                         f"${abs(c.monthly_saving_usd):,.0f}/month against the spot/on-demand mix; "
                         f"busy {util} of hours, pays above {be}"
                     )
+        for b in self.blocks:  # reserved-ahead (``broker.planning.optimizer.blocks``)
+            price = "held, sunk" if b.held else f"buy for ${b.cost_usd:,.2f}"
+            start = b.start.astimezone(UTC)
+            lines.append(f"block {b.block_id} ({b.kind.value}): {b.count} x {b.instance_type} "
+                         f"in {b.zone} for {b.hours:g} h from {start:%Y-%m-%d %H:%M} UTC, "
+                         f"{price}")  # fmt: skip
         if self.budget_limited:
             lines.append(
                 f"BUDGET: {self.unmet_total():,.1f} unit-hours of demand left unmet by "

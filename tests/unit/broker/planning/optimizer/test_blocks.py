@@ -124,6 +124,8 @@ def test_ten_day_deadline_buys_the_block_at_its_price() -> None:
     assert plan.planned_cost_usd() == pytest.approx(13_592.448, abs=0.005)
     assert plan.objective_usd == pytest.approx(13_592.448, abs=0.005)
     assert _in_block(plan) >= 2 * H  # the whole job in the block
+    assert ("block cb-0a1 (aws_capacity_block): 2 x p5.48xlarge in us-east-1a for 216 h "
+            "from 2026-12-08 00:00 UTC, buy for $13,592.45") in plan.explain()  # fmt: skip
     outside = plan.allocations[plan.allocations["hour_start"] < 12]
     assert outside.empty  # nothing runs before the block's window opens
 
