@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from broker.cli import main
+from broker.cli.report import render
 
 START = "2026-03-02T00:00:00+00:00"
 # A two-node H100 gang (625/3 productive hours a node at 48 units an hour
@@ -35,7 +36,8 @@ def _block(block_id: str, upfront: float, *, start: str = "2026-03-02T12:00:00Z"
            end: str = "2026-03-11T12:00:00Z", count: int = 2) -> str:  # fmt: skip
     return (f"  - {{kind: aws_capacity_block, provider: aws, block_id: {block_id}, "
             f"instance_type: p5.48xlarge, region: us-east-1, zone: us-east-1a, "
-            f"count: {count}, start: '{start}', end: '{end}', upfront_usd: {upfront}}}\n")  # fmt: skip
+            f"count: {count}, start: '{start}', end: '{end}', "
+            f"upfront_usd: {upfront}}}\n")  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -70,7 +72,8 @@ def test_whatif_prices_the_blocks_and_names_what_to_reserve(tmp_path: Path) -> N
     with redirect_stdout(buf):
         assert main(["whatif", "--json", "--days", "10", "--scenarios", "0", "--start", START,
                      "--policies", str(tmp_path / "w.yaml"), "--blocks", str(f)]) == 0  # fmt: skip
-    doc: dict[str, Any] = json.loads(buf.getvalue())["blocks"]
+    full: dict[str, Any] = json.loads(buf.getvalue())
+    doc: dict[str, Any] = full["blocks"]
     assert doc["chosen"] == ["cb-cheap"]
     assert doc["blocks_usd"] == 2_000.0
     assert doc["saving_usd"] == pytest.approx(doc["without_blocks_usd"] - doc["with_blocks_usd"],
@@ -80,3 +83,5 @@ def test_whatif_prices_the_blocks_and_names_what_to_reserve(tmp_path: Path) -> N
     assert first.startswith("reserve aws_capacity_block cb-cheap: 2 x p5.48xlarge in us-east-1a")
     assert "from 2026-03-02 12:00 UTC for 216 h, $2,000.00 upfront" in first
     assert f"save ${doc['saving_usd']:,.2f}" in doc["advice"][-1]
+    text = render("text", full, 200)  # the text report has the section and its advice
+    assert "Reserved-ahead blocks for the deadline jobs" in text and first in text
