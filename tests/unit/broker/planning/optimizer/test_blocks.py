@@ -15,6 +15,7 @@ The plan's choice is policies.blocks' ``choose_block`` on the same job.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -181,3 +182,24 @@ def test_the_fast_plan_runs_in_a_held_block_and_buys_none() -> None:
     assert bool(inside.all()) and float(free.groupby("period")["instances"].sum().max()) <= 2
     assert plan.unmet_total() < 1e-6
     assert plan.planned_cost_usd() < _mix_in_steps(240)  # the held block's hours are free
+
+
+@pytest.mark.parametrize(
+    "deadline,start_h,bought",
+    [(240, 12, True), (480, 12, False), (240, 198, False)],
+    ids=["ten-days", "twenty-days", "too-late"],
+)
+def test_relax_and_fix_buys_the_same_blocks_at_the_same_cost(
+    deadline: int, start_h: float, bought: bool
+) -> None:
+    """The relaxed model (Y_b continuous, ``rounding.fix_blocks``) comes to
+    the MILP's plan in each golden case."""
+    block = _block(start_h=start_h)
+    relaxed = dataclasses.replace(OPTIONS, integral=False)
+    problem = build_problem(_snapshot(), _job(deadline), {}, hours=deadline, options=relaxed,  # type: ignore[arg-type]
+                            blocks=(block,))  # fmt: skip
+    plan = solve(problem)
+    assert plan.meta_text("method") == "relax-and-fix"
+    assert plan.blocks == ((block,) if bought else ())
+    assert plan.planned_cost_usd() == pytest.approx(_plan(deadline, block).planned_cost_usd(),
+                                                    abs=0.005)  # fmt: skip
