@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from broker.planning.optimizer.blocks import block_pool_key
 from broker.planning.optimizer.problem import PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
@@ -36,6 +37,9 @@ class BlockPricing:
     offered: tuple[CapacityBlock, ...]
     with_blocks: Plan
     without: Plan
+    # Blocks no deadline job can run in: a pool the market does not list, or
+    # a type none of the jobs may use.
+    unusable: tuple[str, ...] = ()
 
     @property
     def saving_usd(self) -> float:
@@ -43,15 +47,17 @@ class BlockPricing:
 
     def advice(self) -> list[str]:
         """One line per block the plan reserves or uses, or why none."""
+        lines = [f"{i}: no deadline job can run in it (pool not in the market, or a type "
+                 "no job lists)" for i in self.unusable]  # fmt: skip
         chosen = self.with_blocks.blocks
         if not chosen:
-            return [f"reserve no block: the deadline jobs cost "
-                    f"${self.without.planned_cost_usd():,.2f} on spot, on-demand and "
-                    "commitments, less than with any block offered"]  # fmt: skip
-        lines = []
+            return [*lines, f"reserve no block: the deadline jobs cost "
+                    f"${self.without.planned_cost_usd():,.2f} on spot and on-demand, less "
+                    "than with any block offered"]  # fmt: skip
         for b in chosen:
             verb = "use held" if b.held else "reserve"
-            price = "sunk" if b.held else f"${b.cost_usd:,.2f} upfront"
+            paid = "upfront" if b.hourly_usd == 0 else "over its window"
+            price = "sunk" if b.held else f"${b.cost_usd:,.2f} {paid}"
             lines.append(f"{verb} {b.kind.value} {b.block_id}: {b.count} x {b.instance_type} "
                          f"in {b.zone} from {b.start.astimezone(UTC):%Y-%m-%d %H:%M} UTC "
                          f"for {b.hours:g} h, {price}")  # fmt: skip
@@ -66,6 +72,7 @@ class BlockPricing:
             "hours": self.hours,
             "offered": [_block_dict(b) for b in self.offered],
             "chosen": [b.block_id for b in self.with_blocks.blocks],
+            "unusable": list(self.unusable),
             "with_blocks_usd": round(self.with_blocks.planned_cost_usd(), 2),
             "without_blocks_usd": round(self.without.planned_cost_usd(), 2),
             "blocks_usd": round(self.with_blocks.blocks_usd(), 2),
@@ -101,4 +108,8 @@ def price_blocks(
         return solve(build_problem(snapshot, ws, {}, hours=hours, options=opts, blocks=offered),
                      explain=False)  # fmt: skip
 
-    return BlockPricing(snapshot.at, hours, blocks, plan(blocks), plan(()))
+    pools = {p.pool.key for p in snapshot.pools}
+    types = {t for w in jobs for t in w.instance_types}
+    unusable = tuple(b.block_id for b in blocks
+                     if block_pool_key(b) not in pools or b.instance_type not in types)  # fmt: skip
+    return BlockPricing(snapshot.at, hours, blocks, plan(blocks), plan(()), unusable)

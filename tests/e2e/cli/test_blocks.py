@@ -33,9 +33,10 @@ POLICIES = """workloads:
 
 
 def _block(block_id: str, upfront: float, *, start: str = "2026-03-02T12:00:00Z",
-           end: str = "2026-03-11T12:00:00Z", count: int = 2) -> str:  # fmt: skip
+           end: str = "2026-03-11T12:00:00Z", count: int = 2, zone: str = "us-east-1a"
+           ) -> str:  # fmt: skip
     return (f"  - {{kind: aws_capacity_block, provider: aws, block_id: {block_id}, "
-            f"instance_type: p5.48xlarge, region: us-east-1, zone: us-east-1a, "
+            f"instance_type: p5.48xlarge, region: us-east-1, zone: {zone}, "
             f"count: {count}, start: '{start}', end: '{end}', "
             f"upfront_usd: {upfront}}}\n")  # fmt: skip
 
@@ -66,20 +67,23 @@ def test_a_bad_blocks_file_exits_2_naming_file_and_field(
 def test_whatif_prices_the_blocks_and_names_what_to_reserve(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text(POLICIES)
     f = tmp_path / "blocks.yaml"
-    # a cheap 9-day block that fits, and a dear one: only the cheap one pays
-    f.write_text("blocks:\n" + _block("cb-cheap", 2_000.0) + _block("cb-dear", 500_000.0))
+    # a cheap 9-day block that fits, and a dear one: only the cheap one pays; the
+    # default market has no p5.48xlarge in us-east-1b: no job can run in that one
+    f.write_text("blocks:\n" + _block("cb-cheap", 2_000.0) + _block("cb-dear", 500_000.0)
+                 + _block("cb-nowhere", 1.0, zone="us-east-1b"))  # fmt: skip
     buf = io.StringIO()
     with redirect_stdout(buf):
         assert main(["whatif", "--json", "--days", "10", "--scenarios", "0", "--start", START,
                      "--policies", str(tmp_path / "w.yaml"), "--blocks", str(f)]) == 0  # fmt: skip
     full: dict[str, Any] = json.loads(buf.getvalue())
     doc: dict[str, Any] = full["blocks"]
-    assert doc["chosen"] == ["cb-cheap"]
+    assert doc["chosen"] == ["cb-cheap"] and doc["unusable"] == ["cb-nowhere"]
     assert doc["blocks_usd"] == 2_000.0
     assert doc["saving_usd"] == pytest.approx(doc["without_blocks_usd"] - doc["with_blocks_usd"],
                                               abs=0.011)  # fmt: skip
     assert doc["saving_usd"] > 0
-    first = doc["advice"][0]
+    assert doc["advice"][0].startswith("cb-nowhere: no deadline job can run in it")
+    first = doc["advice"][1]
     assert first.startswith("reserve aws_capacity_block cb-cheap: 2 x p5.48xlarge in us-east-1a")
     assert "from 2026-03-02 12:00 UTC for 216 h, $2,000.00 upfront" in first
     assert f"save ${doc['saving_usd']:,.2f}" in doc["advice"][-1]
