@@ -278,6 +278,10 @@ class DaemonConfig(StrictModel):
     config_file: SkipJsonSchema[str | None] = None
     workloads: Path | None = None
     demand: Path | None = None
+    # Reserved-ahead blocks (markets.blocks file): held ones the plan runs
+    # deadline jobs in, offerings it may advise buying. The daemon never buys
+    # one: a plan that would is logged as a recommendation (block_recommended).
+    blocks: Path | None = None
     demand_seed: Annotated[int, Bounded(ge=0, le=MAX_COUNT)] = 0
     market: str = "default"
     market_options: dict[str, MarketValue] = Field(default_factory=dict)
@@ -525,7 +529,7 @@ def load_daemon_config(
         raise input_error_from(source, e, prefix="lifecycle") from e
     base = Path(path).resolve().parent
     updates: dict[str, object] = {}
-    for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand)):
+    for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand), ("blocks", cfg.blocks)):
         if p is not None and not p.is_absolute():
             updates[name] = base / p
     state = cfg.sim.state_file
@@ -598,7 +602,7 @@ def _check_files(
 ) -> None:
     """The files the settings name exist (inputs) or can be made (state),
     checked now rather than when a job first opens them."""
-    inputs = [("workloads", cfg.workloads), ("demand", cfg.demand)]
+    inputs = [("workloads", cfg.workloads), ("demand", cfg.demand), ("blocks", cfg.blocks)]
     inputs += [
         (f"clouds.{name}.credentials_file", c.credentials_file)
         for name, c in (cfg.clouds or {}).items()

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from google.cloud.compute_v1.services.accelerator_types import (
         pagers as accelerator_types_pagers,
     )
+    from google.cloud.compute_v1.services.future_reservations import (
+        pagers as future_reservations_pagers,
+    )
     from google.cloud.compute_v1.services.instances import pagers as instances_pagers
     from google.cloud.compute_v1.services.machine_types import pagers as machine_types_pagers
     from google.cloud.compute_v1.services.region_commitments import (
@@ -58,6 +61,7 @@ __all__ = [
     "CallOptions",
     "CallPolicy",
     "ComputeClients",
+    "FutureReservationsApi",
     "InstancesApi",
     "MachineTypesApi",
     "ProjectsApi",
@@ -173,6 +177,14 @@ class RegionCommitmentsApi(Protocol):
     ) -> region_commitments_pagers.AggregatedListPager: ...
 
 
+class FutureReservationsApi(Protocol):
+    """``compute_v1.FutureReservationsClient``: ``aggregated_list`` only."""
+
+    def aggregated_list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> future_reservations_pagers.AggregatedListPager: ...
+
+
 class RegionsApi(Protocol):
     """``compute_v1.RegionsClient``: ``get`` only (a region's quotas)."""
 
@@ -271,6 +283,7 @@ class ComputeClients:
     instances: InstancesApi | None = None
     zone_operations: ZoneOperationsApi | None = None
     region_commitments: RegionCommitmentsApi | None = None
+    future_reservations: FutureReservationsApi | None = None
     regions: RegionsApi | None = None
     projects: ProjectsApi | None = None
 
@@ -358,6 +371,9 @@ def build_compute_clients(
             transport="rest", client_options=opts, credentials=credentials
         ),
         region_commitments=compute_v1.RegionCommitmentsClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        future_reservations=compute_v1.FutureReservationsClient(
             transport="rest", client_options=opts, credentials=credentials
         ),
         regions=compute_v1.RegionsClient(
