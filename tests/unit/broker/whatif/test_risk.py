@@ -76,7 +76,7 @@ def test_every_sample_is_billed_by_bill_reaction(
     result: WhatIfResult, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    real = risk.bill_reaction
+    real = risk.bill_reaction  # type: ignore[attr-defined]
 
     def spy(*args: object, **kwargs: object) -> object:
         calls.append(kwargs["costs"])
