@@ -33,7 +33,7 @@ import numpy as np
 
 from broker.bench import BenchData
 from broker.bench.rules import deadline_policy, decided_by
-from broker.scale.executor import Executor, ExecutorSpec
+from broker.scale.fanout import Executor, ExecutorSpec
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.deadline import (
     DeadlineOutcome,
@@ -192,7 +192,7 @@ def evaluate(
 ) -> list[WindowResult]:
     """All windows; ``workers > 1`` spreads them over a local Dask cluster of
     that many processes, ``executor`` over an open one (same results either
-    way: ``broker.scale.executor``); ``on_done(chunks done, chunks)``."""
+    way: ``broker.scale.fanout``); ``on_done(chunks done, chunks)``."""
     pols = tuple(policies)
     if executor is None and (workers <= 1 or len(windows) < 2 * workers):
         return Executor(ExecutorSpec()).map(

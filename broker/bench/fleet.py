@@ -40,7 +40,7 @@ import numpy as np
 
 from broker.bench import BenchData
 from broker.bench.product.fleet import ProductFleet
-from broker.scale.executor import Executor, ExecutorSpec
+from broker.scale.fanout import Executor, ExecutorSpec
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.fleet import (
     NOTICE_S,
@@ -327,7 +327,7 @@ def run(
 ) -> FleetSummary:
     """The fleet block of the bench: ``windows`` days per group, each size;
     ``workers > 1`` spreads them over a local Dask cluster, ``executor`` over
-    an open one (same results: ``broker.scale.executor``)."""
+    an open one (same results: ``broker.scale.fanout``)."""
     base = setting or FleetSetting()
     wins = sample_windows(data.traces, base, windows, seed)
     jobs = [(replace(base, replicas=n), w, tuple(policies)) for n in sizes for w in wins]

@@ -37,7 +37,7 @@ from broker.bench import deadline as deadline_setting
 from broker.bench import fleet as fleet_setting
 from broker.bench.rules import deadline_policy
 from broker.jsondoc import at, count, number, obj
-from broker.scale.executor import Executor, ExecutorSpec
+from broker.scale.fanout import Executor, ExecutorSpec
 from broker.simulate.deadline import DeadlineSetting, simulate_deadline
 from broker.simulate.omniscient import omniscient_deadline
 from markets.clock import Clock, SystemClock
@@ -121,10 +121,10 @@ def _solver(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
 
 
 def _reaction(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
-    from broker.bench import reaction  # lazy: see above
+    from broker.bench import reaction_latency  # lazy: see above
 
     storm = 1000 if windows >= FULL_SIZE_WINDOWS else 100
-    return reaction.run(storm=storm, seed=seed, repeats=20 if storm == 1000 else 5)
+    return reaction_latency.run(storm=storm, seed=seed, repeats=20 if storm == 1000 else 5)
 
 
 def _scale(data: BenchData, windows: int, seed: int) -> Mapping[str, object]:
@@ -353,7 +353,7 @@ def run_bench(
         "seed": seed,
     }
     # --workers: one local Dask cluster for the deadline and fleet windows
-    # (broker.scale.executor), opened once, closed before the machinery runs
+    # (broker.scale.fanout), opened once, closed before the machinery runs
     with Executor(ExecutorSpec(workers=workers)) as ex:
         for name in settings:
             run = SETTINGS.get(name)

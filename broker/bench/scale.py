@@ -1,7 +1,7 @@
 """The scale targets of ``spotfolio bench`` (``machinery.scale``).
 
 Owns: ``parallel_efficiency`` (the same N what-if scenarios serially in this
-process, then on a 2-worker local Dask cluster through ``broker.scale.executor``,
+process, then on a 2-worker local Dask cluster through ``broker.scale.fanout``,
 the executor ``sweep`` and ``bench --workers`` use; efficiency = serial
 seconds / (workers x cluster seconds), both warm: each side has run one
 scenario, untimed, first; the cluster's start is reported apart; CPU
@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from broker.scale.executor import Executor, ExecutorSpec
+from broker.scale.fanout import Executor, ExecutorSpec
 
 __all__ = ["PARALLEL_DAYS", "parallel_efficiency", "scenario_cost", "year_whatif"]
 

@@ -47,7 +47,7 @@ from broker.daemon.wiring import (
     sim_options,
 )
 from markets.clock import ManualClock, ensure_utc
-from markets.fleet import NoticeKind
+from markets.cloud_fleet import NoticeKind
 from markets.model import Tier
 from markets.protocols import HistorySource, MetricSource, Provider
 from markets.sim.cloud import Endings, SimCloud

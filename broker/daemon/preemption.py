@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from broker.lifecycle.values import CheckpointVerdict
-from markets.fleet import Instance
+from markets.cloud_fleet import Instance
 from markets.model import MarketSnapshot
 from policies.checkpoint import daly_interval
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet

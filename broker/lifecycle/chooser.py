@@ -33,7 +33,7 @@ from broker.lifecycle.placement import CurrentScores, PlacementReader, ScoreRead
 from broker.lifecycle.stretches import BreakGlassBook
 from broker.lifecycle.values import DecisionKind, LaunchIntent, LifecycleConfig
 from broker.lifecycle.view import Candidate, Candidates, FleetView, Pending
-from markets.fleet import Instance
+from markets.cloud_fleet import Instance
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.breakglass import resize_block_reason

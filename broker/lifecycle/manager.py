@@ -45,7 +45,7 @@ from broker.lifecycle.values import (
 )
 from broker.lifecycle.view import Candidate, FleetView, Pending
 from markets.clock import Clock, ensure_utc
-from markets.fleet import Instance, Notice, NoticeKind
+from markets.cloud_fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.breakglass import CircuitBreakers

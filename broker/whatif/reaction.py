@@ -96,7 +96,7 @@ from broker.planning.plan import Plan
 from broker.planning.reconcile import Slot
 from broker.whatif.desired import DesiredByHour
 from markets.clock import ManualClock
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostOptions, CostTable

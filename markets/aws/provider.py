@@ -52,9 +52,7 @@ from markets.aws.settings import (
     queue_account,
     settings_from_options,
 )
-from markets.errors import InputError, TransientError
-from markets.escape import log_safe
-from markets.fleet import (
+from markets.cloud_fleet import (
     OWNER_TAG,
     ActionResult,
     ErrorKind,
@@ -63,6 +61,8 @@ from markets.fleet import (
     Notice,
     TerminateRequest,
 )
+from markets.errors import InputError, TransientError
+from markets.escape import log_safe
 from markets.model import Pool, Provider
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ evidence is discounted by the variance inflation of one period's count,
 ``phi = 1 + rate * period_hours / r`` (the NB likelihood's information on the
 rate is the Poisson one over ``phi``). The prior is pseudo-evidence in the same
 currency (hours of watching), so prior and evidence both divide by ``phi``: the
-mean is the Poisson posterior's, only the interval widens. ``markets.hazard.calibration``
+mean is the Poisson posterior's, only the interval widens. ``markets.hazard.holdout``
 fits ``r`` on the first part of the traces and scores the rest.
 """
 

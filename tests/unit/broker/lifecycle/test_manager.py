@@ -22,7 +22,7 @@ from broker.lifecycle import (
     SpotReturn,
 )
 from markets.clock import ManualClock
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, Notice, NoticeKind
 from markets.model import (
     Hazard,
     HazardSource,

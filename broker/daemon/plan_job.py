@@ -69,6 +69,7 @@ from broker.planning.plan import Plan
 from broker.planning.reconcile import desired_now
 from broker.planning.rolling import FLEET, RollingState, window_problem
 from markets.clock import Clock
+from markets.cloud_fleet import Instance, NoticeKind
 from markets.errors import (
     AuthError,
     InfeasiblePlanError,
@@ -76,7 +77,6 @@ from markets.errors import (
     SolverTimeLimitError,
     SpotfolioError,
 )
-from markets.fleet import Instance, NoticeKind
 from markets.keys import CommitmentKey, PoolKey
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import PriceSource
