@@ -25,6 +25,7 @@ SAMPLES = {
     "workloads": str(next(EXAMPLES.glob("*.yaml"))),
     "demand": str(EXAMPLES.parent.parent / "broker" / "examples" / "demand.csv"),
     "providers": "[aws, gcp]",
+    "clouds": "{gcp: {options: {project: ml-project, zones: [us-central1-a]}}}",
     "horizon_start": "2026-03-01T00:00:00Z",
     "sim.start": "2026-03-01T00:00:00Z",
     "sim.state_file": "sim-state.json",
