@@ -205,7 +205,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON obj
     "--setting",
     type=click.Choice(["deadline", "fleet", "portfolio"]),
     required=True,
-    help="Which setting of benchmarks.md to replay.",
+    help="Which benchmark setting to replay.",
 )
 @_DATA
 @click.option("--policy", default=None, help="Replay only this policy (and the references).")

@@ -1,5 +1,5 @@
 """Serving-fleet rules: how many replicas to hold on spot in which zone, and on
-on-demand, so that ``N`` are ready (benchmarks.md section 2, the SkyServe /
+on-demand, so that ``N`` are ready (docs/benchmarks.md, the SkyServe /
 SpotHedge setting, EuroSys 2025).
 
 Owns: the view a rule gets (``FleetView``: per zone whether spot can be had,
@@ -238,7 +238,7 @@ class SpotHedge:
     """
 
     name = "spothedge"
-    N_EXTRA = 2  # "+1-2 extra spot replicas" (benchmarks.md section 2)
+    N_EXTRA = 2  # "+1-2 extra spot replicas" (docs/benchmarks.md)
     BASE = 0  # on-demand base replicas (SkyServe's base on-demand fallback)
 
     def start(self, spec: FleetSpec) -> HedgeMemory:
@@ -318,7 +318,7 @@ class SpotfolioFleetMemory:
 MIGRATE_RATIO = 2.0
 # - a zone whose spot is expected to end within the hour is not joined (half the
 #   revocations hit spells younger than 30 minutes: a zone that just came back
-#   is likely to revoke again, economics.md section 7); on-demand bridges until
+#   is likely to revoke again, docs/concepts/market.md); on-demand bridges until
 #   one is expected to hold, then spot takes over make-before-break.
 MIN_EXPECTED_SPELL_HOURS = 1.0
 # - with no spell seen yet, a zone's expected spell is 1 / losses-per-hour-held
@@ -357,8 +357,8 @@ class SpotfolioFleet:
     - *where*: each zone's expected remaining spot spell, from the spells seen
       in it (a week watched before, and since) given the current spell's age;
       spells are heavy-tailed, so a zone that has held spot for a day is a far
-      better bet than one that just came back (revocations cluster, economics.md
-      section 7). New replicas go to the best zone where spot can be had now;
+      better bet than one that just came back (revocations cluster,
+      docs/concepts/market.md). New replicas go to the best zone where spot can be had now;
     - *moving*: when a zone expected to keep spot ``MIGRATE_RATIO`` times
       longer appears, ``N`` replicas start there and the old ones stop only
       once the new are ready (never short, ~3 minutes of overlap);
