@@ -1,4 +1,4 @@
-"""Reaction benchmark (docs/benchmarks.md): notice -> decision -> launch request.
+"""Reaction benchmark (docs/docs/benchmarks.md): notice -> decision -> launch request.
 
 Owns: ``run(*, storm, seed, repeats) -> dict``, called by the bench runner.
 

@@ -77,7 +77,7 @@ def markdown(result: Mapping[str, object], charts: dict[str, str] | None = None)
         )
     d = obj(result.get("deadline"))
     if d.get("policies"):
-        out += ["", "## Deadline jobs (docs/benchmarks.md)", ""]
+        out += ["", "## Deadline jobs (docs/docs/benchmarks.md)", ""]
         setting = obj(d.get("setting"))
         out.append(
             f"{d.get('windows')} windows; k = {setting.get('price_ratio')}, "
@@ -97,7 +97,7 @@ def markdown(result: Mapping[str, object], charts: dict[str, str] | None = None)
             out += ["", f"![deadline]({charts['deadline']})"]
     f = obj(result.get("fleet"))
     if f.get("policies"):
-        out += ["", "## Serving fleets (docs/benchmarks.md)", ""]
+        out += ["", "## Serving fleets (docs/docs/benchmarks.md)", ""]
         setting = obj(f.get("setting"))
         out.append(
             f"{f.get('windows')} fleet-days; N = {setting.get('replicas')}, cold start "
@@ -111,7 +111,7 @@ def markdown(result: Mapping[str, object], charts: dict[str, str] | None = None)
         if "fleet" in charts:
             out += ["", f"![fleet]({charts['fleet']})"]
     p = obj(result.get("portfolio"))
-    out += ["", "## Portfolios (docs/benchmarks.md)", ""]
+    out += ["", "## Portfolios (docs/docs/benchmarks.md)", ""]
     if p.get("policies"):
         policies = obj(p["policies"])
         cols = tuple((k, k) for k in obj(next(iter(policies.values()))))

@@ -189,7 +189,7 @@ MACHINERY_HOOKS: dict[str, MachineryHook | None] = {
 # ``spotfolio bench --soak``): tens of minutes each; ``{}`` otherwise.
 ASKED_HOOKS = frozenset({"soak", "plan_scale"})
 
-# The bench's targets (docs/benchmarks.md): (block, path, comparison, limit)
+# The bench's targets (docs/docs/benchmarks.md): (block, path, comparison, limit)
 TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("deadline", "spotfolio_vs_uniform_progress", "<=", 0.97),
     ("deadline", "spotfolio_worst_quadrant_vs_uniform_progress", "<=", 1.00),
