@@ -88,6 +88,12 @@ class SoakSpec:
     seed: int = 0
     serving_units: int = 48  # base; the peak is twice it
     batch_units: int = 32
+    # The daemon's cadence (seconds of simulated time): the production
+    # defaults but for reconcile; a longer one makes a simulated day cheaper
+    # (a day's wall clock is mostly its plans and reconciles, not its notices).
+    refresh_market_s: float = 3600.0
+    replan_s: float = 3600.0
+    reconcile_s: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,7 @@ class _Stormy:
         self._seed = seed
         self.name = market.name
         self._times: dict[str, np.ndarray] = {}  # pool -> sorted datetime64[ns] (UTC)
+        self._index: dict[str, Any] = {}  # pool -> the same, as a UTC DatetimeIndex
 
     def span(self) -> Any:
         return self._m.span()
@@ -173,7 +180,10 @@ class _Stormy:
         i, j = np.searchsorted(times, [lo, hi], side="left")
         if i == j:
             return _NONE
-        return pd.DatetimeIndex(times[i:j]).tz_localize(UTC)
+        index = self._index.get(pool_key)
+        if index is None:  # made once: a slice of it costs no time-zone conversion
+            index = self._index[pool_key] = pd.DatetimeIndex(times).tz_localize(UTC)
+        return index[i:j]
 
 
 def _no_events() -> Any:
@@ -245,7 +255,11 @@ def _config(spec: SoakSpec, store_url: str) -> Any:
             "store_url": store_url,
             "planner": "fast",
             "metrics_port": 0,
-            "intervals": {"refresh_market_s": 3600, "replan_s": 3600, "reconcile_s": 1800},
+            "intervals": {
+                "refresh_market_s": spec.refresh_market_s,
+                "replan_s": spec.replan_s,
+                "reconcile_s": spec.reconcile_s,
+            },
             "sim": {"seed": spec.seed, "rebalance_coverage": 0.5, "rebalance_precision": 0.5},
         }
     )
