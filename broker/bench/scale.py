@@ -138,6 +138,8 @@ def year_whatif(days: int = YEAR_DAYS) -> dict[str, object]:
         "peak_rss_what_if_mib": round(child["rss_kib"] / 1024, 1),
         "cpu_s": round(child["cpu_s"], 2),  # beside the wall time: the machine may be shared
         "phases_s": child["phases_s"],
+        # per phase: CPU and wall seconds, peak RSS at its end (broker.whatif.phases)
+        "phases": child["timings"]["phases"],
         "spotfolio_total_cost_usd": child["cost"],
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
