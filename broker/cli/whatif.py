@@ -77,10 +77,16 @@ actual demand and market. ``--json`` prints one object::
                                                  # instances per pool and tier for the first
                                                  # week, cost per workload and team, the
                                                  # totals reconciled (broker.whatif.advice)
-      "risk": {...}                              # unless --scenarios 0: P10/P50/P90 of cost
+      "risk": {...},                             # unless --scenarios 0: P10/P50/P90 of cost
                                                  # and unmet demand over sampled spot and
                                                  # demand (broker.whatif.risk.RiskBand)
+      "timings": {"phases": {name: {"cpu_s": float, "wall_s": float,   # only with
+                                    "peak_rss_mib": float}},           # --timings
+                  "total": {...}}                # (broker.whatif.phases.PhaseClock)
     }
+
+``--timings`` prints each phase's CPU seconds (the solver's processes
+included), wall seconds and peak memory as a table on stderr.
 
 ``--format text|json|csv|markdown|html`` renders that document
 (``broker.cli.report``; ``--json`` is ``--format json``), to stdout or whole
