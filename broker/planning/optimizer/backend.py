@@ -33,9 +33,7 @@ import contextlib
 import os
 import re
 import subprocess
-import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,33 +205,6 @@ class _CBC(pulp.PULP_CBC_CMD):
         status, sol_status = self.get_status(sol)
         read_solution(lp, sol, status, sol_status)
         return int(status)
-
-
-_banner_done = False
-
-
-def quiet_banner() -> None:
-    """HiGHS prints a two-line banner on stdout when the first ``Highs`` is
-    made, before any option can silence it; it would corrupt ``--json``
-    output. Make that first one with stdout pointed at /dev/null."""
-    global _banner_done
-    if _banner_done:
-        return
-    import highspy
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            # highspy's constructor carries no annotations: called through a
-            # typed name so the strict check knows what it returns.
-            make: Callable[[], object] = highspy.Highs
-            make()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    _banner_done = True
 
 
 def _highs(

@@ -22,6 +22,8 @@ models (``model``).
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +60,33 @@ class _Held:
     constants: FloatArray  # each row's constant (PuLP keeps it on the left)
 
 
+_banner_done = False
+
+
+def _quiet_banner() -> None:
+    """HiGHS prints a two-line banner on stdout when the first ``Highs`` is
+    made, before any option can silence it; it would corrupt ``--json``
+    output. Make that first one with stdout pointed at /dev/null."""
+    global _banner_done
+    if _banner_done:
+        return
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            # highspy's constructor carries no annotations: called through a
+            # typed name so the strict check knows what it returns.
+            make: Callable[[], object] = highspy.Highs
+            make()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    _banner_done = True
+
+
 def _signature(prob: Any) -> tuple[int, int, int]:
     obj = prob.objective
     return (len(prob._constraints), id(obj), 0 if obj is None else len(obj))
@@ -72,8 +101,6 @@ def _column_state(vs: list[Any]) -> tuple[FloatArray, FloatArray, npt.NDArray[np
 
 def _build(prob: Any, signature: tuple[int, int, int]) -> _Held:
     import highspy
-
-    from broker.planning.optimizer.backend import quiet_banner
 
     vs = columns(prob)
     at = {id(v): i for i, v in enumerate(vs)}
@@ -121,7 +148,7 @@ def _build(prob: Any, signature: tuple[int, int, int]) -> _Held:
     lp.integrality_ = [
         highspy.HighsVarType.kInteger if x else highspy.HighsVarType.kContinuous for x in integer
     ]
-    quiet_banner()
+    _quiet_banner()
     # highspy's constructor carries no annotations (as in ``backend``)
     make: Callable[[], Any] = highspy.Highs
     h = make()
