@@ -94,7 +94,7 @@ def _aws_fault(client: Any, action: str, code: str, status: int) -> None:
 
     def reply(request: Any, **_: Any) -> AWSResponse:
         raw = types.SimpleNamespace(stream=lambda **_: iter([body]))
-        return AWSResponse(request.url, status, {}, raw)
+        return AWSResponse(request.url, status, {}, raw)  # type: ignore[arg-type]
 
     client.meta.events.register(f"before-send.ec2.{action}", reply)
 
@@ -183,7 +183,7 @@ def _open_gcp(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
         throttle=lambda: fake.fail_next(
             "compute.instances.insert", 429, "rateLimitExceeded", times=10_000
         ),
-        quota_full=lambda: [fake.set_quota(m, 0, region="us-central1")
+        quota_full=lambda: [fake.set_quota(m, 0, region="us-central1")  # type: ignore[arg-type, func-returns-value]
                             for m in ("NVIDIA_A100_GPUS", "PREEMPTIBLE_NVIDIA_A100_GPUS")],
     )  # fmt: skip
 

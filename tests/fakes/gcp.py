@@ -526,12 +526,12 @@ class FakeCompute:
                 raise ValueError(f"orderBy {q['orderBy']!r}")
             return self._page(ops, q, flt)
         if method in ("compute.zoneOperations.get", "compute.zoneOperations.wait"):
-            op = self.operations.get((zone, a["name"]))
-            if op is None:
+            found = self.operations.get((zone, a["name"]))
+            if found is None:
                 return 404, _error(
                     404, f"The resource 'operations/{a['name']}' not found", "notFound"
                 )
-            return 200, self._finish(op) if method.endswith("wait") else op
+            return 200, self._finish(found) if method.endswith("wait") else found
         return 404, _error(404, "not found", "notFound")
 
     def _insert(self, zone: str, q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
