@@ -1,4 +1,4 @@
-"""The deadline setting of the benchmark (benchmarks.md section 1).
+"""The deadline setting of the benchmark (docs/docs/benchmarks.md).
 
 Owns: drawing the windows (random start points per trace, seeded), running
 every policy and the omniscient optimum on each, and the metrics: mean and
@@ -62,7 +62,7 @@ __all__ = [
 # "tick = the trace's gap (or 10 min)": finer traces are merged up to 10 min,
 # which keeps a tick shorter than the 0.2 h changeover (the safety nets' margin).
 DECISION_TICK_S = 600
-FRACTIONS = (0.7, 0.8, 0.9)  # benchmarks.md section 1
+FRACTIONS = (0.7, 0.8, 0.9)  # docs/docs/benchmarks.md
 PRIOR_HOURS = 168.0  # a week of watched history, as a market snapshot's share
 POLICIES = ("on_demand", "greedy", "uniform_progress", "spotfolio")
 QUADRANT_SHARE = 0.5

@@ -1,4 +1,4 @@
-"""The serving-fleet setting of the benchmark (benchmarks.md section 2).
+"""The serving-fleet setting of the benchmark (docs/docs/benchmarks.md).
 
 Owns: grouping traces into fleets (the zones of one collection replayed
 together), drawing windows, running every rule and the hindsight ILP on each,
@@ -75,7 +75,7 @@ __all__ = [
 FLEET_TICK_S = 300  # coarser ticks would hide revocations shorter than a tick
 WINDOW_HOURS = 24.0  # a day of serving per window
 PRIOR_HOURS = 168.0
-SIZES = (4, 8)  # "N e.g. 4-8" (benchmarks.md section 2)
+SIZES = (4, 8)  # "N e.g. 4-8" (docs/docs/benchmarks.md)
 POLICIES = tuple(FLEET_POLICIES)
 
 

@@ -1,4 +1,4 @@
-"""Reaction benchmark (benchmarks.md section 4): notice -> decision -> launch request.
+"""Reaction benchmark (docs/docs/benchmarks.md): notice -> decision -> launch request.
 
 Owns: ``run(*, storm, seed, repeats) -> dict``, called by the bench runner.
 

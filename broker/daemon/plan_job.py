@@ -224,7 +224,7 @@ class PlanJob:
         return snap
 
     def _options(self, snap: MarketSnapshot) -> PlanOptions:
-        # Stale market data: widen the risk margin (ARCHITECTURE.md).
+        # Stale market data: widen the risk margin (docs/concepts/market.md).
         multiplier = self._config.stale_hazard_multiplier if snap.stale else 1.0
         return PlanOptions(period_hours=1, interruption_multiplier=multiplier)
 

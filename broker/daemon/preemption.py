@@ -3,7 +3,7 @@
 Owns: ``PreemptionTax``, ``preemption_tax`` and ``revocation_tax`` (the
 same, looking the workload and the pool's hazard up). When the cloud takes an
 instance back, its workload loses the work done since its last checkpoint
-and then waits for a restart (economics.md sections 1-2), in that
+and then waits for a restart (docs/concepts/effective-cost.md), in that
 instance's capacity units and at its price:
 
 - *serving*: stateless replicas, nothing to lose but the restart;

@@ -223,7 +223,7 @@ def deadline_slack(
     proportion to the time elapsed since the horizon start. The margin is the
     time spot is expected to lose to further interruptions before the
     deadline, ``hazard x hours left x (restart + half a checkpoint interval)``
-    (economics.md sections 1-2; the interval is the configured one or Daly's
+    (docs/concepts/effective-cost.md; the interval is the configured one or Daly's
     optimum), and at least ``min_margin_hours``.
     """
     if w.deadline_hours is None or w.unit_hours is None:
@@ -274,7 +274,7 @@ def checkpoint_verdict(
     margin_s: float,
 ) -> CheckpointVerdict:
     """Whether a notice-triggered checkpoint completes in the window
-    (economics.md section 2: counted only if it does; else the last periodic
+    (docs/concepts/notice-window.md: counted only if it does; else the last periodic
     checkpoint is what restarts from). ``window_s`` ``None``: the provider's
     (``policies.checkpoint.NOTICE_SECONDS``: AWS 120 s, GCP 30 s)."""
     provider = pool_key.split("/", 1)[0]

@@ -316,7 +316,7 @@ class Chooser:
         """Run on what is left, at the largest allowed size. ``forced``: the
         dwell and the preemption budget do not hold it back, for a gang
         that must re-form anyway (a replacement or break-glass node joining
-        is a resize too: economics.md section 4, "otherwise shrink")."""
+        is a resize too: docs/concepts/tiers.md, "otherwise shrink")."""
         if not w.elastic:
             return "the gang is not elastic"
         tally = view.tally(w.name)

@@ -81,7 +81,7 @@ from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 __all__ = ["UNINFORMED_HELD_SHARE", "ahead_usd_per_unit_hour", "due_unit_hours", "pacing"]
 
 # A pool with no recorded share of time held: half (the middle of the
-# 0.17-0.91 range published for V100 zones, economics.md section 7; as the
+# 0.17-0.91 range published for V100 zones, docs/concepts/market.md; as the
 # lifecycle's deadline rule assumes).
 UNINFORMED_HELD_SHARE = 0.5
 

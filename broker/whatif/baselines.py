@@ -2,7 +2,7 @@
 
 Owns: ``all_on_demand``, ``committed_quantile`` (commit the discount-quantile
 of each workload's demand, the rest on-demand: the textbook reservation rule,
-economics.md section 3) and ``static_mix`` (an Auto Scaling group's
+docs/concepts/reservations.md) and ``static_mix`` (an Auto Scaling group's
 mixed-instances policy: an on-demand share above a base, the rest spot spread
 evenly over the cheapest spot pools by *listed* price, blind to interruption
 cost). Each respects the workload's hard rules (serving's non-revocable base,

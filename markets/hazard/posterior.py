@@ -15,7 +15,7 @@ of a zone is ``markets.hazard.clustering``.
 Inputs are plain values: revocations seen over hours held. It must not: read
 files (``markets.files.traces`` loads them), call a cloud, or take the spot
 placement score as an input. The placement score estimates whether a request
-is *fulfilled*, not how long the capacity stays (economics.md section 7), so
+is *fulfilled*, not how long the capacity stays (docs/concepts/market.md), so
 it is a separate signal and never enters the hazard.
 
 The model, for ``k`` revocations seen over ``T`` hours held::

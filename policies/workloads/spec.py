@@ -194,7 +194,7 @@ class Workload(StrictModel):
     budget_usd_per_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
     priority: Annotated[int, Bounded(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 1
     checkpoint_write_seconds: Annotated[float, Bounded(ge=0.0, le=DAY_S, unit="seconds")] = 60.0
-    # None: the caller uses Daly's optimum for the pool's hazard (economics.md s2).
+    # None: the caller uses Daly's optimum for the pool's hazard (docs/concepts/notice-window.md).
     checkpoint_interval_minutes: (
         Annotated[float, Bounded(gt=0.0, le=MAX_HOURS * 60, unit="minutes")] | None
     ) = None

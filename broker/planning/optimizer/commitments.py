@@ -37,8 +37,8 @@ own part (``C_g c_g H`` against the horizon's allocations) is the model's, as
 above, so a finite job's use of a commitment is worth only its own hours: a
 2-day plan never buys a 1-year commitment for a job, since ``c_g O`` exceeds
 anything ``H`` hours of use can save (``c_g / p_alt > H / O``). With spot ruled
-out the rule is the discount quantile of the horizon's demand (economics.md
-section 3), whatever ``H`` is: the unit pays iff it is busy more than
+out the rule is the discount quantile of the horizon's demand
+(docs/concepts/reservations.md), whatever ``H`` is: the unit pays iff it is busy more than
 ``c_g / p_OD`` of the hours.
 
 Commitments already fixed (a committed sweep, a rolling horizon's later steps,
