@@ -289,9 +289,12 @@ def _overridden(found: Inference, said: Mapping[str, object], hours: int) -> Inf
         return found
     cls = str(said.get("workload_class", found.workload_class))
     deadline: float | None = None
+    release = 0.0
     if cls != "serving":
         d = said.get("deadline_hours", found.deadline_hours)
         deadline = float(d) if isinstance(d, int | float) else float(hours)
+        # the burst's first hour, unless the rule's deadline falls before it
+        release = found.release_hours if found.release_hours < deadline else 0.0
     regions = said.get("regions")
     team = said.get("team", found.team)
     keys = ", ".join(k.replace("workload_", "") for k in _SAID if k in said)
@@ -299,6 +302,7 @@ def _overridden(found: Inference, said: Mapping[str, object], hours: int) -> Inf
         found,
         workload_class=cls,
         deadline_hours=deadline,
+        release_hours=release,
         recurring=found.recurring if cls == found.workload_class else False,
         regions=tuple(str(r) for r in regions) if isinstance(regions, list) else found.regions,
         team=None if team is None else str(team),
@@ -325,7 +329,7 @@ def _workloads(accepted: Mapping[str, list[str]], found: Sequence[Inference]) ->
                 row["min_on_non_revocable"] = False
         if i.workload_class != "serving":
             row |= {"unit_hours": round(i.unit_hours, 6), "deadline_hours": i.deadline_hours,
-                    "recurring": i.recurring}  # fmt: skip
+                    "release_hours": i.release_hours, "recurring": i.recurring}  # fmt: skip
         rows.append(row)
     data = {"workloads": rows}
     return parse_workloads(data, source="--usage", demand_supplied=True)
