@@ -108,7 +108,9 @@ def test_the_on_demand_baseline_runs_the_job_from_its_release() -> None:
         ({"release_hours": 15, "max_units": 1}, "deadline_hours"),  # 12 h of work in 5 h
     ],
 )
-def test_a_release_the_deadline_cannot_follow_is_refused(fields: dict, says: str) -> None:
+def test_a_release_the_deadline_cannot_follow_is_refused(
+    fields: dict[str, float], says: str
+) -> None:
     row = {"name": "sweep", "class": "batch", "instance_types": ["g1"], "unit_hours": 12,
            "deadline_hours": 20, **fields}  # fmt: skip
     with pytest.raises(InputError, match=says):
