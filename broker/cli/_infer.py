@@ -91,7 +91,7 @@ def infer(
     in_window = units[window]
     work = float(in_window.sum())
     if share >= ALWAYS_ON_SHARE or work <= 0:
-        why = f"used in {share:.0%} of hours{spot}"
+        why = f"used in {share:.0%} of hours{spot or ', never on spot: planned without it'}"
         if work <= 0:
             why += ", none in the replayed window"
         return Inference(name, "serving", why, work, None, False, **common)  # type: ignore[arg-type]

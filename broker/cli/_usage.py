@@ -321,8 +321,12 @@ def _workloads(accepted: Mapping[str, list[str]], found: Sequence[Inference]) ->
         }  # fmt: skip
         if i.team is not None:
             row["team"] = i.team
-        if i.workload_class == "serving" and i.spot_share > 0:
-            row["max_spot_share"] = max(0.3, min(1.0, round(i.spot_share, 4)))
+        if i.workload_class == "serving":
+            # revocable as far as the bill shows it ran on spot; usage it never
+            # ran there is not known to survive a revocation (--policies says)
+            row["max_spot_share"] = (
+                max(0.3, min(1.0, round(i.spot_share, 4))) if i.spot_share > 0 else 0.0
+            )
         if i.workload_class == "training":
             row |= {"min_units": max(1, i.peak_units), "max_units": max(1, i.peak_units)}
             if i.spot_share >= 0.5:  # it ran on spot: its gang may run on spot

@@ -99,11 +99,6 @@ def test_no_commitment_from_under_30_days_or_outside_the_bills_region(run: Any) 
 
 def test_nothing_is_bought_beyond_usage_net_of_what_is_owned(run: Any) -> None:
     days, doc = run
-    if days >= 30:  # checkable: the 85-day advice adds a g5 EC2 Instance Savings Plan
-        pytest.xfail(
-            "a savings plan's scope is sized at the plan's buy, not net of the instance "
-            "commitments owned and recommended in its scope (broker.whatif.advice._ruled)"
-        )
     net = min(serving_count(h % 24) - RI_COUNT for h in _replayed(days))
     g5 = 0.0  # g5.xlarge instances the advice commits to, a plan's dollars at its rate
     for c in doc["advice"]["commitments"]:
@@ -115,12 +110,6 @@ def test_nothing_is_bought_beyond_usage_net_of_what_is_owned(run: Any) -> None:
     assert g5 <= net + 1e-6
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the inferred training burst has no arrival time in the workload spec: the "
-    "plan runs it from the window's start, in hours the bill does not price, where the "
-    "market's p4d spot is lost and break-glass buys on-demand",
-)
 def test_spotfolio_costs_no_more_than_as_billed_or_any_baseline_with_nothing_unmet(
     run: Any,
 ) -> None:
