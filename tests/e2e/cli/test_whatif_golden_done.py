@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,12 @@ from typing import Any
 import pytest
 
 from broker.cli import main
+from broker.cli.report.htmlpage import render_html
+from broker.cli.report.text import render_text
 from tests.fakes.bills import (
     REGION,
     RI_COUNT,
+    RI_ID,
     RI_RATE,
     bursting,
     golden,
@@ -118,3 +122,14 @@ def test_spotfolio_costs_no_more_than_as_billed_or_any_baseline_with_nothing_unm
     ours = rows["spotfolio"]
     assert ours["unmet_unit_hours"] == 0
     assert all(ours["total_cost_usd"] <= r["total_cost_usd"] for r in rows.values())
+
+
+def test_text_and_html_show_as_billed_and_what_is_owned_first(run: Any) -> None:
+    _, doc = run
+    text = render_text(doc)
+    heads = [line for line in text.splitlines() if line.startswith("== ")]
+    assert heads[:2] == ["== As billed: the bill itself", "== Given what is owned"]
+    assert RI_ID in text  # the owned reserved instance, named
+    html = render_html(doc)
+    found = re.findall(r'<section id="([^"]+)"', html)
+    assert found[:2] == ["as_billed", "owned"]
