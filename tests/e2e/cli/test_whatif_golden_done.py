@@ -14,6 +14,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from broker.cli import main
@@ -103,15 +104,21 @@ def test_no_commitment_from_under_30_days_or_outside_the_bills_region(run: Any) 
 
 def test_nothing_is_bought_beyond_usage_net_of_what_is_owned(run: Any) -> None:
     days, doc = run
-    net = min(serving_count(h % 24) - RI_COUNT for h in _replayed(days))
-    g5 = 0.0  # g5.xlarge instances the advice commits to, a plan's dollars at its rate
+    net = np.array([serving_count(h % 24) - RI_COUNT for h in _replayed(days)], dtype=float)
+    instances = 0.0  # g5.xlarge instances the advice commits to
+    plan = 0.0  # a g5 savings plan's dollars, in g5 instances at its rate
     for c in doc["advice"]["commitments"]:
         if c["kind"] == "instances" and c["instance_type"] == "g5.xlarge":
-            g5 += c["count"]
+            instances += c["count"]
+            # Cost Explorer's rule: each one busy, net of what is owned, at least
+            # its break-even share of the hours, and never above the peak
+            assert float((net >= c["count"]).mean()) >= c["breakeven_utilisation"]
         elif c["kind"] == "savings_plan" and c["family"] == "g5":
-            g5 += c["hourly_usd"] / RI_RATE
+            plan += c["hourly_usd"] / RI_RATE
         assert "p4d" not in c["instance_type"]  # a burst on spot buys no commitment
-    assert g5 <= net + 1e-6
+    assert instances <= net.max()
+    # a plan covers only what the instances owned and recommended leave
+    assert plan <= max(0.0, net.min() - instances) + 1e-6
 
 
 def test_spotfolio_costs_no_more_than_as_billed_or_any_baseline_with_nothing_unmet(
