@@ -6,8 +6,9 @@ given, run in that order) and ``daemon_jobs`` (the ``Daemon``'s table: each
 job's method and interval). Every driver of the daemon's decision code runs
 its steps through ``run_in_order``: the scheduler (``broker.daemon.schedule``,
 which registers ``daemon_jobs``), the accelerated simulation
-(``broker.daemon.accelerated``), the what-if's replay of lost spot
-(``broker.whatif.reaction``) and the bench's product drivers
+(``broker.daemon.accelerated``), the what-if's replayed planning loop
+(``broker.whatif.replay``) and its replay of lost spot
+(``broker.whatif.reaction``), and the bench's product drivers
 (``broker.bench.product``). A driver without a job leaves its step out.
 
 Must not: hold the logic of a job (the ``Daemon`` methods and the drivers'

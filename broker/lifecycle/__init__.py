@@ -7,7 +7,8 @@ capacity ``UnavailableOfferings`` (``fallback``). Inside: ``fallback`` (the one
 placement rule, "which pool instead?", which the daemon's reconcile and
 launcher ask too, through ``LifecycleManager.instead``), ``choices`` (where lost
 capacity may go), ``stretches`` (break-glass against the dollar cap),
-``deadline`` and ``tiers`` (the tier rule for a job with a deadline), ``view``
+``deadline`` and ``tiers`` (the tier rule for a job with a deadline),
+``spells`` (the spells of spot a pool was watched to have and not), ``view``
 (the fleet and the market indexed for speed); the rules' state machines are
 ``policies.breakglass``. For each revocation the manager chooses one of:
 

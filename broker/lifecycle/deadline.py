@@ -1,8 +1,9 @@
 """The tier rule for a job with a deadline: on spot, on on-demand (break-glass), or waiting.
 
 Owns: ``DeadlineTier`` (the rule), ``TierMemory`` (what it has watched of one
-job's pool) and ``Prior`` (what the market said of the pool before: the
-snapshot's ``available_share`` and hazard). ``LifecycleManager`` keeps one
+job's pool: its ``broker.lifecycle.spells.Spells`` and losses) and ``Prior``
+(what the market said of the pool before: the snapshot's ``available_share``
+and hazard). ``LifecycleManager`` keeps one
 memory per workload and asks ``decide`` on a revocation (after ``replace``
 failed: break glass now, or wait) and on each ``tick`` (a stretch: back to
 spot, stay, or end; a waiting job: open on-demand or keep waiting).
@@ -96,8 +97,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from broker.lifecycle.spells import MAX_SPELLS, Spells
 from policies.online.deadline import (
     EPS,
     JobSpec,
@@ -119,9 +121,6 @@ PRIOR_WEIGHT_HOURS = 24.0
 #   per hour held (1-node GPU traces: 0.1-2 per hour held, markets.hazard.posterior);
 UNINFORMED_SHARE = 0.5
 UNINFORMED_LOSSES_PER_HELD_HOUR = 1.0
-# - spell lengths are judged on every spell watched: they are heavy-tailed, so
-#   a few recent ones say little of the next (the cap only bounds memory).
-MAX_SPELLS = 512
 # - on-demand waits until the time left is the work left plus 2d and this
 #   many typical outages (module docstring: 8 and 12 measure a little worse
 #   on both bench seeds, 4 much worse).
@@ -151,19 +150,14 @@ class Prior:
 @dataclass(frozen=True, slots=True)
 class TierMemory:
     """What the rule has watched of one job's pool since the job started:
-    hours watched and with spot, spot losses, the current spell's age and the
-    lengths of the completed spells with (``up``) and without (``down``)
-    spot; ``committed`` once the safety net put it on on-demand to the end."""
+    its spells (the prior's first), hours with spot and spot losses;
+    ``committed`` once the safety net put it on on-demand to the end."""
 
     prior: Prior | None = None
     committed: bool = False
-    seen_hours: float = 0.0
+    spells: Spells = field(default_factory=Spells)
     held_hours: float = 0.0
     losses: int = 0
-    last_available: bool | None = None
-    run_hours: float = 0.0
-    up: tuple[float, ...] = ()
-    down: tuple[float, ...] = ()
 
 
 def _mean_residual(spells: Sequence[float], age: float) -> float | None:
@@ -182,32 +176,21 @@ class DeadlineTier:
     def start(prior: Prior | None) -> TierMemory:
         if prior is None:
             return TierMemory()
-        return TierMemory(
-            prior=prior,
-            up=prior.up_spells_hours[-MAX_SPELLS:],
-            down=prior.down_spells_hours[-MAX_SPELLS:],
+        spells = Spells(
+            up=prior.up_spells_hours[-MAX_SPELLS:], down=prior.down_spells_hours[-MAX_SPELLS:]
         )
+        return TierMemory(prior=prior, spells=spells)
 
     @staticmethod
     def observe(memory: TierMemory, available: bool, hours: float) -> TierMemory:
         """Fold ``hours`` of watching the pool, with or without spot now."""
-        up, down, run = memory.up, memory.down, memory.run_hours + hours
-        if memory.last_available is not None and memory.last_available != available:
-            if memory.run_hours < memory.seen_hours - EPS:  # we saw the spell begin
-                if memory.last_available:
-                    up = (*up, memory.run_hours)[-MAX_SPELLS:]
-                else:
-                    down = (*down, memory.run_hours)[-MAX_SPELLS:]
-            run = hours
+        # the hours watched are the new state's: the look sees it now
+        lost = memory.spells.available and not available
         return replace(
             memory,
-            seen_hours=memory.seen_hours + hours,
+            spells=memory.spells.turned(available).watched(hours),
             held_hours=memory.held_hours + (hours if available else 0.0),
-            losses=memory.losses + (1 if memory.last_available and not available else 0),
-            last_available=available,
-            run_hours=run,
-            up=up,
-            down=down,
+            losses=memory.losses + (1 if lost else 0),
         )
 
     @staticmethod
@@ -218,7 +201,7 @@ class DeadlineTier:
         if p is not None and p.hours > 0:
             share0, w0 = p.held_share, min(PRIOR_WEIGHT_HOURS, p.hours)
             rate0 = p.losses_per_held_hour if p.losses_per_held_hour is not None else rate0
-        share = (share0 * w0 + memory.held_hours) / (w0 + memory.seen_hours)
+        share = (share0 * w0 + memory.held_hours) / (w0 + memory.spells.seen_hours)
         held = share0 * w0 + memory.held_hours
         rate = (rate0 * share0 * w0 + memory.losses) / held if held > 0 else rate0
         return share, rate
@@ -230,8 +213,8 @@ class DeadlineTier:
 
     def mean_outage(self, memory: TierMemory) -> float:
         """Hours of a typical outage: the watched ones', else the regime's."""
-        if memory.down:
-            return sum(memory.down) / len(memory.down)
+        if memory.spells.down:
+            return sum(memory.spells.down) / len(memory.spells.down)
         share, losses = self.estimates(memory)
         return (1.0 - share) / (share * losses) if share * losses > 0 else math.inf
 
@@ -247,8 +230,8 @@ class DeadlineTier:
         if a < need:  # scarce spot: the tail is on-demand anyway
             return wanted
         reserve = 2.0 * job.changeover_hours
-        if memory.down:
-            reserve += sum(memory.down) / len(memory.down)
+        if memory.spells.down:
+            reserve += sum(memory.spells.down) / len(memory.spells.down)
         rem = max(0.0, left_h - reserve)
         line = min(job.compute_hours, max(0.0, job.compute_hours - a * rem))
         return min(line, wanted)
@@ -258,12 +241,12 @@ class DeadlineTier:
         old now (see the module docstring for the bet)?"""
         k, d, tick = job.price_ratio, job.changeover_hours, job.tick_hours
         loss = 2.0 * k * d + 2.0 * d * (k - 1.0) * self.rate(job, memory)
-        if not memory.up:
+        if not memory.spells.up:
             _, losses = self.estimates(memory)
             return (k - 1.0) * (1.0 / losses if losses > 0 else math.inf) > loss
 
         def value(at: float) -> tuple[float, int]:
-            longer = [x - at for x in memory.up if x > at + EPS]
+            longer = [x - at for x in memory.spells.up if x > at + EPS]
             if not longer:  # past every spell seen: as long again
                 return (k - 1.0) * max(at, tick) - loss, 0
             return (k - 1.0) * sum(longer) / len(longer) - loss, len(longer)
@@ -275,7 +258,7 @@ class DeadlineTier:
 
     def _outage_left(self, memory: TierMemory, age: float) -> float:
         """Expected remaining hours of an outage ``age`` old."""
-        rest = _mean_residual(memory.down, age)
+        rest = _mean_residual(memory.spells.down, age)
         if rest is not None:
             return rest
         share, losses = self.estimates(memory)  # the regime's mean outage
@@ -291,9 +274,9 @@ class DeadlineTier:
         if view.mode == Mode.SPOT and view.spot_available:
             return Mode.SPOT, memory
         t, cp, d = view.elapsed_hours, view.progress_hours, job.changeover_hours
-        age = memory.run_hours - job.tick_hours  # the current spell's age before this tick
+        age = memory.spells.run_hours - job.tick_hours  # the current spell's age before this tick
         if view.spot_available:
-            down = sum(memory.down) / len(memory.down) if memory.down else 0.0
+            down = sum(memory.spells.down) / len(memory.spells.down) if memory.spells.down else 0.0
             behind = cp < self.target(job, memory, t + 2.0 * d + down, cp) - EPS
             if view.mode == Mode.ON_DEMAND and behind and not self._join_spot(job, memory, age):
                 return Mode.ON_DEMAND, memory

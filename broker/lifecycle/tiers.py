@@ -1,7 +1,8 @@
 """The deadline rule's state inside the lifecycle manager.
 
-Owns ``DeadlineJobs``: the pools watched (``PoolWatch``: spells with and
-without spot, from the market's reports), one ``TierMemory`` per workload
+Owns ``DeadlineJobs``: the pools watched (``PoolWatch``: their
+``broker.lifecycle.spells.Spells``, from the market's reports of a change),
+one ``TierMemory`` per workload
 the rule governs, and the translation of a workload, its progress and a pool
 of the snapshot into the rule's ``JobSpec`` / ``TickView`` (work in hours
 of the job at its rate: ``unit_hours / work_per_hour``).
@@ -21,9 +22,10 @@ clock, or do I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from broker.lifecycle.deadline import DeadlineTier, Prior, TierMemory
+from broker.lifecycle.spells import Spells
 from markets.model import PoolSnapshot
 from policies.online.deadline import JobSpec, Mode, TickView
 from policies.workloads.spec import Workload, WorkloadClass
@@ -33,22 +35,17 @@ __all__ = ["DeadlineJobs", "PoolWatch"]
 
 @dataclass(slots=True)
 class PoolWatch:
-    """One pool's spot availability as reported over time: the completed
-    spells (hours) with spot (``up``) and without (``down``); a spell in
-    progress when the watch began is not counted."""
+    """One pool's spells as reported over time, and when the current one
+    began (a report is of a change at its time)."""
 
-    first_s: float
-    last_available: bool
+    spells: Spells
     since_s: float
-    up: list[float] = field(default_factory=list)
-    down: list[float] = field(default_factory=list)
 
     def observe(self, available: bool, at_s: float) -> None:
-        if available == self.last_available or at_s <= self.since_s:
+        if available == self.spells.available or at_s <= self.since_s:
             return
-        if self.since_s > self.first_s:  # the spell's start was watched
-            (self.up if self.last_available else self.down).append((at_s - self.since_s) / 3600.0)
-        self.last_available, self.since_s = available, at_s
+        self.spells = self.spells.watched((at_s - self.since_s) / 3600.0).turned(available)
+        self.since_s = at_s
 
 
 @dataclass(slots=True)
@@ -64,8 +61,8 @@ def prior_of(p: PoolSnapshot | None, watch: PoolWatch | None) -> Prior | None:
     and hazard (over ``hazard.observed_hours``), and the spells watched."""
     if p is None or p.available_share is None:
         return None
-    up = () if watch is None else tuple(watch.up)
-    down = () if watch is None else tuple(watch.down)
+    up = () if watch is None else watch.spells.up
+    down = () if watch is None else watch.spells.down
     return Prior(p.available_share, p.hazard.rate_per_hour, p.hazard.observed_hours, up, down)
 
 
@@ -93,7 +90,7 @@ class DeadlineJobs:
         """The market reported spot ``available`` (or not) in ``pool_key`` at ``at_s``."""
         pw = self._watch.get(pool_key)
         if pw is None:
-            self._watch[pool_key] = PoolWatch(at_s, available, at_s)
+            self._watch[pool_key] = PoolWatch(Spells().turned(available), at_s)
         else:
             pw.observe(available, at_s)
 

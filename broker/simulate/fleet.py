@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from policies.online.deadline import PoolHistory
 from policies.online.fleet import FleetPlan, FleetPolicy, FleetSpec, FleetView, ZoneView
 
 __all__ = [
@@ -116,7 +115,6 @@ def fleet_spec(setting: FleetSetting, window: FleetWindow) -> FleetSpec:
         tick_hours=tick_h,
         on_demand_usd_per_hour=setting.on_demand_usd_per_hour,
         spot_usd_per_hour=spot_prices(setting, window),
-        prior=tuple(PoolHistory.from_held(row.tolist(), tick_h) for row in window.past),
         past=tuple(tuple(row.tolist()) for row in window.past),
         provider=window.provider,
     )

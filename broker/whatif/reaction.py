@@ -266,6 +266,8 @@ class _Replay:
         self.clock.set(t0)
         # The daemon's job order (``broker.daemon.jobs``), twice at the hour
         # start: the plan's new hour reconciled, then the hour's revocations.
+        # Unlike the daemon, whose notices name instances that exist, the hour's
+        # revocations are drawn on the fleet formed for it, so that comes first.
         run_in_order({Job.PROGRESS: self._progress, Job.RECONCILE: lambda: self._form(t0, h)})
         run_in_order({Job.NOTICES: lambda: self._storm(t0, h),
                       Job.STRETCHES: lambda: self._upkeep(t0)})  # fmt: skip

@@ -4,7 +4,8 @@ Owns: ``replay``. At every step of ``step_hours`` the daemon's planning loop
 (``broker.planning.rolling``: ``window_problem`` on the carried
 ``RollingState``, solved by the daemon's planner) plans ``horizon_hours``
 ahead on what was known then: the market snapshot of that hour and a
-serving forecast made from the demand history before it. It keeps the first
+serving forecast made from the demand history before it, refreshed, sensed
+and planned in the daemon's job order (``broker.daemon.jobs``). It keeps the first
 step and carries forward what *actually* happened in it (``MarketActuals``):
 spot work delivered at the share of each hour spot was really held (as
 ``broker.whatif.billing`` credits it), dollars at the hour's actual spot
@@ -26,6 +27,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from broker.daemon.jobs import Job, run_in_order
 from broker.planning.demand import DemandSet
 from broker.planning.optimizer.budgets import Charge, spent_by_key
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem, PlanOptions
@@ -96,26 +98,41 @@ def replay(
     steps = -(-hours // step_hours)
 
     def window(t: int, state: RollingState) -> PlanningProblem:
+        # The step's instant in the daemon's job order: the market refreshed,
+        # the demand sensed (a forecast from the history before it), the plan
+        # job's problem built on both (the loop solves it); what happens in
+        # the step (notices, upkeep, reconcile) is the reactor's, in ``happened``.
         at = start + timedelta(hours=t)
-        if t > 0 and at <= last_at:
-            held[0] = market.snapshot(at)
-        snap = held[0]
-        if progress is not None and (t // step_hours) % 20 == 0:
-            progress(f"replaying the planning loop: step {t // step_hours + 1} of {steps}")
-        fc = {
-            n: _finite_or(f.point.to_numpy(dtype=float), fallback_demand, n, t)
-            for n, f in demand.forecast(at, horizon_hours).items()
-        }
-        costs = first_costs if snap is first_snap else None
-        problem = window_problem(
-            snap, workloads, fc, state, hours=horizon_hours, step_hours=step_hours,
-            options=opts, costs=costs,
-        )  # fmt: skip
-        if reactor is not None:
-            # The daemon's plan job hands its manager the snapshot it planned
-            # on at every re-plan: the step's lost spot is decided on it.
-            reactor.on_market(snap, problem.costs)
-        return problem
+        fc: dict[str, FloatArray] = {}
+        made: list[PlanningProblem] = []
+
+        def refresh_market() -> None:
+            if t > 0 and at <= last_at:
+                held[0] = market.snapshot(at)
+
+        def sense_demand() -> None:
+            fc.update(
+                (n, _finite_or(f.point.to_numpy(dtype=float), fallback_demand, n, t))
+                for n, f in demand.forecast(at, horizon_hours).items()
+            )
+
+        def plan() -> None:
+            snap = held[0]
+            if progress is not None and (t // step_hours) % 20 == 0:
+                progress(f"replaying the planning loop: step {t // step_hours + 1} of {steps}")
+            costs = first_costs if snap is first_snap else None
+            problem = window_problem(
+                snap, workloads, fc, state, hours=horizon_hours, step_hours=step_hours,
+                options=opts, costs=costs,
+            )  # fmt: skip
+            if reactor is not None:
+                # The daemon's plan job hands its manager the snapshot it planned
+                # on at every re-plan: the step's lost spot is decided on it.
+                reactor.on_market(snap, problem.costs)
+            made.append(problem)
+
+        run_in_order({Job.MARKET: refresh_market, Job.DEMAND: sense_demand, Job.PLAN: plan})
+        return made[0]
 
     def happened(state: RollingState, plan: Plan, step: int) -> StepOutcome:
         t = state.hour

@@ -11,9 +11,7 @@ published). Rules are pure: ``decide(view, memory) -> (plan, memory)``.
 
 The bench's ``spotfolio`` entry is not here: it is the daemon's own decision
 code (its plan and ``broker.lifecycle.LifecycleManager``) behind this
-protocol, ``broker.bench.product.fleet``. ``SpotfolioFleet`` (all ``N`` in the
-zone expected to keep spot longest) was that entry before; the daemon never
-ran it, and it is kept, unregistered, as the reference its figures came from.
+protocol, ``broker.bench.product.fleet``.
 
 Must not: launch, bill or measure (``broker.simulate.fleet``), or see the
 future. Asking for spot in a zone without spot is allowed: the simulated cloud
@@ -22,11 +20,8 @@ refuses it, as a real one would.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-from policies.online.deadline import PoolHistory
 
 __all__ = [
     "EvenSpread",
@@ -36,7 +31,6 @@ __all__ = [
     "FleetView",
     "OnDemandFleet",
     "SpotHedge",
-    "SpotfolioFleet",
     "StaticMix",
     "ZoneView",
     "keep_noticed",
@@ -47,11 +41,10 @@ __all__ = [
 @dataclass(frozen=True)
 class FleetSpec:
     """The service's terms: ``replicas`` ready wanted, the zones in play (in
-    the order of every per-zone tuple), and each zone's history before the
-    window (``None`` where nothing was watched). ``past``: the same history
-    tick by tick (spot held or not, ``tick_hours`` apart, oldest first), for a
-    rule that reads it the way a market does (``prior`` summarises it);
-    ``provider``: the zones' cloud (``None``: not known)."""
+    the order of every per-zone tuple). ``past``: each zone's history before
+    the window, tick by tick (spot held or not, ``tick_hours`` apart, oldest
+    first; empty where nothing was watched), for a rule that reads it the way
+    a market does; ``provider``: the zones' cloud (``None``: not known)."""
 
     replicas: int
     zones: tuple[str, ...]
@@ -60,7 +53,6 @@ class FleetSpec:
     tick_hours: float
     on_demand_usd_per_hour: float
     spot_usd_per_hour: tuple[float, ...]
-    prior: tuple[PoolHistory | None, ...] = ()
     past: tuple[tuple[bool, ...], ...] = field(default=(), repr=False, compare=False)
     provider: str | None = None
 
@@ -291,159 +283,3 @@ class SpotHedge:
         free = [j for j in usable if plan[j] == 0 and zones[j].spot_held == 0]
         choices = free or usable
         return choices[0] if choices else None
-
-
-@dataclass(frozen=True)
-class ZoneMemory:
-    """One zone as seen so far: its completed spells with spot (hours), the
-    current spell's age and state, and losses per hour held."""
-
-    up: tuple[float, ...] = ()
-    run_hours: float = 0.0
-    available: bool | None = None
-    held_hours: float = 0.0
-    losses: float = 0.0
-
-
-@dataclass(frozen=True)
-class SpotfolioFleetMemory:
-    zones: tuple[ZoneMemory, ...]
-    seen_at: float = -1.0
-
-
-# Why these numbers (spotfolio's fleet rule):
-# - a zone is left for a better one only when the better one is expected to keep
-#   spot MIGRATE_RATIO times longer: a move costs N cold starts of overlap
-#   (N x 3 min of spot, ~0.2 % of a day), a revocation a minute short of N ready.
-MIGRATE_RATIO = 2.0
-# - a zone whose spot is expected to end within the hour is not joined (half the
-#   revocations hit spells younger than 30 minutes: a zone that just came back
-#   is likely to revoke again, economics.md section 7); on-demand bridges until
-#   one is expected to hold, then spot takes over make-before-break.
-MIN_EXPECTED_SPELL_HOURS = 1.0
-# - with no spell seen yet, a zone's expected spell is 1 / losses-per-hour-held
-#   (prior: the pool's watched history; uninformed: one loss per hour held, as
-#   policies.online.deadline assumes).
-UNINFORMED_LOSSES_PER_HELD_HOUR = 1.0
-MAX_SPELLS = 512  # memory bound only (a week of 5-minute ticks holds fewer)
-
-
-def _expected_spell(z: ZoneMemory) -> float:
-    """Expected remaining hours of the zone's current spot spell, given its
-    age: the mean excess over the age of the spells seen longer than it (past
-    the longest, as long again as it has lasted: heavy tails)."""
-    age = z.run_hours
-    longer = [x for x in z.up if x > age]
-    if longer:
-        return sum(longer) / len(longer) - age
-    if z.up:
-        return max(age, 1e-6)
-    rate = z.losses / z.held_hours if z.held_hours > 0 else UNINFORMED_LOSSES_PER_HELD_HOUR
-    return 1.0 / rate if rate > 0 else math.inf
-
-
-class SpotfolioFleet:
-    """Spotfolio's fleet rule: all ``N`` on spot in the zone expected to keep
-    spot longest, moved make-before-break, replaced on the notice, and
-    on-demand only for what spot cannot hold.
-
-    Over-provisioning does not buy availability by the published measure
-    (``>= N`` ready): a revocation takes every spot replica of a zone at once,
-    so spares help only if they number as many as any one zone holds, i.e.
-    ``1.5-2 N`` spot, as much as the whole saving. Time short of ``N`` comes
-    from revocations, each ``cold start - notice`` long (one minute on AWS),
-    so the rule minimises revocations instead:
-
-    - *where*: each zone's expected remaining spot spell, from the spells seen
-      in it (a week watched before, and since) given the current spell's age;
-      spells are heavy-tailed, so a zone that has held spot for a day is a far
-      better bet than one that just came back (revocations cluster, economics.md
-      section 7). New replicas go to the best zone where spot can be had now;
-    - *moving*: when a zone expected to keep spot ``MIGRATE_RATIO`` times
-      longer appears, ``N`` replicas start there and the old ones stop only
-      once the new are ready (never short, ~3 minutes of overlap);
-    - *notices*: replicas under notice serve until taken; replacements start
-      at once in the best other zone (ready a minute after the loss);
-    - *on-demand*: only when no zone is fit for spot (none has spot, or none
-      is expected to keep it ``MIN_EXPECTED_SPELL_HOURS``), for the replicas
-      spot cannot hold, kept until spot replicas are ready again (never
-      launched for a spot replica merely warming: it would not be ready sooner).
-    """
-
-    name = "spotfolio"
-
-    def start(self, spec: FleetSpec) -> SpotfolioFleetMemory:
-        zones = []
-        for h in spec.prior or (None,) * len(spec.zones):
-            if h is None or h.hours <= 0:
-                zones.append(ZoneMemory())
-                continue
-            zones.append(
-                ZoneMemory(
-                    up=h.up_spells_hours[-MAX_SPELLS:],
-                    held_hours=h.hours * h.held_share,
-                    losses=float(len(h.up_spells_hours)),
-                )
-            )
-        return SpotfolioFleetMemory(tuple(zones))
-
-    def observe(
-        self, spec: FleetSpec, view: FleetView, m: SpotfolioFleetMemory
-    ) -> SpotfolioFleetMemory:
-        """Fold a tick's availability in (once per tick; notices add nothing)."""
-        if view.at_notice or view.elapsed_hours <= m.seen_at:
-            return m
-        tick = spec.tick_hours
-        out = []
-        for z, v in zip(m.zones, view.zones, strict=True):
-            if z.available is None or z.available == v.available:
-                out.append(
-                    replace(
-                        z,
-                        run_hours=z.run_hours + tick,
-                        available=v.available,
-                        held_hours=z.held_hours + (tick if v.available else 0.0),
-                    )
-                )
-                continue
-            # a spell ended: a spot spell seen from its start joins the sample
-            complete = z.available and z.run_hours < view.elapsed_hours - 1e-9
-            out.append(
-                ZoneMemory(
-                    up=(*z.up, z.run_hours)[-MAX_SPELLS:] if complete else z.up,
-                    run_hours=tick,
-                    available=v.available,
-                    held_hours=z.held_hours + (tick if v.available else 0.0),
-                    losses=z.losses + (1.0 if z.available else 0.0),
-                )
-            )
-        return SpotfolioFleetMemory(tuple(out), view.elapsed_hours)
-
-    def decide(
-        self, spec: FleetSpec, view: FleetView, memory: SpotfolioFleetMemory
-    ) -> tuple[FleetPlan, SpotfolioFleetMemory]:
-        memory = self.observe(spec, view, memory)
-        n, zones = spec.replicas, view.zones
-        spell = [_expected_spell(m) for m in memory.zones]
-        open_ = [z.available and not z.noticed for z in zones]
-        # where spot may go: zones holding ours, or expected to keep spot a while
-        cand = [
-            ok and (z.spot_held > 0 or e >= MIN_EXPECTED_SPELL_HOURS)
-            for ok, z, e in zip(open_, zones, spell, strict=True)
-        ]
-        want = [0] * len(zones)
-        picks = [j for j, ok in enumerate(cand) if ok]
-        if picks:
-            primary = max(picks, key=lambda j: (spell[j], -spec.spot_usd_per_hour[j]))
-            holding = [j for j in picks if zones[j].spot_held > 0]
-            if holding:
-                here = max(holding, key=lambda j: zones[j].spot_held)
-                if spell[here] * MIGRATE_RATIO >= spell[primary]:
-                    primary = here
-            want[primary] = n
-            if zones[primary].spot_ready < n:  # make before break
-                for j in holding:
-                    want[j] = max(want[j], zones[j].spot_held)
-        ready = sum(z.spot_ready for z, ok in zip(zones, open_, strict=True) if ok)
-        od = max(min(view.on_demand_held, n - ready), n - sum(want), 0)
-        return FleetPlan(keep_noticed(view, want), od), memory

@@ -401,15 +401,6 @@ class SavingsPlans:
                 total += c.usd_per_hour * share * per_usd.get(s.key, 0.0)
         return total
 
-    def owned_per_period(self) -> dict[str, list[float]]:
-        """Owned plans' dollars per hour active in each period, by group."""
-        n = len(self.problem.period_bounds)
-        return {
-            k: [self._active(s, t) for t in range(n)]
-            for k, s in self.scopes.items()
-            if s.owned is not None
-        }
-
     # --- after the solve ----------------------------------------------------
 
     def commitments(self, value: Callable[[LpVariable], float]) -> list[Commitment]:

@@ -37,15 +37,29 @@ def test_the_daemon_table_names_every_scheduled_job_once_in_order_at_its_interva
     assert by[Job.LEASE].every_s == cfg.intervals.lease_renew_s
 
 
+# Every harness that drives the daemon's decision code: the scheduler, the
+# accelerated simulation, the what-if's replayed planning loop and its replay
+# of lost spot, and the bench's product drivers.
+DRIVERS = (
+    "broker/daemon/schedule.py",
+    "broker/daemon/accelerated.py",
+    "broker/whatif/replay.py",
+    "broker/whatif/reaction.py",
+    "broker/bench/product/deadline.py",
+    "broker/bench/product/fleet.py",
+)
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    return {
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+
+
 def test_every_driver_of_the_daemon_code_runs_its_steps_through_the_one_order() -> None:
-    drivers = [
-        "broker/daemon/schedule.py",
-        "broker/daemon/accelerated.py",
-        "broker/whatif/reaction.py",
-        "broker/bench/product/deadline.py",
-        "broker/bench/product/fleet.py",
-    ]
-    for rel in drivers:
+    for rel in DRIVERS:
         tree = ast.parse(Path(REPO, rel).read_text())
         names = {
             a.name
@@ -54,3 +68,17 @@ def test_every_driver_of_the_daemon_code_runs_its_steps_through_the_one_order() 
             for a in n.names
         }
         assert names & {"run_in_order", "daemon_jobs"}, rel
+        # imported and called: the steps go through ``ORDER``
+        assert _calls(tree) & names & {"run_in_order", "daemon_jobs"}, rel
+
+
+def test_no_module_drives_the_jobs_outside_the_listed_harnesses() -> None:
+    # A new driver of the daemon's jobs is one of the harnesses above (and
+    # held to the one order), not a fourth hand-written loop.
+    users = {
+        p.relative_to(REPO).as_posix()
+        for pkg in ("markets", "policies", "broker")
+        for p in Path(REPO, pkg).rglob("*.py")
+        if "broker.daemon.jobs" in p.read_text()
+    }
+    assert users - {"broker/daemon/jobs.py"} == set(DRIVERS)

@@ -83,9 +83,9 @@ def test_the_watch_counts_spells_whose_start_it_saw() -> None:
     mem = RULE.start(None)
     for avail in (True, True, False, False, False, True, False):
         mem = RULE.observe(mem, avail, 0.5)
-    assert mem.up == (0.5,)  # the first spell began before the watch
-    assert mem.down == (1.5,)
-    assert mem.losses == 2 and mem.held_hours == 1.5 and mem.seen_hours == 3.5
+    assert mem.spells.up == (0.5,)  # the first spell began before the watch
+    assert mem.spells.down == (1.5,)
+    assert mem.losses == 2 and mem.held_hours == 1.5 and mem.spells.seen_hours == 3.5
 
 
 # --- in the manager: a rigid gang with a deadline and reported progress ---------------
