@@ -27,15 +27,18 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from broker.daemon.config import DaemonConfig
+from markets.blocks import BlockFile
 from policies.workloads.spec import WorkloadSet
 
 __all__ = ["SCHEMAS", "SCHEMA_DIR", "main", "render", "schema", "schema_path"]
 
 SCHEMAS: dict[str, type[BaseModel]] = {
+    "blocks": BlockFile,  # spotfolio whatif --blocks FILE
     "daemon-config": DaemonConfig,  # spotfolio daemon --config FILE
     "workloads": WorkloadSet,  # --policies FILE, the config's workloads
 }
 TITLES = {
+    "blocks": "Spotfolio reserved-ahead blocks file (spotfolio whatif --blocks)",
     "daemon-config": "Spotfolio daemon configuration (spotfolio daemon --config)",
     "workloads": "Spotfolio workloads file (--policies, workloads:)",
 }

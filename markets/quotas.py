@@ -140,8 +140,9 @@ def _checked(row: _QuotaRow, source: str, i: int) -> Quota:
     where = f"quotas[{i}]"
     if row.provider is Provider.AWS:
         if row.group not in AWS_GROUPS:
-            raise InputError(source, f"{where}.group", f"one of {', '.join(AWS_GROUPS)}",
-                             got=row.group)  # fmt: skip
+            raise InputError(
+                source, f"{where}.group", f"one of {', '.join(AWS_GROUPS)}", got=row.group
+            )
         if row.region is None:
             raise InputError(source, f"{where}.region", "the region (EC2's limits are regional)")
         if row.tier is None:
@@ -149,12 +150,16 @@ def _checked(row: _QuotaRow, source: str, i: int) -> Quota:
     else:
         known = {GCP_GLOBAL_GPUS, *_GCP_GPU_METRICS.values()}
         if row.group not in known:
-            raise InputError(source, f"{where}.group", f"one of {', '.join(sorted(known))}",
-                             got=row.group)  # fmt: skip
+            raise InputError(
+                source, f"{where}.group", f"one of {', '.join(sorted(known))}", got=row.group
+            )
         if (row.group == GCP_GLOBAL_GPUS) != (row.region is None):
-            raise InputError(source, f"{where}.region",
-                             f"no region for {GCP_GLOBAL_GPUS}, a region for the others",
-                             got=row.region)  # fmt: skip
+            raise InputError(
+                source,
+                f"{where}.region",
+                f"no region for {GCP_GLOBAL_GPUS}, a region for the others",
+                got=row.region,
+            )
     default_unit = QuotaUnit.VCPUS if row.provider is Provider.AWS else QuotaUnit.GPUS
     unit = row.unit or default_unit
     if unit is not default_unit:
@@ -166,8 +171,15 @@ def _checked(row: _QuotaRow, source: str, i: int) -> Quota:
     elif not code:
         code = f"PREEMPTIBLE_{row.group}" if row.tier is Tier.SPOT else row.group
     try:
-        return Quota(provider=row.provider, region=row.region, group=row.group, tier=row.tier,
-                     limit=row.limit, unit=unit, code=code)  # fmt: skip
+        return Quota(
+            provider=row.provider,
+            region=row.region,
+            group=row.group,
+            tier=row.tier,
+            limit=row.limit,
+            unit=unit,
+            code=code,
+        )
     except ValidationError as e:
         raise input_error_from(source, e, prefix=where) from e
 

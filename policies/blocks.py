@@ -47,8 +47,7 @@ class BlockJob:
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {self.nodes}")
-        for name in ("work_hours", "deadline_hours", "spot_usd_per_hour",
-                     "on_demand_usd_per_hour"):  # fmt: skip
+        for name in ("work_hours", "deadline_hours", "spot_usd_per_hour", "on_demand_usd_per_hour"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -109,15 +108,20 @@ class BlockChoice:
 
     def advice(self) -> str:
         """One line: what to reserve and when, or why not."""
-        mix = "no mix meets the deadline" if self.mix is None else (
-            f"${self.mix.cost_usd:,.2f} on spot + on-demand")  # fmt: skip
+        mix = (
+            "no mix meets the deadline"
+            if self.mix is None
+            else (f"${self.mix.cost_usd:,.2f} on spot + on-demand")
+        )
         b = self.block
         if b is None:
             return f"no block: {mix} is cheaper than any block that fits"
         verb = "use held" if b.held else "reserve"
-        return (f"{verb} {b.kind.value} {b.block_id}: {b.count} x {b.instance_type} in {b.zone} "
-                f"from {b.start.astimezone(UTC):%Y-%m-%d %H:%M} UTC for {b.hours:g} h, "
-                f"${self.block_cost_usd:,.2f} vs {mix}")  # fmt: skip
+        return (
+            f"{verb} {b.kind.value} {b.block_id}: {b.count} x {b.instance_type} in {b.zone} "
+            f"from {b.start.astimezone(UTC):%Y-%m-%d %H:%M} UTC for {b.hours:g} h, "
+            f"${self.block_cost_usd:,.2f} vs {mix}"
+        )
 
 
 def choose_block(job: BlockJob, blocks: tuple[CapacityBlock, ...], now: datetime) -> BlockChoice:
@@ -125,8 +129,10 @@ def choose_block(job: BlockJob, blocks: tuple[CapacityBlock, ...], now: datetime
     Ties go to the mix (a block is paid whether used or not); among blocks,
     the earlier start, then the id, breaks a tie."""
     mix = spot_then_on_demand(job)
-    fitting = sorted((b for b in blocks if block_fits(job, b, now)),
-                     key=lambda b: (b.cost_usd, b.start, b.block_id))  # fmt: skip
+    fitting = sorted(
+        (b for b in blocks if block_fits(job, b, now)),
+        key=lambda b: (b.cost_usd, b.start, b.block_id),
+    )
     if fitting and (mix is None or fitting[0].cost_usd < mix.cost_usd):
         return BlockChoice(block=fitting[0], block_cost_usd=fitting[0].cost_usd, mix=mix)
     return BlockChoice(block=None, block_cost_usd=None, mix=mix)

@@ -50,9 +50,16 @@ class Rendered:
 
 def _flags(workdir: Path) -> list[str]:
     assert CHROMIUM is not None
-    return [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            f"--user-data-dir={workdir / 'profile'}", "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--virtual-time-budget=5000"]  # fmt: skip
+    return [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--user-data-dir={workdir / 'profile'}",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--virtual-time-budget=5000",
+    ]
 
 
 def render_page(page: Path, workdir: Path) -> Rendered:
@@ -60,11 +67,21 @@ def render_page(page: Path, workdir: Path) -> Rendered:
     probed = workdir / f"probed-{page.name}"
     probed.write_text(re.sub(r"<head>", "<head>" + _PROBE, text, count=1), encoding="utf-8")
     url = probed.resolve().as_uri()
-    dom = subprocess.run([*_flags(workdir), "--dump-dom", url], capture_output=True, text=True,
-                         timeout=120, check=True).stdout  # fmt: skip
+    dom = subprocess.run(
+        [*_flags(workdir), "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     shot = workdir / f"{page.stem}.png"
-    subprocess.run([*_flags(workdir), f"--screenshot={shot}", "--window-size=1100,2400", url],
-                   capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    subprocess.run(
+        [*_flags(workdir), f"--screenshot={shot}", "--window-size=1100,2400", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     found = re.search(r'data-probe="([^"]*)"', dom)
     assert found is not None, "the probe did not run: the page never finished loading"
     probe = json.loads(html_lib.unescape(found.group(1)))

@@ -80,14 +80,30 @@ class TempPostgres:
     def _ctl(self, *args: str) -> None:
         opts = f"-p {self.port} -k {self._root} -c listen_addresses=127.0.0.1 -c fsync=off"
         cmd = [*self._prefix, str(_bin("pg_ctl")), "-D", self._data, "-o", opts]
-        subprocess.run([*cmd, "-l", f"{self._root}/log", "-w", *args], check=True,
-                       capture_output=True, timeout=120)  # fmt: skip
+        subprocess.run(
+            [*cmd, "-l", f"{self._root}/log", "-w", *args],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
     def restart_argv(self) -> list[str]:
         """The command that restarts the server (for a child process to run)."""
         opts = f"-p {self.port} -k {self._root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        return [*self._prefix, str(_bin("pg_ctl")), "-D", self._data, "-o", opts,
-                "-l", f"{self._root}/log", "-w", "-m", "fast", "restart"]  # fmt: skip
+        return [
+            *self._prefix,
+            str(_bin("pg_ctl")),
+            "-D",
+            self._data,
+            "-o",
+            opts,
+            "-l",
+            f"{self._root}/log",
+            "-w",
+            "-m",
+            "fast",
+            "restart",
+        ]
 
     def restart(self) -> None:
         subprocess.run(self.restart_argv(), check=True, capture_output=True, timeout=120)
@@ -100,8 +116,9 @@ class TempPostgres:
             pw = pwd.getpwnam("postgres")
             os.chown(self._root, pw.pw_uid, pw.pw_gid)
         initdb = [str(_bin("initdb")), "-D", self._data, "-U", "postgres", "--auth=trust"]
-        subprocess.run([*self._prefix, *initdb, "-E", "UTF8"], check=True,
-                       capture_output=True, timeout=120)  # fmt: skip
+        subprocess.run(
+            [*self._prefix, *initdb, "-E", "UTF8"], check=True, capture_output=True, timeout=120
+        )
         self._ctl("start")
         return self
 

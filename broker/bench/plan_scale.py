@@ -49,8 +49,9 @@ def run(workloads: int = 300, days: int = 1, seed: int = 0) -> dict[str, object]
         ]
         c0, t0 = _children_cpu_s(), time.perf_counter()
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
-                                  env=dict(os.environ))  # fmt: skip
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=1800, env=dict(os.environ)
+            )
             code: int | None = done.returncode
             out, err = done.stdout, done.stderr
         except subprocess.TimeoutExpired:

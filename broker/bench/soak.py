@@ -88,6 +88,12 @@ class SoakSpec:
     seed: int = 0
     serving_units: int = 48  # base; the peak is twice it
     batch_units: int = 32
+    # The daemon's cadence (seconds of simulated time): the production
+    # defaults but for reconcile; a longer one makes a simulated day cheaper
+    # (a day's wall clock is mostly its plans and reconciles, not its notices).
+    refresh_market_s: float = 3600.0
+    replan_s: float = 3600.0
+    reconcile_s: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,7 @@ class _Stormy:
         self._seed = seed
         self.name = market.name
         self._times: dict[str, np.ndarray] = {}  # pool -> sorted datetime64[ns] (UTC)
+        self._index: dict[str, Any] = {}  # pool -> the same, as a UTC DatetimeIndex
 
     def span(self) -> Any:
         return self._m.span()
@@ -173,7 +180,10 @@ class _Stormy:
         i, j = np.searchsorted(times, [lo, hi], side="left")
         if i == j:
             return _NONE
-        return pd.DatetimeIndex(times[i:j]).tz_localize(UTC)
+        index = self._index.get(pool_key)
+        if index is None:  # made once: a slice of it costs no time-zone conversion
+            index = self._index[pool_key] = pd.DatetimeIndex(times).tz_localize(UTC)
+        return index[i:j]
 
 
 def _no_events() -> Any:
@@ -209,19 +219,31 @@ def _workloads(spec: SoakSpec) -> Any:
     return parse_workloads(
         {
             "workloads": [
-                {"name": "api", "class": "serving",
-                 "instance_types": ["g5.xlarge", "g6.xlarge", "g4dn.xlarge"],
-                 "throughput": {"g5.xlarge": 1.0, "g6.xlarge": 0.8, "g4dn.xlarge": 0.5},
-                 "max_spot_share": 0.6,
-                 "demand": {"base_units": s, "peak_units": 2 * s, "peak_start_hour": 9,
-                            "peak_end_hour": 21}},
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["g5.xlarge", "g6.xlarge", "g4dn.xlarge"],
+                    "throughput": {"g5.xlarge": 1.0, "g6.xlarge": 0.8, "g4dn.xlarge": 0.5},
+                    "max_spot_share": 0.6,
+                    "demand": {
+                        "base_units": s,
+                        "peak_units": 2 * s,
+                        "peak_start_hour": 9,
+                        "peak_end_hour": 21,
+                    },
+                },
                 # Work enough for the whole run at half its units: it never finishes.
-                {"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge", "p3.8xlarge"],
-                 "unit_hours": b * 24 * spec.days, "deadline_hours": 24 * (spec.days + 5),
-                 "max_units": b},
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge", "p3.8xlarge"],
+                    "unit_hours": b * 24 * spec.days,
+                    "deadline_hours": 24 * (spec.days + 5),
+                    "max_units": b,
+                },
             ],
         }
-    )  # fmt: skip
+    )
 
 
 def _config(spec: SoakSpec, store_url: str) -> Any:
@@ -229,11 +251,18 @@ def _config(spec: SoakSpec, store_url: str) -> Any:
 
     return DaemonConfig.model_validate(
         {
-            "owner": "soak", "store_url": store_url, "planner": "fast", "metrics_port": 0,
-            "intervals": {"refresh_market_s": 3600, "replan_s": 3600, "reconcile_s": 1800},
+            "owner": "soak",
+            "store_url": store_url,
+            "planner": "fast",
+            "metrics_port": 0,
+            "intervals": {
+                "refresh_market_s": spec.refresh_market_s,
+                "replan_s": spec.replan_s,
+                "reconcile_s": spec.reconcile_s,
+            },
             "sim": {"seed": spec.seed, "rebalance_coverage": 0.5, "rebalance_precision": 0.5},
         }
-    )  # fmt: skip
+    )
 
 
 # -- the child: one stretch of the daemon's life ----------------------------------
@@ -299,9 +328,15 @@ class _Watched:
 
     def _sample(self, day: int) -> None:
         c = self.inner.counters
-        rec = {"day": day, "pid": self._pid, "rss_mib": round(_rss_mib(), 2),
-               "notices_sent": c.notices_sent, "revocations": c.revocations,
-               "wall_s": time.time(), **_store_size(self._engine)}  # fmt: skip
+        rec = {
+            "day": day,
+            "pid": self._pid,
+            "rss_mib": round(_rss_mib(), 2),
+            "notices_sent": c.notices_sent,
+            "revocations": c.revocations,
+            "wall_s": time.time(),
+            **_store_size(self._engine),
+        }
         with open(self._work / "days.jsonl", "a") as f:
             f.write(json.dumps(rec) + "\n")
 
@@ -373,9 +408,14 @@ def _segment(seg: _Segment) -> None:
     end = seg.start + timedelta(days=spec.days)
     hours = int((end - seg.resume).total_seconds() // 3600)
     report = simulate_daemon(
-        _config(spec, seg.store_url), _market(spec), hours=hours, start=seg.resume,
-        workloads=_workloads(spec), store_url=seg.store_url, wrap_provider=wrap,
-    )  # fmt: skip
+        _config(spec, seg.store_url),
+        _market(spec),
+        hours=hours,
+        start=seg.resume,
+        workloads=_workloads(spec),
+        store_url=seg.store_url,
+        wrap_provider=wrap,
+    )
     held["w"]._tick()
     held["w"].save()
     _write(work / "report.json", json.dumps(report.to_dict()))
@@ -423,19 +463,26 @@ def run(spec: SoakSpec, pg: Any, *, timeout_s: float = 3600.0) -> dict[str, Any]
         while True:
             k = kills[len(segments)] if len(segments) < len(kills) else None
             seg = _Segment(
-                spec=spec, start=start, resume=resume,
-                kill_at=start + timedelta(hours=k[0]) if k else None, kill_mode=k[1] if k else "",
-                restart_at=restart_at, restart_argv=tuple(pg.restart_argv()),
-                store_url=pg.url, workdir=work,
-            )  # fmt: skip
+                spec=spec,
+                start=start,
+                resume=resume,
+                kill_at=start + timedelta(hours=k[0]) if k else None,
+                kill_mode=k[1] if k else "",
+                restart_at=restart_at,
+                restart_argv=tuple(pg.restart_argv()),
+                store_url=pg.url,
+                workdir=work,
+            )
             t = time.perf_counter()
             seg_file = Path(work) / "segment.pickle"
             seg_file.write_bytes(pickle.dumps(seg))
             try:
                 done = subprocess.run(
                     [sys.executable, "-m", "broker.bench.soak", str(seg_file)],
-                    capture_output=True, text=True, timeout=timeout_s,
-                )  # fmt: skip
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout_s,
+                )
             except subprocess.TimeoutExpired as e:
                 raise RuntimeError(f"soak: a stretch from {resume} ran past {timeout_s:g} s") from e
             killed = done.returncode == -signal.SIGKILL
@@ -445,9 +492,15 @@ def run(spec: SoakSpec, pg: Any, *, timeout_s: float = 3600.0) -> dict[str, Any]
                     f"soak: the stretch from {resume} exited {done.returncode}: {tail}"
                 )
             at = datetime.fromisoformat(json.loads((Path(work) / "resume.json").read_text())["at"])
-            segments.append({"from": resume.isoformat(), "to": at.isoformat(), "killed": killed,
-                             "kill_mode": k[1] if k else None,
-                             "seconds": round(time.perf_counter() - t, 2)})  # fmt: skip
+            segments.append(
+                {
+                    "from": resume.isoformat(),
+                    "to": at.isoformat(),
+                    "killed": killed,
+                    "kill_mode": k[1] if k else None,
+                    "seconds": round(time.perf_counter() - t, 2),
+                }
+            )
             if not killed:
                 break
             # The restart waits out the dead holder's lease, up to the next hour.

@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def say(prefix: str, message: str, event: str, exit_code: int) -> None:
         # one line, whatever a parser or a file put in the message
-        line = _logcontext.error_line(prefix, " ".join(message.split()), event=event,
-                                      exit_code=exit_code)  # fmt: skip
+        line = _logcontext.error_line(
+            prefix, " ".join(message.split()), event=event, exit_code=exit_code
+        )
         click.echo(redact(line), err=True)
 
     try:

@@ -47,9 +47,13 @@ class OwnedSource:
     planned: bool
 
     def to_dict(self) -> dict[str, object]:
-        return {"id": self.id, "scope_from": self.scope_from, "expiry_from": self.expiry_from,
-                "planned": self.planned,
-                "bill": None if self.bill is None else self.bill.to_dict()}  # fmt: skip
+        return {
+            "id": self.id,
+            "scope_from": self.scope_from,
+            "expiry_from": self.expiry_from,
+            "planned": self.planned,
+            "bill": None if self.bill is None else self.bill.to_dict(),
+        }
 
 
 def merge_owned(
@@ -72,8 +76,9 @@ def merge_owned(
             filled = b
         elif acc is not None:
             expiry = "account"
-            filled = replace(b, start=b.start or acc.start, end=acc.end,
-                             payment=b.payment or acc.payment.value)  # fmt: skip
+            filled = replace(
+                b, start=b.start or acc.start, end=acc.end, payment=b.payment or acc.payment.value
+            )
         else:
             expiry, filled = "unknown", b
         owned = to_owned(filled, unknown_end)
@@ -92,8 +97,9 @@ def merge_owned(
         key = commitment_key(c.id)
         out[key] = c
         prior = sources.get(key)
-        sources[key] = OwnedSource(c.id, "--owned", "--owned",
-                                   None if prior is None else prior.bill, True)  # fmt: skip
+        sources[key] = OwnedSource(
+            c.id, "--owned", "--owned", None if prior is None else prior.bill, True
+        )
     return tuple(out.values()), tuple(sources.values())
 
 

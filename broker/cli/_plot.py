@@ -36,12 +36,12 @@ def check_plot_path(path: Path) -> str:
     formats = _formats()
     if fmt not in formats:
         known = ", ".join(sorted(formats))
-        raise InputError("--plot", None, f"an image file name ending in .png (or {known})",
-                         got=str(path))  # fmt: skip
+        raise InputError(
+            "--plot", None, f"an image file name ending in .png (or {known})", got=str(path)
+        )
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError("--plot", None, "a file in an existing, writable directory",
-                         got=str(path))  # fmt: skip
+        raise InputError("--plot", None, "a file in an existing, writable directory", got=str(path))
     return fmt
 
 
@@ -76,8 +76,15 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
         label = short_usd(total) if math.isfinite(total) else "cost unknown"
         label += f" net of {short_usd(carried)}" if carried > 0 else ""
         label += f"\nsaves {saving:.0%}" if saving > 0 else ""
-        ax.annotate(_plain(label), (x, bottom[x]), xytext=(0, 3), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=8)  # fmt: skip
+        ax.annotate(
+            _plain(label),
+            (x, bottom[x]),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylim(0, top * 1.22 if top > 0 else 1)
     ax.yaxis.set_major_formatter(money)
     ax.set_ylabel(f"billed over {doc.get('hours')} h")
@@ -90,8 +97,14 @@ def plot_whatif(doc: Mapping[str, object], path: Path) -> None:
         ys = [_finite(_num(p.get("total_cost_usd"))) for p in sweep]
         ax2.plot(xs, ys, marker="o")
         for sx, sy in zip(xs, ys, strict=True):
-            ax2.annotate(_plain(short_usd(sy)), (sx, sy), xytext=(0, 6), textcoords="offset points",
-                         ha="center", fontsize=8)  # fmt: skip
+            ax2.annotate(
+                _plain(short_usd(sy)),
+                (sx, sy),
+                xytext=(0, 6),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
         ax2.set_ylim(0, max(ys, default=0.0) * 1.15 or 1)
         ax2.yaxis.set_major_formatter(money)
         ax2.set_xticks(xs)

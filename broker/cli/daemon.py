@@ -264,11 +264,20 @@ def _choose_log_format(_ctx: click.Context, _param: click.Parameter, value: str)
     help="With --provider sim: simulate this many hours in accelerated time.",
 )
 @click.option("--market", default=None, help="Market: default, aws, gcp or a recorded-data path.")
-@click.option("--market-option", "market_option", multiple=True, metavar="KEY=VALUE",
-              help="Options for the market adapter (repeatable; added to the config's "
-              "market_options), e.g. regions=us-west-2.")  # fmt: skip
-@click.option("--start", default=None, metavar="ISO",
-              help="With --provider sim: simulated time starts here (sim.start).")  # fmt: skip
+@click.option(
+    "--market-option",
+    "market_option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Options for the market adapter (repeatable; added to the config's "
+    "market_options), e.g. regions=us-west-2.",
+)
+@click.option(
+    "--start",
+    default=None,
+    metavar="ISO",
+    help="With --provider sim: simulated time starts here (sim.start).",
+)
 @click.option(
     "--seed",
     type=ranged(ge=0, le=MAX_COUNT, integer=True),
@@ -285,8 +294,12 @@ def _choose_log_format(_ctx: click.Context, _param: click.Parameter, value: str)
     callback=_choose_log_format,
     help="Log lines, and a fatal start-up error, as key=value text or JSON.",
 )
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
-              default="info", show_default=True)  # fmt: skip
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
 def daemon_command(
     config_path: str | None,
     provider: str | None,
@@ -343,9 +356,15 @@ _OVERLAY = (("sim.start", "--start"), ("sim.seed", "--seed"), ("market_options",
 
 
 def _simulate(
-    config_path: str | None, provider: str | None, hours: int, market: str | None,
-    pairs: tuple[str, ...], start: str | None, seed: int | None, as_json: bool,
-) -> None:  # fmt: skip
+    config_path: str | None,
+    provider: str | None,
+    hours: int,
+    market: str | None,
+    pairs: tuple[str, ...],
+    start: str | None,
+    seed: int | None,
+    as_json: bool,
+) -> None:
     from broker.daemon.accelerated import simulate_daemon
     from broker.daemon.wiring import open_config_market
 
@@ -364,9 +383,11 @@ def _simulate(
         market_source = open_config_market(config)
         if not isinstance(market_source, HistorySource):  # the live markets have no history
             raise InputError(
-                "--market", None, "a market with an hourly history (default or recorded data)",
+                "--market",
+                None,
+                "a market with an hourly history (default or recorded data)",
                 got=config.market,
-            )  # fmt: skip
+            )
         report = simulate_daemon(config, market_source, hours=hours, start=config.sim.start)
     out = report.to_dict()
     if as_json:
@@ -377,8 +398,15 @@ def _simulate(
     t = Table(title=f"simulated account, {hours} h from {out['start']}")
     t.add_column("measure")
     t.add_column("value", justify="right")
-    for k in ("revocations", "unhandled_notices", "duplicate_launches", "orphaned_instances",
-              "budget_exceeded", "cost_usd", "break_glass_usd"):  # fmt: skip
+    for k in (
+        "revocations",
+        "unhandled_notices",
+        "duplicate_launches",
+        "orphaned_instances",
+        "budget_exceeded",
+        "cost_usd",
+        "break_glass_usd",
+    ):
         t.add_row(k, str(out[k]))
     t.add_row("decisions", ", ".join(f"{k} {v}" for k, v in out["decisions"].items()))
     lat = out["decision_latency_ms"]

@@ -70,8 +70,9 @@ def _existing(config_path: str | None, store_url: str | None) -> Store:
         if parsed is not None and parsed.get_backend_name() == "sqlite":
             path = parsed.database
         if path is not None and not Path(path).is_file():
-            raise InputError(source, field, "an existing SQLite store file (db upgrade makes one)",
-                             got=path)  # fmt: skip
+            raise InputError(
+                source, field, "an existing SQLite store file (db upgrade makes one)", got=path
+            )
     return Store(url, create=False)
 
 
@@ -169,8 +170,10 @@ def check_command(config_path: str | None, store_url: str | None) -> None:
     if found is not None and found not in known:
         raise SchemaTooNewError(found, head)
     behind = len(known) - (known.index(found) + 1 if found is not None else 0)
-    click.echo(f"store {_shown(store.url)}: {found or 'unversioned'}, {behind} revision(s) "
-               f"behind head {head} (run spotfolio db upgrade)")  # fmt: skip
+    click.echo(
+        f"store {_shown(store.url)}: {found or 'unversioned'}, {behind} revision(s) "
+        f"behind head {head} (run spotfolio db upgrade)"
+    )
     raise click.exceptions.Exit(1)
 
 
@@ -212,9 +215,13 @@ def downgrade_command(
     if not yes:
         found = _read_revision(store)
         undone = known[known.index(revision) + 1 : known.index(found) + 1] if found in known else []
-        raise InputError("--yes", None, f"--yes to confirm that downgrading to {revision} drops "
-                         f"what revisions {', '.join(undone) or '(none)'} added, rows included",
-                         got=found or "unversioned")  # fmt: skip
+        raise InputError(
+            "--yes",
+            None,
+            f"--yes to confirm that downgrading to {revision} drops "
+            f"what revisions {', '.join(undone) or '(none)'} added, rows included",
+            got=found or "unversioned",
+        )
     try:
         change = downgrade(store.engine, revision)
     except OperationalError as e:

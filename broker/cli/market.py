@@ -261,7 +261,7 @@ def fetch(
     endpoint_url: str | None,
     profile: str | None,
     as_json: bool,
-) -> None:  # fmt: skip
+) -> None:
     # lazy: botocore and pandas, for this command only (``spotfolio --help``,
     # ``whatif`` and ``market show`` must not import an SDK)
     import pandas as pd
@@ -544,7 +544,7 @@ def show(
     match: str | None,
     gpu_only: bool,
     as_json: bool,
-) -> None:  # fmt: skip
+) -> None:
     at = _parse_at(at_text)
     market = _open(source, gpu_only)
     details: list[PoolDetail | None]
@@ -612,36 +612,62 @@ def _render(out: _ShowJson) -> None:
             ds.add_column(col, justify="left" if col in ("dataset", "start", "end") else "right")
         for d in out["datasets"]:
             ds.add_row(
-                d["name"], str(len(d["files"])), f"{d['rows']:,}", str(d["rows_bad"]),
-                (d["start"] or "-")[:16], (d["end"] or "-")[:16],
-                str(len(d["zones"])), str(len(d["instance_types"])),
-            )  # fmt: skip
+                d["name"],
+                str(len(d["files"])),
+                f"{d['rows']:,}",
+                str(d["rows_bad"]),
+                (d["start"] or "-")[:16],
+                (d["end"] or "-")[:16],
+                str(len(d["zones"])),
+                str(len(d["instance_types"])),
+            )
         con.print(ds)
     table = Table(
         title=f"pools ({out['pools_shown']} of {out['pools_total']})", title_justify="left"
     )
-    for col in ("pool", "units", "od $/h", "1y $/h", "3y $/h", "spot $/h", "disc", "score",
-                "vol/wk", "plan $/h", "spread", "hazard/h", "90% interval", "hazard src",
-                "avail", "clust", "observed"):  # fmt: skip
+    for col in (
+        "pool",
+        "units",
+        "od $/h",
+        "1y $/h",
+        "3y $/h",
+        "spot $/h",
+        "disc",
+        "score",
+        "vol/wk",
+        "plan $/h",
+        "spread",
+        "hazard/h",
+        "90% interval",
+        "hazard src",
+        "avail",
+        "clust",
+        "observed",
+    ):
         left = col in ("pool", "hazard src", "observed")
         table.add_column(col, justify="left" if left else "right", no_wrap=col == "pool")
     for r in out["pools"]:
         hz = r["hazard"]
         clust = r["clustering"]["probability"] if r["clustering"] else None
         table.add_row(
-            r["pool_key"], str(r["units"]), _fmt(r["on_demand_usd_per_hour"], ".4g"),
+            r["pool_key"],
+            str(r["units"]),
+            _fmt(r["on_demand_usd_per_hour"], ".4g"),
             _fmt(r["committed_1y_usd_per_hour"], ".4g"),
             _fmt(r["committed_3y_usd_per_hour"], ".4g"),
-            _fmt(r["spot_usd_per_hour"], ".4g"), _fmt(r["spot_discount"], ".0%"),
+            _fmt(r["spot_usd_per_hour"], ".4g"),
+            _fmt(r["spot_discount"], ".0%"),
             _fmt(r["placement_score"], "d"),
             _fmt(r["price"]["weekly_volatility"] if r["price"] else None, ".1%"),
             _fmt(r["price"]["planning_usd_per_hour"] if r["price"] else None, ".4g"),
             _fmt(r["zone_spread"]["spread"] if r["zone_spread"] else None, ".0%"),
             _fmt(hz["rate_per_hour"], ".2g"),
             _interval(hz["ci_low_per_hour"], hz["ci_high_per_hour"]),
-            f"{hz['source']} {hz['confidence']:.2f}", _fmt(r["available_share"], ".2f"),
-            _fmt(clust, ".2f"), (r["observed_at"] or "-")[:16],
-        )  # fmt: skip
+            f"{hz['source']} {hz['confidence']:.2f}",
+            _fmt(r["available_share"], ".2f"),
+            _fmt(clust, ".2f"),
+            (r["observed_at"] or "-")[:16],
+        )
     con.print(table)
     if out["pools_shown"] < out["pools_total"]:
         con.print(f"{out['pools_total'] - out['pools_shown']} more pools: raise --limit")

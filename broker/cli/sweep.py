@@ -38,9 +38,14 @@ from markets.errors import InputError, SpotfolioError
 from markets.extras import require
 
 __all__ = [
-    "bundled", "check_option", "run_fetched", "run_scenario", "run_shipped", "shipped",
+    "bundled",
+    "check_option",
+    "run_fetched",
+    "run_scenario",
+    "run_shipped",
+    "shipped",
     "sweep_command",
-]  # fmt: skip
+]
 
 
 def check_option(option: str, text: str) -> None:
@@ -79,13 +84,18 @@ def run_scenario(argv: tuple[str, ...]) -> dict[str, object]:
     error: str | None = None
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            whatif_command.main([*argv, "--json"], prog_name="spotfolio whatif",
-                                standalone_mode=False)  # fmt: skip
+            whatif_command.main(
+                [*argv, "--json"], prog_name="spotfolio whatif", standalone_mode=False
+            )
             result = json.loads(out.getvalue())
         except (SpotfolioError, click.ClickException) as e:
             error = str(e) if isinstance(e, SpotfolioError) else e.format_message()
-    return {"result": result, "error": error, "warnings": err.getvalue().strip(),
-            "seconds": round(time.perf_counter() - t0, 3)}  # fmt: skip
+    return {
+        "result": result,
+        "error": error,
+        "warnings": err.getvalue().strip(),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
 # What a scenario ships to a worker at most (its files, directories
@@ -105,13 +115,19 @@ def shipped(argv: tuple[str, ...]) -> dict[str, dict[str, bytes]]:
         p = Path(value)
         if flag not in PATH_ARGS or value in out or not p.exists():
             continue  # a market's registry name (default, aws) is no file
-        files = [("", p)] if p.is_file() else sorted(
-            (str(f.relative_to(p)), f) for f in p.rglob("*") if f.is_file()
-        )  # fmt: skip
+        files = (
+            [("", p)]
+            if p.is_file()
+            else sorted((str(f.relative_to(p)), f) for f in p.rglob("*") if f.is_file())
+        )
         size += sum(f.stat().st_size for _, f in files)
         if size > SHIP_MAX_BYTES:
-            raise InputError(flag, None, f"inputs of at most {SHIP_MAX_BYTES >> 20} MiB a "
-                             "scenario to ship to the workers", got=value)  # fmt: skip
+            raise InputError(
+                flag,
+                None,
+                f"inputs of at most {SHIP_MAX_BYTES >> 20} MiB a scenario to ship to the workers",
+                got=value,
+            )
         out[value] = {rel: f.read_bytes() for rel, f in files}
     return out
 
@@ -176,8 +192,12 @@ def run_fetched(task: tuple[tuple[str, ...], str, str, dict[str, str]]) -> dict[
     try:
         root = fetch(location, digest, s3_client)
     except (OSError, SpotfolioError) as e:
-        return {"result": None, "error": f"sweep inputs at {location}: {e}", "warnings": "",
-                "seconds": 0.0}  # fmt: skip
+        return {
+            "result": None,
+            "error": f"sweep inputs at {location}: {e}",
+            "warnings": "",
+            "seconds": 0.0,
+        }
     where = {orig: str(root / m) for orig, m in members.items()}
     return _as_written(run_scenario(tuple(where.get(a, a) for a in argv)), where)
 
@@ -225,8 +245,9 @@ def sweep_command(
 
     require("duckdb", "sweep", got=str(grid))  # DuckDB writes the Parquet
     if workers is not None and scheduler is not None:
-        raise InputError("--workers", None, "either --workers or --scheduler, not both",
-                         got=workers)  # fmt: skip
+        raise InputError(
+            "--workers", None, "either --workers or --scheduler, not both", got=workers
+        )
     target = out if out is not None else grid.with_suffix(".parquet")
     if not os.access(target.parent if str(target.parent) else Path("."), os.W_OK | os.X_OK):
         raise InputError("--out", None, "a file in a writable directory", got=str(target))
@@ -256,16 +277,29 @@ def sweep_command(
     rows = [scenario_row(s, o) for s, o in zip(g.scenarios, outcomes, strict=True)]
     write_parquet(rows, target)
     failed = [r for r in rows if r["error"] is not None]
-    summary = {"schema": "spotfolio.sweep/1", "grid": str(grid), "out": str(target),
-               "scenarios": len(rows), "failed": len(failed), "workers": n_workers,
-               "scheduler": scheduler, "seconds": round(time.perf_counter() - t0, 2)}  # fmt: skip
+    summary = {
+        "schema": "spotfolio.sweep/1",
+        "grid": str(grid),
+        "out": str(target),
+        "scenarios": len(rows),
+        "failed": len(failed),
+        "workers": n_workers,
+        "scheduler": scheduler,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
     if as_json:
         emit_json(summary)
     else:
-        console.print(f"wrote {target} ({len(rows)} scenarios on {n_workers} workers, "
-                      f"{summary['seconds']} s)", markup=False, highlight=False)  # fmt: skip
+        console.print(
+            f"wrote {target} ({len(rows)} scenarios on {n_workers} workers, "
+            f"{summary['seconds']} s)",
+            markup=False,
+            highlight=False,
+        )
     if failed:
         first = failed[0]
-        raise SpotfolioError(f"{len(failed)} of {len(rows)} scenarios failed (rows with an "
-                             f"error in {target}); scenario {first['scenario']}: "
-                             f"{first['error']}")  # fmt: skip
+        raise SpotfolioError(
+            f"{len(failed)} of {len(rows)} scenarios failed (rows with an "
+            f"error in {target}); scenario {first['scenario']}: "
+            f"{first['error']}"
+        )

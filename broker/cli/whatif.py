@@ -139,6 +139,7 @@ if TYPE_CHECKING:
     from broker.planning.optimizer.problem import PlanningProblem, PlanOptions
     from broker.planning.plan import Plan
     from broker.whatif.run import WhatIfResult
+    from markets.blocks import CapacityBlock
     from markets.commitments import OwnedCommitment
     from markets.model import Quota
     from policies.workloads.spec import WorkloadSet
@@ -384,6 +385,13 @@ def _load_quotas(path: Path | None) -> tuple[Quota, ...]:
     return () if path is None else load_quotas(path)
 
 
+def _load_blocks(path: Path | None) -> tuple[CapacityBlock, ...]:
+    # lazy: YAML; ``spotfolio --help`` imports this module
+    from markets.blocks import load_blocks
+
+    return () if path is None else load_blocks(path)
+
+
 def _with_commitments(opts: PlanOptions, term: str, payment: str) -> PlanOptions:
     return replace(opts, term_years=_TERMS[term], payment=payment)
 
@@ -460,6 +468,12 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
 @_common_options
 @_commitment_options
 @_quota_option
+@click.option(
+    "--blocks", "blocks_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    help="Reserved-ahead blocks (YAML or JSON: markets/blocks.py): Capacity Block offerings, "
+         "held blocks and ODCRs; the output prices them for the deadline jobs and names "
+         "what to reserve and when.",
+)  # fmt: skip
 @click.option(
     "--committed",
     "committed",
@@ -561,6 +575,7 @@ def whatif_command(
     payment: str,
     owned: Path | None,
     quota: Path | None,
+    blocks_file: Path | None,
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
@@ -577,6 +592,7 @@ def whatif_command(
     start = _start(common.start)
     have = _load_owned(owned)
     quotas = _load_quotas(quota)
+    blocks = _load_blocks(blocks_file)
     billed = None
     bill_prices = None
     if usage is not None:  # --usage: the bill's hourly usage per workload is the demand
@@ -692,6 +708,15 @@ def whatif_command(
         out["breakeven_occupancy_on_demand"] = result.breakeven_occupancy_on_demand
     if free is not None:
         out["quota"] = _quota_doc(quotas, result, free, ws)
+    if blocks and result.inputs is not None:  # what the blocks save the deadline jobs
+        # lazy: the planning stack; ``spotfolio --help`` imports this module
+        from broker.whatif.blocks import price_blocks
+
+        with progress("whatif blocks"):
+            pricing = price_blocks(result.inputs.snapshot, ws, blocks, hours=result.hours,
+                                   options=opts)  # fmt: skip
+        if pricing is not None:
+            out["blocks"] = pricing.to_dict()
     if have:
         out["owned"] = [owned_dict(c, result.start) | result.owned_use.get(c.id, {})
                         for c in result.owned]  # fmt: skip

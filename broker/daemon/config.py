@@ -24,7 +24,12 @@ Example (every field but ``owner`` has a default)::
                 upkeep_s: 30}     # upkeep_s < lifecycle.return_lead_s
     metrics_port: 9108           # 0: no endpoint
     metrics_addr: 127.0.0.1      # 0.0.0.0: reachable by a scraper elsewhere
-    providers: [aws]             # clouds we launch in (default: the provider's own)
+    providers: [aws, gcp]        # clouds we launch in (default: every one with settings)
+    clouds:                      # more clouds, acted in from the same plan (or all of them)
+      gcp: {credentials_file: /etc/spotfolio/gcp.json,    # credentials by reference
+            lease_scope: ml-prod-project,   # one daemon at a time in this cloud account
+            options: {project: ml-prod-project, zones: [us-central1-a],  # markets.gcp.settings
+                      instance_template: global/instanceTemplates/spotfolio-gpu}}
     horizon_start: 2026-03-01T00:00:00Z   # deadlines count from here (default: first plan)
     stale_hazard_multiplier: 2.0 # hazards x this while the market snapshot is stale
     checkpoint_hooks:            # called at notice time, within the window
@@ -71,7 +76,14 @@ from markets.registry import MARKETS, PROVIDERS
 from markets.validation import FieldError, StrictModel, input_error_from, read_yaml
 from policies.workloads.spec import WorkloadSet, default_workloads, load_workloads
 
-__all__ = ["Backoff", "DaemonConfig", "Intervals", "SimSettings", "load_daemon_config"]
+__all__ = [
+    "Backoff",
+    "CloudSettings",
+    "DaemonConfig",
+    "Intervals",
+    "SimSettings",
+    "load_daemon_config",
+]
 
 
 # The years a plan epoch or a simulated start may fall in (as a demand file's hours).
@@ -162,6 +174,32 @@ class SimSettings(StrictModel):
     api_latency_s: Annotated[float, Bounded(ge=0, le=10, unit="seconds")] = 0.0
 
 
+class CloudSettings(StrictModel):
+    """One cloud the daemon acts in (``clouds.aws``, ``clouds.gcp``): how it
+    signs in, the account its lease covers, and the provider's settings.
+    Credentials are named, never written here."""
+
+    # aws: a profile of the shared AWS config (a role_arn there is the role
+    # assumed; unset: the default credential chain, as an instance role).
+    profile: str | None = Field(default=None, min_length=1, max_length=128,
+                                pattern=r"^[A-Za-z0-9_.+=,@-]+$")  # fmt: skip
+    # gcp: a service-account or workload-identity JSON file (unset: the
+    # application default credentials).
+    credentials_file: Path | None = None
+    # The cloud account acted in (an AWS account id, a GCP project): one
+    # daemon at a time per scope, whatever its own ``account``.
+    lease_scope: str | None = Field(default=None, min_length=1, max_length=128,
+                                    pattern=r"^[A-Za-z0-9_.:@-]+$")  # fmt: skip
+    # The provider's own settings, validated by it when the daemon starts
+    # (markets.aws.settings: queue_url, launch...; markets.gcp.settings:
+    # project, zones, instance_template...).
+    options: dict[str, object] = Field(default_factory=dict)
+
+
+# Which credentials setting each cloud reads.
+_CREDENTIALS = {"aws": "profile", "gcp": "credentials_file"}
+
+
 # A daemon config is a few KB; 1 MiB is beyond any hand-written one.
 MAX_CONFIG_BYTES = 1024 * 1024
 # Instances of one reservation group: far beyond any account's quota.
@@ -240,6 +278,10 @@ class DaemonConfig(StrictModel):
     config_file: SkipJsonSchema[str | None] = None
     workloads: Path | None = None
     demand: Path | None = None
+    # Reserved-ahead blocks (markets.blocks file): held ones the plan runs
+    # deadline jobs in, offerings it may advise buying. The daemon never buys
+    # one: a plan that would is logged as a recommendation (block_recommended).
+    blocks: Path | None = None
     demand_seed: Annotated[int, Bounded(ge=0, le=MAX_COUNT)] = 0
     market: str = "default"
     market_options: dict[str, MarketValue] = Field(default_factory=dict)
@@ -272,6 +314,10 @@ class DaemonConfig(StrictModel):
     # and for the simulated cloud every provider of its market. The plan, the
     # next-pool fallback and the lifecycle's replacements all keep to these.
     providers: list[Literal["aws", "gcp"]] | None = Field(default=None, min_length=1)
+    # Several clouds acted in from one plan, each with its own settings (in
+    # place of ``provider``/``provider_options``, or beside them for another
+    # cloud). None: the one ``provider``.
+    clouds: dict[Literal["aws", "gcp"], CloudSettings] | None = Field(default=None, min_length=1)
     # The plan epoch: workloads' deadline_hours count from here. None: the
     # first plan's start (kept in the store across restarts).
     horizon_start: Epoch | None = None
@@ -349,17 +395,43 @@ class DaemonConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _clouds_agree(self) -> DaemonConfig:
+        if self.clouds is None:
+            return self
+        if self.provider == "sim" and "provider" in self.model_fields_set:
+            raise FieldError(
+                "provider", "aws or gcp beside clouds (the simulated cloud acts alone)", "sim"
+            )
+        if self.provider in self.clouds and self.provider_options:
+            raise FieldError(
+                "provider_options",
+                f"nothing beside clouds.{self.provider} (one place for a cloud's settings)",
+                sorted(self.provider_options),
+            )
+        for name, cloud in self.clouds.items():
+            for field, value in (("profile", cloud.profile),
+                                 ("credentials_file", cloud.credentials_file)):  # fmt: skip
+                if value is not None and _CREDENTIALS[name] != field:
+                    raise FieldError(
+                        f"clouds.{name}.{field}",
+                        f"{_CREDENTIALS[name]} for {name} ({field} is another cloud's setting)",
+                        str(value),
+                    )
+        return self
+
+    @model_validator(mode="after")
     def _providers_it_can_act_in(self) -> DaemonConfig:
-        # One real provider acts in its own cloud only: a plan's pool in
+        # A real cloud is acted in only with its settings: a plan's pool in
         # another would be refused at every launch (the simulated cloud
         # serves every provider of its market).
-        if self.provider != "sim" and self.providers is not None:
-            other = sorted(set(self.providers) - {self.provider})
+        settings = self.cloud_settings
+        if settings and self.providers is not None:
+            other = sorted(set(self.providers) - set(settings))
             if other:
                 raise FieldError(
                     "providers",
-                    f"only the clouds provider {self.provider!r} acts in ([{self.provider}]): "
-                    f"no settings carry out launches in {', '.join(other)}",
+                    f"only clouds with settings ([{', '.join(settings)}]): no clouds."
+                    f"{other[0]} says how to launch in {', '.join(other)}",
                     self.providers,
                 )
         return self
@@ -383,11 +455,32 @@ class DaemonConfig(StrictModel):
         return f"account/{self.account}"
 
     @property
+    def cloud_settings(self) -> dict[str, CloudSettings]:
+        """The real clouds acted in, each with its settings (empty: the
+        simulated cloud): ``clouds``, and ``provider`` with its
+        ``provider_options`` unless ``clouds`` names it."""
+        out: dict[str, CloudSettings] = {str(k): v for k, v in (self.clouds or {}).items()}
+        if self.provider != "sim" and self.provider not in out:
+            out[self.provider] = CloudSettings(options=self.provider_options)
+        return dict(sorted(out.items()))
+
+    @property
+    def lease_names(self) -> tuple[str, ...]:
+        """Every lease the daemon holds: its account's, and one per cloud
+        with a ``lease_scope`` (``aws/123456789012``), in a fixed order."""
+        scoped = sorted(
+            f"{name}/{c.lease_scope}"
+            for name, c in self.cloud_settings.items()
+            if c.lease_scope is not None
+        )
+        return (self.lease_name, *scoped)
+
+    @property
     def launch_providers(self) -> tuple[str, ...] | None:
         """Clouds to launch in (``None``: any pool of the market)."""
         if self.providers is not None:
             return tuple(self.providers)
-        return None if self.provider == "sim" else (self.provider,)
+        return tuple(self.cloud_settings) or None
 
     def workload_set(self) -> WorkloadSet:
         """The fleet named by ``workloads`` (default: the shipped example fleet)."""
@@ -436,12 +529,21 @@ def load_daemon_config(
         raise input_error_from(source, e, prefix="lifecycle") from e
     base = Path(path).resolve().parent
     updates: dict[str, object] = {}
-    for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand)):
+    for name, p in (("workloads", cfg.workloads), ("demand", cfg.demand), ("blocks", cfg.blocks)):
         if p is not None and not p.is_absolute():
             updates[name] = base / p
     state = cfg.sim.state_file
     if state is not None and not state.is_absolute():
         updates["sim"] = cfg.sim.model_copy(update={"state_file": base / state})
+    if cfg.clouds is not None:
+        clouds = {
+            name: c.model_copy(update={"credentials_file": base / c.credentials_file})
+            if c.credentials_file is not None and not c.credentials_file.is_absolute()
+            else c
+            for name, c in cfg.clouds.items()
+        }
+        if clouds != cfg.clouds:
+            updates["clouds"] = clouds
     store = _resolve_sqlite(cfg.store_url, base)
     if store != cfg.store_url:
         updates["store_url"] = store
@@ -500,7 +602,12 @@ def _check_files(
 ) -> None:
     """The files the settings name exist (inputs) or can be made (state),
     checked now rather than when a job first opens them."""
-    for field, path in (("workloads", cfg.workloads), ("demand", cfg.demand)):
+    inputs = [("workloads", cfg.workloads), ("demand", cfg.demand), ("blocks", cfg.blocks)]
+    inputs += [
+        (f"clouds.{name}.credentials_file", c.credentials_file)
+        for name, c in (cfg.clouds or {}).items()
+    ]
+    for field, path in inputs:
         if path is not None and not path.is_file():
             what = "a directory" if path.is_dir() else "no such file"
             raise _named(source, environ, overrides, field, f"an existing file ({what})", str(path))

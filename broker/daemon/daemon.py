@@ -29,7 +29,8 @@ pools that refused capacity (``FleetBook.restore``), the break-glass stretches
 (``StretchJob.restore``): it never undoes a replacement.
 
 One daemon per account: ``start`` takes the store's lease (a new epoch) or
-refuses to run. Every job writes through the fenced store
+refuses to run; with it, one lease per cloud account a ``lease_scope``
+names, all or none, renewed and released together. Every job writes through the fenced store
 (``Store.fenced``): a transaction first checks that the lease still has this
 daemon's holder and epoch, and every cloud call first checks and extends it,
 so a holder paused past a takeover writes and calls nothing
@@ -79,7 +80,7 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.notices import DrainTotals, NoticeJob
 from broker.daemon.plan import PlanJob, PlanState, Progress, spot_returned
 from broker.daemon.reconcile import ReconcileJob
-from broker.daemon.store.store import Fence, LeaseLostError, Store
+from broker.daemon.store.store import Fence, LeaseLostError, Store, Tx
 from broker.daemon.stretches import StretchJob
 from broker.planning.autoscale import LiveDemand
 from broker.planning.reconcile import Slot
@@ -136,6 +137,7 @@ class Daemon:
         # The lease and its fencing token: every job writes through ``fenced``,
         # which refuses once another daemon took the lease over.
         self.fence = Fence(config.lease_name, self.holder, config.lease_ttl_s)
+        self.cloud_epochs: dict[str, int] = {}  # lease_scope leases held: name -> epoch
         store = self.fenced_store = store.fenced(self.fence)
         self.renew_in_background = renew_in_background
         self._renewer: threading.Thread | None = None
@@ -216,12 +218,15 @@ class Daemon:
         now = self.clock.now()
         if not self.dry_run:
             with self.store.transaction() as tx:
-                tx.lock_lease(self.config.lease_name)
+                for name in self.config.lease_names:  # one order: no two starts deadlock
+                    tx.lock_lease(name)
                 now = self.clock.now()  # the row is ours: a wait for it does not shorten the TTL
                 epoch = tx.acquire_lease(
                     self.config.lease_name, self.holder, self.config.lease_ttl_s, now
                 )
                 holder = None if epoch is not None else tx.lease_holder(self.fence.name, now)
+                if epoch is not None:
+                    self._take_cloud_leases(tx, now)  # raises: none of them is kept
             if epoch is None:
                 raise LeaseHeldError(
                     f"lease {self.config.lease_name} is held by {holder}; refusing to run"
@@ -254,6 +259,17 @@ class Daemon:
         if self._replan_due(now):
             self.replan()
         self.reconcile()
+
+    def _take_cloud_leases(self, tx: Tx, now: datetime) -> None:
+        """The lease of each cloud account acted in (``lease_scope``), in the
+        transaction that takes the account's: another daemon acting in one
+        of those clouds refuses this one a start."""
+        for name in self.config.lease_names[1:]:
+            epoch = tx.acquire_lease(name, self.holder, self.config.lease_ttl_s, now)
+            if epoch is None:
+                holder = tx.lease_holder(name, now)
+                raise LeaseHeldError(f"lease {name} is held by {holder}; refusing to run")
+            self.cloud_epochs[name] = epoch
 
     def _replan_due(self, now: datetime) -> bool:
         """A start-up plan unless the store's plan in force is younger than
@@ -298,7 +314,8 @@ class Daemon:
                 log.warning(kv("hook_results_dropped", error=e))
         if not self.dry_run and self.fence.epoch is not None:
             with self.store.transaction() as tx:
-                tx.release_lease(self.config.lease_name, self.holder, self.clock.now())
+                for name in self.config.lease_names:
+                    tx.release_lease(name, self.holder, self.clock.now())
             self.metrics.lease_held.set(0)
             log.info(kv("lease_released", lease=self.config.lease_name))
 
@@ -344,18 +361,19 @@ class Daemon:
     def renew_lease(self) -> None:
         if self.dry_run:
             return
+        epochs = {self.config.lease_name: self.fence.epoch, **self.cloud_epochs}
         with self.store.transaction() as tx:
-            tx.lock_lease(self.config.lease_name)  # then the clock: the wait is not the TTL's
-            ok = tx.renew_lease(
-                self.config.lease_name,
-                self.holder,
-                self.config.lease_ttl_s,
-                self.clock.now(),
-                self.fence.epoch,
-            )
-        if not ok:
+            for name in epochs:
+                tx.lock_lease(name)  # then the clock: the wait is not the TTL's
+            now = self.clock.now()
+            lost = [
+                name
+                for name, epoch in epochs.items()
+                if not tx.renew_lease(name, self.holder, self.config.lease_ttl_s, now, epoch)
+            ]
+        if lost:
             self.metrics.lease_held.set(0)
-            raise LeaseHeldError(f"lost the lease {self.config.lease_name}: stopping")
+            raise LeaseHeldError(f"lost the lease {lost[0]}: stopping")
 
     # --- market and plan -------------------------------------------------------
     def refresh_market(self, force: bool = False) -> None:

@@ -70,14 +70,28 @@ def render(lines: Sequence[CostLine], horizon_hours: int) -> str:
     h = horizon_hours
     head = ("workload", "tier", "now $/h", "plan $/h", "delta $/h", f"delta {h} h")
     rows = [
-        (x.workload, x.tier, f"${x.now_usd_per_hour:,.2f}", f"${x.plan_usd_per_hour:,.2f}",
-         _signed(x.delta_usd_per_hour), _signed(x.delta_usd_per_hour * h))
+        (
+            x.workload,
+            x.tier,
+            f"${x.now_usd_per_hour:,.2f}",
+            f"${x.plan_usd_per_hour:,.2f}",
+            _signed(x.delta_usd_per_hour),
+            _signed(x.delta_usd_per_hour * h),
+        )
         for x in lines
-    ]  # fmt: skip
+    ]
     now = sum(x.now_usd_per_hour for x in lines)
     plan = sum(x.plan_usd_per_hour for x in lines)
-    rows.append(("total", "", f"${now:,.2f}", f"${plan:,.2f}", _signed(plan - now),
-                 _signed((plan - now) * h)))  # fmt: skip
+    rows.append(
+        (
+            "total",
+            "",
+            f"${now:,.2f}",
+            f"${plan:,.2f}",
+            _signed(plan - now),
+            _signed((plan - now) * h),
+        )
+    )
     widths = [max(len(r[c]) for r in (head, *rows)) for c in range(len(head))]
 
     def fmt(r: tuple[str, ...]) -> str:
@@ -85,6 +99,9 @@ def render(lines: Sequence[CostLine], horizon_hours: int) -> str:
         right = [r[c].rjust(widths[c]) for c in range(2, len(r))]
         return "  ".join(left + right).rstrip()
 
-    out = [f"cost of the plan against the fleet now (over the {h} h horizon at today's prices)",
-           fmt(head), *(fmt(r) for r in rows)]  # fmt: skip
+    out = [
+        f"cost of the plan against the fleet now (over the {h} h horizon at today's prices)",
+        fmt(head),
+        *(fmt(r) for r in rows),
+    ]
     return "\n".join(out)

@@ -160,10 +160,12 @@ class Executor:
                 tx.finish_action(
                     key,
                     "failed",
-                    {"error": str(e),
-                     "error_kind": ErrorKind.QUOTA if quota else ErrorKind.CAPACITY},
+                    {
+                        "error": str(e),
+                        "error_kind": ErrorKind.QUOTA if quota else ErrorKind.CAPACITY,
+                    },
                     self.clock.now(),
-                )  # fmt: skip
+                )
             raise
         if result is None:
             return None

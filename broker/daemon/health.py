@@ -109,8 +109,11 @@ def _app(
         if path in ("/metrics", "/"):
             out: Iterable[bytes] = metrics(environ, start)
             return out
-        return _json(start, "404 Not Found", {"error": "no such path", "paths": [
-            "/metrics", "/healthz", "/readyz"]})  # fmt: skip
+        return _json(
+            start,
+            "404 Not Found",
+            {"error": "no such path", "paths": ["/metrics", "/healthz", "/readyz"]},
+        )
 
     return app
 

@@ -142,9 +142,9 @@ _URL_CHARS = re.compile(r"[\x21-\x7e\x80-\U0010ffff]+")
 # Headers the webhook call sets itself: a configured one would be overwritten
 # (or, for the framing headers, contradict the body).
 _OWN_HEADERS = frozenset(
-    h.lower() for h in ("Content-Type", "Content-Length", "Host", "Transfer-Encoding",
-                        SIGNATURE_HEADER)
-)  # fmt: skip
+    h.lower()
+    for h in ("Content-Type", "Content-Length", "Host", "Transfer-Encoding", SIGNATURE_HEADER)
+)
 # The notice's variables (command_env): a hook's own would be overwritten.
 _NOTICE_VARIABLES = frozenset(
     f"SPOTFOLIO_{k}" for k in ("NOTICE_ID", "WORKLOAD", "INSTANCE_ID", "DEADLINE", "BUDGET_S")

@@ -376,8 +376,9 @@ class DaemonMetrics:
         if snapshot is None or not snapshot.quotas:
             return
         alive = (InstanceState.PENDING, InstanceState.RUNNING)
-        used = quota_use_of(snapshot, [(i.pool_key, i.tier, 1.0) for i in fleet
-                                       if i.state in alive])  # fmt: skip
+        used = quota_use_of(
+            snapshot, [(i.pool_key, i.tier, 1.0) for i in fleet if i.state in alive]
+        )
         for q in snapshot.quotas:
             got = used.get(q.key, 0.0)
             ratio = got / q.limit if q.limit > 0 else float(got > 0)

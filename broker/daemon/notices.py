@@ -447,9 +447,13 @@ class NoticeJob:
         tax = None
         if inst is not None and revoked:  # the preemption tax (broker.daemon.preemption)
             tax = revocation_tax(
-                self._workloads, inst, at=n.at, checkpoint=dec.checkpoint, snapshot=snapshot,
+                self._workloads,
+                inst,
+                at=n.at,
+                checkpoint=dec.checkpoint,
+                snapshot=snapshot,
                 price_usd_per_hour=freed,
-            )  # fmt: skip
+            )
             if tax is not None:
                 self._metrics.revoked(
                     inst.pool_key, inst.tier.value, unit_hours=tax.unit_hours, usd=tax.usd

@@ -68,6 +68,7 @@ from broker.planning.optimizer.solve import solve
 from broker.planning.plan import Plan
 from broker.planning.reconcile import desired_now
 from broker.planning.rolling import FLEET, RollingState, window_problem
+from markets.blocks import load_blocks
 from markets.clock import Clock
 from markets.errors import (
     AuthError,
@@ -186,6 +187,12 @@ class PlanJob:
         # A restored plan is kept in force only if it was made for these
         # workloads and this planning configuration.
         self._digest = _digest(config, workloads)
+        # Reserved-ahead blocks (``config.blocks``), read once: the plans run
+        # in the held ones; the offerings are weighed once, by a plan that may
+        # buy them, and the ones it buys are recommended (never bought here).
+        blocks = () if config.blocks is None else load_blocks(config.blocks)
+        self._held = tuple(b for b in blocks if b.held)
+        self._offers = tuple(b for b in blocks if not b.held)
 
     # --- the market -------------------------------------------------------------
     def refresh_market(self, last: MarketSnapshot | None, *, force: bool) -> MarketSnapshot:
@@ -360,6 +367,7 @@ class PlanJob:
                 options=options,
                 costs=self.costs(snap),
                 spot_capacity_instances=caps or None,
+                blocks=self._held,
             )
         except InputError as e:
             log.error(kv("plan_refused", error=e, kept_generation=state.generation))
@@ -369,6 +377,8 @@ class PlanJob:
         except (InfeasiblePlanError, SolverTimeLimitError) as e:
             log.error(kv("plan_infeasible", error=e, kept_generation=state.generation))
             return None
+        if self._offers:
+            self._recommend(problem)
         if plan.budget_limited:
             log.warning(kv("plan_budget_limited", unmet_unit_hours=f"{plan.unmet_total():.1f}",
                            budgets="; ".join(plan.budget_limited)))  # fmt: skip
@@ -412,6 +422,23 @@ class PlanJob:
             )
         )
         return PlanState(plan, gen, now, proposal.epoch)
+
+    def _recommend(self, problem: PlanningProblem) -> None:
+        """Plan once more with the offerings and log each one that plan buys
+        (``block_recommended``); then the offerings are done with."""
+        offers, self._offers = self._offers, ()
+        try:
+            plan = solve(replace(problem, blocks=problem.blocks + offers))  # the MILP buys
+        except (InfeasiblePlanError, SolverTimeLimitError) as e:
+            log.error(kv("blocks_not_weighed", error=e))
+            return
+        for b in plan.blocks:
+            if b.held:
+                continue
+            log.warning(kv("block_recommended", block=b.block_id, kind=b.kind.value,
+                           instances=f"{b.count} x {b.instance_type}", zone=b.zone,
+                           start=b.start.isoformat(), hours=f"{b.hours:g}",
+                           price_usd=f"{b.cost_usd:.2f}"))  # fmt: skip
 
     @property
     def step_hours(self) -> int:
@@ -479,6 +506,7 @@ def _digest(config: DaemonConfig, workloads: WorkloadSet) -> str:
         "committed": config.committed,
         "providers": config.launch_providers,
         "demand": str(config.demand),
+        **({} if config.blocks is None else {"blocks": str(config.blocks)}),
     }
     return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -4,9 +4,11 @@ account compose the same way.
 Owns: ``default_lifecycle`` (the project's ``LifecycleManager``, configured
 from the daemon's config), ``LifecycleFactory`` (its signature, for a run
 that brings its own), ``open_account`` (the market, the provider and the
-clock a config names: a real cloud on the system clock, or the simulated
-cloud on its own), ``open_demand_sources`` (the metric readers a serving
-workload's ``demand_metric`` names), ``learning_market`` (a market whose snapshots carry the
+clock a config names: a real cloud, or several acted in as one
+(``markets.clouds.Clouds``), on the system clock, or the simulated cloud on
+its own; ``open_cloud`` signs each in as its ``clouds:`` settings say),
+``open_demand_sources`` (the metric readers a serving workload's
+``demand_metric`` names), ``learning_market`` (a market whose snapshots carry the
 hazards learned from the account's own record in the store:
 ``markets.hazard.learning``) and ``build_daemon`` (the production daemon of a config:
 store, workloads, metrics, lifecycle). This is the one place the daemon names the concrete
@@ -26,7 +28,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
-from broker.daemon.config import DaemonConfig
+from broker.daemon.config import CloudSettings, DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.executor import Request
 from broker.daemon.hooks import HookRunner
@@ -37,6 +39,7 @@ from broker.daemon.store.store import Store
 from broker.lifecycle import LifecycleConfig, LifecycleManager
 from broker.lifecycle.placement import PlacementReader
 from markets.clock import Clock, SystemClock
+from markets.clouds import Clouds
 from markets.extras import needs_extra
 from markets.hazard.clustering import failure_domains
 from markets.hazard.learning import LearnedMarket
@@ -58,6 +61,7 @@ __all__ = [
     "hook_secrets",
     "learning_market",
     "open_account",
+    "open_cloud",
     "open_config_market",
     "open_demand_sources",
     "sim_options",
@@ -155,9 +159,12 @@ def open_account(config: DaemonConfig) -> Account:
     market's first hour; with ``sim.state_file`` the account lives in that
     file and outlives the process)."""
     market = open_config_market(config)
-    if config.provider != "sim":
-        cloud = open_provider(config.provider, owner=config.owner, **config.provider_options)
-        return Account(market, cloud, SystemClock())
+    clouds = config.cloud_settings
+    if clouds:
+        opened = {name: open_cloud(name, c, config.owner) for name, c in clouds.items()}
+        if config.clouds is None:  # one provider: acted in as it is
+            return Account(market, opened[config.provider], SystemClock())
+        return Account(market, Clouds(opened), SystemClock())
     s = config.sim
     cloud = open_provider(
         "sim",
@@ -170,6 +177,18 @@ def open_account(config: DaemonConfig) -> Account:
     if not isinstance(cloud, _KeepsTime):
         raise TypeError("the simulated cloud keeps its own clock")  # its factory says so
     return Account(market, cloud, cloud.clock)
+
+
+def open_cloud(name: str, cloud: CloudSettings, owner: str) -> Provider:
+    """The provider of one cloud of the config, signed in as its settings
+    say: an AWS profile, a GCP credentials file (else each cloud's default
+    credentials)."""
+    options: dict[str, object] = dict(cloud.options)
+    if cloud.profile is not None:
+        options["profile"] = cloud.profile
+    if cloud.credentials_file is not None:
+        options["credentials_file"] = str(cloud.credentials_file)
+    return open_provider(name, owner=owner, **options)
 
 
 def hook_secrets(config: DaemonConfig) -> SecretResolver:

@@ -168,11 +168,25 @@ class LiveDemand:
         except FatalError:
             raise  # auth, a query the server refuses: a human must act
         except SpotfolioError as e:
-            return ReplicaTarget(rule.workload, now, kept, kept * m.units_per_replica, kept, None,
-                                 f"{type(e).__name__}: {e}")  # fmt: skip
+            return ReplicaTarget(
+                rule.workload,
+                now,
+                kept,
+                kept * m.units_per_replica,
+                kept,
+                None,
+                f"{type(e).__name__}: {e}",
+            )
         if forecast is None:
-            return ReplicaTarget(rule.workload, now, kept, kept * m.units_per_replica, kept, None,
-                                 "no samples in the window")  # fmt: skip
+            return ReplicaTarget(
+                rule.workload,
+                now,
+                kept,
+                kept * m.units_per_replica,
+                kept,
+                None,
+                "no samples in the window",
+            )
         rec = replicas_for(forecast, m)
         held = self._stabilised(rule, now, rec)
         return ReplicaTarget(rule.workload, now, held, held * m.units_per_replica, rec, forecast)

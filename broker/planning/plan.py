@@ -10,11 +10,12 @@ Must not: solve or call any cloud.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
 
+from markets.blocks import CapacityBlock
 from markets.keys import CommitmentKey
 from markets.model import Tier
 
@@ -157,6 +158,10 @@ class Plan:
     # Budgets the plan spends all of while demand goes unmet: the unmet part is
     # the budget's doing (``broker.planning.optimizer.budgets``), never a saving.
     budget_limited: tuple[str, ...] = ()
+    # Reserved-ahead blocks the plan runs in: held (sunk) or to buy, at their
+    # price (``broker.planning.optimizer.blocks``); their instance-hours are
+    # on-demand rows at $0 an hour.
+    blocks: tuple[CapacityBlock, ...] = ()
 
     def unmet_total(self) -> float:
         return float(sum(self.unmet_unit_hours.values()))
@@ -192,8 +197,12 @@ class Plan:
         out[Tier.COMMITTED.value] = self.committed_usd_per_hour() * self.hours
         return out
 
+    def blocks_usd(self) -> float:
+        """What the blocks the plan buys cost (held ones: sunk, 0)."""
+        return sum(b.cost_usd for b in self.blocks)
+
     def planned_cost_usd(self) -> float:
-        return sum(self.planned_cost_by_tier().values())
+        return sum(self.planned_cost_by_tier().values()) + self.blocks_usd()
 
     def hourly_instances(self) -> pd.DataFrame:
         """The allocation table expanded to one row per hour (column ``hour``)."""
@@ -236,6 +245,12 @@ class Plan:
                         f"${abs(c.monthly_saving_usd):,.0f}/month against the spot/on-demand mix; "
                         f"busy {util} of hours, pays above {be}"
                     )
+        for b in self.blocks:  # reserved-ahead (``broker.planning.optimizer.blocks``)
+            price = "held, sunk" if b.held else f"buy for ${b.cost_usd:,.2f}"
+            start = b.start.astimezone(UTC)
+            lines.append(f"block {b.block_id} ({b.kind.value}): {b.count} x {b.instance_type} "
+                         f"in {b.zone} for {b.hours:g} h from {start:%Y-%m-%d %H:%M} UTC, "
+                         f"{price}")  # fmt: skip
         if self.budget_limited:
             lines.append(
                 f"BUDGET: {self.unmet_total():,.1f} unit-hours of demand left unmet by "

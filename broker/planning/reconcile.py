@@ -155,9 +155,14 @@ def desired_now(plan: Plan, at: datetime, workloads: WorkloadSet) -> dict[Slot, 
     units = rows.get("units", nan)
     work = rows.get("work_per_hour", nan)
     for w, pool, tier, n, u, wk in zip(
-        rows["workload"], rows["pool_key"], rows["tier"], rows["instances"], units, work,
+        rows["workload"],
+        rows["pool_key"],
+        rows["tier"],
+        rows["instances"],
+        units,
+        work,
         strict=True,
-    ):  # fmt: skip
+    ):
         spec = specs.get(str(w))
         if spec is not None and not _allowed(spec, str(pool)):
             continue
@@ -210,8 +215,9 @@ def _placements(w: Workload, slots: Iterable[Slot]) -> set[str]:
     out = set()
     for _w, pool, _t in slots:
         k = PoolKey.parse(pool)
-        key = w.gang_placement_key(provider=k.provider, region=k.region, zone=k.zone,
-                                   instance_type=k.instance_type)  # fmt: skip
+        key = w.gang_placement_key(
+            provider=k.provider, region=k.region, zone=k.zone, instance_type=k.instance_type
+        )
         out.add(key or "")
     return out
 

@@ -51,6 +51,7 @@ from broker.planning.optimizer.problem import (
 )
 from broker.planning.pacing import ahead_usd_per_unit_hour, pacing
 from broker.planning.plan import ALLOCATION_COLUMNS, Plan, worst_status
+from markets.blocks import CapacityBlock
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
 from policies.workloads.spec import WorkloadClass, WorkloadSet
@@ -140,11 +141,13 @@ def window_problem(
     options: PlanOptions | None = None,
     costs: CostTable | None = None,
     spot_capacity_instances: Mapping[str, FloatArray] | None = None,
+    blocks: tuple[CapacityBlock, ...] = (),
 ) -> PlanningProblem:
     """The problem one re-plan solves: ``hours`` from ``snapshot`` with
     ``state``'s remaining work, deadlines, milestones, commitments, running
-    instances and spent dollars; work a job does ahead of what is due is
-    worth what it is expected to cost later (``broker.planning.pacing``)."""
+    instances and spent dollars, and ``blocks`` (held and offered); work a
+    job does ahead of what is due is worth what it is expected to cost later
+    (``broker.planning.pacing``)."""
     problem = build_problem(
         snapshot,
         workloads,
@@ -161,6 +164,7 @@ def window_problem(
         milestones=state.milestones(step_hours, workloads),
         due_unit_hours=state.due(hours, workloads),
         spent_usd=dict(state.spent_usd),
+        blocks=blocks,
     )
     ahead = ahead_usd_per_unit_hour(problem.costs, workloads)
     return dataclasses.replace(problem, ahead_usd_per_unit_hour=ahead) if ahead else problem

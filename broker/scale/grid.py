@@ -49,10 +49,24 @@ AXES = ("markets", "demands", "policies", "committed", "stress")
 # whatif options a grid may set for every scenario (as the command spells them)
 # (every one but the axes' and those of the output, which the sweep owns)
 OPTIONS = (
-    "days", "start", "seed", "replan-hours", "period-hours", "solver", "gap",
-    "time-limit", "term", "payment", "checkpoint-minutes", "owned", "usage",
-    "usage-rules", "scenarios", "workers", "strict",
-)  # fmt: skip
+    "days",
+    "start",
+    "seed",
+    "replan-hours",
+    "period-hours",
+    "solver",
+    "gap",
+    "time-limit",
+    "term",
+    "payment",
+    "checkpoint-minutes",
+    "owned",
+    "usage",
+    "usage-rules",
+    "scenarios",
+    "workers",
+    "strict",
+)
 _PATH_OPTIONS = ("owned", "usage", "usage-rules")
 _FLAG_OPTIONS = ("strict",)
 # The options whose value names a file (or, for --market, maybe a directory):
@@ -119,8 +133,7 @@ def _market(path: Path, field: str, value: object) -> tuple[str, tuple[str, ...]
     if isinstance(value, Mapping):
         extra = set(value) - {"market", "options"}
         if extra or not isinstance(value.get("market"), str):
-            raise _fail(path, field, "a market name or {market: NAME, options: [KEY=VALUE]}",
-                        value)  # fmt: skip
+            raise _fail(path, field, "a market name or {market: NAME, options: [KEY=VALUE]}", value)
         opts = value.get("options") or []
         if not isinstance(opts, list) or not all(isinstance(o, str) and "=" in o for o in opts):
             raise _fail(path, f"{field}.options", "a list of KEY=VALUE strings", opts)
@@ -143,8 +156,7 @@ def _committed(path: Path, field: str, value: object, check: OptionCheck) -> str
         return None
     text = str(value) if isinstance(value, int | float | str) and value != "" else None
     if text is None or isinstance(value, bool):
-        raise _fail(path, field, "a share of peak like 0.4, a list like '0.4,0.6', or null",
-                    value)  # fmt: skip
+        raise _fail(path, field, "a share of peak like 0.4, a list like '0.4,0.6', or null", value)
     _checked(path, field, "committed", text, check)
     return text
 
@@ -155,11 +167,14 @@ def _stress(path: Path, field: str, value: object, check: OptionCheck) -> tuple[
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = {"interruption": value}
     if not isinstance(value, Mapping) or set(value) - {"interruption", "availability"}:
-        raise _fail(path, field, "a multiplier like 2 or {interruption: 2, availability: 0.8}",
-                    value)  # fmt: skip
+        raise _fail(
+            path, field, "a multiplier like 2 or {interruption: 2, availability: 0.8}", value
+        )
     out = []
-    for key, option in (("interruption", "interruption-multiplier"),
-                        ("availability", "availability-multiplier")):  # fmt: skip
+    for key, option in (
+        ("interruption", "interruption-multiplier"),
+        ("availability", "availability-multiplier"),
+    ):
         v = value.get(key, 1.0)
         if not isinstance(v, int | float) or isinstance(v, bool):
             raise _fail(path, f"{field}.{key}", "a number", v)
@@ -213,20 +228,28 @@ def load_grid(path: Path, check: OptionCheck) -> Grid:
         where = f"line {mark.line + 1}" if mark is not None else None
         raise InputError(str(path), where, "valid YAML") from e
     if not isinstance(doc, Mapping):
-        raise _fail(path, "", "a mapping with markets, demands, policies, committed, stress, "
-                    "options", type(doc).__name__)  # fmt: skip
+        raise _fail(
+            path,
+            "",
+            "a mapping with markets, demands, policies, committed, stress, options",
+            type(doc).__name__,
+        )
     unknown = [k for k in doc if k not in (*AXES, "options")]
     if unknown:
         raise _fail(path, str(unknown[0]), "one of " + ", ".join((*AXES, "options")), unknown[0])
     shared = _options(doc, path, check)
     markets = [_market(path, f"markets[{i}]", v) for i, v in enumerate(_axis(doc, "markets", path))]
     demands = [_file(path, f"demands[{i}]", v) for i, v in enumerate(_axis(doc, "demands", path))]
-    policies = [_file(path, f"policies[{i}]", v)
-                for i, v in enumerate(_axis(doc, "policies", path))]  # fmt: skip
-    committed = [_committed(path, f"committed[{i}]", v, check)
-                 for i, v in enumerate(_axis(doc, "committed", path))]  # fmt: skip
-    stress = [_stress(path, f"stress[{i}]", v, check)
-              for i, v in enumerate(_axis(doc, "stress", path))]  # fmt: skip
+    policies = [
+        _file(path, f"policies[{i}]", v) for i, v in enumerate(_axis(doc, "policies", path))
+    ]
+    committed = [
+        _committed(path, f"committed[{i}]", v, check)
+        for i, v in enumerate(_axis(doc, "committed", path))
+    ]
+    stress = [
+        _stress(path, f"stress[{i}]", v, check) for i, v in enumerate(_axis(doc, "stress", path))
+    ]
     n = len(markets) * len(demands) * len(policies) * len(committed) * len(stress)
     if n > MAX_SCENARIOS:
         raise _fail(path, "", f"at most {MAX_SCENARIOS:,} scenarios", n)

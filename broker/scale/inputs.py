@@ -105,8 +105,9 @@ def fetch(location: str, digest: str, s3: S3Client) -> Path:
         return _fetched[digest]
     data = _read(location, s3)
     if hashlib.sha256(data).hexdigest() != digest:
-        raise SpotfolioError(f"sweep inputs at {location} are not the bundle published "
-                             f"(sha256 {digest[:12]}...)")  # fmt: skip
+        raise SpotfolioError(
+            f"sweep inputs at {location} are not the bundle published (sha256 {digest[:12]}...)"
+        )
     root = Path(tempfile.mkdtemp(prefix="spotfolio-inputs-"))
     atexit.register(shutil.rmtree, root, True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:

@@ -102,9 +102,11 @@ def map_shared(
     payload = pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL)
     try:
         pool = ProcessPoolExecutor(
-            n, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_start, initargs=(payload,),
-        )  # fmt: skip
+            n,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start,
+            initargs=(payload,),
+        )
     except (OSError, NotImplementedError, ImportError):  # no semaphores here
         return _serial(fn, shared, items, on_done)
     out: list[Any] = [None] * total
@@ -129,8 +131,9 @@ def map_shared(
     finally:  # on an error or an interrupt too: nothing queued starts, no worker is left
         pool.shutdown(wait=True, cancel_futures=True)
     if len(got) < total:
-        log.warning("a worker process died: %d of %d pieces run in this process",
-                    total - len(got), total)  # fmt: skip
+        log.warning(
+            "a worker process died: %d of %d pieces run in this process", total - len(got), total
+        )
     for i in range(total):
         if i not in got:
             out[i] = fn(shared, items[i])

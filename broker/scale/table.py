@@ -99,8 +99,9 @@ def write_parquet(rows: Sequence[Mapping[str, object]], path: Path) -> Path:
             )
         with atomic_output(path) as tmp:
             quoted = str(tmp).replace("'", "''")  # COPY takes a literal, not a parameter
-            con.execute(f"COPY (SELECT * FROM sweep ORDER BY scenario) TO '{quoted}' "
-                        "(FORMAT parquet)")  # fmt: skip
+            con.execute(
+                f"COPY (SELECT * FROM sweep ORDER BY scenario) TO '{quoted}' (FORMAT parquet)"
+            )
     finally:
         con.close()
     return path

@@ -122,9 +122,15 @@ def replay(
                 progress(f"replaying the planning loop: step {t // step_hours + 1} of {steps}")
             costs = first_costs if snap is first_snap else None
             problem = window_problem(
-                snap, workloads, fc, state, hours=horizon_hours, step_hours=step_hours,
-                options=opts, costs=costs,
-            )  # fmt: skip
+                snap,
+                workloads,
+                fc,
+                state,
+                hours=horizon_hours,
+                step_hours=step_hours,
+                options=opts,
+                costs=costs,
+            )
             if reactor is not None:
                 # The daemon's plan job hands its manager the snapshot it planned
                 # on at every re-plan: the step's lost spot is decided on it.
@@ -185,9 +191,15 @@ def _plan_rows(
     charges: list[Charge] = []
     spot = Tier.SPOT.value
     for name, key, hour, n, work, usd, tier in zip(
-        a["workload"], a["pool_key"], a["hour"], a["instances"], a["work_per_hour"],
-        a["usd_per_instance_hour"], a["tier"], strict=True,
-    ):  # fmt: skip
+        a["workload"],
+        a["pool_key"],
+        a["hour"],
+        a["instances"],
+        a["work_per_hour"],
+        a["usd_per_instance_hour"],
+        a["tier"],
+        strict=True,
+    ):
         h = offset + int(hour)
         w_done, paid = float(work), float(n) * float(usd)
         if tier == spot:

@@ -85,7 +85,13 @@ def spot_by_zone(plans: Sequence[tuple[str, Plan]], hours: int) -> list[dict[str
         if total <= 0:
             continue
         for zone, (ih, usd_total) in sorted(by_zone.items(), key=lambda kv: -kv[1][0]):
-            out.append({"scenario": name, "zone": zone, "instance_hours": round(ih, 2),
-                        "planned_usd": round(usd_total, 2),
-                        "share": round(ih / total, 6)})  # fmt: skip
+            out.append(
+                {
+                    "scenario": name,
+                    "zone": zone,
+                    "instance_hours": round(ih, 2),
+                    "planned_usd": round(usd_total, 2),
+                    "share": round(ih / total, 6),
+                }
+            )
     return out

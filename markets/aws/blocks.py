@@ -27,8 +27,14 @@ from markets.errors import InputError
 from markets.model import Provider
 from markets.validation import input_error_from
 
-__all__ = ["CapacityBlocksApi", "PurchaseNotApprovedError", "fetch_block_offerings",
-           "fetch_held_blocks", "launch_target", "purchase_block"]  # fmt: skip
+__all__ = [
+    "CapacityBlocksApi",
+    "PurchaseNotApprovedError",
+    "fetch_block_offerings",
+    "fetch_held_blocks",
+    "launch_target",
+    "purchase_block",
+]
 
 _DESCRIBE = "ec2:DescribeCapacityBlockOfferings"
 _PURCHASE = "ec2:PurchaseCapacityBlock"
@@ -61,24 +67,37 @@ def _offer(row: object, region: str, i: int) -> CapacityBlock:
         raise InputError(_DESCRIBE, f"{where}.CurrencyCode", "USD", got=row.get("CurrencyCode"))
     hours = row.get("CapacityBlockDurationHours")
     if not isinstance(hours, int) or not check_aws_block_hours(hours):
-        raise InputError(_DESCRIBE, f"{where}.CapacityBlockDurationHours",
-                         "24..336 h in days, then whole weeks to 182 days", got=hours)  # fmt: skip
+        raise InputError(
+            _DESCRIBE,
+            f"{where}.CapacityBlockDurationHours",
+            "24..336 h in days, then whole weeks to 182 days",
+            got=hours,
+        )
     try:
         fee = float(row.get("UpfrontFee", ""))
     except (TypeError, ValueError):
-        raise InputError(_DESCRIBE, f"{where}.UpfrontFee", "a price in dollars",
-                         got=row.get("UpfrontFee")) from None  # fmt: skip
+        raise InputError(
+            _DESCRIBE, f"{where}.UpfrontFee", "a price in dollars", got=row.get("UpfrontFee")
+        ) from None
     count = row.get("InstanceCount")
     if not isinstance(count, int) or not 1 <= count <= AWS_BLOCK_MAX_INSTANCES:
-        raise InputError(_DESCRIBE, f"{where}.InstanceCount",
-                         f"1..{AWS_BLOCK_MAX_INSTANCES}", got=count)  # fmt: skip
+        raise InputError(
+            _DESCRIBE, f"{where}.InstanceCount", f"1..{AWS_BLOCK_MAX_INSTANCES}", got=count
+        )
     zone = row.get("AvailabilityZone")
     try:
-        return CapacityBlock(kind=BlockKind.AWS_CAPACITY_BLOCK, provider=Provider.AWS,
-                             block_id=row.get("CapacityBlockOfferingId"),
-                             instance_type=row.get("InstanceType"), region=region, zone=zone,
-                             count=count, start=row.get("StartDate"), end=row.get("EndDate"),
-                             upfront_usd=fee)  # fmt: skip
+        return CapacityBlock(
+            kind=BlockKind.AWS_CAPACITY_BLOCK,
+            provider=Provider.AWS,
+            block_id=row.get("CapacityBlockOfferingId"),
+            instance_type=row.get("InstanceType"),
+            region=region,
+            zone=zone,
+            count=count,
+            start=row.get("StartDate"),
+            end=row.get("EndDate"),
+            upfront_usd=fee,
+        )
     except ValidationError as e:
         raise input_error_from(_DESCRIBE, e, prefix=where) from e
 
@@ -95,11 +114,16 @@ def fetch_block_offerings(
     """The offerings of ``count`` x ``instance_type`` for ``hours`` starting no
     earlier than ``earliest`` and ending by ``latest_end``."""
     if not check_aws_block_hours(hours):
-        raise InputError("capacity block", "hours",
-                         "24..336 h in days, then whole weeks to 182 days", got=hours)  # fmt: skip
-    args: dict[str, Any] = {"InstanceType": instance_type, "InstanceCount": count,
-                            "CapacityDurationHours": hours, "StartDateRange": earliest,
-                            "EndDateRange": latest_end}  # fmt: skip
+        raise InputError(
+            "capacity block", "hours", "24..336 h in days, then whole weeks to 182 days", got=hours
+        )
+    args: dict[str, Any] = {
+        "InstanceType": instance_type,
+        "InstanceCount": count,
+        "CapacityDurationHours": hours,
+        "StartDateRange": earliest,
+        "EndDateRange": latest_end,
+    }
     out: list[CapacityBlock] = []
     for _page in range(_MAX_PAGES):
         with aws_call(_DESCRIBE):
@@ -123,13 +147,18 @@ def purchase_block(
             f"buying capacity block {offer.block_id} needs purchase approval; recommended only"
         )
     with aws_call(_PURCHASE):
-        resp = client.purchase_capacity_block(CapacityBlockOfferingId=offer.block_id,
-                                              InstancePlatform="Linux/UNIX")  # fmt: skip
+        resp = client.purchase_capacity_block(
+            CapacityBlockOfferingId=offer.block_id, InstancePlatform="Linux/UNIX"
+        )
     res = resp.get("CapacityReservation") if isinstance(resp, dict) else None
     rid = res.get("CapacityReservationId") if isinstance(res, dict) else None
     if not isinstance(rid, str) or not rid:
-        raise InputError(_PURCHASE, "CapacityReservation.CapacityReservationId",
-                         "the reservation id of the block bought", got=rid)  # fmt: skip
+        raise InputError(
+            _PURCHASE,
+            "CapacityReservation.CapacityReservationId",
+            "the reservation id of the block bought",
+            got=rid,
+        )
     return offer.model_copy(update={"block_id": rid, "held": True})
 
 
@@ -146,11 +175,18 @@ def _held(row: object, region: str, horizon_end: datetime, i: int) -> CapacityBl
     # An ODCR without an end date lasts until cancelled: held to the horizon.
     end = row.get("EndDate") or horizon_end
     try:
-        return CapacityBlock(kind=BlockKind.AWS_CAPACITY_BLOCK if block else BlockKind.AWS_ODCR,
-                             provider=Provider.AWS, block_id=row.get("CapacityReservationId"),
-                             instance_type=row.get("InstanceType"), region=region,
-                             zone=row.get("AvailabilityZone"), count=free,
-                             start=row.get("StartDate"), end=end, held=True)  # fmt: skip
+        return CapacityBlock(
+            kind=BlockKind.AWS_CAPACITY_BLOCK if block else BlockKind.AWS_ODCR,
+            provider=Provider.AWS,
+            block_id=row.get("CapacityReservationId"),
+            instance_type=row.get("InstanceType"),
+            region=region,
+            zone=row.get("AvailabilityZone"),
+            count=free,
+            start=row.get("StartDate"),
+            end=end,
+            held=True,
+        )
     except ValidationError as e:
         raise input_error_from(_HELD, e, prefix=where) from e
 
@@ -185,8 +221,11 @@ def launch_target(block: CapacityBlock) -> dict[str, Any]:
     type ("Use your Capacity Blocks", AWSEC2 UserGuide capacity-blocks-using)."""
     if not block.held or block.provider is not Provider.AWS:
         raise ValueError(f"{block.block_id} is not an AWS reservation the account holds")
-    args: dict[str, Any] = {"CapacityReservationSpecification": {
-        "CapacityReservationTarget": {"CapacityReservationId": block.block_id}}}  # fmt: skip
+    args: dict[str, Any] = {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": block.block_id}
+        }
+    }
     if block.kind is BlockKind.AWS_CAPACITY_BLOCK:
         args["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
     return args

@@ -171,8 +171,12 @@ class AwsMarket:
             endpoint_url=endpoint_url,
             quotas=read_quotas,
         )
-        return cls(ec2_clients=clients.ec2, pricing_client=clients.pricing,
-                   quota_clients=clients.service_quotas, **options)  # fmt: skip
+        return cls(
+            ec2_clients=clients.ec2,
+            pricing_client=clients.pricing,
+            quota_clients=clients.service_quotas,
+            **options,
+        )
 
     # -- PriceSource -----------------------------------------------------------
 
@@ -230,8 +234,7 @@ class AwsMarket:
         stale = bool(stale_parts)
         if stale:
             log.warning("aws market snapshot is stale: kept old %s", sorted(stale_parts))
-        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="aws",
-                              quotas=quotas)  # fmt: skip
+        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="aws", quotas=quotas)
 
     def _quotas(self, types: Mapping[str, InstanceType]) -> tuple[Quota, ...]:
         """Each region's vCPU limits of the requested types' groups (cached)."""
@@ -402,8 +405,9 @@ class AwsMarket:
                         continue
                     score = scores.get(zone if self._placement == "zone" else region)
                     if score is not None:
-                        key = Pool(provider=Provider.AWS, region=region, zone=zone,
-                                   instance_type=itype).key  # fmt: skip
+                        key = Pool(
+                            provider=Provider.AWS, region=region, zone=zone, instance_type=itype
+                        ).key
                         out[key] = score
         return out
 

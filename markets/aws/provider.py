@@ -18,6 +18,12 @@ without that tag to TerminateInstances (the IAM policy conditions on the same
 tag). Notices about instances visibly not ours (the account-wide EventBridge
 rule sees every instance) are acknowledged and dropped.
 
+Reserved capacity: with ``use_reservations`` an on-demand launch targets a
+held Capacity Block or ODCR of its pool, active now with room for the whole
+request (the one ending first: its hours are lost when unused), through
+``markets.aws.blocks.launch_target``; without one, an ordinary on-demand
+launch. The provider never buys a block.
+
 Errors leave as the project's tree (``markets.aws.errors``): capacity codes
 of a launch -> ``CapacityUnavailableError(pool_key=...)`` at once (botocore
 does not retry them, see ``markets.aws.settings``); throttling and 5xx after
@@ -32,9 +38,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
 
+from markets.aws.blocks import CapacityBlocksApi, fetch_held_blocks, launch_target
 from markets.aws.errors import LAUNCH_CAPACITY_CODES, aws_call
 from markets.aws.launch import (
     LAUNCH_KEY_TAG,
@@ -52,6 +60,7 @@ from markets.aws.settings import (
     queue_account,
     settings_from_options,
 )
+from markets.blocks import CapacityBlock
 from markets.errors import InputError, TransientError
 from markets.escape import log_safe
 from markets.fleet import (
@@ -63,7 +72,7 @@ from markets.fleet import (
     Notice,
     TerminateRequest,
 )
-from markets.model import Pool, Provider
+from markets.model import Pool, Provider, Tier
 
 if TYPE_CHECKING:
     import boto3
@@ -104,6 +113,8 @@ class AwsProvider:
         launch: Mapping[str, RegionLaunch],
         notices: SqsNotices | None = None,
         units: Mapping[str, int] | None = None,
+        reservations: Mapping[str, CapacityBlocksApi] | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         missing = sorted(set(launch) - set(ec2_clients))
         if missing:
@@ -113,6 +124,9 @@ class AwsProvider:
         self.launch_settings = dict(launch)
         self.notices = notices
         self._units = dict(units or {})
+        # region -> the client that reads held reservations (None: not used)
+        self._reservations = dict(reservations or {})
+        self._now = now
         self._pools: dict[str, str] = {}
         self._lock = threading.Lock()
         self.foreign_notices = 0  # acked and dropped: about instances not ours
@@ -169,6 +183,11 @@ class AwsProvider:
             launch=settings.launch,
             notices=notices,
             units=settings.units,
+            reservations=(
+                {r: cast("CapacityBlocksApi", c) for r, c in ec2_clients.items()}
+                if settings.use_reservations
+                else None
+            ),
         )
 
     # -- helpers ---------------------------------------------------------------
@@ -272,6 +291,10 @@ class AwsProvider:
                 "a subnet for every zone the plan may use",
                 got=pool.zone,
             ) from e
+        held = self.reservation_for(pool, request) if request.tier is Tier.ON_DEMAND else None
+        if held is not None:
+            extra: dict[str, Any] = launch_target(held)
+            params.update(extra)  # type: ignore[typeddict-item]
         ec2 = self.ec2_clients[pool.region]
         with aws_call("ec2:RunInstances", capacity_codes=LAUNCH_CAPACITY_CODES, pool_key=pool.key):
             reply = ec2.run_instances(**params)
@@ -287,6 +310,19 @@ class AwsProvider:
             ",".join(ids),
         )
         return ActionResult(idempotency_key=key, ok=True, instance_ids=ids)
+
+    def reservation_for(self, pool: Pool, request: LaunchRequest) -> CapacityBlock | None:
+        """The held reservation an on-demand ``request`` in ``pool`` goes into:
+        active now, its type and zone, room for every instance; the one
+        ending first, then by id (``None``: none, or reservations not used)."""
+        client = self._reservations.get(pool.region)
+        if client is None:
+            return None
+        now = self._now()
+        held = fetch_held_blocks(client, pool.region, now + timedelta(days=1))
+        fits = [b for b in held if b.instance_type == pool.instance_type and b.zone == pool.zone
+                and b.start <= now < b.end and b.count >= request.count]  # fmt: skip
+        return min(fits, key=lambda b: (b.end, b.block_id), default=None)
 
     def terminate(self, request: TerminateRequest) -> ActionResult:
         """Terminate the requested instances that carry our ownership tag.

@@ -42,8 +42,9 @@ def _value(resp: object, code: str) -> float | None:
     if value is None:
         return None
     if not isinstance(value, int | float) or value < 0 or value != value:
-        raise InputError(f"servicequotas:GetServiceQuota {code}", "Quota.Value",
-                         "a number >= 0", got=value)  # fmt: skip
+        raise InputError(
+            f"servicequotas:GetServiceQuota {code}", "Quota.Value", "a number >= 0", got=value
+        )
     return float(value)
 
 
@@ -66,6 +67,15 @@ def fetch_ec2_quotas(
             value = _value(resp, code)
             if value is None:
                 continue
-            out.append(Quota(provider=Provider.AWS, region=region, group=group, tier=tier,
-                             limit=value, unit=QuotaUnit.VCPUS, code=code))  # fmt: skip
+            out.append(
+                Quota(
+                    provider=Provider.AWS,
+                    region=region,
+                    group=group,
+                    tier=tier,
+                    limit=value,
+                    unit=QuotaUnit.VCPUS,
+                    code=code,
+                )
+            )
     return tuple(out)

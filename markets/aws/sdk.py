@@ -76,6 +76,7 @@ AWS_MARKET_API_CALLS: frozenset[str] = frozenset(
 )
 AWS_PROVIDER_API_CALLS: frozenset[str] = frozenset(
     {
+        "ec2:DescribeCapacityReservations",  # use_reservations: the held ones to launch into
         "ec2:DescribeInstances",
         "ec2:RunInstances",
         "ec2:TerminateInstances",

@@ -116,6 +116,10 @@ class AwsProviderSettings(BaseModel):
     )
     # Capacity units per instance type, for types the catalog lacks.
     units: dict[str, int] = Field(default_factory=dict)
+    # On-demand launches go into a held Capacity Block or ODCR of the pool
+    # when one is active with room (``markets.aws.blocks.launch_target``);
+    # needs ec2:DescribeCapacityReservations. Buying one is never done here.
+    use_reservations: bool = False
     retry_mode: RetryMode = "adaptive"
     max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=0, le=20)
 

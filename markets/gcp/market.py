@@ -283,11 +283,9 @@ class GcpMarket:
             log.warning("gcp market snapshot is stale: %s", sorted(stale_parts))
         self.skipped.update(table.skipped)
         table.skipped.clear()
-        quotas = self._quotas({p.pool.region for p in pools},
-                              {p.instance.gpu_model for p in pools})  # fmt: skip
+        quotas = self._quotas({p.pool.region for p in pools}, {p.instance.gpu_model for p in pools})
         stale = stale or bool(self._stale_parts)
-        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="gcp",
-                              quotas=quotas)  # fmt: skip
+        return MarketSnapshot(at=at, pools=tuple(pools), stale=stale, source="gcp", quotas=quotas)
 
     def _quotas(self, regions: set[str], models: set[str | None]) -> tuple[Quota, ...]:
         """The GPU quotas of ``models`` in ``regions`` (cached; none without
@@ -298,9 +296,18 @@ class GcpMarket:
             return ()
         key = f"quotas:{','.join(sorted(regions))}:{','.join(metrics)}"
         try:
-            return self._cache.get(key, ttl.QUOTA_TTL_S, lambda: fetch_gpu_quotas(
-                client, self.projects_client, self.project, sorted(regions), metrics,
-                self._policy)).value  # fmt: skip
+            return self._cache.get(
+                key,
+                ttl.QUOTA_TTL_S,
+                lambda: fetch_gpu_quotas(
+                    client,
+                    self.projects_client,
+                    self.project,
+                    sorted(regions),
+                    metrics,
+                    self._policy,
+                ),
+            ).value
         except StaleDataError as e:  # a refused insert is still handled
             log.warning("gcp quotas unknown: %s", e)
             self._stale_parts.add("quotas")
@@ -412,6 +419,11 @@ def open_gcp_market(
         if not project:
             raise InputError("--project", None, "a GCP project id")
         return GcpMarket.from_clients(clients, project=project, read_quotas=read_quotas, **options)
-    return GcpMarket.from_settings(project=project, endpoint=endpoint, credentials=credentials,
-                                   anonymous=anonymous, read_quotas=read_quotas,
-                                   **options)  # fmt: skip
+    return GcpMarket.from_settings(
+        project=project,
+        endpoint=endpoint,
+        credentials=credentials,
+        anonymous=anonymous,
+        read_quotas=read_quotas,
+        **options,
+    )

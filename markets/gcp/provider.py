@@ -74,6 +74,7 @@ from markets.gcp.sdk import (
     InstancesApi,
     ZoneOperationsApi,
     build_compute_clients,
+    credentials_from_file,
 )
 from markets.gcp.settings import GcpProviderSettings, insert_request, settings_from_options
 from markets.model import Pool, Provider
@@ -385,14 +386,19 @@ def open_gcp_provider(
     anonymous: bool = False,
     clock: Clock | None = None,
     policy: CallPolicy | None = None,
+    credentials_file: str | None = None,
     **settings_options: object,
 ) -> GcpProvider:
     """The registry's factory: ``open_provider("gcp", project=..., owner=...,
     zones=[...], instance_template=...)``. ``settings_options`` are
     ``GcpProviderSettings`` fields (validated there); ``endpoint`` /
     ``credentials`` / ``anonymous`` say how to build clients, or ``clients``
-    (a ``ComputeClients``) are used as they are; ``clock`` and ``policy``."""
+    (a ``ComputeClients``) are used as they are; ``clock`` and ``policy``;
+    ``credentials_file``: credentials read from that file
+    (``markets.gcp.sdk.credentials_from_file``) instead of the defaults."""
     settings = settings_from_options({k: v for k, v in settings_options.items() if v is not None})
+    if credentials_file is not None and credentials is None:
+        credentials = credentials_from_file(credentials_file)
     if clients is not None:
         return GcpProvider.from_clients(settings, clients, clock=clock, policy=policy)
     return GcpProvider.from_settings(

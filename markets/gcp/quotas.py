@@ -56,25 +56,50 @@ def fetch_gpu_quotas(
     out: list[Quota] = []
     for region in sorted(set(regions)):
         with gcp_call("compute.regions.get"):
-            got = regions_client.get(request={"project": project, "region": region},
-                                     **policy.kwargs())  # fmt: skip
+            got = regions_client.get(
+                request={"project": project, "region": region}, **policy.kwargs()
+            )
         limits = _limits(got.quotas, f"compute.regions.get {region}")
         for metric in wanted:
             if metric not in limits:
                 continue
             spot = limits.get(PREEMPTIBLE + metric)
             tier = None if spot is None else Tier.ON_DEMAND  # one limit on any tier
-            out.append(Quota(provider=Provider.GCP, region=region, group=metric, tier=tier,
-                             limit=limits[metric], unit=QuotaUnit.GPUS, code=metric))  # fmt: skip
+            out.append(
+                Quota(
+                    provider=Provider.GCP,
+                    region=region,
+                    group=metric,
+                    tier=tier,
+                    limit=limits[metric],
+                    unit=QuotaUnit.GPUS,
+                    code=metric,
+                )
+            )
             if spot is not None:
-                out.append(Quota(provider=Provider.GCP, region=region, group=metric,
-                                 tier=Tier.SPOT, limit=spot, unit=QuotaUnit.GPUS,
-                                 code=PREEMPTIBLE + metric))  # fmt: skip
+                out.append(
+                    Quota(
+                        provider=Provider.GCP,
+                        region=region,
+                        group=metric,
+                        tier=Tier.SPOT,
+                        limit=spot,
+                        unit=QuotaUnit.GPUS,
+                        code=PREEMPTIBLE + metric,
+                    )
+                )
     if projects_client is not None and wanted:
         with gcp_call("compute.projects.get"):
             got_p = projects_client.get(request={"project": project}, **policy.kwargs())
         glob = _limits(got_p.quotas, "compute.projects.get").get(GCP_GLOBAL_GPUS)
         if glob is not None:
-            out.append(Quota(provider=Provider.GCP, group=GCP_GLOBAL_GPUS, limit=glob,
-                             unit=QuotaUnit.GPUS, code=GCP_GLOBAL_GPUS))  # fmt: skip
+            out.append(
+                Quota(
+                    provider=Provider.GCP,
+                    group=GCP_GLOBAL_GPUS,
+                    limit=glob,
+                    unit=QuotaUnit.GPUS,
+                    code=GCP_GLOBAL_GPUS,
+                )
+            )
     return tuple(out)

@@ -7,7 +7,8 @@ fake server in ``tests/fakes/gcp.py`` records the methods really called and a
 test keeps the two equal), the IAM permissions those calls need
 (``GCP_IAM_PERMISSIONS``, for a least-privilege custom role), the protocols
 naming only the client methods used, ``CallPolicy`` (retry and timeout of
-every call) and ``build_compute_clients``.
+every call), ``build_compute_clients`` and ``credentials_from_file`` (a
+credentials file named in the daemon's config, with the Compute scope).
 
 Retries are google-api-core's (``Retry`` with jittered exponential backoff on
 429 and 5xx), bounded by ``CallPolicy.retry_timeout_s``, never a loop of ours.
@@ -26,6 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
+from markets.errors import InputError
+
 if TYPE_CHECKING:
     from google.api_core.extended_operation import ExtendedOperation
     from google.api_core.retry import Retry
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
     from google.cloud.compute_v1 import Instance, Operation, Project, Region
     from google.cloud.compute_v1.services.accelerator_types import (
         pagers as accelerator_types_pagers,
+    )
+    from google.cloud.compute_v1.services.future_reservations import (
+        pagers as future_reservations_pagers,
     )
     from google.cloud.compute_v1.services.instances import pagers as instances_pagers
     from google.cloud.compute_v1.services.machine_types import pagers as machine_types_pagers
@@ -55,6 +61,7 @@ __all__ = [
     "CallOptions",
     "CallPolicy",
     "ComputeClients",
+    "FutureReservationsApi",
     "InstancesApi",
     "MachineTypesApi",
     "ProjectsApi",
@@ -64,6 +71,7 @@ __all__ = [
     "ZoneOperationsApi",
     "ZonesApi",
     "build_compute_clients",
+    "credentials_from_file",
 ]
 
 # Compute Engine REST methods, as the API's discovery document names them.
@@ -169,6 +177,14 @@ class RegionCommitmentsApi(Protocol):
     ) -> region_commitments_pagers.AggregatedListPager: ...
 
 
+class FutureReservationsApi(Protocol):
+    """``compute_v1.FutureReservationsClient``: ``aggregated_list`` only."""
+
+    def aggregated_list(
+        self, *, request: RequestDict, retry: Retry, timeout: float
+    ) -> future_reservations_pagers.AggregatedListPager: ...
+
+
 class RegionsApi(Protocol):
     """``compute_v1.RegionsClient``: ``get`` only (a region's quotas)."""
 
@@ -267,8 +283,50 @@ class ComputeClients:
     instances: InstancesApi | None = None
     zone_operations: ZoneOperationsApi | None = None
     region_commitments: RegionCommitmentsApi | None = None
+    future_reservations: FutureReservationsApi | None = None
     regions: RegionsApi | None = None
     projects: ProjectsApi | None = None
+
+
+# Compute Engine's scope: the provider reads and writes instances only.
+COMPUTE_SCOPES = ("https://www.googleapis.com/auth/compute",)
+
+
+def credentials_from_file(path: str) -> Credentials:
+    """Google credentials from a service-account key or a workload-identity
+    (``external_account``) JSON file, each read by its own type's loader
+    (google-auth's advice: a generic loader accepts any configuration it is
+    handed); ``InputError`` naming the file when they cannot be read from it."""
+    import json
+
+    from google.auth import identity_pool
+    from google.auth.exceptions import GoogleAuthError
+    from google.oauth2 import service_account
+
+    def refuse(why: str) -> InputError:
+        return InputError("gcp", "credentials_file", f"a Google credentials JSON file ({why})",
+                          got=path)  # fmt: skip
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.loads(f.read(_MAX_CREDENTIALS_BYTES + 1)[:_MAX_CREDENTIALS_BYTES])
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise refuse(f"unreadable: {type(e).__name__}") from e
+    kind = info.get("type") if isinstance(info, dict) else None
+    try:
+        if kind == "service_account":
+            sa: Callable[..., Credentials] = service_account.Credentials.from_service_account_info
+            return sa(info, scopes=COMPUTE_SCOPES)
+        if kind == "external_account":
+            wif: Callable[..., Credentials] = identity_pool.Credentials.from_info
+            return wif(info, scopes=COMPUTE_SCOPES)
+    except (GoogleAuthError, ValueError, KeyError) as e:
+        raise refuse(f"a {kind} file google-auth cannot read: {type(e).__name__}") from e
+    raise refuse(f"type service_account or external_account, not {str(kind)[:40]!r}")
+
+
+# A credentials file is a few KB; more is not one.
+_MAX_CREDENTIALS_BYTES = 64 * 1024
 
 
 def build_compute_clients(
@@ -313,6 +371,9 @@ def build_compute_clients(
             transport="rest", client_options=opts, credentials=credentials
         ),
         region_commitments=compute_v1.RegionCommitmentsClient(
+            transport="rest", client_options=opts, credentials=credentials
+        ),
+        future_reservations=compute_v1.FutureReservationsClient(
             transport="rest", client_options=opts, credentials=credentials
         ),
         regions=compute_v1.RegionsClient(

@@ -206,8 +206,9 @@ def coverage(pools: Sequence[PoolData], span_ns: tuple[int, int]) -> Coverage:
     for p, common, traced in per_pool:
         hit = common if how == "overlap" else traced if how == "availability" else []
         if how == "prices":
-            hit = _intersect(_merge([iv for v in _known(p.spot, end).values() for iv in v]),
-                             [window])  # fmt: skip
+            hit = _intersect(
+                _merge([iv for v in _known(p.spot, end).values() for iv in v]), [window]
+            )
         if not _intersect(hit, [window]):
             continue
         inside += 1

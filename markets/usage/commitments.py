@@ -42,9 +42,19 @@ from markets.usage.model import BillCommitment
 __all__ = ["HOURLY_SQL", "bill_commitments", "meta_select", "to_owned"]
 
 _META = (
-    "ctype", "category", "cname", "provider", "cstart", "cend", "term", "payment",
-    "family", "scope_region", "rate", "count",
-)  # fmt: skip
+    "ctype",
+    "category",
+    "cname",
+    "provider",
+    "cstart",
+    "cend",
+    "term",
+    "payment",
+    "family",
+    "scope_region",
+    "rate",
+    "count",
+)
 
 
 def _q(name: str) -> str:
@@ -88,21 +98,27 @@ def _meta(fmt: Format, types: Mapping[str, str]) -> dict[str, str]:
         "category": f"CASE WHEN {is_sp} THEN 'Spend' ELSE 'Usage' END",
         "cname": "NULL",
         "provider": "'AWS'",
-        "cstart": _first(_col(types, "savings_plan_start_time"),
-                         _col(types, "reservation_start_time")),
+        "cstart": _first(
+            _col(types, "savings_plan_start_time"), _col(types, "reservation_start_time")
+        ),
         "cend": _first(_col(types, "savings_plan_end_time"), _col(types, "reservation_end_time")),
-        "term": _first(_col(types, "savings_plan_purchase_term"),
-                       _col(types, "pricing_lease_contract_length")),
-        "payment": _first(_col(types, "savings_plan_payment_option"),
-                          _col(types, "pricing_purchase_option")),
+        "term": _first(
+            _col(types, "savings_plan_purchase_term"), _col(types, "pricing_lease_contract_length")
+        ),
+        "payment": _first(
+            _col(types, "savings_plan_payment_option"), _col(types, "pricing_purchase_option")
+        ),
         "family": _col(types, "savings_plan_instance_type_family"),
         "scope_region": _col(types, "savings_plan_region"),
         "rate": _num(types, "savings_plan_savings_plan_rate"),
         "count": _num(types, "reservation_number_of_reservations"),
-        "eff": _first(_num(types, "reservation_effective_cost"),
-                      _num(types, "savings_plan_savings_plan_effective_cost"),
-                      _num(types, "line_item_unblended_cost"), "0.0"),
-    }  # fmt: skip
+        "eff": _first(
+            _num(types, "reservation_effective_cost"),
+            _num(types, "savings_plan_savings_plan_effective_cost"),
+            _num(types, "line_item_unblended_cost"),
+            "0.0",
+        ),
+    }
 
 
 def meta_select(fmt: Format, types: Mapping[str, str], cols: Columns, scan: str) -> str | None:
@@ -247,8 +263,11 @@ def bill_commitments(
                 continue
             k = (str(r["instance_type"]), str(r["region"] or ""))
             ih, cost, rate = covered.get(k, (0.0, 0.0, 0.0))
-            covered[k] = (ih + float(r["used_ih"]), cost + float(r["used_cost"]),
-                          max(rate, float(r["rate"] or 0.0)))  # fmt: skip
+            covered[k] = (
+                ih + float(r["used_ih"]),
+                cost + float(r["used_cost"]),
+                max(rate, float(r["rate"] or 0.0)),
+            )
         provider = _provider(top("provider"), cid)
         billed_as = " / ".join(str(x) for x in (top("ctype"), top("cname")) if x) or "commitment"
         kind, spend = _kind(provider, billed_as, top("category"))
@@ -285,18 +304,34 @@ def bill_commitments(
             (t, r, (v[2] or (v[1] / v[0] if v[0] > 0 else 0.0)))
             for (t, r), v in sorted(covered.items())
         )
-        out.append(BillCommitment(
-            id=cid, provider=provider, kind=kind, billed_as=billed_as,
-            category=top("category"), region=region or None, instance_type=itype,
-            family=family, count=count, usd_per_hour=usd_per_hour, rates=rates,
-            term_years=_term(top("term"), start, end), start=start, end=end,
-            payment=_payment(top("payment")), first_seen=first, last_seen=last,
-            used_instance_hours=used_ih, used_cost_usd=used_cost,
-            unused_instance_hours=unused_ih, unused_cost_usd=unused_cost + (
-                max(0.0, fee_cost - used_cost) if fee_hours > 0 else 0.0),
-            covered=tuple((t, r, v[0]) for (t, r), v in sorted(covered.items())),
-            spend_based=spend,
-        ))  # fmt: skip
+        out.append(
+            BillCommitment(
+                id=cid,
+                provider=provider,
+                kind=kind,
+                billed_as=billed_as,
+                category=top("category"),
+                region=region or None,
+                instance_type=itype,
+                family=family,
+                count=count,
+                usd_per_hour=usd_per_hour,
+                rates=rates,
+                term_years=_term(top("term"), start, end),
+                start=start,
+                end=end,
+                payment=_payment(top("payment")),
+                first_seen=first,
+                last_seen=last,
+                used_instance_hours=used_ih,
+                used_cost_usd=used_cost,
+                unused_instance_hours=unused_ih,
+                unused_cost_usd=unused_cost
+                + (max(0.0, fee_cost - used_cost) if fee_hours > 0 else 0.0),
+                covered=tuple((t, r, v[0]) for (t, r), v in sorted(covered.items())),
+                spend_based=spend,
+            )
+        )
     return tuple(out)
 
 

@@ -119,18 +119,26 @@ class BillCommitment:
     def to_dict(self) -> dict[str, object]:
         u = self.utilisation
         return {
-            "id": self.id, "provider": self.provider, "kind": self.kind,
-            "billed_as": self.billed_as, "category": self.category,
-            "region": self.region, "instance_type": self.instance_type,
-            "family": self.family, "count": self.count,
+            "id": self.id,
+            "provider": self.provider,
+            "kind": self.kind,
+            "billed_as": self.billed_as,
+            "category": self.category,
+            "region": self.region,
+            "instance_type": self.instance_type,
+            "family": self.family,
+            "count": self.count,
             "usd_per_hour": round(self.usd_per_hour, 4),
-            "rates": [{"instance_type": t, "region": r, "usd_per_instance_hour": round(v, 6)}
-                      for t, r, v in self.rates],
+            "rates": [
+                {"instance_type": t, "region": r, "usd_per_instance_hour": round(v, 6)}
+                for t, r, v in self.rates
+            ],
             "term_years": self.term_years,
             "start": None if self.start is None else self.start.isoformat(),
             "end": None if self.end is None else self.end.isoformat(),
             "payment": self.payment,
-            "first_seen": self.first_seen.isoformat(), "last_seen": self.last_seen.isoformat(),
+            "first_seen": self.first_seen.isoformat(),
+            "last_seen": self.last_seen.isoformat(),
             "used_instance_hours": round(self.used_instance_hours, 3),
             "used_cost_usd": round(self.used_cost_usd, 2),
             "unused_instance_hours": round(self.unused_instance_hours, 3),
@@ -141,7 +149,7 @@ class BillCommitment:
                 for t, r, v in self.covered
             ],
             "spend_based": self.spend_based,
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True, eq=False)

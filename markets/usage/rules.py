@@ -87,8 +87,10 @@ class Rule(StrictModel):
         default=None, alias="class"
     )
     deadline_hours: Annotated[float, Field(gt=0, le=1e6)] | None = None
-    regions: Annotated[list[Annotated[str, Field(pattern=_REGION)]],
-                       Field(min_length=1, max_length=500)] | None = None  # fmt: skip
+    regions: (
+        Annotated[list[Annotated[str, Field(pattern=_REGION)]], Field(min_length=1, max_length=500)]
+        | None
+    ) = None
 
     @field_validator("workload")
     @classmethod

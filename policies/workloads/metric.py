@@ -96,9 +96,10 @@ class DemandMetric(StrictModel):
                 raise FieldError("url", "no url for source: cloudwatch (prometheus only)")
         if self.max_replicas is not None and self.max_replicas < self.min_replicas:
             raise FieldError(
-                "max_replicas", f"max_replicas >= min_replicas ({self.min_replicas})",
+                "max_replicas",
+                f"max_replicas >= min_replicas ({self.min_replicas})",
                 self.max_replicas,
-            )  # fmt: skip
+            )
         return self
 
     def lookahead_for(self, readiness_minutes: float) -> float:

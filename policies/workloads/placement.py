@@ -95,8 +95,16 @@ def placements_used(
     out = set()
     for text in pool_keys:
         k = PoolKey.parse(text)
-        out.add(placement_key(placement, mixed_types, provider=k.provider, region=k.region,
-                              zone=k.zone, instance_type=k.instance_type))  # fmt: skip
+        out.add(
+            placement_key(
+                placement,
+                mixed_types,
+                provider=k.provider,
+                region=k.region,
+                zone=k.zone,
+                instance_type=k.instance_type,
+            )
+        )
     return out
 
 

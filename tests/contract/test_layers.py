@@ -51,6 +51,8 @@ MARKETS_CORE = frozenset(
         "blocks",
         # a market seen through a change to its snapshots: no I/O of its own
         "wrapped",
+        # providers of several clouds acted in as one: routing, no I/O of its own
+        "clouds",
         # a market with a bill's own prices: a wrapper over values, no I/O
         "billed",
         "cache",

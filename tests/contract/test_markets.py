@@ -53,9 +53,9 @@ def _open_aws(moto_url: str) -> PriceSource:
 
     creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
     region = "us-east-1"
-    ec2 = boto3.client("ec2", region_name=region, endpoint_url=moto_url, **creds)
-    pricing = boto3.client("pricing", region_name=region, **creds)
-    placement = boto3.client("ec2", region_name=region, **creds)
+    ec2 = boto3.client("ec2", region_name=region, endpoint_url=moto_url, **creds)  # type: ignore[call-overload]
+    pricing = boto3.client("pricing", region_name=region, **creds)  # type: ignore[call-overload]
+    placement = boto3.client("ec2", region_name=region, **creds)  # type: ignore[call-overload]
     price_stub, place_stub = Stubber(pricing), Stubber(placement)
     for t in sorted(AWS_TYPES):
         doc = {

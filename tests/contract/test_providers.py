@@ -24,7 +24,11 @@ Contract (``markets.protocols.Provider``), the same words for the three:
 - **quota**: a launch past an account quota (EC2's ``VcpuLimitExceeded``,
   GCP's ``QUOTA_EXCEEDED`` from the fake's GPU quota) raises
   ``QuotaExceededError`` (``ErrorKind.QUOTA``: the daemon tries elsewhere),
-  launching nothing.
+  launching nothing;
+- **reservations** (AWS, ``use_reservations``): an on-demand launch goes into
+  the held Capacity Block or ODCR of its pool that is active with room for
+  it (a Capacity Block with the ``capacity-block`` market type); spot, or no
+  such reservation, launches as before; a replay reads and sends nothing.
 """
 
 from __future__ import annotations
@@ -94,7 +98,7 @@ def _aws_fault(client: Any, action: str, code: str, status: int) -> None:
 
     def reply(request: Any, **_: Any) -> AWSResponse:
         raw = types.SimpleNamespace(stream=lambda **_: iter([body]))
-        return AWSResponse(request.url, status, {}, raw)
+        return AWSResponse(request.url, status, {}, raw)  # type: ignore[arg-type]
 
     client.meta.events.register(f"before-send.ec2.{action}", reply)
 
@@ -183,7 +187,7 @@ def _open_gcp(request: pytest.FixtureRequest, stack: ExitStack) -> Rig:
         throttle=lambda: fake.fail_next(
             "compute.instances.insert", 429, "rateLimitExceeded", times=10_000
         ),
-        quota_full=lambda: [fake.set_quota(m, 0, region="us-central1")
+        quota_full=lambda: [fake.set_quota(m, 0, region="us-central1")  # type: ignore[arg-type, func-returns-value]
                             for m in ("NVIDIA_A100_GPUS", "PREEMPTIBLE_NVIDIA_A100_GPUS")],
     )  # fmt: skip
 
@@ -320,3 +324,90 @@ def test_a_launch_past_an_account_quota_raises_quota_exceeded(rig: Rig) -> None:
     with pytest.raises(QuotaExceededError):
         rig.provider.launch(_launch(rig, rig.owner))
     assert _ids(rig.provider, rig.owner) == set()
+
+
+# -- launching into a held reservation (AWS) ---------------------------------------
+# moto serves RunInstances; it has no Capacity Reservations API, so the
+# provider reads the held ones through a botocore Stubber on a second client
+# (in production the same EC2 client does both).
+
+RESERVED_POOL = f"aws/{AWS_REGION}/us-east-1b/p5.48xlarge"
+NOW = datetime(2026, 12, 7, 12, tzinfo=UTC)
+
+
+def _held_row(rid: str, rtype: str, free: int, start: datetime, zone: str = "us-east-1b"
+              ) -> dict[str, Any]:  # fmt: skip
+    return {"CapacityReservationId": rid, "InstanceType": "p5.48xlarge",
+            "AvailabilityZone": zone, "TotalInstanceCount": 4, "AvailableInstanceCount": free,
+            "State": "active", "StartDate": start, "EndDate": start + timedelta(days=7),
+            "ReservationType": rtype, "EndDateType": "limited"}  # fmt: skip
+
+
+def _reserving_aws(request: pytest.FixtureRequest, rows: list[dict[str, Any]]
+                   ) -> tuple[Provider, list[dict[str, Any]], Any]:  # fmt: skip
+    """An AWS provider over moto that reads ``rows`` as the held reservations,
+    the RunInstances parameters it sends, and the Stubber (to check it was read)."""
+    from botocore.stub import Stubber
+
+    from markets.aws.provider import AwsProvider
+    from markets.aws.settings import settings_from_options
+
+    rig = _open_aws(request, ExitStack())
+    ec2 = rig.provider.ec2_clients[AWS_REGION]  # type: ignore[attr-defined]
+    sent: list[dict[str, Any]] = []
+    ec2.meta.events.register("provide-client-params.ec2.RunInstances",
+                             lambda params, **_: sent.append(dict(params)))  # fmt: skip
+    reader = _aws_session().client("ec2", region_name=AWS_REGION)
+    stub = Stubber(reader)
+    usable = {"Filters": [{"Name": "state", "Values": ["active", "scheduled"]}]}
+    stub.add_response("describe_capacity_reservations", {"CapacityReservations": rows}, usable)
+    stub.activate()
+    settings = settings_from_options({"owner": rig.owner, "use_reservations": True,
+                                      "launch": {AWS_REGION: {"image_id": AWS_AMI}}})  # fmt: skip
+    provider = AwsProvider(owner=rig.owner, ec2_clients={AWS_REGION: ec2},
+                           launch=settings.launch, reservations={AWS_REGION: reader},
+                           now=lambda: NOW)  # fmt: skip
+    return provider, sent, stub
+
+
+@pytest.mark.parametrize(
+    "rtype,market",
+    [("capacity-block", {"MarketType": "capacity-block"}), ("default", None)],
+    ids=["capacity-block", "odcr"],
+)
+def test_aws_on_demand_launch_goes_into_the_held_reservation(
+    request: pytest.FixtureRequest, rtype: str, market: dict[str, str] | None
+) -> None:
+    rows = [_held_row("cr-later", rtype, 2, NOW + timedelta(hours=1)),  # not started yet
+            _held_row("cr-elsewhere", rtype, 2, NOW, zone="us-east-1a"),
+            _held_row("cr-small", rtype, 1, NOW),  # no room for 2
+            _held_row("cr-0a1", rtype, 2, NOW - timedelta(hours=1))]  # fmt: skip
+    provider, sent, stub = _reserving_aws(request, rows)
+    req = LaunchRequest(idempotency_key=f"contract-{uuid.uuid4().hex[:16]}",
+                        pool_key=RESERVED_POOL, tier=Tier.ON_DEMAND, workload="finetune",
+                        count=2, owner=provider.owner, plan_generation=1)  # type: ignore[attr-defined]  # fmt: skip
+    result = provider.launch(req)
+    stub.assert_no_pending_responses()
+    assert result.ok and len(result.instance_ids) == 2
+    [params] = sent
+    assert params["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0a1"}}  # fmt: skip
+    assert params.get("InstanceMarketOptions") == market
+    again = provider.launch(req)  # the same key: replayed, nothing sent, nothing read
+    assert again.replayed and set(again.instance_ids) == set(result.instance_ids)
+    assert len(sent) == 1
+
+
+def test_aws_spot_and_launches_without_a_fitting_reservation_target_none(
+    request: pytest.FixtureRequest,
+) -> None:
+    provider, sent, stub = _reserving_aws(request, [_held_row("cr-small", "default", 1, NOW)])
+    owner = provider.owner  # type: ignore[attr-defined]
+    for tier in (Tier.SPOT, Tier.ON_DEMAND):  # spot reads none; on-demand finds no room for 2
+        provider.launch(LaunchRequest(idempotency_key=f"contract-{uuid.uuid4().hex[:16]}",
+                                      pool_key=RESERVED_POOL, tier=tier, workload="w", count=2,
+                                      owner=owner, plan_generation=1))  # fmt: skip
+    stub.assert_no_pending_responses()
+    assert [p.get("CapacityReservationSpecification") for p in sent] == [None, None]
+    assert sent[0]["InstanceMarketOptions"]["MarketType"] == "spot"
+    assert "InstanceMarketOptions" not in sent[1]

@@ -132,12 +132,13 @@ def test_runner_composes_settings_with_the_schema() -> None:
     out = runner.run_bench(lambda: BenchData("synthetic", _traces()), windows=1, seed=2)
     _check_schema(out)
     assert out["schema"] == runner.SCHEMA
-    assert out["deadline"]["windows"] == 2 * 3  # two traces x three job fractions
-    assert out["fleet"]["windows"] == 2  # one group, N = 4 and 8
+    assert out["deadline"]["windows"] == 2 * 3  # type: ignore[index]  # two traces x three job fractions
+    assert out["fleet"]["windows"] == 2  # type: ignore[index]  # one group, N = 4 and 8
     # every policy sees the same windows: on-demand is the 1.0 yardstick
-    assert out["deadline"]["policies"]["on_demand"]["mean_cost_vs_on_demand"] == 1.0
-    assert out["deadline"]["policies"]["omniscient"]["mean_cost_vs_on_demand"] <= min(
-        v["mean_cost_vs_on_demand"] for v in out["deadline"]["policies"].values()
+    assert out["deadline"]["policies"]["on_demand"]["mean_cost_vs_on_demand"] == 1.0  # type: ignore[index]
+    assert out["deadline"]["policies"]["omniscient"]["mean_cost_vs_on_demand"] <= min(  # type: ignore[index]
+        v["mean_cost_vs_on_demand"]
+        for v in out["deadline"]["policies"].values()  # type: ignore[index]
     )
 
 
@@ -154,8 +155,8 @@ def test_portfolio_and_solver_hooks_plug_in(monkeypatch: pytest.MonkeyPatch) -> 
         lambda: BenchData("synthetic", _traces()), windows=1, seed=9, settings=("portfolio",)
     )
     assert seen == [(1, 9)]
-    assert out["portfolio"]["policies"]["hindsight"]["cost_vs_hindsight"] == 1.0
-    assert out["machinery"]["solver"] == {"sizes": []}
+    assert out["portfolio"]["policies"]["hindsight"]["cost_vs_hindsight"] == 1.0  # type: ignore[index]
+    assert out["machinery"]["solver"] == {"sizes": []}  # type: ignore[index]
     assert "hindsight" in markdown(out)
 
 

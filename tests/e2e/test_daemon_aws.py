@@ -79,23 +79,43 @@ def test_interruption_on_eventbridge_is_replaced_in_another_pool_within_the_wind
     owner = f"e2e-{uuid.uuid4().hex[:10]}"
     clock = ManualClock(T0)
     market = TinyMarket()  # three us-east-1 zones of p3.2xlarge
-    workloads = parse_workloads({"workloads": [{
-        "name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-        "unit_hours": 1000, "deadline_hours": 500, "max_units": 4,
-        "max_zone_share": 0.5, "max_pool_share": 0.5,
-    }]})  # fmt: skip
-    config = DaemonConfig.model_validate({
-        "owner": owner, "store_url": f"sqlite:///{tmp_path / 'state.db'}",
-        "planner": "fast", "metrics_port": 0, "provider": "aws",
-    })  # fmt: skip
+    workloads = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 1000,
+                    "deadline_hours": 500,
+                    "max_units": 4,
+                    "max_zone_share": 0.5,
+                    "max_pool_share": 0.5,
+                }
+            ]
+        }
+    )
+    config = DaemonConfig.model_validate(
+        {
+            "owner": owner,
+            "store_url": f"sqlite:///{tmp_path / 'state.db'}",
+            "planner": "fast",
+            "metrics_port": 0,
+            "provider": "aws",
+        }
+    )
     provider = open_aws_provider(
-        owner=owner, launch={REGION: {"image_id": AMI}}, queue_url=url, queue_region=REGION,
-        endpoint_url=moto_server, notice_wait_s=0,
-    )  # fmt: skip
+        owner=owner,
+        launch={REGION: {"image_id": AMI}},
+        queue_url=url,
+        queue_region=REGION,
+        endpoint_url=moto_server,
+        notice_wait_s=0,
+    )
     store = Store(config.store_url)
     daemon = Daemon(config, provider, market, store, default_lifecycle(workloads, clock, config),
                     clock, workloads=workloads, metrics=DaemonMetrics(),
-                    sleep=clock.advance)  # fmt: skip
+                    sleep=clock.advance)  # type: ignore[arg-type]  # fmt: skip
     daemon.start()
     fleet = provider.list_fleet(owner)
     spot = [i for i in fleet if i.tier is Tier.SPOT]
@@ -104,12 +124,19 @@ def test_interruption_on_eventbridge_is_replaced_in_another_pool_within_the_wind
 
     clock.advance(30)
     sent_at = clock.now()
-    reply = events.put_events(Entries=[{
-        "Source": "aws.ec2", "DetailType": INTERRUPTION,
-        "Detail": json.dumps({"instance-id": victim.instance_id, "instance-action": "terminate"}),
-        "Resources": [f"arn:aws:ec2:{REGION}:123456789012:instance/{victim.instance_id}"],
-        "Time": sent_at,
-    }])  # fmt: skip
+    reply = events.put_events(
+        Entries=[
+            {
+                "Source": "aws.ec2",
+                "DetailType": INTERRUPTION,
+                "Detail": json.dumps(
+                    {"instance-id": victim.instance_id, "instance-action": "terminate"}
+                ),
+                "Resources": [f"arn:aws:ec2:{REGION}:123456789012:instance/{victim.instance_id}"],
+                "Time": sent_at,
+            }
+        ]
+    )
     assert reply["FailedEntryCount"] == 0
     event_id = reply["Entries"][0]["EventId"]
 
@@ -132,12 +159,22 @@ def test_interruption_on_eventbridge_is_replaced_in_another_pool_within_the_wind
     assert "Messages" not in left
     # the same notice again (EventBridge delivers at least once): no new decision
     victim_arn = f"arn:aws:ec2:{REGION}:123456789012:instance/{victim.instance_id}"
-    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({
-        "version": "0", "id": event_id, "detail-type": INTERRUPTION, "source": "aws.ec2",
-        "account": "123456789012", "time": T0.isoformat().replace("+00:00", "Z"),
-        "region": REGION, "resources": [victim_arn], "detail": {"instance-id": victim.instance_id,
-                                                     "instance-action": "terminate"},
-    }))  # fmt: skip
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps(
+            {
+                "version": "0",
+                "id": event_id,
+                "detail-type": INTERRUPTION,
+                "source": "aws.ec2",
+                "account": "123456789012",
+                "time": T0.isoformat().replace("+00:00", "Z"),
+                "region": REGION,
+                "resources": [victim_arn],
+                "detail": {"instance-id": victim.instance_id, "instance-action": "terminate"},
+            }
+        ),
+    )
     before = sum(1 for _ in after)
     daemon.poll_notices()
     with store.transaction() as tx:

@@ -113,8 +113,10 @@ def test_a_dry_run_prints_the_plans_cost_against_the_fleet_now(tmp_path: Path) -
         want = {k: v for k, v in want.items() if abs(v[0]) > 1e-9 or abs(v[1]) > 1e-9}
         if set(want) != set(rows):
             continue
-        if all(abs(rows[k][0] - v[0]) <= 0.005 and abs(rows[k][1] - v[1]) <= 0.005
-               for k, v in want.items()):  # fmt: skip
+        if all(
+            abs(rows[k][0] - v[0]) <= 0.005 and abs(rows[k][1] - v[1]) <= 0.005
+            for k, v in want.items()
+        ):
             break
     else:
         raise AssertionError(f"the table does not match the prices:\n{out}")

@@ -45,23 +45,45 @@ def test_gcp_preemption_is_decided_inside_the_30_s_window(
     fake: FakeCompute, clock: ManualClock, tmp_path: Path
 ) -> None:
     owner = "team-ml"
-    workloads = parse_workloads({"workloads": [{
-        "name": "sweeps", "class": "batch", "instance_types": ["a2-highgpu-1g"],
-        "unit_hours": 600, "deadline_hours": 500, "max_units": 4,
-    }]})  # fmt: skip
-    config = DaemonConfig.model_validate({
-        "owner": owner, "store_url": f"sqlite:///{tmp_path / 'state.db'}", "planner": "fast",
-        "metrics_port": 0, "provider": "gcp",
-    })  # fmt: skip
+    workloads = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["a2-highgpu-1g"],
+                    "unit_hours": 600,
+                    "deadline_hours": 500,
+                    "max_units": 4,
+                }
+            ]
+        }
+    )
+    config = DaemonConfig.model_validate(
+        {
+            "owner": owner,
+            "store_url": f"sqlite:///{tmp_path / 'state.db'}",
+            "planner": "fast",
+            "metrics_port": 0,
+            "provider": "gcp",
+        }
+    )
     assert config.launch_providers == ("gcp",)
     provider = open_provider(
-        "gcp", project="spotfolio-test", owner=owner, zones=list(ZONES), source_image=IMAGE,
-        endpoint=fake.url, anonymous=True, clock=clock, policy=FAST,
-    )  # fmt: skip
+        "gcp",
+        project="spotfolio-test",
+        owner=owner,
+        zones=list(ZONES),
+        source_image=IMAGE,
+        endpoint=fake.url,
+        anonymous=True,
+        clock=clock,
+        policy=FAST,
+    )
     store = Store(config.store_url)
     daemon = Daemon(config, provider, TinyMarket(KEYS), store,
                     default_lifecycle(workloads, clock, config), clock, workloads=workloads,
-                    metrics=DaemonMetrics(), sleep=clock.advance)  # fmt: skip
+                    metrics=DaemonMetrics(), sleep=clock.advance)  # type: ignore[arg-type]  # fmt: skip
     daemon.start()
     fleet = provider.list_fleet(owner)
     spot = [i for i in fleet if i.tier is Tier.SPOT]

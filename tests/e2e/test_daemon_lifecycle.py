@@ -209,10 +209,19 @@ def _two_clouds(tmp_path: Path, providers: list[str] | None) -> tuple[World, Dae
     w = World(tmp_path, market)
     w.config = w.config.model_copy(update={"providers": providers})
     w.workloads = parse_workloads(
-        {"workloads": [{"name": "sweeps", "class": "batch",
-                        "instance_types": ["g6.xlarge", "g2-standard-4"],
-                        "unit_hours": 2000, "deadline_hours": 1000, "max_units": 4}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["g6.xlarge", "g2-standard-4"],
+                    "unit_hours": 2000,
+                    "deadline_hours": 1000,
+                    "max_units": 4,
+                }
+            ]
+        }
+    )
     d = w.daemon()
     d.start()
     return w, d
@@ -259,9 +268,12 @@ def test_the_lifecycle_counts_deadlines_from_the_plan_epoch(tmp_path: Path) -> N
 
 def test_the_aws_provider_keeps_the_lifecycle_in_aws_unless_configured() -> None:
     ws = parse_workloads(
-        {"workloads": [{"name": "x", "class": "batch", "instance_types": ["g6.xlarge"],
-                        "unit_hours": 1}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {"name": "x", "class": "batch", "instance_types": ["g6.xlarge"], "unit_hours": 1}
+            ]
+        }
+    )
     aws = DaemonConfig.model_validate({"owner": "o", "provider": "aws"})
     lc = default_lifecycle(ws, ManualClock(T0), aws)
     assert isinstance(lc, LifecycleManager) and lc.config.providers == ("aws",)
@@ -315,7 +327,7 @@ def test_a_revocation_calls_the_checkpoint_hook_without_waiting_for_it(tmp_path:
         d.reconcile()  # stores what finished
     results = _hook_results(w)
     assert list(results) == [dec.notice_id]
-    rec = results[dec.notice_id]
+    rec = results[dec.notice_id]  # type: ignore[index]
     assert rec["ok"] is True and rec["kind"] == "command"
     assert rec["budget_s"] == pytest.approx(budget, abs=1e-3)
     assert rec["elapsed_s"] >= HOOK_SLEEP_S
@@ -407,9 +419,12 @@ def test_checkpoint_hooks_are_validated(tmp_path: Path) -> None:
         load_daemon_config(_yaml(tmp_path, {"api": {"url": "ftp://h"}}))
     w = World(tmp_path)
     w.config = w.config.model_copy(
-        update={"checkpoint_hooks": load_daemon_config(
-            _yaml(tmp_path, {"nope": {"command": ["true"]}})).checkpoint_hooks}
-    )  # fmt: skip
+        update={
+            "checkpoint_hooks": load_daemon_config(
+                _yaml(tmp_path, {"nope": {"command": ["true"]}})
+            ).checkpoint_hooks
+        }
+    )
     with pytest.raises(InputError, match=r"checkpoint_hooks\.nope.*api, sweeps"):
         w.daemon()
 
@@ -438,10 +453,16 @@ class FlakyMarket(TinyMarket):
 def _victim(w: World, d: Daemon, workload: str, pool: str) -> str:
     """One spot instance of ``workload`` in ``pool``, known to the daemon."""
     (iid,) = w.cloud.launch(
-        LaunchRequest(idempotency_key=f"sf-test-{workload}-{pool}", pool_key=pool,
-                      tier=Tier.SPOT, workload=workload, count=1, owner="me",
-                      plan_generation=0)
-    ).instance_ids  # fmt: skip
+        LaunchRequest(
+            idempotency_key=f"sf-test-{workload}-{pool}",
+            pool_key=pool,
+            tier=Tier.SPOT,
+            workload=workload,
+            count=1,
+            owner="me",
+            plan_generation=0,
+        )
+    ).instance_ids
     d.book.view(w.cloud, w.store, w.clock.now(), 0.0)
     return iid
 
@@ -491,13 +512,28 @@ def test_a_stale_market_widens_risk_margins_in_the_lifecycle_and_the_plan(
 def _storm_world(tmp_path: Path, n: int) -> tuple[World, list[str]]:
     w = World(tmp_path, TinyMarket([A, B, C, pool_key("d")]), state_change_notices=False)
     w.workloads = parse_workloads(
-        {"workloads": [{"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-                        "demand": {"base_units": 2, "peak_units": 2}}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "demand": {"base_units": 2, "peak_units": 2},
+                }
+            ]
+        }
+    )
     (*ids,) = w.cloud.launch(
-        LaunchRequest(idempotency_key="sf-storm", pool_key=A, tier=Tier.SPOT, workload="api",
-                      count=n, owner="me", plan_generation=0)
-    ).instance_ids  # fmt: skip
+        LaunchRequest(
+            idempotency_key="sf-storm",
+            pool_key=A,
+            tier=Tier.SPOT,
+            workload="api",
+            count=n,
+            owner="me",
+            plan_generation=0,
+        )
+    ).instance_ids
     return w, ids
 
 
@@ -547,7 +583,7 @@ def test_killed_at_every_launch_of_a_storm_the_restart_decides_once_and_launches
             if a.payload.get("source") == "notice" and a.status == "done"
         )
         assert asked == got > 0, k
-        assert sorted(notice_ids) == sorted(set(notice_ids)) and len(notice_ids) == n, k
+        assert sorted(notice_ids) == sorted(set(notice_ids)) and len(notice_ids) == n, k  # type: ignore[type-var]
         assert w.cloud.counters.duplicate_launches == 0, k
         assert w.cloud.orphaned(w.known()) == [], k
         assert w.cloud.unacked() == 0, k
@@ -605,9 +641,12 @@ class _Forker:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _FORKER], cwd=REPO, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [sys.executable, "-c", _FORKER],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def _ask(self, line: str) -> int:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -701,7 +740,7 @@ def _crash_oracle(db: Path, account: Path, figures: _CrashFigures) -> None:
             n = notices.get(nid)
             s = None if n is None else cloud._instances.get(n.instance_id)
             if s is not None:
-                lands.append(s.ended_at or s.revoke_at or n.at)
+                lands.append(s.ended_at or s.revoke_at or n.at)  # type: ignore[union-attr]
         for iid in (r.result or {}).get("instance_ids") or []:
             if iid in ended_by_us and lands and ended_by_us[iid] < max(lands):
                 figures.replacements_undone += 1
@@ -774,16 +813,33 @@ def _run_crashes(tmp_path: Path, kills: int, seed: int) -> _CrashFigures:
     db, account = tmp_path / "state.db", tmp_path / "account.json"
     ttl_s = 0.8
     cfg = tmp_path / "daemon.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "owner": "me", "store_url": "sqlite:///state.db", "provider": "sim", "planner": "fast",
-        "metrics_port": 0, "lease_ttl_s": ttl_s,
-        "intervals": {"reconcile_s": 0.5, "poll_notices_s": 0.3, "lease_renew_s": 0.25,
-                      "refresh_market_s": 60, "replan_s": 3},
-        # A lagging listing: only the store's write-ahead record prevents a
-        # second launch of a request whose instances are not listed yet.
-        "sim": {"state_file": "account.json", "seed": seed, "listing_lag_s": 1.0,
-                "api_latency_s": 0.1},
-    }))  # fmt: skip
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "owner": "me",
+                "store_url": "sqlite:///state.db",
+                "provider": "sim",
+                "planner": "fast",
+                "metrics_port": 0,
+                "lease_ttl_s": ttl_s,
+                "intervals": {
+                    "reconcile_s": 0.5,
+                    "poll_notices_s": 0.3,
+                    "lease_renew_s": 0.25,
+                    "refresh_market_s": 60,
+                    "replan_s": 3,
+                },
+                # A lagging listing: only the store's write-ahead record prevents a
+                # second launch of a request whose instances are not listed yet.
+                "sim": {
+                    "state_file": "account.json",
+                    "seed": seed,
+                    "listing_lag_s": 1.0,
+                    "api_latency_s": 0.1,
+                },
+            }
+        )
+    )
     market = open_market("default")
     rng = random.Random(seed)
     figures = _CrashFigures()
@@ -1103,10 +1159,15 @@ def _sweeps_plan(w: World, d: Daemon, counts: dict[str, int]) -> None:
     digest = d.planner._digest
     rows = [[0, 1, "sweeps", "spot", p, float(n), float(n), float(n)] for p, n in counts.items()]
     rec = {
-        "digest": digest, "start": now.replace(minute=0, second=0, microsecond=0).isoformat(),
-        "hours": 1, "period_hours": 1, "status": "optimal", "solver": "test",
-        "objective_usd": 0.0, "rows": rows,
-    }  # fmt: skip
+        "digest": digest,
+        "start": now.replace(minute=0, second=0, microsecond=0).isoformat(),
+        "hours": 1,
+        "period_hours": 1,
+        "status": "optimal",
+        "solver": "test",
+        "objective_usd": 0.0,
+        "rows": rows,
+    }
     plan = plan_from_record(rec, digest)
     assert plan is not None
     epoch = d.state.epoch or now
@@ -1126,11 +1187,21 @@ def test_a_restart_keeps_a_replacement_whose_pool_another_notice_hit(tmp_path: P
     replaces lands): the plan's surplus ends instead."""
     d_ = pool_key("d")
     w = World(tmp_path, TinyMarket([A, B, C, d_]))
-    w.workloads = parse_workloads({"workloads": [
-        {"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-         "throughput": {"p3.2xlarge": 1.0}, "unit_hours": 2000, "deadline_hours": 500,
-         "max_units": 8},
-    ]})  # fmt: skip
+    w.workloads = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "throughput": {"p3.2xlarge": 1.0},
+                    "unit_hours": 2000,
+                    "deadline_hours": 500,
+                    "max_units": 8,
+                },
+            ]
+        }
+    )
     first = w.daemon()
     first.start()
     _sweeps_plan(w, first, {A: 1, B: 2, C: 1, d_: 2})

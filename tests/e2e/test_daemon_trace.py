@@ -41,30 +41,59 @@ def test_a_month_on_the_v100_traces_keeps_the_budget_and_the_break_glass_cap(
             "budget_usd_per_hour": BUDGET_USD_PER_HOUR,
             "break_glass_cap_usd": CAP_USD,
             "workloads": [
-                {"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-                 "unit_hours": 2500, "deadline_hours": 720, "max_units": 8},
-                {"name": "finetune", "class": "training", "instance_types": ["p3.2xlarge"],
-                 "elastic": True, "min_units": 2, "step_units": 1, "max_units": 6,
-                 "unit_hours": 2000, "deadline_hours": 600},
-                {"name": "inference", "class": "serving", "instance_types": ["p3.2xlarge"],
-                 "demand": {"base_units": 1, "peak_units": 3, "peak_start_hour": 9,
-                            "peak_end_hour": 21}},
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 2500,
+                    "deadline_hours": 720,
+                    "max_units": 8,
+                },
+                {
+                    "name": "finetune",
+                    "class": "training",
+                    "instance_types": ["p3.2xlarge"],
+                    "elastic": True,
+                    "min_units": 2,
+                    "step_units": 1,
+                    "max_units": 6,
+                    "unit_hours": 2000,
+                    "deadline_hours": 600,
+                },
+                {
+                    "name": "inference",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "demand": {
+                        "base_units": 1,
+                        "peak_units": 3,
+                        "peak_start_hour": 9,
+                        "peak_end_hour": 21,
+                    },
+                },
             ],
         }
-    )  # fmt: skip
+    )
     market = open_market(str(DATA), regions="us-west-2")
     cfg = DaemonConfig.model_validate(
         {
-            "owner": "trace-sim", "planner": "fast", "metrics_port": 0,
+            "owner": "trace-sim",
+            "planner": "fast",
+            "metrics_port": 0,
             "intervals": {"refresh_market_s": 3600, "replan_s": 3600, "reconcile_s": 3600},
             "sim": {"duplicate_rate": 0.2, "reorder": True, "throttle_rate": 0.02, "seed": 1},
         }
-    )  # fmt: skip
+    )
     db = tmp_path / "state.db"
     start = datetime(2023, 2, 16, tzinfo=UTC)  # inside the 45-day traces
     with caplog.at_level(logging.WARNING, logger="spotfolio"):
         out = simulate_daemon(
-            cfg, market, hours=720, start=start, workloads=ws, store_url=f"sqlite:///{db}"
+            cfg,
+            market,  # type: ignore[arg-type]
+            hours=720,
+            start=start,
+            workloads=ws,
+            store_url=f"sqlite:///{db}",
         ).to_dict()
 
     # Real revocations, each handled once, nothing launched twice or orphaned.
@@ -80,8 +109,10 @@ def test_a_month_on_the_v100_traces_keeps_the_budget_and_the_break_glass_cap(
     # ... and bind: the cap turned break-glass down, the budget refused launches.
     with sqlite3.connect(db) as con:
         reasons = [r for (r,) in con.execute("SELECT reason FROM decisions")]
-    assert any(f"of the ${CAP_USD:.0f} cap is left" in r or ("cap" in r and "cannot pay" in r)
-               for r in reasons)  # fmt: skip
+    assert any(
+        f"of the ${CAP_USD:.0f} cap is left" in r or ("cap" in r and "cannot pay" in r)
+        for r in reasons
+    )
     refused = [r for r in caplog.records if r.getMessage().startswith("budget_refused")]
     assert refused or any("refused: fleet budget" in r for r in reasons)
 
@@ -95,8 +126,18 @@ def test_the_cli_takes_market_options_and_the_simulated_start(
 
     from broker.cli import main
 
-    fleet = {"workloads": [{"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-                            "unit_hours": 100, "deadline_hours": 48, "max_units": 4}]}  # fmt: skip
+    fleet = {
+        "workloads": [
+            {
+                "name": "sweeps",
+                "class": "batch",
+                "instance_types": ["p3.2xlarge"],
+                "unit_hours": 100,
+                "deadline_hours": 48,
+                "max_units": 4,
+            }
+        ]
+    }
     (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
     (tmp_path / "daemon.yaml").write_text(
         yaml.safe_dump(
@@ -109,8 +150,18 @@ def test_the_cli_takes_market_options_and_the_simulated_start(
             }
         )
     )
-    args = ["daemon", "--config", str(tmp_path / "daemon.yaml"), "--provider", "sim",
-            "--hours", "3", "--market", str(DATA), "--json"]  # fmt: skip
+    args = [
+        "daemon",
+        "--config",
+        str(tmp_path / "daemon.yaml"),
+        "--provider",
+        "sim",
+        "--hours",
+        "3",
+        "--market",
+        str(DATA),
+        "--json",
+    ]
     start = ["--start", "2023-02-16T00:00:00Z"]
     assert main([*args, *start, "--market-option", "regions=us-west-9"]) == 2
     assert "regions: expected names in the recorded data" in capsys.readouterr().err

@@ -79,29 +79,50 @@ def account(moto_server: str, tmp_path: Path) -> Iterator[Account]:
     """A started daemon (its fleet launched on moto) reading its own queue.
     The queue is written straight to (what EventBridge would deliver), so
     the test chooses every byte of every body."""
-    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto_server, **CREDS)
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto_server, **CREDS)  # type: ignore[call-overload]
     url = sqs.create_queue(QueueName=f"hostile-{uuid.uuid4().hex[:10]}")["QueueUrl"]
     owner = f"e2e-{uuid.uuid4().hex[:10]}"
     clock = ManualClock(T0)
-    workloads = parse_workloads({"workloads": [{
-        "name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-        "unit_hours": 1000, "deadline_hours": 500, "max_units": 4,
-        "max_zone_share": 0.5, "max_pool_share": 0.5,
-    }]})  # fmt: skip
-    config = DaemonConfig.model_validate({
-        "owner": owner, "store_url": f"sqlite:///{tmp_path / 'state.db'}",
-        "planner": "fast", "metrics_port": 0, "provider": "aws",
-    })  # fmt: skip
+    workloads = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 1000,
+                    "deadline_hours": 500,
+                    "max_units": 4,
+                    "max_zone_share": 0.5,
+                    "max_pool_share": 0.5,
+                }
+            ]
+        }
+    )
+    config = DaemonConfig.model_validate(
+        {
+            "owner": owner,
+            "store_url": f"sqlite:///{tmp_path / 'state.db'}",
+            "planner": "fast",
+            "metrics_port": 0,
+            "provider": "aws",
+        }
+    )
     provider = open_aws_provider(
-        owner=owner, launch={REGION: {"image_id": AMI}}, queue_url=url, queue_region=REGION,
-        endpoint_url=moto_server, notice_wait_s=0, notice_visibility_timeout_s=0,
-    )  # fmt: skip
+        owner=owner,
+        launch={REGION: {"image_id": AMI}},
+        queue_url=url,
+        queue_region=REGION,
+        endpoint_url=moto_server,
+        notice_wait_s=0,
+        notice_visibility_timeout_s=0,
+    )
     assert isinstance(provider, AwsProvider)
     store = Store(config.store_url)
     metrics = DaemonMetrics()
     daemon = Daemon(config, provider, TinyMarket(), store,
                     default_lifecycle(workloads, clock, config), clock, workloads=workloads,
-                    metrics=metrics, sleep=clock.advance)  # fmt: skip
+                    metrics=metrics, sleep=clock.advance)  # type: ignore[arg-type]  # fmt: skip
     daemon.start()
     spot = [i for i in provider.list_fleet(owner) if i.tier is Tier.SPOT]
     assert spot, "the plan should hold some spot"
@@ -212,19 +233,25 @@ def test_an_aws_health_retirement_is_decided_and_its_instance_held_until_the_sta
         f"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED_{uuid.uuid4().hex[:12]}"
     )
     doc = {
-        "version": "0", "id": str(uuid.uuid4()), "detail-type": "AWS Health Event",
-        "source": "aws.health", "account": ACCOUNT, "region": REGION,
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "AWS Health Event",
+        "source": "aws.health",
+        "account": ACCOUNT,
+        "region": REGION,
         "time": a.clock.now().isoformat().replace("+00:00", "Z"),
         "resources": [a.victim.instance_id],
         "detail": {
-            "eventArn": event_arn, "service": "EC2",
+            "eventArn": event_arn,
+            "service": "EC2",
             "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
-            "eventTypeCategory": "scheduledChange", "statusCode": "upcoming",
+            "eventTypeCategory": "scheduledChange",
+            "statusCode": "upcoming",
             "startTime": start.strftime("%a, %d %b %Y %H:%M:%S GMT"),
             "eventRegion": REGION,
             "affectedEntities": [{"entityValue": a.victim.instance_id}],
         },
-    }  # fmt: skip
+    }
     a.send(json.dumps(doc))
     a.daemon.poll_notices()
     with a.store.transaction() as tx:

@@ -92,21 +92,52 @@ def golden(start: datetime = START, days: int = 14) -> tuple[pd.DataFrame, Truth
         status: str | None = None,
         rate: float = 0.0,
     ) -> None:
-        rows.append({"h": h, "workload": workload, "team": team, "itype": itype, "tier": tier,
-                     "n": n, "cost": round(cost, 6), "cid": cid, "status": status,
-                     "rate": rate})  # fmt: skip
+        rows.append(
+            {
+                "h": h,
+                "workload": workload,
+                "team": team,
+                "itype": itype,
+                "tier": tier,
+                "n": n,
+                "cost": round(cost, 6),
+                "cid": cid,
+                "status": status,
+                "rate": rate,
+            }
+        )
 
     for h in range(days * 24):
         at = start + timedelta(hours=h)
         n = serving_count(at.hour)
-        add(h, "web", "chat", "g5.xlarge", "ri", RI_COUNT, RI_COUNT * RI_RATE, RI_ID, "Used",
-            RI_RATE)  # fmt: skip
+        add(
+            h,
+            "web",
+            "chat",
+            "g5.xlarge",
+            "ri",
+            RI_COUNT,
+            RI_COUNT * RI_RATE,
+            RI_ID,
+            "Used",
+            RI_RATE,
+        )
         add(h, "web", "chat", "g5.xlarge", "on_demand", n - RI_COUNT, (n - RI_COUNT) * G5_OD)
         if bursting(h):
             add(h, "finetune", "research", "p4d.24xlarge", "spot", 4, 4 * spot_price(h))
         if at.hour in NIGHT:
-            add(h, "nightly", "data", "p3.2xlarge", "sp", SP_COVERED, SP_USD_PER_HOUR, SP_ID,
-                "Used", SP_RATE)  # fmt: skip
+            add(
+                h,
+                "nightly",
+                "data",
+                "p3.2xlarge",
+                "sp",
+                SP_COVERED,
+                SP_USD_PER_HOUR,
+                SP_ID,
+                "Used",
+                SP_RATE,
+            )
             add(h, "nightly", "data", "p3.2xlarge", "on_demand", 3, 3 * P3_OD)
         else:  # the plan's commitment idle this hour
             add(h, "", "", "p3.2xlarge", "sp_unused", 0, SP_USD_PER_HOUR, SP_ID, "Unused")
@@ -152,35 +183,49 @@ def write_focus_bill(path: Path, start: datetime = START, days: int = 14) -> Tru
         unused = r.tier == "sp_unused"
         tags = {} if unused else {"workload": r.workload, "team": r.team}
         desc = f"{r.itype} {'Spot' if r.tier == 'spot' else 'On Demand'} Linux Instance Hour"
-        out.append({
-            "BilledCost": 0.0 if ri else r.cost,
-            "BillingAccountId": ACCOUNT, "BillingCurrency": "USD",
-            "ChargeCategory": "Usage", "ChargeClass": None,
-            "ChargeDescription": desc, "ChargeFrequency": "Usage-Based",
-            "ChargePeriodStart": _iso(t0), "ChargePeriodEnd": _iso(t0 + timedelta(hours=1)),
-            "CommitmentDiscountCategory": ("Usage" if ri else "Spend") if committed else None,
-            "CommitmentDiscountId": r.cid,
-            "CommitmentDiscountName": (None if not committed else
-                                       "g5.xlarge reserved" if ri else "ComputeSavingsPlans"),
-            "CommitmentDiscountStatus": r.status,
-            "CommitmentDiscountType": (None if not committed else
-                                       "Reserved Instance" if ri else "Savings Plan"),
-            "ConsumedQuantity": None if unused else float(r.n),
-            "ConsumedUnit": "Hours",
-            "EffectiveCost": r.cost,
-            "ListUnitPrice": {"g5.xlarge": G5_OD, "p3.2xlarge": P3_OD,
-                              "p4d.24xlarge": P4D_OD}[r.itype],
-            "PricingCategory": ("Committed" if committed else
-                                "Dynamic" if r.tier == "spot" else "Standard"),
-            "PricingQuantity": 1.0 if unused else float(r.n), "PricingUnit": "Hours",
-            "ProviderName": "AWS", "RegionId": REGION, "AvailabilityZone": f"{REGION}a",
-            "ServiceName": "Amazon Elastic Compute Cloud", "ServiceCategory": "Compute",
-            "SkuPriceDetails": json.dumps({"InstanceType": r.itype}),
-            "SubAccountId": ACCOUNT,
-            "Tags": json.dumps(tags),
-            "x_UsageType": ("USE1-SpotUsage:" if r.tier == "spot" else "USE1-BoxUsage:")
-            + str(r.itype),
-        })  # fmt: skip
+        out.append(
+            {
+                "BilledCost": 0.0 if ri else r.cost,
+                "BillingAccountId": ACCOUNT,
+                "BillingCurrency": "USD",
+                "ChargeCategory": "Usage",
+                "ChargeClass": None,
+                "ChargeDescription": desc,
+                "ChargeFrequency": "Usage-Based",
+                "ChargePeriodStart": _iso(t0),
+                "ChargePeriodEnd": _iso(t0 + timedelta(hours=1)),
+                "CommitmentDiscountCategory": ("Usage" if ri else "Spend") if committed else None,
+                "CommitmentDiscountId": r.cid,
+                "CommitmentDiscountName": (
+                    None if not committed else "g5.xlarge reserved" if ri else "ComputeSavingsPlans"
+                ),
+                "CommitmentDiscountStatus": r.status,
+                "CommitmentDiscountType": (
+                    None if not committed else "Reserved Instance" if ri else "Savings Plan"
+                ),
+                "ConsumedQuantity": None if unused else float(r.n),
+                "ConsumedUnit": "Hours",
+                "EffectiveCost": r.cost,
+                "ListUnitPrice": {"g5.xlarge": G5_OD, "p3.2xlarge": P3_OD, "p4d.24xlarge": P4D_OD}[
+                    r.itype
+                ],
+                "PricingCategory": (
+                    "Committed" if committed else "Dynamic" if r.tier == "spot" else "Standard"
+                ),
+                "PricingQuantity": 1.0 if unused else float(r.n),
+                "PricingUnit": "Hours",
+                "ProviderName": "AWS",
+                "RegionId": REGION,
+                "AvailabilityZone": f"{REGION}a",
+                "ServiceName": "Amazon Elastic Compute Cloud",
+                "ServiceCategory": "Compute",
+                "SkuPriceDetails": json.dumps({"InstanceType": r.itype}),
+                "SubAccountId": ACCOUNT,
+                "Tags": json.dumps(tags),
+                "x_UsageType": ("USE1-SpotUsage:" if r.tier == "spot" else "USE1-BoxUsage:")
+                + str(r.itype),
+            }
+        )
     _write(pd.DataFrame(out), path)
     return truth
 
@@ -197,58 +242,65 @@ def write_cur_bill(path: Path, start: datetime = START, days: int = 14) -> Truth
             continue  # CUR states the commitment on its fee lines (below)
         line_type = "DiscountedUsage" if ri else "SavingsPlanCoveredUsage" if sp else "Usage"
         od = {"g5.xlarge": G5_OD, "p3.2xlarge": P3_OD, "p4d.24xlarge": P4D_OD}[r.itype]
-        out.append({
-            "line_item_line_item_type": line_type,
-            "line_item_usage_start_date": _iso(t0),
-            "line_item_usage_end_date": _iso(t0 + timedelta(hours=1)),
-            "line_item_usage_amount": float(r.n),
-            "line_item_usage_type": ("USE1-SpotUsage:" if r.tier == "spot"
-                                     else "USE1-BoxUsage:") + str(r.itype),
-            "line_item_product_code": "AmazonEC2",
-            "line_item_usage_account_id": ACCOUNT,
-            "line_item_unblended_cost": 0.0 if ri else float(r.n) * od if sp else r.cost,
-            "pricing_unit": "Hrs",
-            "pricing_term": "Spot" if r.tier == "spot" else "Reserved" if ri else "OnDemand",
-            "pricing_lease_contract_length": "1yr" if ri else None,
-            "pricing_purchase_option": "No Upfront" if ri else None,
-            "product_instance_type": r.itype,
-            "product_region_code": REGION,
-            "reservation_reservation_a_r_n": RI_ID if ri else None,
-            "reservation_effective_cost": r.cost if ri else None,
-            "reservation_start_time": _iso(truth.ri_end - timedelta(days=365)) if ri else None,
-            "reservation_end_time": _iso(truth.ri_end) if ri else None,
-            "reservation_number_of_reservations": float(RI_COUNT) if ri else None,
-            "savings_plan_savings_plan_a_r_n": SP_ID if sp else None,
-            "savings_plan_savings_plan_rate": SP_RATE if sp else None,
-            "savings_plan_savings_plan_effective_cost": r.cost if sp else None,
-            "savings_plan_start_time": _iso(truth.sp_end - timedelta(days=365)) if sp else None,
-            "savings_plan_end_time": _iso(truth.sp_end) if sp else None,
-            "savings_plan_offering_type": "ComputeSavingsPlans" if sp else None,
-            "savings_plan_purchase_term": "1yr" if sp else None,
-            "savings_plan_payment_option": "No Upfront" if sp else None,
-            "savings_plan_region": None,
-            "savings_plan_instance_type_family": None,
-            "resource_tags": json.dumps({"user_workload": r.workload, "user_team": r.team}),
-        })  # fmt: skip
+        out.append(
+            {
+                "line_item_line_item_type": line_type,
+                "line_item_usage_start_date": _iso(t0),
+                "line_item_usage_end_date": _iso(t0 + timedelta(hours=1)),
+                "line_item_usage_amount": float(r.n),
+                "line_item_usage_type": (
+                    "USE1-SpotUsage:" if r.tier == "spot" else "USE1-BoxUsage:"
+                )
+                + str(r.itype),
+                "line_item_product_code": "AmazonEC2",
+                "line_item_usage_account_id": ACCOUNT,
+                "line_item_unblended_cost": 0.0 if ri else float(r.n) * od if sp else r.cost,
+                "pricing_unit": "Hrs",
+                "pricing_term": "Spot" if r.tier == "spot" else "Reserved" if ri else "OnDemand",
+                "pricing_lease_contract_length": "1yr" if ri else None,
+                "pricing_purchase_option": "No Upfront" if ri else None,
+                "product_instance_type": r.itype,
+                "product_region_code": REGION,
+                "reservation_reservation_a_r_n": RI_ID if ri else None,
+                "reservation_effective_cost": r.cost if ri else None,
+                "reservation_start_time": _iso(truth.ri_end - timedelta(days=365)) if ri else None,
+                "reservation_end_time": _iso(truth.ri_end) if ri else None,
+                "reservation_number_of_reservations": float(RI_COUNT) if ri else None,
+                "savings_plan_savings_plan_a_r_n": SP_ID if sp else None,
+                "savings_plan_savings_plan_rate": SP_RATE if sp else None,
+                "savings_plan_savings_plan_effective_cost": r.cost if sp else None,
+                "savings_plan_start_time": _iso(truth.sp_end - timedelta(days=365)) if sp else None,
+                "savings_plan_end_time": _iso(truth.sp_end) if sp else None,
+                "savings_plan_offering_type": "ComputeSavingsPlans" if sp else None,
+                "savings_plan_purchase_term": "1yr" if sp else None,
+                "savings_plan_payment_option": "No Upfront" if sp else None,
+                "savings_plan_region": None,
+                "savings_plan_instance_type_family": None,
+                "resource_tags": json.dumps({"user_workload": r.workload, "user_team": r.team}),
+            }
+        )
     # the plan's hourly fee: its commitment, used or not
     for h in range(days * 24):
         t0 = start + timedelta(hours=h)
-        out.append({
-            **{k: None for k in out[0]},
-            "line_item_line_item_type": "SavingsPlanRecurringFee",
-            "line_item_usage_start_date": _iso(t0),
-            "line_item_usage_end_date": _iso(t0 + timedelta(hours=1)),
-            "line_item_usage_amount": 1.0, "pricing_unit": "Hrs",
-            "line_item_usage_type": "ComputeSP:1yrNoUpfront",
-            "line_item_product_code": "ComputeSavingsPlans",
-            "line_item_usage_account_id": ACCOUNT,
-            "line_item_unblended_cost": SP_USD_PER_HOUR,
-            "savings_plan_savings_plan_a_r_n": SP_ID,
-            "savings_plan_end_time": _iso(truth.sp_end),
-            "savings_plan_offering_type": "ComputeSavingsPlans",
-            "savings_plan_purchase_term": "1yr",
-            "resource_tags": "{}",
-        })  # fmt: skip
+        out.append(
+            {
+                **{k: None for k in out[0]},
+                "line_item_line_item_type": "SavingsPlanRecurringFee",
+                "line_item_usage_start_date": _iso(t0),
+                "line_item_usage_end_date": _iso(t0 + timedelta(hours=1)),
+                "line_item_usage_amount": 1.0,
+                "pricing_unit": "Hrs",
+                "line_item_usage_type": "ComputeSP:1yrNoUpfront",
+                "line_item_product_code": "ComputeSavingsPlans",
+                "line_item_usage_account_id": ACCOUNT,
+                "line_item_unblended_cost": SP_USD_PER_HOUR,
+                "savings_plan_savings_plan_a_r_n": SP_ID,
+                "savings_plan_end_time": _iso(truth.sp_end),
+                "savings_plan_offering_type": "ComputeSavingsPlans",
+                "savings_plan_purchase_term": "1yr",
+                "resource_tags": "{}",
+            }
+        )
     frame = pd.DataFrame(out)
     for c in frame.columns:
         if frame[c].isna().all():

@@ -18,11 +18,24 @@ from pathlib import Path
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 COLUMNS = (
-    "ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "ConsumedQuantity",
-    "ConsumedUnit", "PricingCategory", "CommitmentDiscountId", "CommitmentDiscountType",
-    "CommitmentDiscountStatus", "RegionId", "ServiceName", "SkuPriceDetails", "BilledCost",
-    "EffectiveCost", "Tags", "ProviderName", "SubAccountId",
-)  # fmt: skip
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ChargeCategory",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "PricingCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountType",
+    "CommitmentDiscountStatus",
+    "RegionId",
+    "ServiceName",
+    "SkuPriceDetails",
+    "BilledCost",
+    "EffectiveCost",
+    "Tags",
+    "ProviderName",
+    "SubAccountId",
+)
 
 
 @dataclass(frozen=True)
@@ -56,15 +69,25 @@ def write_bill(path: Path, lines: list[Line]) -> Path:
             committed = ln.tier in kinds
             for h in range(ln.first_day * 24, (ln.first_day + ln.days) * 24):
                 t = START + timedelta(hours=h)
-                w.writerow([
-                    _z(t), _z(t + timedelta(hours=1)), "Usage", ln.count, "Hours",
-                    pricing.get(ln.tier, "Standard"),
-                    (ln.commitment_id or f"ri-{ln.instance_type}") if committed else "",
-                    kinds.get(ln.tier, ""),
-                    ("Unused" if ln.unused else "Used") if committed else "",
-                    ln.region, "Amazon Elastic Compute Cloud",
-                    json.dumps({"InstanceType": ln.instance_type}),
-                    round(ln.count * billed, 6), round(ln.count * ln.effective_usd, 6),
-                    json.dumps(ln.tags), "AWS", "111122223333",
-                ])  # fmt: skip
+                w.writerow(
+                    [
+                        _z(t),
+                        _z(t + timedelta(hours=1)),
+                        "Usage",
+                        ln.count,
+                        "Hours",
+                        pricing.get(ln.tier, "Standard"),
+                        (ln.commitment_id or f"ri-{ln.instance_type}") if committed else "",
+                        kinds.get(ln.tier, ""),
+                        ("Unused" if ln.unused else "Used") if committed else "",
+                        ln.region,
+                        "Amazon Elastic Compute Cloud",
+                        json.dumps({"InstanceType": ln.instance_type}),
+                        round(ln.count * billed, 6),
+                        round(ln.count * ln.effective_usd, 6),
+                        json.dumps(ln.tags),
+                        "AWS",
+                        "111122223333",
+                    ]
+                )
     return path

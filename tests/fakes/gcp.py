@@ -6,6 +6,7 @@ fake.url}``, ``AnonymousCredentials()``, ``transport="rest"``) with the JSON
 shapes Compute Engine documents: zones.list, machineTypes.list /
 aggregatedList (``accelerators`` per type), acceleratorTypes.list /
 aggregatedList, regionCommitments.aggregatedList (``add_commitment``),
+futureReservations.aggregatedList (``add_future_reservation``),
 instances.insert / get / list / aggregatedList / delete
 (labels, metadata, ``scheduling.provisioningModel``,
 ``instanceTerminationAction``, ``guestAccelerators``), zoneOperations.list /
@@ -153,6 +154,7 @@ class FakeCompute:
         self.operations: dict[tuple[str, str], dict[str, Any]] = {}
         self.by_request_id: dict[str, tuple[str, str]] = {}
         self.commitments: dict[str, list[dict[str, Any]]] = {}  # region -> commitments
+        self.future_reservations: dict[str, list[dict[str, Any]]] = {}  # zone -> reservations
         self._inject: dict[str, list[Injected]] = {}
         self._quota: dict[str, str] = {}  # machine type -> "http" | "operation"
         # region (None: the project) -> metric -> (limit, usage outside the fake's VMs)
@@ -314,6 +316,35 @@ class FakeCompute:
             "resources": resources,
         }
         self.commitments.setdefault(region, []).append(item)
+        return item
+
+    def add_future_reservation(
+        self,
+        zone: str,
+        name: str,
+        *,
+        machine_type: str,
+        count: int,
+        start: datetime,
+        end: datetime,
+        procurement: str = "FULFILLED",
+    ) -> dict[str, Any]:
+        """A future reservation as ``futureReservations`` lists it: ``count``
+        VMs of ``machine_type`` in ``zone`` from ``start`` to ``end``."""
+        item = {
+            "kind": "compute#futureReservation",
+            "id": str(next(self._ids)),
+            "name": name,
+            "zone": self._zone_url(zone),
+            "specificSkuProperties": {
+                "instanceProperties": {"machineType": machine_type},
+                "totalCount": str(count),
+            },
+            "timeWindow": {"startTime": stamp(start), "endTime": stamp(end)},
+            "status": {"procurementStatus": procurement},
+            "planningStatus": "SUBMITTED",
+        }
+        self.future_reservations.setdefault(zone, []).append(item)
         return item
 
     def preempt(self, zone: str, name: str, *, at: datetime | None = None) -> dict[str, Any]:
@@ -517,6 +548,12 @@ class FakeCompute:
                 {r: self.commitments.get(r, []) for r in regions}, "commitments", q, flt,
                 scope="regions",
             )  # fmt: skip
+        if method == "compute.futureReservations.aggregatedList":
+            zones = sorted(set(self.offerings) | set(self.future_reservations))
+            return self._aggregated(
+                {z: self.future_reservations.get(z, []) for z in zones}, "futureReservations", q,
+                flt,
+            )  # fmt: skip
         if method == "compute.zoneOperations.list":
             ops = [o for (z, _), o in self.operations.items() if z == zone]
             ops.sort(key=lambda o: (o["insertTime"], o["id"]))
@@ -526,12 +563,12 @@ class FakeCompute:
                 raise ValueError(f"orderBy {q['orderBy']!r}")
             return self._page(ops, q, flt)
         if method in ("compute.zoneOperations.get", "compute.zoneOperations.wait"):
-            op = self.operations.get((zone, a["name"]))
-            if op is None:
+            found = self.operations.get((zone, a["name"]))
+            if found is None:
                 return 404, _error(
                     404, f"The resource 'operations/{a['name']}' not found", "notFound"
                 )
-            return 200, self._finish(op) if method.endswith("wait") else op
+            return 200, self._finish(found) if method.endswith("wait") else found
         return 404, _error(404, "not found", "notFound")
 
     def _insert(self, zone: str, q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
@@ -628,6 +665,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", "/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "compute.instances.get"),
         ("DELETE", "/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "compute.instances.delete"),
         ("GET", "/aggregated/commitments", "compute.regionCommitments.aggregatedList"),
+        ("GET", "/aggregated/futureReservations", "compute.futureReservations.aggregatedList"),
         ("GET", "/zones/(?P<zone>[^/]+)/operations", "compute.zoneOperations.list"),
         ("GET", "/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)", "compute.zoneOperations.get"),
         (

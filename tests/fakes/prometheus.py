@@ -53,8 +53,10 @@ def prometheus_with(series: Sequence[Series], workdir: Path) -> Iterator[str]:
     src.write_text(_openmetrics(series), encoding="utf-8")
     subprocess.run(
         ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(src), str(data)],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     cfg = workdir / "prometheus.yml"
     cfg.write_text("global: {}\n", encoding="utf-8")
     port = free_port()

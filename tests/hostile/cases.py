@@ -432,26 +432,84 @@ _COST_RUN = ["--units", "8", "--hours", "100", "--on-demand", "3", "--spot", "1"
 # command line, number options to vary, whether accepted values may run (else
 # only values every range refuses: nan, inf, text, -1... so nothing is solved)
 _COMMANDS: tuple[tuple[list[str], tuple[str, ...], bool], ...] = (
-    (["cost", "effective", *_COST_RUN], ("--units", "--hours", "--on-demand", "--spot",
-     "--interruptions", "--restart-hours", "--notice-seconds", "--checkpoint-write-hours",
-     "--lost-work-hours"), True),
-    (["cost", "breakeven", *_COST_RUN], ("--units", "--hours", "--on-demand", "--spot",
-     "--interruptions", "--restart-hours", "--checkpoint-overhead"), True),
-    (["cost", "checkpoint", "--checkpoint-write-hours", "0.1", "--interruptions", "0.01"],
-     ("--checkpoint-write-hours", "--checkpoint-interval-hours", "--interruptions",
-      "--restart-hours", "--notice-seconds"), True),
-    (["cost", "reserve", "--demand", "3,4,5,6", "--on-demand", "2"],
-     ("--on-demand", "--committed", "--discount", "--alternative"), True),
-    (["plan"], ("--days", "--interruption-multiplier", "--checkpoint-minutes", "--period-hours",
-     "--gap", "--time-limit", "--availability-multiplier"), False),
+    (
+        ["cost", "effective", *_COST_RUN],
+        (
+            "--units",
+            "--hours",
+            "--on-demand",
+            "--spot",
+            "--interruptions",
+            "--restart-hours",
+            "--notice-seconds",
+            "--checkpoint-write-hours",
+            "--lost-work-hours",
+        ),
+        True,
+    ),
+    (
+        ["cost", "breakeven", *_COST_RUN],
+        (
+            "--units",
+            "--hours",
+            "--on-demand",
+            "--spot",
+            "--interruptions",
+            "--restart-hours",
+            "--checkpoint-overhead",
+        ),
+        True,
+    ),
+    (
+        ["cost", "checkpoint", "--checkpoint-write-hours", "0.1", "--interruptions", "0.01"],
+        (
+            "--checkpoint-write-hours",
+            "--checkpoint-interval-hours",
+            "--interruptions",
+            "--restart-hours",
+            "--notice-seconds",
+        ),
+        True,
+    ),
+    (
+        ["cost", "reserve", "--demand", "3,4,5,6", "--on-demand", "2"],
+        ("--on-demand", "--committed", "--discount", "--alternative"),
+        True,
+    ),
+    (
+        ["plan"],
+        (
+            "--days",
+            "--interruption-multiplier",
+            "--checkpoint-minutes",
+            "--period-hours",
+            "--gap",
+            "--time-limit",
+            "--availability-multiplier",
+        ),
+        False,
+    ),
     (["whatif"], ("--seed", "--replan-hours", "--days", "--workers"), False),
     (["bench"], ("--windows", "--seed", "--workers"), False),
     (["simulate", "--setting", "deadline"], ("--windows", "--seed", "--workers"), False),
     (["daemon", "--provider", "sim"], ("--hours", "--seed"), False),
     (["market", "show"], ("--limit",), False),
-    (["market", "fetch", "aws", "--regions", "us-east-1", "--instance-types", "p3.2xlarge",
-      "--out", "x.csv"], ("--days",), False),
-)  # fmt: skip
+    (
+        [
+            "market",
+            "fetch",
+            "aws",
+            "--regions",
+            "us-east-1",
+            "--instance-types",
+            "p3.2xlarge",
+            "--out",
+            "x.csv",
+        ],
+        ("--days",),
+        False,
+    ),
+)
 _OPTION_TEXT = (
     ("nan", "nan", True),
     ("inf", "inf", True),
@@ -481,7 +539,7 @@ def _cli_cases() -> Iterator[Case]:
                     argv += ["--discount", "0.3"]
                 yield Case(
                     f"cli:{' '.join(base[:2])} {option}={label}",
-                    lambda _tmp, argv=argv: list(argv),
+                    lambda _tmp, argv=argv: list(argv),  # type: ignore[misc]
                     (option,),
                     reject,
                     allow_explain=may_run,
@@ -542,8 +600,9 @@ def _daemon_operator_cases() -> Iterator[Case]:
         ("missing-directory", "sqlite:///no/such/dir/state.db"),
         ("plain-path-missing-directory", "no/such/dir/state.db"),
     ):
-        yield _daemon_case(f"operator:daemon:store_url={label}", _setting("store_url", url),
-                           "store_url")  # fmt: skip
+        yield _daemon_case(
+            f"operator:daemon:store_url={label}", _setting("store_url", url), "store_url"
+        )
     yield _daemon_case(
         "operator:daemon:store_url=a-directory",
         lambda tmp: {"store_url": f"sqlite:///{tmp}"},
@@ -568,8 +627,9 @@ def _daemon_operator_cases() -> Iterator[Case]:
         ("pool-key", "aws/us-east-1/us-east-1a/g5.xlarge"),
         ("5000-chars", "aws/us-east-1/" + "g" * 5000),
     ):
-        yield _daemon_case(f"operator:daemon:committed={label}",
-                           _setting("committed", {group: 2}), "committed")  # fmt: skip
+        yield _daemon_case(
+            f"operator:daemon:committed={label}", _setting("committed", {group: 2}), "committed"
+        )
     for key, where in (("horizon_start", "horizon_start"), ("sim.start", "sim.start")):
         for label, when in (
             ("year-9999", "9999-01-01T00:00:00Z"),
@@ -591,35 +651,49 @@ def _daemon_operator_cases() -> Iterator[Case]:
         ("header-name-colon", _hook(url=_HOOK_URL, headers={"X-A:": "v"}), "headers"),
         ("header-name-empty", _hook(url=_HOOK_URL, headers={"": "v"}), "headers"),
         ("header-name-non-ascii", _hook(url=_HOOK_URL, headers={"X-Ä": "v"}), "headers"),
-        ("header-own-content-type", _hook(url=_HOOK_URL, headers={"Content-Type": "x"}),
-         "headers.Content-Type"),
-        ("header-own-signature", _hook(url=_HOOK_URL, headers={"X-Spotfolio-Signature": "x"}),
-         "headers.X-Spotfolio-Signature"),
-        ("header-value-crlf", _hook(url=_HOOK_URL, headers={"X-A": "v\r\nSet-Cookie: a=b"}),
-         "headers.X-A"),
+        (
+            "header-own-content-type",
+            _hook(url=_HOOK_URL, headers={"Content-Type": "x"}),
+            "headers.Content-Type",
+        ),
+        (
+            "header-own-signature",
+            _hook(url=_HOOK_URL, headers={"X-Spotfolio-Signature": "x"}),
+            "headers.X-Spotfolio-Signature",
+        ),
+        (
+            "header-value-crlf",
+            _hook(url=_HOOK_URL, headers={"X-A": "v\r\nSet-Cookie: a=b"}),
+            "headers.X-A",
+        ),
         ("header-value-lf", _hook(url=_HOOK_URL, headers={"X-A": "v\nX-B: c"}), "headers.X-A"),
         ("header-value-cr", _hook(url=_HOOK_URL, headers={"X-A": "v\rX-B: c"}), "headers.X-A"),
         ("header-value-nul", _hook(url=_HOOK_URL, headers={"X-A": "v\0"}), "headers.X-A"),
-        ("header-value-escape", _hook(url=_HOOK_URL, headers={"X-A": "v\x1b[2J"}),
-         "headers.X-A"),
-        ("header-value-leading-space", _hook(url=_HOOK_URL, headers={"X-A": " v"}),
-         "headers.X-A"),
-        ("header-value-not-latin-1", _hook(url=_HOOK_URL, headers={"X-A": "v\u2028"}),
-         "headers.X-A"),
+        ("header-value-escape", _hook(url=_HOOK_URL, headers={"X-A": "v\x1b[2J"}), "headers.X-A"),
+        ("header-value-leading-space", _hook(url=_HOOK_URL, headers={"X-A": " v"}), "headers.X-A"),
+        (
+            "header-value-not-latin-1",
+            _hook(url=_HOOK_URL, headers={"X-A": "v\u2028"}),
+            "headers.X-A",
+        ),
         ("env-value-nul", _hook(command=["/bin/true"], env={"A": "x\0y"}), "env.A"),
         ("env-name-equals", _hook(command=["/bin/true"], env={"A=B": "x"}), "env"),
         ("env-name-nul", _hook(command=["/bin/true"], env={"A\0B": "x"}), "env"),
         ("env-name-empty", _hook(command=["/bin/true"], env={"": "x"}), "env"),
-        ("env-name-notice", _hook(command=["/bin/true"], env={"SPOTFOLIO_NOTICE_ID": "x"}),
-         "env.SPOTFOLIO_NOTICE_ID"),
+        (
+            "env-name-notice",
+            _hook(command=["/bin/true"], env={"SPOTFOLIO_NOTICE_ID": "x"}),
+            "env.SPOTFOLIO_NOTICE_ID",
+        ),
         ("command-nul", _hook(command=["/bin/true", "a\0b"]), "command[1]"),
         ("command-empty-program", _hook(command=[""]), "command[0]"),
         ("url-crlf", _hook(url=_HOOK_URL + "\r\nX-B: c"), "url"),
         ("url-space", _hook(url="http://127.0.0.1:9/a b"), "url"),
-    )  # fmt: skip
+    )
     for label, settings, where in hooks:
-        yield _daemon_case(f"operator:daemon:hook:{label}", settings,
-                           f"checkpoint_hooks.chat-api.{where}")  # fmt: skip
+        yield _daemon_case(
+            f"operator:daemon:hook:{label}", settings, f"checkpoint_hooks.chat-api.{where}"
+        )
     yield _daemon_case(
         "operator:daemon:sim.state_file=missing-directory",
         _setting("sim", {"state_file": "no/such/dir/account.json"}),
@@ -664,11 +738,18 @@ def _workloads_operator_cases() -> Iterator[Case]:
 
 def _price_history(tmp: Path) -> Path:
     rows = [
-        [f"2024-01-{d:02d}T{h:02d}:00:00Z", zone, itype, f"{0.3 + d / 100 + h / 1000:.4f}",
-         "Linux/UNIX"]
-        for d in range(1, 4) for h in range(0, 24, 6) for zone in ("us-east-1a", "us-east-1b")
+        [
+            f"2024-01-{d:02d}T{h:02d}:00:00Z",
+            zone,
+            itype,
+            f"{0.3 + d / 100 + h / 1000:.4f}",
+            "Linux/UNIX",
+        ]
+        for d in range(1, 4)
+        for h in range(0, 24, 6)
+        for zone in ("us-east-1a", "us-east-1b")
         for itype in ("g4dn.xlarge", "g5.xlarge", "p3.2xlarge", "p3.8xlarge")
-    ]  # fmt: skip
+    ]
     target = tmp / "prices.csv"
     body = [_PRICE_HEADER, *rows]
     target.write_text("\n".join(",".join(r) for r in body) + "\n", encoding="utf-8")
@@ -682,11 +763,18 @@ def _argv(*argv: str) -> Callable[[Path], list[str]]:
 def _cli_operator_cases() -> Iterator[Case]:
     for command in (["plan"], ["whatif"], ["market", "show"]):
         for label, market in (("empty", ""), ("space", " ")):
-            yield Case(f"operator:cli:{command[0]} --market={label}",
-                       _argv(*command, "--market", market), ("--market",), True)  # fmt: skip
-    yield Case("operator:cli:daemon --market=empty",
-               lambda _tmp: ["daemon", "--provider", "sim", "--hours", "1", "--market", ""],
-               ("--market",), True)  # fmt: skip
+            yield Case(
+                f"operator:cli:{command[0]} --market={label}",
+                _argv(*command, "--market", market),
+                ("--market",),
+                True,
+            )
+    yield Case(
+        "operator:cli:daemon --market=empty",
+        lambda _tmp: ["daemon", "--provider", "sim", "--hours", "1", "--market", ""],
+        ("--market",),
+        True,
+    )
     reserve = ["cost", "reserve", "--demand", "3,4,5,6", "--on-demand", "2", "--discount", "0.3"]
     for label, levels in (
         ("200%", "200%"),
@@ -696,16 +784,29 @@ def _cli_operator_cases() -> Iterator[Case]:
         ("1e9-units", "1000000000"),
         ("nan%", "nan%"),
     ):
-        yield Case(f"operator:cli:cost reserve --levels={label}",
-                   _argv(*reserve, "--levels", levels), ("--levels",), True)  # fmt: skip
+        yield Case(
+            f"operator:cli:cost reserve --levels={label}",
+            _argv(*reserve, "--levels", levels),
+            ("--levels",),
+            True,
+        )
     # A spot price history has no on-demand price for some hours: the chart
     # of a what-if on it draws what is known (exit 0), never a traceback.
     yield Case(
         "operator:cli:whatif --plot on a price history",
-        lambda tmp: ["whatif", "--market", str(_price_history(tmp)), "--days", "1",
-                     "--plot", str(tmp / "whatif.png"), "--out", str(tmp / "whatif.json")],
+        lambda tmp: [
+            "whatif",
+            "--market",
+            str(_price_history(tmp)),
+            "--days",
+            "1",
+            "--plot",
+            str(tmp / "whatif.png"),
+            "--out",
+            str(tmp / "whatif.json"),
+        ],
         timeout_s=240.0,
-    )  # fmt: skip
+    )
 
 
 def operator_cases() -> list[Case]:

@@ -29,17 +29,30 @@ def main() -> int:
         slowest = max(slowest, (out.seconds, case.id))
         if problem is not None:
             kind = (
-                "traceback" if problem.startswith("traceback")
-                else "hang" if problem == "hang"
-                else "silent accept" if problem.startswith("silent")
+                "traceback"
+                if problem.startswith("traceback")
+                else "hang"
+                if problem == "hang"
+                else "silent accept"
+                if problem.startswith("silent")
                 else "bad error line"
-            )  # fmt: skip
+            )
             tally[kind] += 1
             failures.append(f"{case.id}: {problem}")
-    print(f"{len(cases)} cases in {time.perf_counter() - t0:.1f} s "
-          f"(slowest {slowest[0]:.2f} s: {slowest[1]})")  # fmt: skip
-    for key in ("exit 0", "exit 2", "exit 3", "no exit", "traceback", "hang", "silent accept",
-                "bad error line"):  # fmt: skip
+    print(
+        f"{len(cases)} cases in {time.perf_counter() - t0:.1f} s "
+        f"(slowest {slowest[0]:.2f} s: {slowest[1]})"
+    )
+    for key in (
+        "exit 0",
+        "exit 2",
+        "exit 3",
+        "no exit",
+        "traceback",
+        "hang",
+        "silent accept",
+        "bad error line",
+    ):
         print(f"  {key:15} {tally[key]}")
     for line in failures:
         print("FAIL", line)

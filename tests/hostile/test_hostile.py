@@ -144,17 +144,29 @@ def _damaged(tmp_path: Path, cut: int, junk: str) -> None:
 
     case = Case(
         "damaged",
-        make,
+        make,  # type: ignore[arg-type]
         (),
         False,
-        file_names=lambda tmp: (str(tmp / "damaged.yaml"),),  # type: ignore[arg-type]
+        file_names=lambda tmp: (str(tmp / "damaged.yaml"),),
     )
     _check(case, tmp_path)
 
 
 def _cost_option(option: str, text: str) -> None:
-    argv = ["cost", "effective", "--units", "8", "--hours", "100", "--on-demand", "3",
-            "--spot", "1", option, text]  # fmt: skip
+    argv = [
+        "cost",
+        "effective",
+        "--units",
+        "8",
+        "--hours",
+        "100",
+        "--on-demand",
+        "3",
+        "--spot",
+        "1",
+        option,
+        text,
+    ]
     try:
         x = float(text)
         reject = not math.isfinite(x)
@@ -239,8 +251,13 @@ def test_deep_and_wide_yaml(examples: int, tmp_path: Path) -> None:
             target.write_text(text, encoding="utf-8")
             return lambda: load_workloads(target)
 
-        case = Case("deep", make, ("nesting",), True,  # type: ignore[arg-type]
-                    file_names=lambda tmp: (str(tmp / "deep.yaml"),))  # fmt: skip
+        case = Case(
+            "deep",
+            make,  # type: ignore[arg-type]
+            ("nesting",),
+            True,
+            file_names=lambda tmp: (str(tmp / "deep.yaml"),),
+        )
         _check(case, tmp_path)
 
     run()

@@ -234,13 +234,20 @@ def test_entrypoint_writes_the_configuration_then_runs_the_daemon(
     assert ctx.params["config_path"] == "/run/spotfolio/config.yaml"
     assert "/run/spotfolio/config.yaml" in script
     config_text = "owner: team-ml-prod\n"
-    env = {"PATH": os.environ["PATH"], "SPOTFOLIO_CONFIG_YAML": config_text,
-           "SPOTFOLIO_WORKLOADS_YAML": "workloads: []"}  # fmt: skip
+    env = {
+        "PATH": os.environ["PATH"],
+        "SPOTFOLIO_CONFIG_YAML": config_text,
+        "SPOTFOLIO_WORKLOADS_YAML": "workloads: []",
+    }
     stand_in = [sys.executable, "-c", "import os, sys; print(sorted(os.environ), sys.argv[1:])"]
     ran = subprocess.run(
         [shell, flag, script.replace("/run/spotfolio", str(tmp_path)), argv0, *stand_in, "ok"],
-        env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert ran.returncode == 0, ran.stderr
     assert (tmp_path / "config.yaml").read_text() == config_text + "\n"
     assert (tmp_path / "workloads.yaml").read_text() == "workloads: []\n"

@@ -75,9 +75,10 @@ def test_no_permission_that_rewrites_a_vm_is_granted_without_the_condition() -> 
     # Every binding of the own-VM role is conditioned on the name prefix.
     text = _text()
     bindings = [
-        b for b in blocks(text, r'resource "google_project_iam_member" "\w+"')
+        b
+        for b in blocks(text, r'resource "google_project_iam_member" "\w+"')
         if "google_project_iam_custom_role.own_vms" in b
-    ]  # fmt: skip
+    ]
     assert len(bindings) == 1
     (condition,) = top_level(bindings[0], "condition")
     assert attr(condition, "expression") == "local.own_vm_condition"
@@ -191,7 +192,7 @@ def test_fetch_config_writes_the_secret_then_execs(tmp_path: Path) -> None:
                 assert self.headers.get("Metadata-Flavor") == "Google"
                 body = {"access_token": "tok"}
             else:
-                body = {"payload": {"data": base64.b64encode(b"owner: x\n").decode()}}
+                body = {"payload": {"data": base64.b64encode(b"owner: x\n").decode()}}  # type: ignore[dict-item]
             data = json.dumps(body).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
@@ -216,8 +217,12 @@ def test_fetch_config_writes_the_secret_then_execs(tmp_path: Path) -> None:
     try:
         run = subprocess.run(
             [sys.executable, str(GCP / "fetch_config.py"), *stand_in],
-            env=env, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     finally:
         server.shutdown()
         server.server_close()

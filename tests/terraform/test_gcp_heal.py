@@ -29,20 +29,34 @@ pytestmark = pytest.mark.skipif(shutil.which("terraform") is None, reason="no te
 
 def _render(work: Path, metrics_port: int) -> dict[str, object]:
     values = {
-        "image": "example/spotfolio:1", "registry_host": "", "container_user": "10001:10001",
-        "daemon_command": "'daemon'", "config_secret": "projects/p/secrets/c/versions/latest",
-        "config_path": "/run/spotfolio/daemon.yaml", "config_sha256": "0" * 64,
-        "run_dir": "/run/spotfolio", "state_dir": "/var/lib/spotfolio", "sqlite": True,
-        "state_device": "/dev/disk/by-id/google-state", "sql_connection": "",
+        "image": "example/spotfolio:1",
+        "registry_host": "",
+        "container_user": "10001:10001",
+        "daemon_command": "'daemon'",
+        "config_secret": "projects/p/secrets/c/versions/latest",
+        "config_path": "/run/spotfolio/daemon.yaml",
+        "config_sha256": "0" * 64,
+        "run_dir": "/run/spotfolio",
+        "state_dir": "/var/lib/spotfolio",
+        "sqlite": True,
+        "state_device": "/dev/disk/by-id/google-state",
+        "sql_connection": "",
         "metrics_port": metrics_port,
-    }  # fmt: skip
+    }
     args = ", ".join(f"{k} = {json.dumps(v)}" for k, v in values.items())
     expr = (
         f'base64encode(templatefile("{GCP}/cloud-init.yaml.tftpl", {{ {args}, '
         f'fetch_config = file("{GCP}/fetch_config.py"), heal_sh = file("{HEAL}") }}))'
     )
-    out = subprocess.run(["terraform", "console"], input=expr, cwd=work, capture_output=True,
-                         text=True, timeout=60, check=True)  # fmt: skip
+    out = subprocess.run(
+        ["terraform", "console"],
+        input=expr,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     doc = yaml.safe_load(base64.b64decode(out.stdout.strip().strip('"')).decode())
     assert isinstance(doc, dict)
     return doc
@@ -66,8 +80,10 @@ def test_the_vm_installs_the_heal_script_and_starts_its_timer(
     assert files["/etc/spotfolio/heal.sh"] == HEAL.read_text()
     assert "ExecStart=/etc/spotfolio/heal.sh" in files["/etc/systemd/system/spotfolio-heal.service"]
     assert "OnUnitActiveSec=30s" in files["/etc/systemd/system/spotfolio-heal.timer"]
-    assert "HEALTHCHECK_URL=http://127.0.0.1:9108/readyz" in files[
-        "/etc/systemd/system/spotfolio.service"]  # fmt: skip
+    assert (
+        "HEALTHCHECK_URL=http://127.0.0.1:9108/readyz"
+        in files["/etc/systemd/system/spotfolio.service"]
+    )
     assert "systemctl start spotfolio-heal.timer" in cloud_init["runcmd"]  # type: ignore[operator]
 
 
@@ -85,10 +101,17 @@ def test_systemd_accepts_the_heal_units(cloud_init: dict[str, object], tmp_path:
     for name in ("spotfolio-heal.service", "spotfolio-heal.timer"):
         (tmp_path / name).write_text(files[f"/etc/systemd/system/{name}"])
         units.append(str(tmp_path / name))
-    out = subprocess.run(["systemd-analyze", "verify", "--man=no", *units],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
-    problems = [line for line in out.stderr.splitlines()
-                if "spotfolio-heal" in line and "/etc/spotfolio/heal.sh" not in line]  # fmt: skip
+    out = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", *units],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    problems = [
+        line
+        for line in out.stderr.splitlines()
+        if "spotfolio-heal" in line and "/etc/spotfolio/heal.sh" not in line
+    ]
     assert problems == [], out.stderr
 
 
@@ -101,8 +124,11 @@ def test_the_script_restarts_the_daemon_only_when_docker_says_unhealthy(
 ) -> None:
     calls = tmp_path / "calls"
     # docker inspect prints the status (None: no such container, exit 1)
-    docker = f"echo \"$*\" >> {calls}; exit 1" if health is None else (
-        f"echo \"$*\" >> {calls}; echo '{health}'")  # fmt: skip
+    docker = (
+        f'echo "$*" >> {calls}; exit 1'
+        if health is None
+        else (f"echo \"$*\" >> {calls}; echo '{health}'")
+    )
     for name, body in {"docker": docker, "systemctl": f'echo "systemctl $*" >> {calls}'}.items():
         (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
         (tmp_path / name).chmod(0o755)

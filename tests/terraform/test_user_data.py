@@ -32,9 +32,14 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> str:
         f'hook_command = "{HOOK}", on_rebalance = "checkpoint" }}))'
     )
     out = subprocess.run(
-        ["terraform", "console"], input=expr, cwd=work, capture_output=True, text=True,
-        timeout=60, check=True,
-    )  # fmt: skip
+        ["terraform", "console"],
+        input=expr,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return base64.b64decode(out.stdout.strip().strip('"')).decode()
 
 
@@ -71,9 +76,11 @@ def test_systemd_accepts_the_unit(rendered: str, tmp_path: Path) -> None:
     unit = tmp_path / "spotfolio-spot-watcher.service"
     unit.write_text(_heredoc(rendered, "SPOTFOLIO_UNIT") + "\n")
     out = subprocess.run(
-        ["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True,
+        text=True,
         timeout=60,
-    )  # fmt: skip
+    )
     problems = [
         line
         for line in out.stderr.splitlines()

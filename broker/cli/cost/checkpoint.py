@@ -26,8 +26,12 @@ __all__ = ["checkpoint"]
 @click.option(
     "--checkpoint-write-hours", type=ranged(ge=0, le=MAX_HOURS), required=True, help="delta, hours."
 )
-@click.option("--checkpoint-interval-hours", type=ranged(gt=0, le=MAX_HOURS), default=None,
-              help="Evaluate this tau instead of Daly's optimum.")  # fmt: skip
+@click.option(
+    "--checkpoint-interval-hours",
+    type=ranged(gt=0, le=MAX_HOURS),
+    default=None,
+    help="Evaluate this tau instead of Daly's optimum.",
+)
 @rate_options
 def checkpoint(
     opts: RateOptions, checkpoint_write_hours: float, checkpoint_interval_hours: float | None

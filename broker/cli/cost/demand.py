@@ -105,11 +105,13 @@ def parse_levels(spec: str | None, peak: int) -> list[int]:
                 "--levels", f"item {i + 1}", "whole units or a percentage of peak (40%)", got=item
             )
         if pct and value > 100:
-            raise InputError("--levels", f"item {i + 1}", "a percentage of peak up to 100%",
-                             got=item)  # fmt: skip
+            raise InputError(
+                "--levels", f"item {i + 1}", "a percentage of peak up to 100%", got=item
+            )
         if not pct and value > MAX_UNITS:
-            raise InputError("--levels", f"item {i + 1}", f"at most {MAX_UNITS:,.0f} units",
-                             got=item)  # fmt: skip
+            raise InputError(
+                "--levels", f"item {i + 1}", f"at most {MAX_UNITS:,.0f} units", got=item
+            )
         # percentages of peak round half up to whole units
         out.append(math.floor(value / 100.0 * peak + 0.5) if pct else int(value))
     return out

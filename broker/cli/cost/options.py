@@ -89,38 +89,94 @@ class RunOptions(RateOptions):
 
 
 _RATE_OPTIONS: list[OptionDecorator] = [
-    click.option("--interruptions", type=ranged(ge=0, le=1e6), default=0.0, show_default=True,
-                 help="Interruptions per --per."),
-    click.option("--per", type=click.Choice(PER_CHOICES), default="wall-hour",
-                 show_default=True, help="Unit and convention of --interruptions."),
-    click.option("--restart-hours", type=ranged(ge=0, le=MAX_HOURS), default=0.0, show_default=True,
-                 help="R: re-provision, reload, warm up, per interruption."),
-    click.option("--provider", type=click.Choice(["aws", "gcp"]), default=None,
-                 help="Sets the notice window (aws 120 s, gcp 30 s)."),
-    click.option("--notice-seconds", type=ranged(ge=0, le=DAY_S), default=None,
-                 help="Notice window in seconds (overrides --provider)."),
-    click.option("--notice-write-seconds", type=ranged(ge=0, le=DAY_S), default=None,
-                 help="Write time of a notice-triggered checkpoint."),
+    click.option(
+        "--interruptions",
+        type=ranged(ge=0, le=1e6),
+        default=0.0,
+        show_default=True,
+        help="Interruptions per --per.",
+    ),
+    click.option(
+        "--per",
+        type=click.Choice(PER_CHOICES),
+        default="wall-hour",
+        show_default=True,
+        help="Unit and convention of --interruptions.",
+    ),
+    click.option(
+        "--restart-hours",
+        type=ranged(ge=0, le=MAX_HOURS),
+        default=0.0,
+        show_default=True,
+        help="R: re-provision, reload, warm up, per interruption.",
+    ),
+    click.option(
+        "--provider",
+        type=click.Choice(["aws", "gcp"]),
+        default=None,
+        help="Sets the notice window (aws 120 s, gcp 30 s).",
+    ),
+    click.option(
+        "--notice-seconds",
+        type=ranged(ge=0, le=DAY_S),
+        default=None,
+        help="Notice window in seconds (overrides --provider).",
+    ),
+    click.option(
+        "--notice-write-seconds",
+        type=ranged(ge=0, le=DAY_S),
+        default=None,
+        help="Write time of a notice-triggered checkpoint.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print JSON (stable schema)."),
-]  # fmt: skip
+]
 _RUN_OPTIONS: list[OptionDecorator] = [
-    click.option("--units", type=ranged(gt=0, le=MAX_UNITS), required=True,
-                 help="Capacity units (GPUs)."),
-    click.option("--hours", type=ranged(gt=0, le=MAX_HOURS), required=True,
-                 help="Productive hours the work needs."),
-    click.option("--on-demand", type=ranged(gt=0, le=MAX_USD_PER_HOUR), required=True,
-                 help="On-demand $ per unit-hour."),
-    click.option("--spot", type=ranged(ge=0, le=MAX_USD_PER_HOUR), required=True,
-                 help="Spot $ per unit-hour."),
-    click.option("--checkpoint-overhead", type=ranged(ge=0, le=100), default=None,
-                 help="c = write/interval (lost work then counts as part of the restart)."),
-    click.option("--checkpoint-write-hours", type=ranged(ge=0, le=MAX_HOURS), default=None,
-                 help="delta, hours per periodic checkpoint."),
-    click.option("--checkpoint-interval-hours", type=ranged(gt=0, le=MAX_HOURS), default=None,
-                 help="tau, hours of progress between checkpoints (default: Daly's optimum)."),
-    click.option("--lost-work-hours", type=ranged(ge=0, le=MAX_HOURS), default=None,
-                 help="L per interruption (default tau/2, 0 if a notice checkpoint fits)."),
-]  # fmt: skip
+    click.option(
+        "--units", type=ranged(gt=0, le=MAX_UNITS), required=True, help="Capacity units (GPUs)."
+    ),
+    click.option(
+        "--hours",
+        type=ranged(gt=0, le=MAX_HOURS),
+        required=True,
+        help="Productive hours the work needs.",
+    ),
+    click.option(
+        "--on-demand",
+        type=ranged(gt=0, le=MAX_USD_PER_HOUR),
+        required=True,
+        help="On-demand $ per unit-hour.",
+    ),
+    click.option(
+        "--spot",
+        type=ranged(ge=0, le=MAX_USD_PER_HOUR),
+        required=True,
+        help="Spot $ per unit-hour.",
+    ),
+    click.option(
+        "--checkpoint-overhead",
+        type=ranged(ge=0, le=100),
+        default=None,
+        help="c = write/interval (lost work then counts as part of the restart).",
+    ),
+    click.option(
+        "--checkpoint-write-hours",
+        type=ranged(ge=0, le=MAX_HOURS),
+        default=None,
+        help="delta, hours per periodic checkpoint.",
+    ),
+    click.option(
+        "--checkpoint-interval-hours",
+        type=ranged(gt=0, le=MAX_HOURS),
+        default=None,
+        help="tau, hours of progress between checkpoints (default: Daly's optimum).",
+    ),
+    click.option(
+        "--lost-work-hours",
+        type=ranged(ge=0, le=MAX_HOURS),
+        default=None,
+        help="L per interruption (default tau/2, 0 if a notice checkpoint fits).",
+    ),
+]
 
 # The callback gets the rate options' values as one RateOptions (first argument).
 rate_options = bundled(RateOptions, _RATE_OPTIONS)

@@ -77,12 +77,18 @@ def _table(t: Table) -> str:
 
     head = "".join(f"<th{cls(i)}>{escape(c.title)}</th>" for i, c in enumerate(t.columns))
     body = "\n".join(
-        "<tr>" + "".join(f"<td{cls(i)}>{escape(_cell(v, c))}</td>"
-                         for i, (v, c) in enumerate(zip(r, t.columns, strict=True))) + "</tr>"
+        "<tr>"
+        + "".join(
+            f"<td{cls(i)}>{escape(_cell(v, c))}</td>"
+            for i, (v, c) in enumerate(zip(r, t.columns, strict=True))
+        )
+        + "</tr>"
         for r in t.rows
-    )  # fmt: skip
-    return (f'<table id="table-{escape(t.name)}"><thead><tr>{head}</tr></thead>\n'
-            f"<tbody>{body}</tbody></table>")  # fmt: skip
+    )
+    return (
+        f'<table id="table-{escape(t.name)}"><thead><tr>{head}</tr></thead>\n'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def _note(text: str) -> str:
@@ -103,12 +109,20 @@ def _tiers_chart(doc: Mapping[str, object]) -> str:
         return _note("No scenarios in the document.")
     stacks = [(label, t.values(f"{key}_usd")) for key, label in _TIERS]
     # a bar is what was paid; its label the total, net of work carried forward
-    over = [short_usd(v) + (f" (net of {short_usd(a)} carried)" if a > 0 else "")
-            for v, a in zip(t.values("total_cost_usd"), t.values("work_ahead_usd"),
-                            strict=True)]  # fmt: skip
+    over = [
+        short_usd(v) + (f" (net of {short_usd(a)} carried)" if a > 0 else "")
+        for v, a in zip(t.values("total_cost_usd"), t.values("work_ahead_usd"), strict=True)
+    ]
     under = [f"saves {share(v)}" if v > 0 else "" for v in t.values("savings_vs_on_demand")]
-    return svg.stacked_bars("chart-tiers", "Billed cost by tier per scenario", t.names(), stacks,
-                            short_usd, over=over, under=under)  # fmt: skip
+    return svg.stacked_bars(
+        "chart-tiers",
+        "Billed cost by tier per scenario",
+        t.names(),
+        stacks,
+        short_usd,
+        over=over,
+        under=under,
+    )
 
 
 def _timeline_chart(doc: Mapping[str, object]) -> str:
@@ -123,9 +137,14 @@ def _timeline_chart(doc: Mapping[str, object]) -> str:
     series = [(label, v + [0.0] * (n - len(v))) for label, v in series]
     unit = "day" if step == 24 else "week" if step == 168 else f"{step} h"
     cats = [str(i + 1) for i in range(n)]
-    chart = svg.stacked_bars("chart-timeline",
-                             f"Spotfolio's planned cost by tier per {unit}", cats, series,
-                             short_usd, rotate_labels=n > 14)  # fmt: skip
+    chart = svg.stacked_bars(
+        "chart-timeline",
+        f"Spotfolio's planned cost by tier per {unit}",
+        cats,
+        series,
+        short_usd,
+        rotate_labels=n > 14,
+    )
     return chart + _note(
         f"Planned: the plan's counts at its prices, {unit} by {unit} ({tl.get('basis')}); "
         "the billed totals, on the actual market, are in the scenarios table."
@@ -139,10 +158,16 @@ def _sweep_chart(doc: Mapping[str, object]) -> str:
     xs = [_num(p.get("share_of_peak")) for p in pts]
     ys = [_num(p.get("total_cost_usd")) for p in pts]
     labels = [short_usd(y) for y in ys]
-    return svg.line_chart("chart-sweep", "Committed sweep: billed total per level", xs, ys,
-                          lambda x: f"{x:.0%}", short_usd,
-                          x_label="committed, share of peak serving demand",
-                          labels=labels)  # fmt: skip
+    return svg.line_chart(
+        "chart-sweep",
+        "Committed sweep: billed total per level",
+        xs,
+        ys,
+        lambda x: f"{x:.0%}",
+        short_usd,
+        x_label="committed, share of peak serving demand",
+        labels=labels,
+    )
 
 
 def _risk_chart(doc: Mapping[str, object]) -> str:
@@ -153,11 +178,16 @@ def _risk_chart(doc: Mapping[str, object]) -> str:
     other = [b for b in bands if b not in usd]
     out = []
     if usd:
-        out.append(svg.band_chart("chart-risk", "Risk band: cost P10 / P50 / P90", usd,
-                                  short_usd))  # fmt: skip
+        out.append(svg.band_chart("chart-risk", "Risk band: cost P10 / P50 / P90", usd, short_usd))
     if other:
-        out.append(svg.band_chart("chart-risk-other" if usd else "chart-risk",
-                                  "Risk band: P10 / P50 / P90", other, amount))  # fmt: skip
+        out.append(
+            svg.band_chart(
+                "chart-risk-other" if usd else "chart-risk",
+                "Risk band: P10 / P50 / P90",
+                other,
+                amount,
+            )
+        )
     return "\n".join(out)
 
 
@@ -167,9 +197,15 @@ def _zones_chart(doc: Mapping[str, object]) -> str:
         if "spot_by_zone" in doc:
             return _note("Spotfolio's plan holds no spot.")
         return _note("No spot exposure by zone in the document.")
-    bars = [(str(z.get("zone")), _num(z.get("instance_hours")),
-             f"{share(_num(z.get('share')))} of spot, {amount(_num(z.get('instance_hours')))} "
-             f"inst-h, {short_usd(_num(z.get('planned_usd')))}") for z in found]  # fmt: skip
+    bars = [
+        (
+            str(z.get("zone")),
+            _num(z.get("instance_hours")),
+            f"{share(_num(z.get('share')))} of spot, {amount(_num(z.get('instance_hours')))} "
+            f"inst-h, {short_usd(_num(z.get('planned_usd')))}",
+        )
+        for z in found
+    ]
     return svg.hbars("chart-zones", "Spotfolio's planned spot by zone (instance-hours)", bars)
 
 
@@ -188,13 +224,18 @@ def render_html(doc: Mapping[str, object]) -> str:
         body += [f"<p>{escape(line.strip())}</p>" for line in sec.lines]
         body.append("</section>")
     body.append('<section id="charts"><h2>Charts</h2>')
-    for heading, chart in (("Cost by tier", _tiers_chart(doc)),
-                           ("Cost by tier over time", _timeline_chart(doc)),
-                           ("Committed sweep", _sweep_chart(doc)),
-                           ("Risk band", _risk_chart(doc)),
-                           ("Spot exposure by zone", _zones_chart(doc))):  # fmt: skip
+    for heading, chart in (
+        ("Cost by tier", _tiers_chart(doc)),
+        ("Cost by tier over time", _timeline_chart(doc)),
+        ("Committed sweep", _sweep_chart(doc)),
+        ("Risk band", _risk_chart(doc)),
+        ("Spot exposure by zone", _zones_chart(doc)),
+    ):
         body += [f"<h3>{escape(heading)}</h3>", chart]
     body.append("</section>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{escape(title(doc))}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")  # fmt: skip
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{escape(title(doc))}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )

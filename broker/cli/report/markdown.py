@@ -38,8 +38,10 @@ def _cell(value: Cell, column: Column) -> str:
 def table_markdown(t: Table) -> list[str]:
     head = "| " + " | ".join(c.title.replace("|", "\\|") for c in t.columns) + " |"
     rule = "|" + "|".join("---:" if c.kind != "text" else ":---" for c in t.columns) + "|"
-    body = ["| " + " | ".join(_cell(v, c) for v, c in zip(r, t.columns, strict=True)) + " |"
-            for r in t.rows]  # fmt: skip
+    body = [
+        "| " + " | ".join(_cell(v, c) for v, c in zip(r, t.columns, strict=True)) + " |"
+        for r in t.rows
+    ]
     return [head, rule, *body]
 
 

@@ -46,14 +46,14 @@ def check_out(path: Path, fmt: str) -> None:
     if path.is_dir():
         raise InputError("--out", None, "a file name, not a directory", got=str(path))
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError("--out", None, "a file in an existing, writable directory",
-                         got=str(path))  # fmt: skip
+        raise InputError("--out", None, "a file in an existing, writable directory", got=str(path))
     suffix = path.suffix.lower()
     known = {s for ss in SUFFIXES.values() for s in ss if s}
     if suffix in known and suffix not in SUFFIXES[fmt]:
         want = " or ".join(s for s in SUFFIXES[fmt] if s) or "any other suffix"
-        raise InputError("--out", None, f"a name ending in {want} for --format {fmt}",
-                         got=str(path))  # fmt: skip
+        raise InputError(
+            "--out", None, f"a name ending in {want} for --format {fmt}", got=str(path)
+        )
 
 
 def wrote(path: Path) -> None:

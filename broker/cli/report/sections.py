@@ -481,6 +481,15 @@ def _quotas(doc: Mapping[str, object]) -> Section | None:
     return Section("quota", "What the quotas cost", (table,), _strings(q.get("lines")))
 
 
+def _blocks(doc: Mapping[str, object]) -> Section | None:
+    b = doc.get("blocks")
+    if not isinstance(b, Mapping):
+        return None
+    table = _generic_table("blocks", "offered and held", rows(b.get("offered")))
+    return Section("blocks", "Reserved-ahead blocks for the deadline jobs", (table,),
+                   _strings(b.get("advice")))  # fmt: skip
+
+
 def _strings(value: object) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
@@ -506,7 +515,7 @@ def sections(doc: Mapping[str, object], pools: int | None = POOL_ROWS) -> list[S
         )
     out.append(Section("scenarios", "Scenarios, billed on the actual demand and market",
                        (scenario_table(doc),), tuple(warn)))  # fmt: skip
-    out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc), _quotas(doc)]
+    out += [_risk(doc.get("risk")), _stress(doc), _sweep(doc), _quotas(doc), _blocks(doc)]
     data = _strings(doc.get("usage_summary")) + _strings(doc.get("recorded_data"))
     if data:
         out.append(Section("data", "Data used", (), data))

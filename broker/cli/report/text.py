@@ -43,9 +43,14 @@ def cell_text(value: Cell, column: Column) -> str:
 
 def _wrap(line: str, width: int) -> list[str]:
     indent = line[: len(line) - len(line.lstrip())]
-    out = textwrap.wrap(line.strip(), width, initial_indent=indent,
-                        subsequent_indent=indent + "  ", break_long_words=False,
-                        break_on_hyphens=False) or [""]  # fmt: skip
+    out = textwrap.wrap(
+        line.strip(),
+        width,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [""]
     return [piece for s in out for piece in _fit(s, width)]
 
 
@@ -71,8 +76,10 @@ def _block(
     widths = [max(len(headers[c]), *(len(r[c]) for r in body)) for c in cols]
     out = []
     for row in [headers, *body]:
-        cells = [row[c].rjust(w) if right[c] else row[c].ljust(w)
-                 for c, w in zip(cols, widths, strict=True)]  # fmt: skip
+        cells = [
+            row[c].rjust(w) if right[c] else row[c].ljust(w)
+            for c, w in zip(cols, widths, strict=True)
+        ]
         out.append(GAP.join(cells).rstrip())
     return out
 

@@ -81,10 +81,13 @@ def undominated_commitments(
 
     def signature(g: str) -> dict[str, tuple[int, float, object]]:
         return {
-            w: (e.units_per_instance, round(e.work_per_instance_hour, _DECIMALS),
-                None if split is None else split(e))
+            w: (
+                e.units_per_instance,
+                round(e.work_per_instance_hour, _DECIMALS),
+                None if split is None else split(e),
+            )
             for w, e in options[g].items()
-        }  # fmt: skip
+        }
 
     sigs = {g: signature(g) for g in options}
     # Cheapest first (ties by name) so a dominated group always meets its

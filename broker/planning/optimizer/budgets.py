@@ -149,27 +149,49 @@ def limits(problem: PlanningProblem) -> list[Limit]:
     whole = (0, problem.hours)
     for w in ws.workloads:
         if w.budget_usd_per_hour is not None:
-            out.append(Limit(f"{w.name}: budget ${w.budget_usd_per_hour:,.2f}/h",
-                             w.budget_usd_per_hour, workload=w.name))  # fmt: skip
+            out.append(
+                Limit(
+                    f"{w.name}: budget ${w.budget_usd_per_hour:,.2f}/h",
+                    w.budget_usd_per_hour,
+                    workload=w.name,
+                )
+            )
         if w.budget_usd is not None:
             left = max(0.0, w.budget_usd - spent.get(w.name, 0.0))
-            out.append(Limit(f"{w.name}: budget ${w.budget_usd:,.2f} over the horizon"
-                             f" (${left:,.2f} left to spend)", left, workload=w.name,
-                             window=whole))  # fmt: skip
+            out.append(
+                Limit(
+                    f"{w.name}: budget ${w.budget_usd:,.2f} over the horizon"
+                    f" (${left:,.2f} left to spend)",
+                    left,
+                    workload=w.name,
+                    window=whole,
+                )
+            )
     if ws.budget_usd_per_hour is not None:
         out.append(Limit(f"fleet budget ${ws.budget_usd_per_hour:,.2f}/h", ws.budget_usd_per_hour))
     if ws.budget_usd is not None:
         left = max(0.0, ws.budget_usd - spent.get(FLEET, 0.0))
-        out.append(Limit(f"fleet budget ${ws.budget_usd:,.2f} over the horizon"
-                         f" (${left:,.2f} left to spend)", left, window=whole))  # fmt: skip
+        out.append(
+            Limit(
+                f"fleet budget ${ws.budget_usd:,.2f} over the horizon (${left:,.2f} left to spend)",
+                left,
+                window=whole,
+            )
+        )
     for tier, usd in sorted(ws.tier_budget_usd_per_hour.items()):
         out.append(Limit(f"fleet {tier.value} budget ${usd:,.2f}/h", usd, tier=tier))
     for tier, usd in sorted(ws.tier_budget_usd_per_day.items()):
         for day, a, b in _days(problem):
             left = max(0.0, usd - spent.get(tier_day_key(tier, day), 0.0))
-            out.append(Limit(f"fleet {tier.value} budget ${usd:,.2f}/day on {day.isoformat()}"
-                             f" (${left:,.2f} left to spend)", left, tier=tier,
-                             window=(a, b)))  # fmt: skip
+            out.append(
+                Limit(
+                    f"fleet {tier.value} budget ${usd:,.2f}/day on {day.isoformat()}"
+                    f" (${left:,.2f} left to spend)",
+                    left,
+                    tier=tier,
+                    window=(a, b),
+                )
+            )
     return out
 
 

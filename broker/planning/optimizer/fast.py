@@ -25,6 +25,9 @@ Budgets: the greedy plan is then cut to every dollar limit the MILP honours
 tier and day, less what was spent); the work cut is unmet, and the plan names
 the budgets that cut it (``Plan.budget_limited``).
 
+Held blocks (``blocks``): sunk, so deadline jobs run in them right after
+commitments, at $0 an hour, inside their windows; buying one is the MILP's.
+
 Gangs: a training gang keeps its placement contract
 (``policies.workloads.placement``): one placement is chosen first (where
 the gang runs now, else the cheapest estimate), every tier of the gang
@@ -48,6 +51,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from broker.planning.optimizer.blocks import block_pool_key, held_instances
 from broker.planning.optimizer.budgets import cap_allocations
 from broker.planning.optimizer.domains import spread_key
 from broker.planning.optimizer.placement import caps_apply, place_of
@@ -220,6 +224,8 @@ def fast_plan(problem: PlanningProblem) -> Plan:
     rows: list[tuple[object, ...]] = []
     unmet: dict[str, float] = {}
     commit_pool: dict[str, CostEntry] = {}
+    held: dict[tuple[str, int], float] = {}  # held block instances left per (pool, period)
+    runs_in: set[str] = set()  # pools of held blocks the plan runs in
     for w in sorted(problem.workloads.workloads, key=lambda x: -x.priority):
         entries: Sequence[CostEntry] = problem.entries(w)
         if w.workload_class is WorkloadClass.TRAINING:
@@ -238,8 +244,12 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                and bought.get(_group(e), 0) > 0]  # fmt: skip
         spot_order = [e for e in entries if e.spot_factor is not None and w.max_spot_share > 0
                       and problem.options.allow_spot]  # fmt: skip
+        held_pools = {block_pool_key(b) for b in problem.blocks if b.held}
+        in_blocks = [] if w.workload_class is WorkloadClass.SERVING else [
+            e for e in entries if e.pool_key in held_pools]  # fmt: skip
         if w.workload_class is WorkloadClass.TRAINING:  # whole instances of one size
             com = [e for e in com if e.units_per_instance == od.units_per_instance]
+            in_blocks = [e for e in in_blocks if e.units_per_instance == od.units_per_instance]
             spot_order = [e for e in spot_order if e.units_per_instance == od.units_per_instance]
         required = problem.required_unit_hours(w)
         run_periods = [t for t, (h0, _h1) in enumerate(periods)
@@ -291,6 +301,22 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                              price))  # fmt: skip
                 got_nonrev += take * measure(e)
                 committed_work += take * e.work_per_instance_hour
+            for e in in_blocks:  # then held blocks: sunk, at $0 an hour (``blocks``)
+                left = held.setdefault((e.pool_key, t), held_instances(problem, e.pool_key, t))
+                take = min(left, (need - got_nonrev) / measure(e),
+                           room.fits(e.pool_key, Tier.ON_DEMAND, t))  # fmt: skip
+                if gang_mode:
+                    take = float(math.floor(take + 1e-9))
+                if take <= 1e-9:
+                    continue
+                held[(e.pool_key, t)] = left - take
+                room.take(e.pool_key, Tier.ON_DEMAND, t, take)
+                rows.append((t, h0, h1, w.name, Tier.ON_DEMAND.value, e.pool_key, take,
+                             take * e.units_per_instance, take * e.work_per_instance_hour,
+                             0.0))  # fmt: skip
+                got_nonrev += take * measure(e)
+                committed_work += take * e.work_per_instance_hour
+                runs_in.add(e.pool_key)
             od_base = max(base - got_nonrev, 0.0) / measure(od)
             spot_target = min(need - max(base, got_nonrev), w.max_spot_share * need)
             spot = _fill_spot(_capped(w), spot_order, t, max(spot_target, 0.0), pools,
@@ -375,7 +401,9 @@ def fast_plan(problem: PlanningProblem) -> Plan:
                 0.0, "feasible", "fast", time.perf_counter() - t0, False,
                 unmet_unit_hours=unmet,
                 meta={"method": "greedy", "gap": None, "lower_bound_usd": None},
-                budget_limited=tuple(limited) if sum(unmet.values()) > 1e-6 else ())  # fmt: skip
+                budget_limited=tuple(limited) if sum(unmet.values()) > 1e-6 else (),
+                blocks=tuple(b for b in problem.blocks
+                             if b.held and block_pool_key(b) in runs_in))  # fmt: skip
     cost = plan.planned_cost_usd() + sum(
         unmet[w.name] * w.unmet_penalty_usd_per_unit_hour for w in problem.workloads.workloads
     )

@@ -100,6 +100,7 @@ import pulp
 
 from broker.planning.optimizer.aggregate import undominated_commitments, undominated_on_demand
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable
+from broker.planning.optimizer.blocks import BLOCK_GROUP, BlockTier, block_pool_key
 from broker.planning.optimizer.budgets import milp_rows
 from broker.planning.optimizer.commitments import (
     TermTerms,
@@ -116,6 +117,7 @@ from broker.planning.optimizer.placement import (
     caps_apply,
     cheapest_per_type,
     gang_options,
+    place_of,
 )
 from broker.planning.optimizer.problem import FloatArray, PlanningProblem
 from broker.planning.optimizer.quotas import milp_rows as quota_rows
@@ -192,6 +194,7 @@ class BuiltModel:
     finish: FinishTerms | None = None  # jobs' finish hours at their value of time (``finish``)
     gangs: dict[str, GangRows] = field(default_factory=dict)  # gang placements (``placement``)
     spot_caps: dict[str, FloatArray] = field(default_factory=dict)  # pool -> instances per period
+    blocks: BlockTier | None = None  # reserved-ahead blocks (``blocks``)
 
 
 class _Namer:
@@ -372,6 +375,12 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                  for w, (od, com, sp) in per_w.items()}  # fmt: skip
     cat = pulp.LpInteger if integral else pulp.LpContinuous
     built = BuiltModel(prob=prob, integral=integral, spot_caps=caps)
+
+    def new_var(prefix: str, low: float, up: float, integer: bool) -> LpVariable:
+        return pulp.LpVariable(name(prefix), lowBound=low, upBound=up,
+                               cat=pulp.LpInteger if integer else cat)  # fmt: skip
+
+    blocks = built.blocks = BlockTier(problem, new_var)
     for wn, places in gang_opts.items():
         gw = problem.workloads.by_name(wn)
         running, move_usd = _running_gang(problem, gw)
@@ -418,6 +427,7 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         od, com, spot = per_w[w.name]
         built.spot_pools[w.name] = [e.pool_key for e in spot]
         held = _held(problem, w, [e for o in gang_opts.get(w.name, ()) for e in o.spot] or spot)
+        in_blocks = blocks.entries(w, problem.entries(w), _placement_of(w, w.name in gang_opts))
         prev: dict[tuple[Tier, str, str | None], LpVariable] = {}
         first = len(built.allocs)  # this workload's allocations start here
         for t, (h0, _h1) in enumerate(periods):
@@ -434,10 +444,20 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
             for place, p_com, p_od, p_spot in layout:
                 _period_allocs(built, w, t, place, p_com, p_od, p_spot, spot_prices, commit_use,
                                pool_use, allocs, name, cat, held)  # fmt: skip
+                for b, e, b_place in in_blocks:  # a block runs as on-demand, prepaid
+                    if b_place != place:
+                        continue
+                    v = blocks.variable(b, t, integral or place is not None)
+                    if v is not None:
+                        group = BLOCK_GROUP + b.block_id
+                        allocs.append(AllocVar(w.name, Tier.ON_DEMAND, e.pool_key, group, t,
+                                               e.units_per_instance, e.work_per_instance_hour,
+                                               0.0, v, place))  # fmt: skip
             built.allocs.extend(allocs)
             plans.cover(w.name, t, L, [(a.var, a.pool_key, a.group, a.usd_per_instance_hour,
                                         a.work_per_instance)
-                                       for a in allocs if a.tier is Tier.ON_DEMAND],
+                                       for a in allocs if a.tier is Tier.ON_DEMAND
+                                       and not a.group.startswith(BLOCK_GROUP)],
                         prob, objective)  # fmt: skip
             for a in allocs:
                 if a.tier is not Tier.COMMITTED:
@@ -522,8 +542,20 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
     built.finish = add_finish_terms(problem, prob, work_by_period, objective, name,
                                     built.described)  # fmt: skip
 
+    # Reserved-ahead blocks: capacity in their window, bought whole (``blocks``).
+    for terms, rhs, text in blocks.rows():
+        cname = name("block")
+        prob += _lin(terms) <= rhs, cname
+        built.described[cname] = text
+    objective.extend(blocks.objective())
+
     prob += _lin(objective)
     return built
+
+
+def _placement_of(w: Workload, gang: bool) -> Callable[[CostEntry], str | None]:
+    """The gang placement holding an entry's pool (``None``: not a placed gang)."""
+    return (lambda e: place_of(w, e)) if gang else (lambda e: None)
 
 
 def _gang_places(
@@ -538,6 +570,7 @@ def _gang_places(
     keep |= owned_groups
     running = {key for (wn, key, _tier), n in problem.previous_instances.items()
                if wn == w.name and n > 0}  # fmt: skip
+    running |= {block_pool_key(b) for b in problem.blocks}  # a block's zone is a placement
     usable = [] if not spot else sorted(
         (e for e in entries if e.usd_per_work_hour[Tier.SPOT] is not None
          and e.spot_factor is not None

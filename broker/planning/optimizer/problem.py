@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.planning.optimizer.regions import check_allow_lists
+from markets.blocks import CapacityBlock
 from markets.commitments import OwnedCommitment
 from markets.errors import InputError
 from markets.model import MarketSnapshot, PoolSnapshot, Quota
@@ -175,6 +176,9 @@ class PlanningProblem:
     # The account's limits on what runs at once (the snapshot's): every
     # period keeps to each (``broker.planning.optimizer.quotas``).
     quotas: tuple[Quota, ...] = ()
+    # Reserved-ahead blocks: offerings the plan may buy and blocks held
+    # (``broker.planning.optimizer.blocks``).
+    blocks: tuple[CapacityBlock, ...] = ()
 
     def __post_init__(self) -> None:
         # Also on dataclasses.replace: a variant with other cost knobs needs
@@ -231,6 +235,11 @@ class PlanningProblem:
             if 0 < r < self.hours
         }
         cuts |= {h for h, _amount in self.milestones.values() if 0 < h < self.hours}
+        for b in self.blocks:  # a period is wholly in or out of a block's window
+            for edge in (b.start, b.end):
+                h = (edge - self.start).total_seconds() / 3600.0
+                if 0 < h < self.hours:
+                    cuts.add(int(h))
         bounds: list[tuple[int, int]] = []
         start = 0
         for h in range(1, self.hours + 1):
@@ -360,6 +369,7 @@ def build_problem(
     ahead_usd_per_unit_hour: Mapping[str, float] | None = None,
     spent_usd: Mapping[str, float] | None = None,
     owned: tuple[OwnedCommitment, ...] = (),
+    blocks: tuple[CapacityBlock, ...] = (),
 ) -> PlanningProblem:
     """A problem over ``hours`` from ``snapshot``: prices flat at the snapshot's
     unless hourly ``spot_prices`` / ``spot_capacity_instances`` (pool key ->
@@ -434,4 +444,5 @@ def build_problem(
         spent_usd={} if spent_usd is None else spent_usd,
         owned=owned,
         quotas=snapshot.quotas,
+        blocks=blocks,
     )

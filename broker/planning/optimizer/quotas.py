@@ -141,8 +141,9 @@ def use(problem: PlanningProblem, table: pd.DataFrame) -> dict[tuple[int, int], 
     if not problem.quotas or not len(table):
         return out
     of = _uses_fn(problem)
-    for key, tier, t, n in zip(table["pool_key"], table["tier"], table["period"],
-                               table["instances"], strict=True):  # fmt: skip
+    for key, tier, t, n in zip(
+        table["pool_key"], table["tier"], table["period"], table["instances"], strict=True
+    ):
         for i, u in of(str(key), Tier(str(tier))):
             out[(i, int(t))] = out.get((i, int(t)), 0.0) + float(n) * u
     return out
@@ -150,8 +151,11 @@ def use(problem: PlanningProblem, table: pd.DataFrame) -> dict[tuple[int, int], 
 
 def exceeded(problem: PlanningProblem, table: pd.DataFrame) -> list[tuple[Quota, int, float]]:
     """The quotas a plan breaks: (quota, period, what it takes)."""
-    return [(problem.quotas[i], t, got) for (i, t), got in sorted(use(problem, table).items())
-            if got > problem.quotas[i].limit * (1.0 + 1e-7) + _TOL]  # fmt: skip
+    return [
+        (problem.quotas[i], t, got)
+        for (i, t), got in sorted(use(problem, table).items())
+        if got > problem.quotas[i].limit * (1.0 + 1e-7) + _TOL
+    ]
 
 
 def binding_lines(problem: PlanningProblem, table: pd.DataFrame, workload: str) -> list[str]:
@@ -161,8 +165,11 @@ def binding_lines(problem: PlanningProblem, table: pd.DataFrame, workload: str) 
         return []
     mine = table[table["workload"] == workload]
     of = _uses_fn(problem)
-    touched = {i for key, tier in zip(mine["pool_key"], mine["tier"], strict=True)
-               for i, _u in of(str(key), Tier(str(tier)))}  # fmt: skip
+    touched = {
+        i
+        for key, tier in zip(mine["pool_key"], mine["tier"], strict=True)
+        for i, _u in of(str(key), Tier(str(tier)))
+    }
     peak: dict[int, float] = {}
     for (i, _t), got in use(problem, table).items():
         peak[i] = max(peak.get(i, 0.0), got)
@@ -182,8 +189,11 @@ class Room:
 
     def __init__(self, problem: PlanningProblem) -> None:
         self._of = _uses_fn(problem)
-        self._left = {(i, t): q.limit for i, q in enumerate(problem.quotas)
-                      for t in range(len(problem.period_bounds))}  # fmt: skip
+        self._left = {
+            (i, t): q.limit
+            for i, q in enumerate(problem.quotas)
+            for t in range(len(problem.period_bounds))
+        }
 
     def fits(self, pool_key: str, tier: Tier, t: int) -> float:
         room = np.inf

@@ -5,7 +5,8 @@ Owns the rounding steps of relax-and-fix (``search``), each working on a
 ``resolve`` callback that re-solves the LP in place:
 
 - ``quick_round``: the fast rounding every plain solve uses. Commitments to
-  the nearest whole instance; each gang narrowed to one placement per
+  the nearest whole instance; reserved-ahead offerings bought whole
+  (``fix_blocks``: those the relaxation used, or none); each gang narrowed to one placement per
   block (``placement.narrow_placements``); per gang, run whole blocks in the k blocks the
   relaxation used most, for a few k (the cheapest LP wins); then each block's
   size rounded up to an allowed step, the rounding error carried forward so
@@ -71,6 +72,26 @@ def _fix(built: BuiltModel, key: tuple[str, int], on: float) -> None:
     r.lowBound = r.upBound = on
 
 
+def fix_blocks(built: BuiltModel, resolve: Resolve) -> None:
+    """Each reserved-ahead offering bought whole or not (``blocks``): every
+    offering the relaxation used bought, or none, whichever LP is cheaper."""
+    ys = [] if built.blocks is None else [
+        y for y in built.blocks.bought.values() if y.lowBound != y.upBound]  # fmt: skip
+    if not ys:
+        return
+    used = {y.name: _val(y) > _EPS for y in ys}
+    best: tuple[float, bool] | None = None
+    for buy in (True, False):
+        for y in ys:
+            y.lowBound = y.upBound = 1.0 if buy and used[y.name] else 0.0
+        obj = _solved(resolve())
+        if obj is not None and (best is None or obj < best[0] - 1e-9):
+            best = (obj, buy)
+    buy = best is not None and best[1]
+    for y in ys:
+        y.lowBound = y.upBound = 1.0 if buy and used[y.name] else 0.0
+
+
 def _carry_steps(built: BuiltModel, w: Workload) -> None:
     """Each running block's steps rounded up with the error carried forward."""
     steps = ((w.max_units or 0) - w.min_units) // max(1, w.step_units)
@@ -105,6 +126,7 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
     if the rounded plan breaks a hard constraint."""
     for v in built.commit_vars.values():
         v.lowBound = v.upBound = float(round(_val(v)))
+    fix_blocks(built, resolve)
     narrow_placements(list(built.gangs.values()), resolve)  # one placement per block
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
@@ -240,6 +262,7 @@ def round_up(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -> f
     sizes adapt to them; then steps carried. The LP objective, ``None`` if a
     hard constraint still breaks."""
     fix_placements(list(built.gangs.values()), resolve)  # one placement per running block
+    fix_blocks(built, resolve)
     relaxed = {g: _val(v) for g, v in built.commit_vars.items()}
     ways: tuple[Callable[[float], int], ...] = (
         lambda x: math.ceil(x - _EPS),

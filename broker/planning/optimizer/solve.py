@@ -267,6 +267,7 @@ def _extract(
         solve_time_s=build_s + solve_s,
         integral=built.integral,
         unmet_unit_hours={w.name: unmet.get(w.name, 0.0) for w in problem.workloads.workloads},
+        blocks=() if built.blocks is None else built.blocks.chosen(_val),
         meta={
             "build_s": build_s,
             "solve_s": solve_s,

@@ -81,9 +81,13 @@ def wait_options(
         fits = np.flatnonzero(cap >= n - _EPS)
         if fits.size:
             out.append(
-                RunOption(where.format(tier="spot"), float(fits[0]), hours * e.spot_factor,
-                          remaining * spot)
-            )  # fmt: skip
+                RunOption(
+                    where.format(tier="spot"),
+                    float(fits[0]),
+                    hours * e.spot_factor,
+                    remaining * spot,
+                )
+            )
     return out
 
 

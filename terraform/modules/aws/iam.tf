@@ -45,6 +45,8 @@ locals {
     # spot request a spot launch creates (neither is tagged by us).
     [for r in local.launch_regions : "${local.arn_ec2}:${r}:${local.account_id}:network-interface/*"],
     [for r in local.launch_regions : "${local.arn_ec2}:${r}:${local.account_id}:spot-instances-request/*"],
+    # A held Capacity Block or ODCR an on-demand launch targets (use_reservations).
+    [for r in local.launch_regions : "${local.arn_ec2}:${r}:${local.account_id}:capacity-reservation/*"],
     var.launch_extra_resource_arns,
   )
   # What RunInstances creates and tags: instances and their volumes.
@@ -100,6 +102,20 @@ data "aws_iam_policy_document" "daemon" {
       test     = "StringEquals"
       variable = "aws:RequestedRegion"
       values   = local.api_regions
+    }
+  }
+
+  # markets.aws.provider with use_reservations: the held Capacity Blocks and
+  # ODCRs to launch into (read-only; describes take no resource-level
+  # permission: narrowed to the launch regions).
+  statement {
+    sid       = "ReadReservations"
+    actions   = ["ec2:DescribeCapacityReservations"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:RequestedRegion"
+      values   = local.launch_regions
     }
   }
 

@@ -29,19 +29,29 @@ def _one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     ("argv", "option"),
     [
         pytest.param(["plan", "--gap", "nan"], "--gap", id="gap-nan"),
-        pytest.param(["plan", "--gap", "0.01", "--time-limit", "nan"], "--time-limit",
-                     id="time-limit-nan"),
-        pytest.param(["plan", "--interruption-multiplier", "nan"], "--interruption-multiplier",
-                     id="multiplier-nan"),
-        pytest.param(["plan", "--checkpoint-minutes", "nan"], "--checkpoint-minutes",
-                     id="checkpoint-minutes-nan"),
+        pytest.param(
+            ["plan", "--gap", "0.01", "--time-limit", "nan"], "--time-limit", id="time-limit-nan"
+        ),
+        pytest.param(
+            ["plan", "--interruption-multiplier", "nan"],
+            "--interruption-multiplier",
+            id="multiplier-nan",
+        ),
+        pytest.param(
+            ["plan", "--checkpoint-minutes", "nan"],
+            "--checkpoint-minutes",
+            id="checkpoint-minutes-nan",
+        ),
         pytest.param(["whatif", "--seed", "-1"], "--seed", id="seed-negative"),
-        pytest.param(["cost", "reserve", "--demand", "1e308", "--on-demand", "2", "--discount",
-                      "0.3"], "--demand", id="reserve-demand-1e308"),
+        pytest.param(
+            ["cost", "reserve", "--demand", "1e308", "--on-demand", "2", "--discount", "0.3"],
+            "--demand",
+            id="reserve-demand-1e308",
+        ),
         pytest.param(["plan", "--start", "2026-01-01T00:30"], "--start", id="start-half-hour"),
         pytest.param(["whatif", "--plot", "out.xyz"], "--plot", id="plot-format"),
     ],
-)  # fmt: skip
+)
 def test_hostile_option_exits_2_naming_it(
     capsys: pytest.CaptureFixture[str], argv: list[str], option: str
 ) -> None:
@@ -71,14 +81,26 @@ def test_plot_format_is_checked_before_the_run(
 @pytest.mark.parametrize(
     ("old", "new", "field"),
     [
-        pytest.param("budget_usd_per_hour: 1600", "budget_usd_per_hour: true",
-                     "budget_usd_per_hour", id="budget-bool"),
-        pytest.param("p5.48xlarge: 3.0", "p5.48xlarge: 1e308",
-                     "workloads[1].throughput.p5.48xlarge", id="throughput-1e308"),
-        pytest.param("budget_usd_per_hour: 1600", "budget_usd_per_hour: .nan",
-                     "budget_usd_per_hour", id="budget-nan"),
+        pytest.param(
+            "budget_usd_per_hour: 1600",
+            "budget_usd_per_hour: true",
+            "budget_usd_per_hour",
+            id="budget-bool",
+        ),
+        pytest.param(
+            "p5.48xlarge: 3.0",
+            "p5.48xlarge: 1e308",
+            "workloads[1].throughput.p5.48xlarge",
+            id="throughput-1e308",
+        ),
+        pytest.param(
+            "budget_usd_per_hour: 1600",
+            "budget_usd_per_hour: .nan",
+            "budget_usd_per_hour",
+            id="budget-nan",
+        ),
     ],
-)  # fmt: skip
+)
 def test_hostile_workloads_field_exits_2_naming_file_and_field(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, old: str, new: str, field: str
 ) -> None:
@@ -102,9 +124,15 @@ def test_yaml_demand_of_a_billion_hours_exits_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     path = tmp_path / "demand.yaml"
-    path.write_text(yaml.safe_dump({"start": "2026-01-05T00:00:00Z", "hours": 1e9,
-                                    "workloads": {"chat-api": {"base_units": 1,
-                                                               "peak_units": 2}}}))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "start": "2026-01-05T00:00:00Z",
+                "hours": 1e9,
+                "workloads": {"chat-api": {"base_units": 1, "peak_units": 2}},
+            }
+        )
+    )
     err = _one_line(capsys, ["plan", "--demand", str(path), "--days", "1"])
     assert f"{path}: hours: expected a whole number >= 1 and <= 87,600" in err
 
@@ -131,19 +159,30 @@ _CONFIG = "owner: t\nstore_url: sqlite:///x.db\nmetrics_port: 0\nplanner: fast\n
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        *[pytest.param(f"intervals: {{{k}: .inf}}", f"intervals.{k}", id=f"{k}-inf")
-          for k in ("refresh_market_s", "replan_s", "reconcile_s", "poll_notices_s",
-                    "lease_renew_s", "upkeep_s")],
-        *[pytest.param(f"backoff: {{{k}: .inf}}", f"backoff.{k}", id=f"backoff-{k}-inf")
-          for k in ("base_s", "cap_s")],
+        *[
+            pytest.param(f"intervals: {{{k}: .inf}}", f"intervals.{k}", id=f"{k}-inf")
+            for k in (
+                "refresh_market_s",
+                "replan_s",
+                "reconcile_s",
+                "poll_notices_s",
+                "lease_renew_s",
+                "upkeep_s",
+            )
+        ],
+        *[
+            pytest.param(f"backoff: {{{k}: .inf}}", f"backoff.{k}", id=f"backoff-{k}-inf")
+            for k in ("base_s", "cap_s")
+        ],
         pytest.param("lease_ttl_s: .inf", "lease_ttl_s", id="lease-ttl-inf"),
         pytest.param("listing_grace_s: .inf", "listing_grace_s", id="listing-grace-inf"),
-        pytest.param("lifecycle: {return_lead_s: .inf}", "lifecycle.return_lead_s",
-                     id="return-lead-inf"),
+        pytest.param(
+            "lifecycle: {return_lead_s: .inf}", "lifecycle.return_lead_s", id="return-lead-inf"
+        ),
         pytest.param("sim: {seed: true}", "sim.seed", id="sim-seed-bool"),
         pytest.param("market: nosuch", "market", id="market-named-in-the-file"),
     ],
-)  # fmt: skip
+)
 def test_hostile_daemon_config_exits_2_naming_the_file_and_field(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: str, field: str
 ) -> None:

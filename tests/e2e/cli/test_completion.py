@@ -21,9 +21,14 @@ CLI = "import sys; from broker.cli import main; sys.exit(main(sys.argv[1:]))"
 
 def spotfolio(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", CLI], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **env},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-c", CLI],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def complete(words: str) -> list[str]:
@@ -55,8 +60,11 @@ def test_the_bash_script_registers_the_completion(tmp_path: Path) -> None:
     script.write_text(spotfolio({"_SPOTFOLIO_COMPLETE": "bash_source"}).stdout)
     done = subprocess.run(
         ["bash", "-c", f"source {script} && complete -p spotfolio"],
-        capture_output=True, text=True, timeout=30, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     assert "-F _spotfolio_completion" in done.stdout
 
 

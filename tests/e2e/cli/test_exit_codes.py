@@ -41,9 +41,14 @@ def run_cli(
     args: list[str], env: dict[str, str], timeout_s: float = 60
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", CLI, *args], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=timeout_s, check=False,
-    )  # fmt: skip
+        [sys.executable, "-c", CLI, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
 
 
 def readme_exit_codes() -> dict[int, str]:
@@ -93,18 +98,45 @@ def test_2_for_a_bad_field_in_the_config_file(
 
 
 def test_3_when_spot_can_never_finish(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["cost", "effective", "--units", "1", "--hours", "1", "--on-demand", "1", "--spot", "1",
-            "--interruptions", "2", "--restart-hours", "0.5"]  # fmt: skip
+    args = [
+        "cost",
+        "effective",
+        "--units",
+        "1",
+        "--hours",
+        "1",
+        "--on-demand",
+        "1",
+        "--spot",
+        "1",
+        "--interruptions",
+        "2",
+        "--restart-hours",
+        "0.5",
+    ]
     assert main(args) == EXIT_EXPLAIN == 3
     assert "cannot decide" in capsys.readouterr().err
 
 
 def test_1_when_aws_has_no_credentials(moto_server: str, tmp_path: Path) -> None:
     done = run_cli(
-        ["market", "fetch", "aws", "--regions", "us-east-1", "--instance-types", "g5.xlarge",
-         "--days", "1", "--out", str(tmp_path / "prices.csv"), "--endpoint-url", moto_server],
+        [
+            "market",
+            "fetch",
+            "aws",
+            "--regions",
+            "us-east-1",
+            "--instance-types",
+            "g5.xlarge",
+            "--days",
+            "1",
+            "--out",
+            str(tmp_path / "prices.csv"),
+            "--endpoint-url",
+            moto_server,
+        ],
         no_credentials_env(tmp_path),
-    )  # fmt: skip
+    )
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("spotfolio: AuthError: ") and "credentials" in done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
@@ -116,17 +148,28 @@ def test_1_when_a_running_daemon_stops_on_a_credential_error(tmp_path: Path) -> 
     notice poll meets an expired credential; the daemon stops, releases its
     lease and the command exits 1, not 0."""
     account = tmp_path / "account.json"
-    cloud, _clock = PersistentSimCloud.open(open_market("default"), account, SimOptions(seed=3))
+    cloud, _clock = PersistentSimCloud.open(open_market("default"), account, SimOptions(seed=3))  # type: ignore[arg-type]
     cloud.cloud.inject("poll_notices", AuthError("sim: the security token has expired"))
     cloud._save()
     cfg = tmp_path / "daemon.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "owner": "me", "store_url": f"sqlite:///{tmp_path / 'state.db'}", "provider": "sim",
-        "planner": "fast", "metrics_port": 0,
-        "intervals": {"poll_notices_s": 0.2, "reconcile_s": 60, "replan_s": 60,
-                      "refresh_market_s": 600},
-        "sim": {"state_file": str(account), "seed": 3},
-    }))  # fmt: skip
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "owner": "me",
+                "store_url": f"sqlite:///{tmp_path / 'state.db'}",
+                "provider": "sim",
+                "planner": "fast",
+                "metrics_port": 0,
+                "intervals": {
+                    "poll_notices_s": 0.2,
+                    "reconcile_s": 60,
+                    "replan_s": 60,
+                    "refresh_market_s": 600,
+                },
+                "sim": {"state_file": str(account), "seed": 3},
+            }
+        )
+    )
     done = run_cli(["daemon", "--config", str(cfg), "--log-level", "warning"], dict(os.environ))
     assert done.returncode == 1, done.stderr[-2000:]
     assert "spotfolio: AuthError: sim: the security token has expired" in done.stderr

@@ -230,19 +230,56 @@ def test_show_default_market(capsys: pytest.CaptureFixture[str]) -> None:
         pytest.param(["market", "show", "--source", "/nonexistent/dir"], "--source", id="missing"),
         pytest.param(["market", "show", "--limit", "0"], "--limit", id="limit"),
         pytest.param(
-            ["market", "fetch", "aws", "--regions", "us-east-1", "--instance-types", "g5.xlarge",
-             "--days", "0", "--out", "x.csv"], "--days", id="days-zero",
+            [
+                "market",
+                "fetch",
+                "aws",
+                "--regions",
+                "us-east-1",
+                "--instance-types",
+                "g5.xlarge",
+                "--days",
+                "0",
+                "--out",
+                "x.csv",
+            ],
+            "--days",
+            id="days-zero",
         ),
         pytest.param(
-            ["market", "fetch", "aws", "--regions", "us-east-1", "--instance-types", "g5.xlarge",
-             "--days", "120", "--out", "x.csv"], "--days", id="days-past-90",
+            [
+                "market",
+                "fetch",
+                "aws",
+                "--regions",
+                "us-east-1",
+                "--instance-types",
+                "g5.xlarge",
+                "--days",
+                "120",
+                "--out",
+                "x.csv",
+            ],
+            "--days",
+            id="days-past-90",
         ),
         pytest.param(
-            ["market", "fetch", "aws", "--regions", "us-east-1", "--instance-types", "g5.xlarge",
-             "--out", "/nonexistent/dir/x.csv"], "--out", id="out-dir-missing",
+            [
+                "market",
+                "fetch",
+                "aws",
+                "--regions",
+                "us-east-1",
+                "--instance-types",
+                "g5.xlarge",
+                "--out",
+                "/nonexistent/dir/x.csv",
+            ],
+            "--out",
+            id="out-dir-missing",
         ),
     ],
-)  # fmt: skip
+)
 def test_bad_inputs_exit_2_with_one_line(
     capsys: pytest.CaptureFixture[str], argv: list[str], names: str
 ) -> None:
@@ -284,9 +321,21 @@ def test_fetch_writes_a_history_the_replay_market_shows(
     suffix: str,
 ) -> None:
     out_file = tmp_path / f"history{suffix}"
-    argv = ["market", "fetch", "aws", "--regions", "us-east-1", "--instance-types",
-            "g4dn.xlarge,g5.xlarge", "--days", "2", "--out", str(out_file),
-            "--endpoint-url", moto_server]  # fmt: skip
+    argv = [
+        "market",
+        "fetch",
+        "aws",
+        "--regions",
+        "us-east-1",
+        "--instance-types",
+        "g4dn.xlarge,g5.xlarge",
+        "--days",
+        "2",
+        "--out",
+        str(out_file),
+        "--endpoint-url",
+        moto_server,
+    ]
     if suffix == ".parquet" and not parquet_available():
         assert "Parquet needs pyarrow" in _fails(capsys, argv)
         assert not out_file.exists()
@@ -311,8 +360,21 @@ def test_fetch_json_lists_the_window_asked(
     moto_server: str, aws_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out_file = str(tmp_path / "h.csv")
-    argv = ["market", "fetch", "aws", "--regions", "us-east-1", "--instance-types", "g5.xlarge",
-            "--days", "1.5", "--out", out_file, "--endpoint-url", moto_server]  # fmt: skip
+    argv = [
+        "market",
+        "fetch",
+        "aws",
+        "--regions",
+        "us-east-1",
+        "--instance-types",
+        "g5.xlarge",
+        "--days",
+        "1.5",
+        "--out",
+        out_file,
+        "--endpoint-url",
+        moto_server,
+    ]
     s = _json(capsys, argv)
     start, end = datetime.fromisoformat(s["start"]), datetime.fromisoformat(s["end"])
     assert end - start == timedelta(days=1.5) and end.tzinfo == UTC

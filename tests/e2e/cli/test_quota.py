@@ -16,8 +16,10 @@ from broker.cli import main
 
 # The default plan runs llm-finetune on 6 spot a2-highgpu-8g (48 A100s) in
 # europe-west4; this quota allows 32 preemptible A100s there.
-QUOTA = ("quotas:\n  - {provider: gcp, region: europe-west4, group: NVIDIA_A100_GPUS,"
-         " tier: spot, limit: 32}\n")  # fmt: skip
+QUOTA = (
+    "quotas:\n  - {provider: gcp, region: europe-west4, group: NVIDIA_A100_GPUS,"
+    " tier: spot, limit: 32}\n"
+)
 
 
 def _plan(*args: str) -> dict[str, Any]:
@@ -32,8 +34,11 @@ def _plan(*args: str) -> dict[str, Any]:
 def _a100_spot_europe(doc: dict[str, Any]) -> float:
     per_period: dict[int, float] = {}
     for a in doc["allocations"]:
-        if a["tier"] == "spot" and a["pool_key"].startswith("gcp/europe-west4/") \
-                and "a2-" in a["pool_key"]:  # fmt: skip
+        if (
+            a["tier"] == "spot"
+            and a["pool_key"].startswith("gcp/europe-west4/")
+            and "a2-" in a["pool_key"]
+        ):
             gpus = 16 if "megagpu" in a["pool_key"] else int(a["pool_key"].split("-")[-1][:-1])
             per_period[a["period"]] = per_period.get(a["period"], 0.0) + a["instances"] * gpus
     return max(per_period.values(), default=0.0)
@@ -44,8 +49,10 @@ def test_a_bad_quota_file_exits_2_naming_file_and_field(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     q = tmp_path / "quota.yaml"
-    q.write_text("quotas:\n  - {provider: gcp, region: europe-west4, group: NVIDIA_A100_GPUS,"
-                 " tier: spot, limit: many}\n")  # fmt: skip
+    q.write_text(
+        "quotas:\n  - {provider: gcp, region: europe-west4, group: NVIDIA_A100_GPUS,"
+        " tier: spot, limit: many}\n"
+    )
     assert main([command, "--days", "1", "--quota", str(q)]) == 2
     err = capsys.readouterr().err.strip()
     assert str(q) in err and "quotas[0].limit" in err and len(err.splitlines()) == 1

@@ -63,16 +63,29 @@ def test_the_daemons_log_handler_redacts_every_project_logger(
 @pytest.mark.parametrize(
     ("hook", "field", "why"),
     [
-        pytest.param({"headers": {"X-Token": {"vault": "a"}}}, "headers.X-Token", "unknown key",
-                     id="unknown-kind"),
-        pytest.param({"signing_key": {"env": "A", "ssm": "/b"}}, "signing_key", "exactly one",
-                     id="two-kinds"),
-        pytest.param({"headers": {"Authorization": 918273645}}, "headers.Authorization",
-                     "a string, or a reference", id="not-a-string"),
-        pytest.param({"signing_key": 918273645}, "signing_key", "a string, or a reference",
-                     id="key-not-a-string"),
+        pytest.param(
+            {"headers": {"X-Token": {"vault": "a"}}},
+            "headers.X-Token",
+            "unknown key",
+            id="unknown-kind",
+        ),
+        pytest.param(
+            {"signing_key": {"env": "A", "ssm": "/b"}}, "signing_key", "exactly one", id="two-kinds"
+        ),
+        pytest.param(
+            {"headers": {"Authorization": 918273645}},
+            "headers.Authorization",
+            "a string, or a reference",
+            id="not-a-string",
+        ),
+        pytest.param(
+            {"signing_key": 918273645},
+            "signing_key",
+            "a string, or a reference",
+            id="key-not-a-string",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_secret_field_names_the_field_and_never_echoes_the_value(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

@@ -93,9 +93,12 @@ def test_bad_options_exit_2_naming_the_option(
 def test_bad_policies_file_exits_2_naming_file_and_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _bad(tmp_path, "workloads:\n  - name: api\n    class: serving\n"
-                "    instance_types: [g5.xlarge]\n    max_spot_share: 1.5\n"
-                "    demand: {base_units: 1, peak_units: 2}\n")  # fmt: skip
+    path = _bad(
+        tmp_path,
+        "workloads:\n  - name: api\n    class: serving\n"
+        "    instance_types: [g5.xlarge]\n    max_spot_share: 1.5\n"
+        "    demand: {base_units: 1, peak_units: 2}\n",
+    )
     assert main(["whatif", "--policies", str(path)]) == 2
     err = capsys.readouterr().err
     assert str(path) in err and "workloads[0].max_spot_share" in err
@@ -229,8 +232,16 @@ def test_whatif_strict_names_the_budget_that_left_demand_unmet(
 def test_whatif_stress_shows_x1_beside_the_stressed_market(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    args = ["whatif", "--days", "1", "--json", "--interruption-multiplier", "5",
-            "--availability-multiplier", "0.8"]  # fmt: skip
+    args = [
+        "whatif",
+        "--days",
+        "1",
+        "--json",
+        "--interruption-multiplier",
+        "5",
+        "--availability-multiplier",
+        "0.8",
+    ]
     assert main(args) == 0
     stress = json.loads(capsys.readouterr().out)["stress"]
     assert stress["interruption_multiplier"] == 5 and stress["availability_multiplier"] == 0.8

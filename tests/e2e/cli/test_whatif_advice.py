@@ -60,8 +60,9 @@ def test_a_bill_gives_costs_per_team_that_add_up_and_a_seeded_band(tmp_path: Pat
         ours["total_cost_usd"], abs=0.05
     )
     assert advice["reconciliation"]["billed_usd"] == pytest.approx(ours["total_cost_usd"])
-    assert all(isinstance(n, int) for p in advice["first_week"]["pools"]
-               for n in p["instances_by_hour"])  # fmt: skip
+    assert all(
+        isinstance(n, int) for p in advice["first_week"]["pools"] for n in p["instances_by_hour"]
+    )
     risk = out["risk"]
     assert (risk["scenarios"], risk["seed"]) == (3, 7)
     c = risk["cost_usd"]

@@ -15,14 +15,26 @@ from markets.registry import open_market
 from tests.fakes.bills import write_focus_bill
 
 
-def test_a_2025_bill_replays_with_no_credentials(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_2025_bill_replays_with_no_credentials(tmp_path: Path, monkeypatch) -> None:
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
         monkeypatch.delenv(k, raising=False)
     write_focus_bill(tmp_path / "f.csv", start=datetime(2025, 6, 2, tzinfo=UTC), days=4)
     buf = io.StringIO()
     with redirect_stdout(buf):
-        code = main(["whatif", "--json", "--usage", str(tmp_path / "f.csv"), "--days", "2",
-                     "--replan-hours", "24", "--scenarios", "0"])  # fmt: skip
+        code = main(
+            [
+                "whatif",
+                "--json",
+                "--usage",
+                str(tmp_path / "f.csv"),
+                "--days",
+                "2",
+                "--replan-hours",
+                "24",
+                "--scenarios",
+                "0",
+            ]
+        )
     assert code == 0
     out = json.loads(buf.getvalue())
     assert out["start"].startswith("2025-06-04") and "shifted" in out["market"]

@@ -148,9 +148,13 @@ def test_text_piped_from_a_real_process_fits_80_columns() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     done = subprocess.run(
         [sys.executable, "-c", CLI, "whatif", "--days", "1", "--replan-hours", "24"],
-        cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
-        timeout=600, check=False,
-    )  # fmt: skip
+        cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines and max(len(line) for line in lines) <= 80, max(lines, key=len)
@@ -261,18 +265,22 @@ def test_a_bad_format_exits_2_naming_the_option_and_choices(
     [
         pytest.param(["--json", "--format", "csv"], "--json", id="json-with-csv"),
         pytest.param(["--format", "html", "--out", "r.csv"], ".html", id="suffix-mismatch"),
-        pytest.param(["--out", "/no/such/dir/r.txt"], "existing, writable directory",
-                     id="no-directory"),
+        pytest.param(
+            ["--out", "/no/such/dir/r.txt"], "existing, writable directory", id="no-directory"
+        ),
         pytest.param(["--table", "advice_totals"], "--format csv", id="table-without-csv"),
-        pytest.param(["--format", "csv", "--table", "bogus"], "advice_commitments",
-                     id="unknown-table"),
+        pytest.param(
+            ["--format", "csv", "--table", "bogus"], "advice_commitments", id="unknown-table"
+        ),
         pytest.param(["--format", "csv", "--table", "all"], "--out", id="all-to-stdout"),
     ],
-)  # fmt: skip
+)
 def test_bad_output_options_exit_2_before_the_run(
-    args: list[str], needle: str, capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    needle: str,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     def no_run(*_a: object, **_k: object) -> None:
         raise AssertionError("the what-if ran before the output options were checked")
 

@@ -85,7 +85,7 @@ def test_the_daemon_config_example_validates() -> None:
 
 def _workloads(**changes: object) -> dict[str, object]:
     job = {"name": "train", "class": "training", "instance_types": ["p4d.24xlarge"]}
-    job.update(changes)
+    job.update(changes)  # type: ignore[arg-type]
     return {"workloads": [job]}
 
 

@@ -15,12 +15,19 @@ AT = pd.Timestamp(datetime(2026, 1, 9, 3, tzinfo=UTC))
 
 
 def _bill() -> BillPrices:
-    frame = pd.DataFrame({
-        "hour": [AT, AT], "workload": ["a", "b"], "instance_type": ["p4d.24xlarge", "g5.xlarge"],
-        "region": ["us-east-1", "us-east-1"], "tier": ["spot", "on_demand"],
-        "commitment": [None, None], "instance_hours": [4.0, 2.0], "cost_usd": [40.0, 2.5],
-        "billed_usd": [40.0, 2.5],
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "hour": [AT, AT],
+            "workload": ["a", "b"],
+            "instance_type": ["p4d.24xlarge", "g5.xlarge"],
+            "region": ["us-east-1", "us-east-1"],
+            "tier": ["spot", "on_demand"],
+            "commitment": [None, None],
+            "instance_hours": [4.0, 2.0],
+            "cost_usd": [40.0, 2.5],
+            "billed_usd": [40.0, 2.5],
+        }
+    )
     return BillPrices.from_frame(frame)
 
 

@@ -62,20 +62,38 @@ def test_yaml_and_csv_give_the_same_values(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("row", "needle"),
     [
-        pytest.param("x,aws,reserved,us-east-1,p4d.24xlarge,2,2026-01-01,2025-01-01,",
-                     "row 1: end: expected a time after start", id="ends-before-start"),
-        pytest.param("x,aws,reserved,us-east-1,p4d.24xlarge,two,2026-01-01,2027-01-01,",
-                     "row 1: count: expected a whole number", id="count-not-a-number"),
-        pytest.param("x,aws,reserved,us-east-1,p4d.24xlarge,2,2026-01-01,2027-01-01,monthly",
-                     "row 1: payment: expected one of no_upfront", id="bad-payment"),
-        pytest.param("x,aws,cud,us-east-1,p4d.24xlarge,2,2026-01-01,2027-01-01,",
-                     "row 1: kind: expected cud for gcp", id="cud-on-aws"),
-        pytest.param("x,aws,reserved,us-east-1,,2,2026-01-01,2027-01-01,",
-                     "row 1: instance_type", id="no-type"),
-        pytest.param("x,aws,reserved,us-east-1,p4d.24xlarge,2,soon,2027-01-01,",
-                     "row 1: start: expected an ISO 8601 time", id="bad-time"),
+        pytest.param(
+            "x,aws,reserved,us-east-1,p4d.24xlarge,2,2026-01-01,2025-01-01,",
+            "row 1: end: expected a time after start",
+            id="ends-before-start",
+        ),
+        pytest.param(
+            "x,aws,reserved,us-east-1,p4d.24xlarge,two,2026-01-01,2027-01-01,",
+            "row 1: count: expected a whole number",
+            id="count-not-a-number",
+        ),
+        pytest.param(
+            "x,aws,reserved,us-east-1,p4d.24xlarge,2,2026-01-01,2027-01-01,monthly",
+            "row 1: payment: expected one of no_upfront",
+            id="bad-payment",
+        ),
+        pytest.param(
+            "x,aws,cud,us-east-1,p4d.24xlarge,2,2026-01-01,2027-01-01,",
+            "row 1: kind: expected cud for gcp",
+            id="cud-on-aws",
+        ),
+        pytest.param(
+            "x,aws,reserved,us-east-1,,2,2026-01-01,2027-01-01,",
+            "row 1: instance_type",
+            id="no-type",
+        ),
+        pytest.param(
+            "x,aws,reserved,us-east-1,p4d.24xlarge,2,soon,2027-01-01,",
+            "row 1: start: expected an ISO 8601 time",
+            id="bad-time",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_row_names_file_row_and_field(tmp_path: Path, row: str, needle: str) -> None:
     p = tmp_path / "owned.csv"
     p.write_text(CSV.splitlines()[0] + "\n" + row + "\n")

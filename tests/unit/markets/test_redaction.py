@@ -65,9 +65,16 @@ def test_what_is_not_a_secret_is_left_alone(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "secret"),
-    [("X-Token", True), ("PGPASSWORD", True), ("x-api-key", True), ("Set-Cookie", True),
-     ("GOOGLE_CREDENTIALS", True), ("pool_key", False), ("Content-Type", False)],
-)  # fmt: skip
+    [
+        ("X-Token", True),
+        ("PGPASSWORD", True),
+        ("x-api-key", True),
+        ("Set-Cookie", True),
+        ("GOOGLE_CREDENTIALS", True),
+        ("pool_key", False),
+        ("Content-Type", False),
+    ],
+)
 def test_secret_named(name: str, secret: bool) -> None:
     assert secret_named(name) is secret
 

@@ -27,18 +27,35 @@ H = 10_000 / 3 / 16
 
 
 def _job(deadline: float, availability: float = 1.0) -> BlockJob:
-    return BlockJob(instance_type="p5.48xlarge", nodes=2, work_hours=H, deadline_hours=deadline,
-                    spot_usd_per_hour=12.0, on_demand_usd_per_hour=98.32, spot_time_factor=1.25,
-                    spot_availability=availability)  # fmt: skip
+    return BlockJob(
+        instance_type="p5.48xlarge",
+        nodes=2,
+        work_hours=H,
+        deadline_hours=deadline,
+        spot_usd_per_hour=12.0,
+        on_demand_usd_per_hour=98.32,
+        spot_time_factor=1.25,
+        spot_availability=availability,
+    )
 
 
-def _block(start_h: float, days: int = 9, count: int = 2, held: bool = False,
-           bid: str = "cb-0a1") -> CapacityBlock:  # fmt: skip
+def _block(
+    start_h: float, days: int = 9, count: int = 2, held: bool = False, bid: str = "cb-0a1"
+) -> CapacityBlock:
     start = NOW + timedelta(hours=start_h)
-    return CapacityBlock(kind=BlockKind.AWS_CAPACITY_BLOCK, provider=Provider.AWS, block_id=bid,
-                         instance_type="p5.48xlarge", region="us-east-1", zone="us-east-1a",
-                         count=count, start=start, end=start + timedelta(days=days),
-                         upfront_usd=count * days * 24 * 31.464, held=held)  # fmt: skip
+    return CapacityBlock(
+        kind=BlockKind.AWS_CAPACITY_BLOCK,
+        provider=Provider.AWS,
+        block_id=bid,
+        instance_type="p5.48xlarge",
+        region="us-east-1",
+        zone="us-east-1a",
+        count=count,
+        start=start,
+        end=start + timedelta(days=days),
+        upfront_usd=count * days * 24 * 31.464,
+        held=held,
+    )
 
 
 def test_tight_deadline_picks_the_block() -> None:
@@ -97,9 +114,15 @@ def test_no_mix_when_the_deadline_is_shorter_than_the_work() -> None:
 
 
 def test_spot_dearer_than_on_demand_is_not_used() -> None:
-    job = BlockJob(instance_type="p5.48xlarge", nodes=1, work_hours=10, deadline_hours=100,
-                   spot_usd_per_hour=90.0, on_demand_usd_per_hour=98.32,
-                   spot_time_factor=1.2)  # fmt: skip
+    job = BlockJob(
+        instance_type="p5.48xlarge",
+        nodes=1,
+        work_hours=10,
+        deadline_hours=100,
+        spot_usd_per_hour=90.0,
+        on_demand_usd_per_hour=98.32,
+        spot_time_factor=1.2,
+    )
     mix = spot_then_on_demand(job)
     assert mix is not None and mix.spot_hours == 0.0 and mix.cost_usd == pytest.approx(983.2)
 
@@ -109,8 +132,14 @@ def test_spot_dearer_than_on_demand_is_not_used() -> None:
     [("nodes", 0), ("work_hours", -1.0), ("spot_time_factor", 0.9), ("spot_availability", 1.5)],
 )
 def test_bad_job_is_refused(field: str, value: float) -> None:
-    args = dict(instance_type="p5.48xlarge", nodes=1, work_hours=1.0, deadline_hours=2.0,
-                spot_usd_per_hour=1.0, on_demand_usd_per_hour=2.0)  # fmt: skip
+    args = dict(
+        instance_type="p5.48xlarge",
+        nodes=1,
+        work_hours=1.0,
+        deadline_hours=2.0,
+        spot_usd_per_hour=1.0,
+        on_demand_usd_per_hour=2.0,
+    )
     args[field] = value
     with pytest.raises(ValueError, match=field):
         BlockJob(**args)  # type: ignore[arg-type]

@@ -15,8 +15,9 @@ T0 = datetime(2026, 1, 5, tzinfo=UTC)
 
 
 def _pool(hazard_per_hour: float) -> PoolSnapshot:
-    inst = InstanceType(provider=Provider.AWS, name="p1", family="p", units=8, gpus=8,
-                        vcpus=64, memory_gib=256.0)  # fmt: skip
+    inst = InstanceType(
+        provider=Provider.AWS, name="p1", family="p", units=8, gpus=8, vcpus=64, memory_gib=256.0
+    )
     return PoolSnapshot(
         pool=Pool(provider=Provider.AWS, region="us-east-1", zone="us-east-1a", instance_type="p1"),
         instance=inst,
@@ -27,9 +28,17 @@ def _pool(hazard_per_hour: float) -> PoolSnapshot:
 
 
 def _job(**fields: object) -> Workload:
-    doc = {"name": "job", "class": "training", "instance_types": ["p1"], "min_units": 8,
-           "max_units": 8, "unit_hours": 80.0, "deadline_hours": 20.0,
-           "checkpoint_write_seconds": 180.0, **fields}  # fmt: skip
+    doc = {
+        "name": "job",
+        "class": "training",
+        "instance_types": ["p1"],
+        "min_units": 8,
+        "max_units": 8,
+        "unit_hours": 80.0,
+        "deadline_hours": 20.0,
+        "checkpoint_write_seconds": 180.0,
+        **fields,
+    }
     return parse_workloads({"workloads": [doc]}, demand_supplied=True).by_name("job")
 
 

@@ -177,8 +177,11 @@ def history(version_locations: Sequence[Path] = ()) -> list[Revision]:
     out = []
     for s in _script(tuple(version_locations)).walk_revisions():  # newest first
         down = s.down_revision
-        out.append(Revision(s.revision, down if isinstance(down, str) else None,
-                            " ".join((s.doc or "").split())))  # fmt: skip
+        out.append(
+            Revision(
+                s.revision, down if isinstance(down, str) else None, " ".join((s.doc or "").split())
+            )
+        )
     return out[::-1]
 
 
@@ -198,15 +201,21 @@ def downgrade(
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
         found = current_revision(conn)
         if found is None:
-            raise InputError("store_url", None,
-                             "a store with a schema revision (spotfolio db upgrade stamps one)",
-                             got="unversioned")  # fmt: skip
+            raise InputError(
+                "store_url",
+                None,
+                "a store with a schema revision (spotfolio db upgrade stamps one)",
+                got="unversioned",
+            )
         if found not in known:
             raise SchemaTooNewError(found, head_revision(locations))
         if known.index(target) > known.index(found):
-            raise InputError("REVISION", None,
-                             f"a revision at or before the store's {found} (db upgrade goes up)",
-                             got=target)  # fmt: skip
+            raise InputError(
+                "REVISION",
+                None,
+                f"a revision at or before the store's {found} (db upgrade goes up)",
+                got=target,
+            )
         if target == found:
             return SchemaChange(found, found)
         cfg = alembic_config(locations)

@@ -55,7 +55,7 @@ def test_the_product_finds_the_domain_in_its_record_and_replaces_outside_it() ->
         original(self, run, *args)  # type: ignore[arg-type]
         seen.append((self.failure_domains, run.decisions[-1].reason))
 
-    ProductFleet._handle = spy  # type: ignore[method-assign]
+    ProductFleet._handle = spy  # type: ignore[assignment, method-assign]
     try:
         for on in (False, True):
             simulate_fleet(FleetSetting(replicas=4), _window(), ProductFleet(failure_domains=on))

@@ -33,4 +33,4 @@ def test_seeds_on_two_workers_are_the_seeds_run_here(monkeypatch: pytest.MonkeyP
     apart = run_seeds(seed_market, seeds, days=1, workers=2, hindsight_polish_s=0.0)
     assert _costs(apart) == _costs(here)
     assert apart["spread"] == here["spread"]
-    assert [s["seed"] for s in apart["seeds"]] == seeds
+    assert [s["seed"] for s in apart["seeds"]] == seeds  # type: ignore[attr-defined]

@@ -51,7 +51,7 @@ class _Recording(ProductFleet):
     """The adapter, remembering each plan it handed the engine."""
 
     def __init__(self, **contract: float) -> None:
-        super().__init__(**contract)
+        super().__init__(**contract)  # type: ignore[arg-type]
         self.plans: list[tuple[float, bool, FleetPlan]] = []
 
     def decide(

@@ -15,19 +15,25 @@ from tests.fakes.bills import RI_ID, SP_ID, write_cur_bill, write_focus_bill
 
 
 @pytest.fixture
-def focus(tmp_path: Path):  # type: ignore[no-untyped-def]
+def focus(tmp_path: Path):
     truth = write_focus_bill(tmp_path / "f.csv", days=3)
     return truth, read_usage(tmp_path / "f.csv")
 
 
-def _ri(cid: str, count: int, end_days: int, start) -> OwnedCommitment:  # type: ignore[no-untyped-def]
-    return OwnedCommitment(id=cid, provider=Provider.AWS, kind=CommitmentKind.RESERVED,
-                           start=start - timedelta(days=100),
-                           end=start + timedelta(days=end_days), region="us-east-1",
-                           instance_type="g5.xlarge", count=count)  # fmt: skip
+def _ri(cid: str, count: int, end_days: int, start) -> OwnedCommitment:
+    return OwnedCommitment(
+        id=cid,
+        provider=Provider.AWS,
+        kind=CommitmentKind.RESERVED,
+        start=start - timedelta(days=100),
+        end=start + timedelta(days=end_days),
+        region="us-east-1",
+        instance_type="g5.xlarge",
+        count=count,
+    )
 
 
-def test_the_bill_alone_plans_both_with_an_unknown_expiry_said(focus) -> None:  # type: ignore[no-untyped-def]
+def test_the_bill_alone_plans_both_with_an_unknown_expiry_said(focus) -> None:
     truth, u = focus
     end = truth.start + timedelta(hours=truth.hours)
     have, sources = merge_owned(u.commitments, [], [], end)
@@ -36,7 +42,7 @@ def test_the_bill_alone_plans_both_with_an_unknown_expiry_said(focus) -> None:  
     assert all(c.end == end + timedelta(days=UNKNOWN_END_DAYS) for c in have)
 
 
-def test_the_account_gives_the_expiry_and_is_not_counted_twice(focus) -> None:  # type: ignore[no-untyped-def]
+def test_the_account_gives_the_expiry_and_is_not_counted_twice(focus) -> None:
     truth, u = focus
     # the account names the reservation by its id, the bill by its ARN
     acc = [_ri("ri-g5-0001", 8, 40, truth.start), _ri("ri-other", 2, 90, truth.start)]
@@ -49,7 +55,7 @@ def test_the_account_gives_the_expiry_and_is_not_counted_twice(focus) -> None:  
     assert by["ri-other"].scope_from == "account" and by["ri-other"].bill is None
 
 
-def test_owned_by_hand_wins_for_the_same_commitment(focus) -> None:  # type: ignore[no-untyped-def]
+def test_owned_by_hand_wins_for_the_same_commitment(focus) -> None:
     truth, u = focus
     given = [_ri("ri-g5-0001", 6, 10, truth.start)]
     have, sources = merge_owned(u.commitments, [], given, None)

@@ -38,8 +38,12 @@ def test_bars_carry_their_totals_and_savings(
     fig = _figure(tmp_path, monkeypatch, sample_doc())
     bars, sweep = fig.axes[0], fig.axes[1]
     labels = [t.get_text() for t in bars.texts]
-    assert labels == [r"\$81.9k", "\\$74.5k\nsaves 9%", "\\$62.6k\nsaves 24%",
-                      "\\$36.6k\nsaves 55%"]  # fmt: skip
+    assert labels == [
+        r"\$81.9k",
+        "\\$74.5k\nsaves 9%",
+        "\\$62.6k\nsaves 24%",
+        "\\$36.6k\nsaves 55%",
+    ]
     assert [t.get_text() for t in sweep.texts] == [r"\$45.8k", r"\$45.2k"]
     fig.canvas.draw()
     ticks = [t.get_text() for t in bars.get_yticklabels()]

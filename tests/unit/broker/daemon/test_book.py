@@ -54,11 +54,10 @@ def _book() -> FleetBook:
         {
             "budget_usd_per_hour": 1.0,
             "workloads": [
-                {"name": "w", "class": "batch", "instance_types": ["p3.2xlarge"],
-                 "unit_hours": 10},
+                {"name": "w", "class": "batch", "instance_types": ["p3.2xlarge"], "unit_hours": 10},
             ],
         }
-    )  # fmt: skip
+    )
     return FleetBook("me", ws, QuietLifecycle())
 
 
@@ -68,9 +67,14 @@ def test_a_budget_refusal_warns_when_it_starts_not_at_every_pass(
     book = _book()
     book.price = lambda pool_key, tier: 3.0  # type: ignore[method-assign]
     req = LaunchRequest(
-        idempotency_key="sf-test-0001", pool_key="aws/us-west-2/us-west-2a/p3.2xlarge",
-        tier=Tier.SPOT, workload="w", count=1, owner="me", plan_generation=1,
-    )  # fmt: skip
+        idempotency_key="sf-test-0001",
+        pool_key="aws/us-west-2/us-west-2a/p3.2xlarge",
+        tier=Tier.SPOT,
+        workload="w",
+        count=1,
+        owner="me",
+        plan_generation=1,
+    )
     now = datetime(2026, 1, 1, tzinfo=UTC)
     with caplog.at_level(logging.DEBUG, logger="spotfolio"):
         for _ in range(3):

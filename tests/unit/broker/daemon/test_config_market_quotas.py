@@ -23,8 +23,14 @@ def fake() -> Iterator[FakeCompute]:
 
 
 def _config(fake: FakeCompute, **extra: object) -> DaemonConfig:
-    options = {"project": PROJECT, "endpoint": fake.url, "anonymous": True,
-               "regions": "us-central1", "instance_types": "a2-highgpu-1g", **extra}  # fmt: skip
+    options = {
+        "project": PROJECT,
+        "endpoint": fake.url,
+        "anonymous": True,
+        "regions": "us-central1",
+        "instance_types": "a2-highgpu-1g",
+        **extra,
+    }
     return DaemonConfig.model_validate(
         {"owner": "team-a", "market": "gcp", "market_options": options}
     )

@@ -202,11 +202,17 @@ def test_killed_while_terminating_the_restart_finishes_the_job(tmp_path: Path) -
     w.workloads = parse_workloads(
         {
             "workloads": [
-                {"name": "other", "class": "batch", "instance_types": ["p3.2xlarge"],
-                 "unit_hours": 1, "deadline_hours": 100000, "max_units": 1},
+                {
+                    "name": "other",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 1,
+                    "deadline_hours": 100000,
+                    "max_units": 1,
+                },
             ]
         }
-    )  # fmt: skip
+    )
     w.clock.advance(w.config.lease_ttl_s + 1)
     with pytest.raises(Crash):
         w.daemon(provider=CrashingProvider(w.cloud, at=2, when="after")).start()
@@ -230,15 +236,28 @@ def test_a_storm_of_duplicated_reordered_notices_gets_one_decision_each(tmp_path
     w.workloads = parse_workloads(
         {
             "workloads": [
-                {"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-                 "unit_hours": 100000, "deadline_hours": 100000, "max_units": 2 * n},
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 100000,
+                    "deadline_hours": 100000,
+                    "max_units": 2 * n,
+                },
             ]
         }
-    )  # fmt: skip
+    )
     fleet = w.cloud.launch(
-        LaunchRequest(idempotency_key="sf-storm-fleet", pool_key=A, tier=Tier.SPOT,
-                      workload="sweeps", count=n, owner="me", plan_generation=0)
-    ).instance_ids  # fmt: skip
+        LaunchRequest(
+            idempotency_key="sf-storm-fleet",
+            pool_key=A,
+            tier=Tier.SPOT,
+            workload="sweeps",
+            count=n,
+            owner="me",
+            plan_generation=0,
+        )
+    ).instance_ids
     d = w.daemon()
     d.active = True
     d.refresh_market(force=True)
@@ -282,10 +301,10 @@ def test_throttling_backs_off_and_a_refusing_pool_hands_over_to_the_next(tmp_pat
     )
     slots = w.slots()
     assert all(pool != A for (_, pool, _) in slots)
-    units = Counter()
+    units: Counter[str] = Counter()
     for (wl, _, _), k in slots.items():
         units[wl] += k
-    planned = Counter()
+    planned: Counter[str] = Counter()
     for (wl, _, _), k in d.desired(w.clock.now()).items():
         planned[wl] += k
     assert units == planned and units["api"] >= 6
@@ -320,7 +339,7 @@ def test_metrics_follow_the_fleet(tmp_path: Path) -> None:
     for tier, capacity_type in (("spot", "spot"), ("on_demand", "on-demand")):
         got = d.metrics.value("spotfolio_cost_rate_usd_per_hour", {"capacity_type": capacity_type})
         assert got == pytest.approx(rates[tier])
-    units = Counter()
+    units: Counter[str] = Counter()
     for i in w.cloud.alive():
         units[i.tier.value] += i.units
     share = units["spot"] / sum(units.values())
@@ -350,8 +369,14 @@ def test_the_cli_prints_the_simulation_schema(capsys: pytest.CaptureFixture[str]
 
     assert main(["daemon", "--provider", "sim", "--hours", "24", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    for key in ("revocations", "unhandled_notices", "duplicate_launches", "orphaned_instances",
-                "budget_exceeded", "cost_usd"):  # fmt: skip
+    for key in (
+        "revocations",
+        "unhandled_notices",
+        "duplicate_launches",
+        "orphaned_instances",
+        "budget_exceeded",
+        "cost_usd",
+    ):
         assert key in out
     assert set(out["decisions"]) >= {"shrink", "replace", "break_glass"}
     assert set(out["decision_latency_ms"]) == {"p50", "p99"}
@@ -372,25 +397,42 @@ def test_a_simulated_month_keeps_the_budget_and_the_break_glass_cap() -> None:
             "budget_usd_per_hour": 60,
             "break_glass_cap_usd": 400,
             "workloads": [
-                {"name": "api", "class": "serving", "instance_types": ["g5.xlarge", "g6.xlarge"],
-                 "throughput": {"g5.xlarge": 1.0, "g6.xlarge": 0.8},
-                 "demand": {"base_units": 8, "peak_units": 16, "peak_start_hour": 9,
-                            "peak_end_hour": 21}},
-                {"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge", "p3.8xlarge"],
-                 "throughput": {"p3.2xlarge": 1.0, "p3.8xlarge": 1.0},
-                 "unit_hours": 3000, "deadline_hours": 720, "max_units": 12},
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["g5.xlarge", "g6.xlarge"],
+                    "throughput": {"g5.xlarge": 1.0, "g6.xlarge": 0.8},
+                    "demand": {
+                        "base_units": 8,
+                        "peak_units": 16,
+                        "peak_start_hour": 9,
+                        "peak_end_hour": 21,
+                    },
+                },
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge", "p3.8xlarge"],
+                    "throughput": {"p3.2xlarge": 1.0, "p3.8xlarge": 1.0},
+                    "unit_hours": 3000,
+                    "deadline_hours": 720,
+                    "max_units": 12,
+                },
             ],
         }
-    )  # fmt: skip
+    )
     market = open_market("default", instance_types=ws.instance_types(), days=40)
     cfg = DaemonConfig.model_validate(
         {
-            "owner": "sim", "store_url": "sqlite://", "planner": "fast", "metrics_port": 0,
+            "owner": "sim",
+            "store_url": "sqlite://",
+            "planner": "fast",
+            "metrics_port": 0,
             "intervals": {"refresh_market_s": 3600, "replan_s": 3600, "reconcile_s": 3600},
             "sim": {"duplicate_rate": 0.2, "reorder": True, "throttle_rate": 0.02, "seed": 3},
         }
-    )  # fmt: skip
-    out = simulate_daemon(cfg, market, hours=720, workloads=ws).to_dict()
+    )
+    out = simulate_daemon(cfg, market, hours=720, workloads=ws).to_dict()  # type: ignore[arg-type]
     assert out["revocations"] > 0 and out["counters"]["throttled"] > 0
     assert out["duplicate_launches"] == 0 and out["orphaned_instances"] == 0
     assert out["unhandled_notices"] == 0 and out["decisions_after_deadline"] == 0

@@ -39,26 +39,57 @@ A, B, C = pool_key("a"), pool_key("b"), pool_key("c")
 
 def _gang(**extra: Any) -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "ft", "class": "training", "instance_types": ["p3.2xlarge"],
-                        "min_units": 4, "unit_hours": 1000, "deadline_hours": 5000,
-                        "max_spot_share": 1.0, "min_on_non_revocable": False,
-                        "max_zone_share": 1.0, "max_pool_share": 1.0,
-                        # spread over pools A, B, C to test the budget, not the
-                        # zone contract (its own tests: ``placement``)
-                        "placement": "any", **extra}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "ft",
+                    "class": "training",
+                    "instance_types": ["p3.2xlarge"],
+                    "min_units": 4,
+                    "unit_hours": 1000,
+                    "deadline_hours": 5000,
+                    "max_spot_share": 1.0,
+                    "min_on_non_revocable": False,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                    # spread over pools A, B, C to test the budget, not the
+                    # zone contract (its own tests: ``placement``)
+                    "placement": "any",
+                    **extra,
+                }
+            ]
+        }
+    )
 
 
 def _plan(rows: Sequence[tuple[str, int, int]]) -> Plan:
     """(pool, hour, instances) of workload ft on spot."""
     frame = pd.DataFrame(
-        [{"workload": "ft", "pool_key": p, "tier": "spot", "instances": float(n),
-          "hour_start": h, "hour_end": h + 1} for p, h, n in rows]
-    )  # fmt: skip
+        [
+            {
+                "workload": "ft",
+                "pool_key": p,
+                "tier": "spot",
+                "instances": float(n),
+                "hour_start": h,
+                "hour_end": h + 1,
+            }
+            for p, h, n in rows
+        ]
+    )
     hours = max(h for _, h, _ in rows) + 1
-    return Plan(start=T0, hours=hours, period_hours=1, commitments=(), allocations=frame,
-                objective_usd=0.0, status="Optimal", solver="test", solve_time_s=0.0,
-                integral=True)  # fmt: skip
+    return Plan(
+        start=T0,
+        hours=hours,
+        period_hours=1,
+        commitments=(),
+        allocations=frame,
+        objective_usd=0.0,
+        status="Optimal",
+        solver="test",
+        solve_time_s=0.0,
+        integral=True,
+    )
 
 
 class _Account:
@@ -74,9 +105,17 @@ class _Account:
         self.store = Store("sqlite://")
         executor = Executor(self.cloud, self.store, OWNER, self.clock, DaemonMetrics(), Backoff())
         launcher = Launcher(executor, self.book, self.lifecycle, self.clock)
-        self.job = ReconcileJob(self.cloud, self.store, self.book, executor, launcher,
-                                self.lifecycle, ws, owner=OWNER,
-                                listing_grace_s=0.0)  # fmt: skip
+        self.job = ReconcileJob(
+            self.cloud,
+            self.store,
+            self.book,
+            executor,
+            launcher,
+            self.lifecycle,
+            ws,
+            owner=OWNER,
+            listing_grace_s=0.0,
+        )
 
     def reconcile(self, state: PlanState) -> list[Any]:
         now = self.clock.now()
@@ -121,10 +160,20 @@ def test_a_replan_moves_a_gang_at_most_once_per_hour() -> None:
 
 def _batch() -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "ft", "class": "batch", "instance_types": ["p3.2xlarge"],
-                        "unit_hours": 1000, "max_spot_share": 1.0, "max_zone_share": 1.0,
-                        "max_pool_share": 1.0}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "ft",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 1000,
+                    "max_spot_share": 1.0,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                }
+            ]
+        }
+    )
 
 
 def test_a_replan_does_not_move_running_spot_for_less_than_the_move_costs() -> None:
@@ -165,9 +214,14 @@ def test_a_revocation_replacement_starts_the_jobs_hour_for_plan_moves() -> None:
     acc.clock.set(T0 + timedelta(minutes=50))
     fleet = tuple(acc.job.view(acc.clock.now()))
     lost = fleet[0]
-    notice = Notice(notice_id="n-1", kind=NoticeKind.INTERRUPTION, instance_id=lost.instance_id,
-                    at=acc.clock.now(), deadline=acc.clock.now() + timedelta(seconds=120),
-                    pool_key=lost.pool_key)  # fmt: skip
+    notice = Notice(
+        notice_id="n-1",
+        kind=NoticeKind.INTERRUPTION,
+        instance_id=lost.instance_id,
+        at=acc.clock.now(),
+        deadline=acc.clock.now() + timedelta(seconds=120),
+        pool_key=lost.pool_key,
+    )
     d = acc.lifecycle.handle(notice, fleet, acc.snap)
     assert d.kind is DecisionKind.REPLACE
     # 20 minutes after that replacement, a re-plan moving the gang to C waits.
@@ -180,22 +234,39 @@ def test_a_workload_with_a_zero_budget_is_never_moved_by_the_broker() -> None:
     acc = _Account(_gang(disruption={"max_share": 0}))
     acc.reconcile(PlanState(plan=_plan([(A, 0, 4), (B, 1, 4)]), generation=1))
     acc.clock.set(T0 + timedelta(hours=3))
-    assert _terminated(acc.reconcile(PlanState(plan=_plan([(A, 0, 4), (B, 1, 4)]),
-                                               generation=1))) == 0  # fmt: skip
+    assert (
+        _terminated(acc.reconcile(PlanState(plan=_plan([(A, 0, 4), (B, 1, 4)]), generation=1))) == 0
+    )
     assert acc.held() == {A: 4}
 
 
 def _inst(iid: str, pool: str, workload: str = "w", units: int = 8) -> Instance:
-    return Instance(instance_id=iid, pool_key=pool, tier=Tier.SPOT, workload=workload,
-                    state=InstanceState.RUNNING, units=units,
-                    launched_at=T0 - timedelta(hours=2), tags={OWNER_TAG: OWNER})  # fmt: skip
+    return Instance(
+        instance_id=iid,
+        pool_key=pool,
+        tier=Tier.SPOT,
+        workload=workload,
+        state=InstanceState.RUNNING,
+        units=units,
+        launched_at=T0 - timedelta(hours=2),
+        tags={OWNER_TAG: OWNER},
+    )
 
 
 def _budget(**own: Any) -> DisruptionBudget:
     ws = parse_workloads(
-        {"workloads": [{"name": "w", "class": "batch", "instance_types": ["p3.16xlarge"],
-                        "unit_hours": 100, "disruption": own}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "w",
+                    "class": "batch",
+                    "instance_types": ["p3.16xlarge"],
+                    "unit_hours": 100,
+                    "disruption": own,
+                }
+            ]
+        }
+    )
     return DisruptionBudget(600.0, 0.05, 8.0, 3600.0, ws.workloads)
 
 
@@ -215,8 +286,9 @@ def test_grant_follows_the_fleet_share_per_window(
     b = _budget()
     if used:
         b.record(used, T0.timestamp() - 60)  # a notice replacement, no workload named
-    got = b.grant("w", units, capacity_units=capacity, workload_units=24.0,
-                  now_s=T0.timestamp(), whole=whole)  # fmt: skip
+    got = b.grant(
+        "w", units, capacity_units=capacity, workload_units=24.0, now_s=T0.timestamp(), whole=whole
+    )
     assert got == granted
 
 
@@ -224,8 +296,10 @@ def test_a_workloads_own_share_tightens_the_fleets() -> None:
     b = _budget(max_share=0.5, window_minutes=30)
     now = T0.timestamp()
     # The fleet allows 3 x 8 (5 % of 480); the workload's own half of 32 units is 16.
-    assert b.grant("w", [8, 8, 8], capacity_units=480.0, workload_units=32.0,
-                   now_s=now, whole=False) == 2  # fmt: skip
+    assert (
+        b.grant("w", [8, 8, 8], capacity_units=480.0, workload_units=32.0, now_s=now, whole=False)
+        == 2
+    )
 
 
 def test_hold_keeps_the_instances_and_holds_back_the_same_work_elsewhere() -> None:
@@ -272,19 +346,52 @@ def test_reconcile_tells_the_lifecycle_the_on_demand_it_keeps_until_spot_is_read
     # and no spot pool has capacity: the notice breaks glass onto that
     # on-demand, launching nothing.
     ws = parse_workloads(
-        {"workloads": [{"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-                        "demand": {"base_units": 4, "peak_units": 4}, "max_spot_share": 1.0,
-                        "max_zone_share": 1.0, "max_pool_share": 1.0}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "demand": {"base_units": 4, "peak_units": 4},
+                    "max_spot_share": 1.0,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                }
+            ]
+        }
+    )
     frame = pd.DataFrame(
-        [{"workload": "api", "pool_key": A, "tier": "on_demand", "instances": 4.0,
-          "hour_start": 0, "hour_end": 1},
-         {"workload": "api", "pool_key": B, "tier": "spot", "instances": 4.0,
-          "hour_start": 1, "hour_end": 2}]
-    )  # fmt: skip
-    plan = Plan(start=T0, hours=2, period_hours=1, commitments=(), allocations=frame,
-                objective_usd=0.0, status="Optimal", solver="test", solve_time_s=0.0,
-                integral=True)  # fmt: skip
+        [
+            {
+                "workload": "api",
+                "pool_key": A,
+                "tier": "on_demand",
+                "instances": 4.0,
+                "hour_start": 0,
+                "hour_end": 1,
+            },
+            {
+                "workload": "api",
+                "pool_key": B,
+                "tier": "spot",
+                "instances": 4.0,
+                "hour_start": 1,
+                "hour_end": 2,
+            },
+        ]
+    )
+    plan = Plan(
+        start=T0,
+        hours=2,
+        period_hours=1,
+        commitments=(),
+        allocations=frame,
+        objective_usd=0.0,
+        status="Optimal",
+        solver="test",
+        solve_time_s=0.0,
+        integral=True,
+    )
     acc = _Account(ws)
     acc.reconcile(PlanState(plan=plan, generation=1))
     od = {i.instance_id for i in acc.cloud.alive() if i.tier is Tier.ON_DEMAND}
@@ -297,9 +404,14 @@ def test_reconcile_tells_the_lifecycle_the_on_demand_it_keeps_until_spot_is_read
     for p in (A, B, C):
         acc.lifecycle.record_launch_failure(p, Tier.SPOT)
     lost = warming[0]
-    notice = Notice(notice_id="n-1", kind=NoticeKind.INTERRUPTION, instance_id=lost.instance_id,
-                    at=acc.clock.now(), deadline=acc.clock.now() + timedelta(seconds=120),
-                    pool_key=lost.pool_key)  # fmt: skip
+    notice = Notice(
+        notice_id="n-1",
+        kind=NoticeKind.INTERRUPTION,
+        instance_id=lost.instance_id,
+        at=acc.clock.now(),
+        deadline=acc.clock.now() + timedelta(seconds=120),
+        pool_key=lost.pool_key,
+    )
     d = acc.lifecycle.handle(notice, fleet, acc.snap)
     assert d.kind is DecisionKind.BREAK_GLASS
     assert d.launches == ()

@@ -16,13 +16,23 @@ PRICES = {(A, Tier.SPOT): 0.5, (A, Tier.ON_DEMAND): 1.25, (B, Tier.SPOT): 10.0}
 
 
 def _inst(iid: str, pool: str, tier: Tier, workload: str) -> Instance:
-    return Instance(instance_id=iid, pool_key=pool, tier=tier, workload=workload,
-                    state=InstanceState.RUNNING, units=1, launched_at=T0)  # fmt: skip
+    return Instance(
+        instance_id=iid,
+        pool_key=pool,
+        tier=tier,
+        workload=workload,
+        state=InstanceState.RUNNING,
+        units=1,
+        launched_at=T0,
+    )
 
 
 def test_launches_add_and_terminations_take_away_once() -> None:
-    fleet = [_inst("i-1", A, Tier.SPOT, "api"), _inst("i-2", A, Tier.SPOT, "api"),
-             _inst("i-3", B, Tier.SPOT, "train")]  # fmt: skip
+    fleet = [
+        _inst("i-1", A, Tier.SPOT, "api"),
+        _inst("i-2", A, Tier.SPOT, "api"),
+        _inst("i-3", B, Tier.SPOT, "train"),
+    ]
     requests: list[LaunchRequest | TerminateRequest] = [
         LaunchRequest(
             idempotency_key="k-launch-1",
@@ -38,8 +48,11 @@ def test_launches_add_and_terminations_take_away_once() -> None:
     ]
     lines = cost_diff(fleet, requests, lambda p, t: PRICES[(p, t)])
     got = {(x.workload, x.tier): (x.now_usd_per_hour, x.plan_usd_per_hour) for x in lines}
-    assert got == {("api", "on_demand"): (0.0, 3.75), ("api", "spot"): (1.0, 0.5),
-                   ("train", "spot"): (10.0, 0.0)}  # fmt: skip
+    assert got == {
+        ("api", "on_demand"): (0.0, 3.75),
+        ("api", "spot"): (1.0, 0.5),
+        ("train", "spot"): (10.0, 0.0),
+    }
     text = render(lines, 24)
     total = text.splitlines()[-1].split()
     # now 11.00, plan 4.25: -6.75 $/h, -162.00 over 24 h

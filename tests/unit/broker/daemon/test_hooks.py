@@ -448,13 +448,21 @@ def test_the_signature_header_verifies_over_the_exact_body(
     a, _ = two_hosts
     key = "hook-signing-key-0123"
     hook = CheckpointHook.model_validate(
-        {"url": f"{a.url}/ckpt", "signing_key": {"env": "HOOK_KEY"},
-         "headers": {"X-Token": {"env": "HOOK_TOKEN"}}}
-    )  # fmt: skip
+        {
+            "url": f"{a.url}/ckpt",
+            "signing_key": {"env": "HOOK_KEY"},
+            "headers": {"X-Token": {"env": "HOOK_TOKEN"}},
+        }
+    )
     r = run_checkpoint_hook(
-        hook, notice_id="evt-9", workload="w", instance_id="i-9", deadline=DEADLINE,
-        budget_s=5.0, secrets=EnvSecrets({"HOOK_KEY": key, "HOOK_TOKEN": "tok-from-env"}),
-    )  # fmt: skip
+        hook,
+        notice_id="evt-9",
+        workload="w",
+        instance_id="i-9",
+        deadline=DEADLINE,
+        budget_s=5.0,
+        secrets=EnvSecrets({"HOOK_KEY": key, "HOOK_TOKEN": "tok-from-env"}),
+    )
     assert r.ok, r.detail
     ((_, headers, raw),) = a.handler.seen
     assert headers["X-Token"] == "tok-from-env"
@@ -531,9 +539,14 @@ def test_a_webhook_url_can_be_a_reference_and_never_shows_in_the_result(
         (f"{a.url}:x/s3cretpath", False),
     ):
         r = run_checkpoint_hook(
-            hook, notice_id="e", workload="w", instance_id="i", deadline=None, budget_s=5.0,
+            hook,
+            notice_id="e",
+            workload="w",
+            instance_id="i",
+            deadline=None,
+            budget_s=5.0,
             secrets=EnvSecrets({"HOOK_URL": target}),
-        )  # fmt: skip
+        )
         assert r.ok is ok, r.detail
         assert "s3cretpath" not in json.dumps(r.as_record())
     assert [p for p, _, _ in a.handler.seen] == ["/services/T0/B0/s3cretpath"]
@@ -577,9 +590,14 @@ def test_a_header_reference_that_resolves_to_a_crlf_sends_nothing_and_never_show
     )
     for value in ("tok\r\nX-Injected: s3cret", "tok\ns3cret", "tok\0s3cret"):
         r = run_checkpoint_hook(
-            hook, notice_id="e", workload="w", instance_id="i", deadline=None, budget_s=5.0,
+            hook,
+            notice_id="e",
+            workload="w",
+            instance_id="i",
+            deadline=None,
+            budget_s=5.0,
             secrets=EnvSecrets({"T": value}),
-        )  # fmt: skip
+        )
         assert not r.ok and r.attempts == 0, r.detail
         assert "env:T" in r.detail and "s3cret" not in json.dumps(r.as_record())
     assert a.handler.seen == []
@@ -596,8 +614,13 @@ def test_an_env_reference_that_resolves_to_a_nul_runs_nothing(tmp_path: Path) ->
         }
     )
     r = run_checkpoint_hook(
-        hook, notice_id="e", workload="w", instance_id="i", deadline=None, budget_s=5.0,
+        hook,
+        notice_id="e",
+        workload="w",
+        instance_id="i",
+        deadline=None,
+        budget_s=5.0,
         secrets=EnvSecrets({"V": "a\0s3cret"}),
-    )  # fmt: skip
+    )
     assert not r.ok and not marker.exists() and r.attempts == 0
     assert "env:V" in r.detail and "s3cret" not in r.detail

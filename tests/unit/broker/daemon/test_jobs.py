@@ -36,10 +36,20 @@ OWNER = "me"
 
 def _workloads() -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-                        "throughput": {"p3.2xlarge": 1.0}, "unit_hours": 100,
-                        "deadline_hours": 500, "max_units": 8}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "throughput": {"p3.2xlarge": 1.0},
+                    "unit_hours": 100,
+                    "deadline_hours": 500,
+                    "max_units": 8,
+                }
+            ]
+        }
+    )
 
 
 class FlakyMarket(TinyMarket):
@@ -98,8 +108,15 @@ def test_a_refused_launch_moves_to_the_next_pool_under_a_derived_key() -> None:
     book.set_snapshot(market.snapshot(T0))
     executor = Executor(cloud, store, OWNER, clock, DaemonMetrics(), Backoff())
     launcher = Launcher(executor, book, lc, clock)
-    req = LaunchRequest(idempotency_key="sf-test-1", pool_key=A, tier=Tier.SPOT,
-                        workload="sweeps", count=2, owner=OWNER, plan_generation=0)  # fmt: skip
+    req = LaunchRequest(
+        idempotency_key="sf-test-1",
+        pool_key=A,
+        tier=Tier.SPOT,
+        workload="sweeps",
+        count=2,
+        owner=OWNER,
+        plan_generation=0,
+    )
 
     ids = launcher.launch(req, context={"source": "test"}, notice_ids=["n-1"])
 
@@ -138,7 +155,7 @@ def test_one_cost_table_per_snapshot_for_the_lifecycle_and_every_plan_on_it(
     import broker.daemon.plan as plan_module
 
     handed: list[CostTable | None] = []
-    real = plan_module.window_problem
+    real = plan_module.window_problem  # type: ignore[attr-defined]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         handed.append(kwargs.get("costs"))
@@ -161,10 +178,17 @@ def test_progress_counts_work_since_the_last_count_and_reports_each_job() -> Non
     lc = QuietLifecycle()
     job, _book = _plan_job(TinyMarket(), lc)
     fleet = [
-        Instance(instance_id=f"i-{k}", pool_key=A, tier=Tier.SPOT, workload="sweeps",
-                 state=InstanceState.RUNNING, units=1, launched_at=T0)
+        Instance(
+            instance_id=f"i-{k}",
+            pool_key=A,
+            tier=Tier.SPOT,
+            workload="sweeps",
+            state=InstanceState.RUNNING,
+            units=1,
+            launched_at=T0,
+        )
         for k in range(3)
-    ]  # fmt: skip
+    ]
     start = job.track_progress(Progress(), fleet, T0)
     assert start == Progress({}, T0) and lc.called("report_progress") == []
     later = job.track_progress(start, fleet, T0 + timedelta(hours=2))
@@ -208,8 +232,15 @@ def test_a_partly_refused_terminate_records_the_instances_it_did_end() -> None:
     theirs = Executor(cloud, Store("sqlite://"), "other", clock, DaemonMetrics(), Backoff())
 
     def launch(ex: Executor, owner: str, key: str) -> str:
-        req = LaunchRequest(idempotency_key=key, pool_key=A, tier=Tier.SPOT, workload="sweeps",
-                            count=1, owner=owner, plan_generation=0)  # fmt: skip
+        req = LaunchRequest(
+            idempotency_key=key,
+            pool_key=A,
+            tier=Tier.SPOT,
+            workload="sweeps",
+            count=1,
+            owner=owner,
+            plan_generation=0,
+        )
         result = ex.run(req)
         assert result is not None and result.ok
         return result.instance_ids[0]
@@ -230,10 +261,22 @@ def test_upkeep_launches_and_records_an_on_demand_open_for_a_waiting_deadline_jo
     # lifecycle's deadline rule opens on-demand from tick (open_on_demand),
     # which the daemon launches, records with its stretch, and restores.
     ws = parse_workloads(
-        {"workloads": [{"name": "job", "class": "training", "instance_types": ["p3.2xlarge"],
-                        "throughput": {"p3.2xlarge": 1.0}, "min_units": 1, "max_units": 1,
-                        "min_on_non_revocable": False, "unit_hours": 10, "deadline_hours": 11}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "job",
+                    "class": "training",
+                    "instance_types": ["p3.2xlarge"],
+                    "throughput": {"p3.2xlarge": 1.0},
+                    "min_units": 1,
+                    "max_units": 1,
+                    "min_on_non_revocable": False,
+                    "unit_hours": 10,
+                    "deadline_hours": 11,
+                }
+            ]
+        }
+    )
     market = TinyMarket([A], share={A: 0.0})
     clock = ManualClock(T0)
     store = Store("sqlite://")
@@ -263,10 +306,17 @@ def test_progress_charges_committed_usage_to_its_workload_and_tiers_per_day() ->
     job, _book = _plan_job(TinyMarket(), lc)
     job.refresh_market(None, force=True)
     fleet = [
-        Instance(instance_id=f"i-{tier.value}", pool_key=A, tier=tier, workload="sweeps",
-                 state=InstanceState.RUNNING, units=1, launched_at=T0)
+        Instance(
+            instance_id=f"i-{tier.value}",
+            pool_key=A,
+            tier=tier,
+            workload="sweeps",
+            state=InstanceState.RUNNING,
+            units=1,
+            launched_at=T0,
+        )
         for tier in (Tier.COMMITTED, Tier.SPOT)
-    ]  # fmt: skip
+    ]
     start = job.track_progress(Progress(), fleet, T0)
     later = job.track_progress(start, fleet, T0 + timedelta(hours=2))
     day = T0.date().isoformat()
@@ -302,10 +352,17 @@ def test_a_launch_a_quota_refuses_moves_to_the_next_pool_and_is_recorded_as_quot
     book = FleetBook(OWNER, _workloads(), lc)
     book.set_snapshot(market.snapshot(T0))
     metrics = DaemonMetrics()
-    executor = Executor(QuotaBound(cloud, A), store, OWNER, clock, metrics, Backoff())  # type: ignore[arg-type]
+    executor = Executor(QuotaBound(cloud, A), store, OWNER, clock, metrics, Backoff())
     launcher = Launcher(executor, book, lc, clock)
-    req = LaunchRequest(idempotency_key="sf-quota-1", pool_key=A, tier=Tier.SPOT,
-                        workload="sweeps", count=2, owner=OWNER, plan_generation=0)  # fmt: skip
+    req = LaunchRequest(
+        idempotency_key="sf-quota-1",
+        pool_key=A,
+        tier=Tier.SPOT,
+        workload="sweeps",
+        count=2,
+        owner=OWNER,
+        plan_generation=0,
+    )
 
     ids = launcher.launch(req, context={"source": "test"})
 

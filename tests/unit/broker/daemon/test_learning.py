@@ -21,7 +21,7 @@ from tests.fakes.tiny_market import T0, TinyMarket, pool_key
 A, B, C = pool_key("a"), pool_key("b"), pool_key("c")
 
 
-def _workloads():  # type: ignore[no-untyped-def]
+def _workloads():
     return parse_workloads(
         {
             "workloads": [

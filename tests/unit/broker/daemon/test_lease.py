@@ -41,18 +41,26 @@ def test_the_lease_must_be_renewed_at_least_twice_per_ttl(
     cfg = tmp_path / "daemon.yaml"
     cfg.write_text(
         yaml.safe_dump(
-            {"owner": "me", "lease_ttl_s": ttl, "intervals": {"lease_renew_s": renew},
-             "store_url": f"sqlite:///{tmp_path / 'state.db'}", "metrics_port": 0}
+            {
+                "owner": "me",
+                "lease_ttl_s": ttl,
+                "intervals": {"lease_renew_s": renew},
+                "store_url": f"sqlite:///{tmp_path / 'state.db'}",
+                "metrics_port": 0,
+            }
         )
-    )  # fmt: skip
+    )
     with pytest.raises(InputError, match=r"intervals\.lease_renew_s.*half of lease_ttl_s"):
         load_daemon_config(cfg)
     assert main(["daemon", "--config", str(cfg), "--once"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(cfg) in err and "lease_renew_s" in err
     assert not (tmp_path / "state.db").exists()
-    cfg.write_text(yaml.safe_dump({"owner": "me", "lease_ttl_s": renew * 2 + 1,
-                                   "intervals": {"lease_renew_s": renew}}))  # fmt: skip
+    cfg.write_text(
+        yaml.safe_dump(
+            {"owner": "me", "lease_ttl_s": renew * 2 + 1, "intervals": {"lease_renew_s": renew}}
+        )
+    )
     assert load_daemon_config(cfg).intervals.lease_renew_s == renew
 
 
@@ -191,9 +199,17 @@ def test_a_renewal_counts_its_ttl_from_when_the_lease_row_is_ours(
     config = _config(tmp_path, store_url=store_url)
     store = Store(store_url)
     workloads = _workloads()
-    d = Daemon(config, SimCloud(market, clock, SimOptions()), market, store,  # type: ignore[arg-type]
-               default_lifecycle(workloads, clock, config), clock,  # type: ignore[arg-type]
-               workloads=workloads, metrics=DaemonMetrics(), holder="d0")  # fmt: skip
+    d = Daemon(
+        config,
+        SimCloud(market, clock, SimOptions()),  # type: ignore[arg-type]
+        market,
+        store,
+        default_lifecycle(workloads, clock, config),  # type: ignore[arg-type]
+        clock,  # type: ignore[arg-type]
+        workloads=workloads,
+        metrics=DaemonMetrics(),
+        holder="d0",
+    )
     d.start()
     held_from, released = _held_from_and_release(
         store, d.fenced_store, clock, config.lease_ttl_s, d.renew_lease
@@ -290,18 +306,27 @@ def test_fifty_simultaneous_starts_never_let_two_daemons_mutate(
     clock = _RealRate()
     market = TinyMarket()
     cloud = _SlowCloud(SimCloud(market, clock, SimOptions()), LATENCY_S)  # type: ignore[arg-type]
-    config = _config(tmp_path, store_url=store_url, lease_ttl_s=TTL_S,
-                     intervals={"lease_renew_s": RENEW_S})  # fmt: skip
+    config = _config(
+        tmp_path, store_url=store_url, lease_ttl_s=TTL_S, intervals={"lease_renew_s": RENEW_S}
+    )
     Store(store_url).close()  # the schema, once (create_all is not concurrent-safe)
     workloads = _workloads()
     stores = [Store(store_url, create=False) for _ in range(STARTS)]
     daemons = [
-        Daemon(config, cloud.for_daemon(n), market, stores[n],
-               default_lifecycle(workloads, clock, config), clock,  # type: ignore[arg-type]
-               workloads=workloads, metrics=DaemonMetrics(), holder=f"d{n}",
-               renew_in_background=True)
+        Daemon(
+            config,
+            cloud.for_daemon(n),
+            market,
+            stores[n],
+            default_lifecycle(workloads, clock, config),  # type: ignore[arg-type]
+            clock,  # type: ignore[arg-type]
+            workloads=workloads,
+            metrics=DaemonMetrics(),
+            holder=f"d{n}",
+            renew_in_background=True,
+        )
         for n in range(STARTS)
-    ]  # fmt: skip
+    ]
     barrier = threading.Barrier(STARTS)
     started: list[int] = []
     lost: list[int] = []

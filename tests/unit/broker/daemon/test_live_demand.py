@@ -100,11 +100,13 @@ def test_a_prometheus_metric_scales_the_fleet_ahead_of_a_step_and_holds_it_after
     )
     cfg = DaemonConfig.model_validate(
         {
-            "owner": "me", "store_url": f"sqlite:///{tmp_path / 's.db'}", "planner": "fast",
+            "owner": "me",
+            "store_url": f"sqlite:///{tmp_path / 's.db'}",
+            "planner": "fast",
             "metrics_port": 0,
             "intervals": {"reconcile_s": 60, "sense_demand_s": 60, "replan_s": 3600},
         }
-    )  # fmt: skip
+    )
     rec: dict[str, Recorder] = {}
 
     def wrap(cloud: SimCloud) -> Recorder:
@@ -113,7 +115,7 @@ def test_a_prometheus_metric_scales_the_fleet_ahead_of_a_step_and_holds_it_after
 
     start = T0 + timedelta(hours=7)
     report = simulate_daemon(cfg, TinyMarket(), hours=6, start=start, workloads=ws,
-                             wrap_provider=wrap)  # fmt: skip
+                             wrap_provider=wrap)  # type: ignore[arg-type]  # fmt: skip
     assert report.duplicate_launches == 0 and report.orphaned_instances == 0
     alive = rec["r"].alive
     # 100 req/s x 1.2 / 100 per replica -> 2 replicas; 300 -> 4 (min 1 never binds here).
@@ -152,12 +154,23 @@ class Flaky:
 
 def _api(**metric: object) -> dict[str, object]:
     return {
-        "name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-        "throughput": {"p3.2xlarge": 1.0}, "max_spot_share": 0.0, "max_zone_share": 1.0,
+        "name": "api",
+        "class": "serving",
+        "instance_types": ["p3.2xlarge"],
+        "throughput": {"p3.2xlarge": 1.0},
+        "max_spot_share": 0.0,
+        "max_zone_share": 1.0,
         "max_pool_share": 1.0,
-        "demand_metric": {"source": "prometheus", "url": "http://p:9090", "query": "q",
-                          "value_per_replica": 100, "margin": 0.0, "season_hours": 0} | metric,
-    }  # fmt: skip
+        "demand_metric": {
+            "source": "prometheus",
+            "url": "http://p:9090",
+            "query": "q",
+            "value_per_replica": 100,
+            "margin": 0.0,
+            "season_hours": 0,
+        }
+        | metric,
+    }
 
 
 def test_a_metric_server_that_goes_down_keeps_the_replicas_it_last_read(tmp_path: Path) -> None:
@@ -172,8 +185,15 @@ def test_a_metric_server_that_goes_down_keeps_the_replicas_it_last_read(tmp_path
         rec["r"] = Recorder(cloud)
         return rec["r"]
 
-    simulate_daemon(cfg, TinyMarket(), hours=3, start=T0, workloads=ws, wrap_provider=wrap,
-                    demand_sources={"api": src})  # fmt: skip
+    simulate_daemon(
+        cfg,
+        TinyMarket(),
+        hours=3,
+        start=T0,
+        workloads=ws,
+        wrap_provider=wrap,  # type: ignore[arg-type]
+        demand_sources={"api": src},
+    )
     assert src.failures > 60  # two hours of failed reads, a minute apart
     assert rec["r"].alive == [(T0, 3)]  # 300 / 100: launched at once, never scaled down
 

@@ -63,16 +63,34 @@ def _revoke(i: Instance, at: datetime) -> Notice:
 
 def _web() -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "web", "class": "serving", "instance_types": ["p3.2xlarge"],
-                        "demand": {"base_units": 1, "peak_units": 1}}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "web",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "demand": {"base_units": 1, "peak_units": 1},
+                }
+            ]
+        }
+    )
 
 
 def _sweeps() -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-                        "unit_hours": 100, "deadline_hours": 500, "max_units": 8}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 100,
+                    "deadline_hours": 500,
+                    "max_units": 8,
+                }
+            ]
+        }
+    )
 
 
 def _market_where_the_listed_cheapest_is_not_the_cheapest() -> MarketSnapshot:
@@ -90,8 +108,9 @@ def _market_where_the_listed_cheapest_is_not_the_cheapest() -> MarketSnapshot:
             observed_at=T0,
         )
 
-    return MarketSnapshot(at=T0, pools=(pool("a", 0.95, 0.01), pool("b", 0.90, 3.0),
-                                        pool("c", 0.97, 0.005)))  # fmt: skip
+    return MarketSnapshot(
+        at=T0, pools=(pool("a", 0.95, 0.01), pool("b", 0.90, 3.0), pool("c", 0.97, 0.005))
+    )
 
 
 def test_reconcile_substitution_and_the_lifecycle_choose_the_same_pool_for_the_same_loss() -> None:
@@ -127,8 +146,15 @@ def test_a_pool_a_failed_launch_marked_unavailable_is_skipped_by_both_until_the_
     book.set_snapshot(snap)
     executor = Executor(cloud, Store("sqlite://"), OWNER, clock, DaemonMetrics(), Backoff())
     launcher = Launcher(executor, book, lifecycle, clock)
-    req = LaunchRequest(idempotency_key="sf-test-1", pool_key=A, tier=Tier.SPOT, workload="sweeps",
-                        count=1, owner=OWNER, plan_generation=0)  # fmt: skip
+    req = LaunchRequest(
+        idempotency_key="sf-test-1",
+        pool_key=A,
+        tier=Tier.SPOT,
+        workload="sweeps",
+        count=1,
+        owner=OWNER,
+        plan_generation=0,
+    )
 
     assert launcher.launch(req, context={"source": "test"})  # A refused, B launched
     assert {i.pool_key for i in cloud.alive()} == {B}
@@ -160,22 +186,50 @@ def test_a_second_unavailable_ttl_setting_is_refused_naming_its_field(
 
 def _elastic() -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "ft", "class": "training", "instance_types": ["p3.2xlarge"],
-                        "elastic": True, "min_units": 1, "step_units": 1, "max_units": 4,
-                        "min_dwell_minutes": 30, "unit_hours": 100, "deadline_hours": 5000,
-                        "placement": "any"}]}  # its nodes in three zones (A, B, C)
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "ft",
+                    "class": "training",
+                    "instance_types": ["p3.2xlarge"],
+                    "elastic": True,
+                    "min_units": 1,
+                    "step_units": 1,
+                    "max_units": 4,
+                    "min_dwell_minutes": 30,
+                    "unit_hours": 100,
+                    "deadline_hours": 5000,
+                    "placement": "any",
+                }
+            ]
+        }  # its nodes in three zones (A, B, C)
+    )
 
 
 def _plan(sizes: list[int]) -> Plan:
     rows = [
-        {"workload": "ft", "pool_key": A, "tier": "spot", "instances": float(n),
-         "hour_start": h, "hour_end": h + 1}
+        {
+            "workload": "ft",
+            "pool_key": A,
+            "tier": "spot",
+            "instances": float(n),
+            "hour_start": h,
+            "hour_end": h + 1,
+        }
         for h, n in enumerate(sizes)
-    ]  # fmt: skip
-    return Plan(start=T0, hours=len(sizes), period_hours=1, commitments=(),
-                allocations=pd.DataFrame(rows), objective_usd=0.0, status="Optimal",
-                solver="test", solve_time_s=0.0, integral=True)  # fmt: skip
+    ]
+    return Plan(
+        start=T0,
+        hours=len(sizes),
+        period_hours=1,
+        commitments=(),
+        allocations=pd.DataFrame(rows),
+        objective_usd=0.0,
+        status="Optimal",
+        solver="test",
+        solve_time_s=0.0,
+        integral=True,
+    )
 
 
 def _shrink_after(sizes: list[int]) -> DecisionKind:
@@ -191,8 +245,18 @@ def _shrink_after(sizes: list[int]) -> DecisionKind:
     store = Store("sqlite://")
     executor = Executor(cloud, store, OWNER, clock, DaemonMetrics(), Backoff())
     launcher = Launcher(executor, book, lifecycle, clock)
-    job = ReconcileJob(cloud, store, book, executor, launcher, lifecycle, ws,
-                       owner=OWNER, listing_grace_s=0.0, dry_run=True)  # fmt: skip
+    job = ReconcileJob(
+        cloud,
+        store,
+        book,
+        executor,
+        launcher,
+        lifecycle,
+        ws,
+        owner=OWNER,
+        listing_grace_s=0.0,
+        dry_run=True,
+    )
     state = PlanState(plan=_plan(sizes), generation=1)
     job.desired(state, T0)
     clock.advance(3600)

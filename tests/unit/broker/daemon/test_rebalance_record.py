@@ -40,10 +40,14 @@ def test_a_simulated_account_records_outcomes_and_a_restart_starts_from_them(
     events = {p: [T0 + timedelta(hours=h, minutes=17) for h in range(1, 24)] for p in (A, B, C)}
     market = TinyMarket(events=events)
     cfg = DaemonConfig.model_validate(
-        {"owner": "me", "planner": "fast", "metrics_port": 0,
-         "intervals": {"reconcile_s": 600},
-         "sim": {"rebalance_coverage": 1.0, "rebalance_precision": 0.5, "seed": 2}}
-    )  # fmt: skip
+        {
+            "owner": "me",
+            "planner": "fast",
+            "metrics_port": 0,
+            "intervals": {"reconcile_s": 600},
+            "sim": {"rebalance_coverage": 1.0, "rebalance_precision": 0.5, "seed": 2},
+        }
+    )
     url = f"sqlite:///{tmp_path / 'state.db'}"
     simulate_daemon(cfg, market, hours=24, workloads=_workloads(), store_url=url)
     store = Store(url)
@@ -61,8 +65,9 @@ def test_a_simulated_account_records_outcomes_and_a_restart_starts_from_them(
 
     quiet = cfg.model_copy(update={"sim": SimSettings()})
     later = T0 + timedelta(days=2)  # the first run's lease has run out
-    simulate_daemon(quiet, market, hours=1, start=later, workloads=_workloads(), store_url=url,
-                    lifecycle=keep)  # fmt: skip
+    simulate_daemon(
+        quiet, market, hours=1, start=later, workloads=_workloads(), store_url=url, lifecycle=keep
+    )
     for pool, hits, resolved in rows:
         got_hits, got_resolved = seen[0].rebalance_counts(pool)
         assert got_hits >= hits and got_resolved >= resolved
@@ -70,6 +75,16 @@ def test_a_simulated_account_records_outcomes_and_a_restart_starts_from_them(
 
 def _workloads() -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "sweeps", "class": "batch", "instance_types": ["p3.2xlarge"],
-                        "unit_hours": 2000, "deadline_hours": 500, "max_units": 6}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 2000,
+                    "deadline_hours": 500,
+                    "max_units": 6,
+                }
+            ]
+        }
+    )

@@ -18,20 +18,29 @@ B = "aws/us-west-2/us-west-2b/p3.2xlarge"
 WS = parse_workloads(
     {
         "workloads": [
-            {"name": "chat", "class": "serving", "instance_types": ["p3.2xlarge"],
-             "demand": {"base_units": 2, "peak_units": 2}},
+            {
+                "name": "chat",
+                "class": "serving",
+                "instance_types": ["p3.2xlarge"],
+                "demand": {"base_units": 2, "peak_units": 2},
+            },
         ]
     }
-)  # fmt: skip
+)
 WARM = warm_up_seconds(WS)
 
 
 def _inst(iid: str, pool: str, age_s: float, tier: Tier = Tier.ON_DEMAND) -> Instance:
     return Instance(
-        instance_id=iid, pool_key=pool, tier=tier, workload="chat",
-        state=InstanceState.RUNNING, units=1, launched_at=NOW - timedelta(seconds=age_s),
+        instance_id=iid,
+        pool_key=pool,
+        tier=tier,
+        workload="chat",
+        state=InstanceState.RUNNING,
+        units=1,
+        launched_at=NOW - timedelta(seconds=age_s),
         tags={OWNER_TAG: "me"},
-    )  # fmt: skip
+    )
 
 
 def _book(prices: dict[str, float] | None = None) -> FleetBook:
@@ -80,8 +89,11 @@ def test_only_the_warming_part_moves_and_a_pool_under_notice_is_not_a_target() -
     kept = stick(want, book.counts(fleet), book, 0.1, book.ready_counts(fleet, NOW, WARM))
     assert kept == {("chat", B, "on_demand"): 1, ("chat", A, "on_demand"): 2}
     # spot in a zone under notice: its other ready replica is no target
-    spot = (_inst("s-a1", A, 900, Tier.SPOT), _inst("s-a2", A, 900, Tier.SPOT),
-            _inst("s-b1", B, 60, Tier.SPOT))  # fmt: skip
+    spot = (
+        _inst("s-a1", A, 900, Tier.SPOT),
+        _inst("s-a2", A, 900, Tier.SPOT),
+        _inst("s-b1", B, 60, Tier.SPOT),
+    )
     book.doom("s-a1", NOW + timedelta(seconds=120), NOW)
     want = {("chat", B, "spot"): 1}
     ready = book.ready_counts(spot, NOW, WARM)
@@ -96,8 +108,12 @@ def test_a_replacement_in_a_pool_hit_by_another_notice_keeps_its_floor() -> None
     replacement would give way to a ready surplus replica of zone a and be
     ended before the revocation it replaces lands."""
     book = _book()
-    fleet = (_inst("i-a1", A, 900), _inst("i-a2", A, 900), _inst("i-b1", B, 900),
-             _inst("i-b2", B, 60))  # fmt: skip
+    fleet = (
+        _inst("i-a1", A, 900),
+        _inst("i-a2", A, 900),
+        _inst("i-b1", B, 900),
+        _inst("i-b2", B, 60),
+    )
     book.doom("i-b1", NOW + timedelta(seconds=90), NOW - timedelta(seconds=30))
     slot_a, slot_b = ("chat", A, "on_demand"), ("chat", B, "on_demand")
     want = {slot_a: 1, slot_b: 1}  # the plan's one in b is the replacement i-b2

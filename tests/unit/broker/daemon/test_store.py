@@ -171,10 +171,15 @@ def _daemon_yaml(path: Path, store_url: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         yaml.safe_dump(
-            {"owner": "me", "store_url": store_url, "provider": "sim", "planner": "fast",
-             "metrics_port": 0}
+            {
+                "owner": "me",
+                "store_url": store_url,
+                "provider": "sim",
+                "planner": "fast",
+                "metrics_port": 0,
+            }
         )
-    )  # fmt: skip
+    )
     return path
 
 

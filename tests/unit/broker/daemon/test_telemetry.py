@@ -56,9 +56,18 @@ def test_json_log_lines_parse_with_utc_timestamps_and_typed_fields(
 ) -> None:
     _logging("json", "info")
     logging.getLogger("spotfolio.daemon").info(
-        kv("decision", launches=3, latency_s=0.25, ok=True, usd="12.50", reason="a b", key="0001",
-           level="x", p99=float("nan"))
-    )  # fmt: skip
+        kv(
+            "decision",
+            launches=3,
+            latency_s=0.25,
+            ok=True,
+            usd="12.50",
+            reason="a b",
+            key="0001",
+            level="x",
+            p99=float("nan"),
+        )
+    )
     (line,) = _lines(capsys.readouterr().err)
     ts = datetime.fromisoformat(line["ts"])
     assert line["ts"].endswith("Z") and ts.utcoffset() == timedelta(0)
@@ -127,8 +136,14 @@ def test_lists_are_json_arrays_and_a_comma_list_in_text(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     _logging("json", "info")
-    line = kv("spot_returned", pools=["aws/a/z/g5", "aws/b/z/g5"], empty=[], ids=("i-1",),
-              seen={"b", "a"}, token=["tok-1"])  # fmt: skip
+    line = kv(
+        "spot_returned",
+        pools=["aws/a/z/g5", "aws/b/z/g5"],
+        empty=[],
+        ids=("i-1",),
+        seen={"b", "a"},
+        token=["tok-1"],
+    )
     assert line.startswith('spot_returned pools=aws/a/z/g5,aws/b/z/g5 empty="" ids=i-1')
     logging.getLogger("spotfolio.daemon").info(line)
     (out,) = _lines(capsys.readouterr().err)
@@ -144,8 +159,22 @@ def test_every_json_line_carries_owner_and_account(capsys: pytest.CaptureFixture
     _logcontext.reset()  # as a new process starts: an earlier test's main() may have set it
     _logging("json", "info")
     logging.getLogger("markets.aws.provider").info("before the config")
-    assert main(["daemon", "--provider", "sim", "--hours", "2", "--log-format", "json",
-                 "--log-level", "debug"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "daemon",
+                "--provider",
+                "sim",
+                "--hours",
+                "2",
+                "--log-format",
+                "json",
+                "--log-level",
+                "debug",
+            ]
+        )
+        == 0
+    )
     lines = _lines(capsys.readouterr().err)
     assert lines[0]["owner"] is None and lines[0]["account"] is None
     ran = lines[1:]
@@ -162,10 +191,13 @@ def test_every_json_line_carries_owner_and_account(capsys: pytest.CaptureFixture
         pytest.param(["--config", "{missing}"], "--config", id="missing-config"),
         pytest.param(["--config", "{bad}"], "store_url", id="bad-config-field"),
         pytest.param(["--hours", "abc"], "--hours", id="bad-option-before-log-format"),
-        pytest.param(["--provider", "sim", "--hours", "1", "--market", ""], "--market",
-                     id="bad-market-option"),
+        pytest.param(
+            ["--provider", "sim", "--hours", "1", "--market", ""],
+            "--market",
+            id="bad-market-option",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_fatal_start_up_error_is_one_json_line_with_json_logs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], names: str
 ) -> None:
@@ -193,8 +225,9 @@ def test_a_fatal_error_in_json_hides_secrets(
     from broker.cli import main
 
     cfg = tmp_path / "daemon.yaml"
-    cfg.write_text("owner: t\nstore_url: postgresql+psycopg://u:hunter2@127.0.0.1:1/x\n"
-                   "metrics_port: 0\n")  # fmt: skip
+    cfg.write_text(
+        "owner: t\nstore_url: postgresql+psycopg://u:hunter2@127.0.0.1:1/x\nmetrics_port: 0\n"
+    )
     assert main(["daemon", "--config", str(cfg), "--once", "--log-format", "json"]) == 2
     err = capsys.readouterr().err
     (line,) = _lines(err.splitlines()[-1])
@@ -341,8 +374,12 @@ def test_spend_accrues_the_previous_ticks_rates_over_the_time_between_ticks() ->
 
 
 def _other(capacity_type: str = "spot") -> dict[str, str]:
-    return {"instance_type": OTHER_POOL, "zone": OTHER_POOL, "region": OTHER_POOL,
-            "capacity_type": capacity_type}  # fmt: skip
+    return {
+        "instance_type": OTHER_POOL,
+        "zone": OTHER_POOL,
+        "region": OTHER_POOL,
+        "capacity_type": capacity_type,
+    }
 
 
 def test_pool_labels_stop_at_the_cap_and_the_rest_add_up_under_other() -> None:
@@ -352,12 +389,16 @@ def test_pool_labels_stop_at_the_cap_and_the_rest_add_up_under_other() -> None:
     rates[("aws/us-east-1/us-east-1a/t0", "on_demand")] = (10.0, 2)
     m.observe_fleet(T0, rates)
     samples = {
-        (s.labels["instance_type"], s.labels["zone"], s.labels["region"],
-         s.labels["capacity_type"]): s.value
+        (
+            s.labels["instance_type"],
+            s.labels["zone"],
+            s.labels["region"],
+            s.labels["capacity_type"],
+        ): s.value
         for f in m.registry.collect()
         if f.name == "spotfolio_pool_cost_rate_usd_per_hour"
         for s in f.samples
-    }  # fmt: skip
+    }
     assert samples == {
         ("t0", "us-east-1a", "us-east-1", "spot"): 1.0,
         ("t0", "us-east-1a", "us-east-1", "on-demand"): 10.0,
@@ -372,34 +413,52 @@ def test_pool_labels_stop_at_the_cap_and_the_rest_add_up_under_other() -> None:
     m.revoked("aws/us-east-1/us-east-1a/t4", unit_hours=1.0, usd=1.0)
     m.revoked("aws/us-east-1/us-east-1a/t0", unit_hours=1.0, usd=1.0)
     assert m.value("spotfolio_pool_revocations_total", _other()) == 1
-    t0 = {"instance_type": "t0", "zone": "us-east-1a", "region": "us-east-1",
-          "capacity_type": "spot"}  # fmt: skip
+    t0 = {
+        "instance_type": "t0",
+        "zone": "us-east-1a",
+        "region": "us-east-1",
+        "capacity_type": "spot",
+    }
     assert m.value("spotfolio_pool_revocations_total", t0) == 1
 
 
 def test_a_fleet_over_many_pools_stays_within_the_documented_series_bound() -> None:
     m = DaemonMetrics()
     tiers = ("spot", "on_demand", "committed")
-    rates = {(f"aws/us-east-1/us-east-1{z}/g{i}", t): (1.0, 1)
-             for i in range(60) for z in "abc" for t in tiers}  # fmt: skip
+    rates = {
+        (f"aws/us-east-1/us-east-1{z}/g{i}", t): (1.0, 1)
+        for i in range(60)
+        for z in "abc"
+        for t in tiers
+    }
     m.observe_fleet(T0, rates)
     for key in {k for k, _ in rates}:
         m.revoked(key, "spot", unit_hours=0.1, usd=0.1)
-    for name in ("spotfolio_pool_cost_rate_usd_per_hour", "spotfolio_pool_units",
-                 "spotfolio_pool_revocations_total"):  # fmt: skip
+    for name in (
+        "spotfolio_pool_cost_rate_usd_per_hour",
+        "spotfolio_pool_units",
+        "spotfolio_pool_revocations_total",
+    ):
         series = [s for f in m.registry.collect() for s in f.samples if s.name == name]
         assert len(series) <= (POOL_LABEL_CAP + 1) * len(CAPACITY_TYPE)
     assert m.value("spotfolio_pool_labels_folded_total") == 180 - POOL_LABEL_CAP
     # nothing is lost by folding: the fleet's total is every pool's
-    total = sum(s.value for f in m.registry.collect() for s in f.samples
-                if s.name == "spotfolio_pool_cost_rate_usd_per_hour")  # fmt: skip
+    total = sum(
+        s.value
+        for f in m.registry.collect()
+        for s in f.samples
+        if s.name == "spotfolio_pool_cost_rate_usd_per_hour"
+    )
     assert total == pytest.approx(len(rates))
 
 
 def test_every_known_label_value_is_exported_at_zero_before_anything_happens() -> None:
     m = DaemonMetrics()
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for f in m.registry.collect() for s in f.samples}  # fmt: skip
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in m.registry.collect()
+        for s in f.samples
+    }
     expected = {
         "spotfolio_decisions_total": ("kind",),
         "spotfolio_actions_total": ("kind", "outcome"),
@@ -484,17 +543,28 @@ def test_a_revocation_records_its_replacement_time_and_its_preemption_tax(
 
 
 def _train(**kw: Any) -> Any:
-    w = {"name": "llm", "class": "training", "instance_types": ["p4d.24xlarge"], "min_units": 8,
-         "unit_hours": 1000, "restart_minutes": 12, **kw}  # fmt: skip
+    w = {
+        "name": "llm",
+        "class": "training",
+        "instance_types": ["p4d.24xlarge"],
+        "min_units": 8,
+        "unit_hours": 1000,
+        "restart_minutes": 12,
+        **kw,
+    }
     return parse_workloads({"workloads": [w]}).workloads[0]
 
 
 def _inst(ran_h: float, units: int = 8) -> Instance:
     return Instance(
-        instance_id="i-1", pool_key="aws/us-east-1/us-east-1a/p4d.24xlarge", tier=Tier.SPOT,
-        workload="llm", state=InstanceState.RUNNING, units=units,
+        instance_id="i-1",
+        pool_key="aws/us-east-1/us-east-1a/p4d.24xlarge",
+        tier=Tier.SPOT,
+        workload="llm",
+        state=InstanceState.RUNNING,
+        units=units,
         launched_at=T0 - timedelta(hours=ran_h),
-    )  # fmt: skip
+    )
 
 
 MISSED = CheckpointVerdict(False, 120.0, 300.0, 100.0, "does not fit")
@@ -531,9 +601,13 @@ def test_daly_interval_prices_the_loss_when_none_is_configured() -> None:
     w = _train(checkpoint_write_seconds=180)
     tau = daly_interval(180 / 3600, 10.0)
     tax = preemption_tax(
-        w, _inst(3 * tau + 0.1), at=T0, checkpoint=MISSED, hazard_per_hour=0.1,
+        w,
+        _inst(3 * tau + 0.1),
+        at=T0,
+        checkpoint=MISSED,
+        hazard_per_hour=0.1,
         price_usd_per_hour=1.0,
-    )  # fmt: skip
+    )
     assert tax.lost_hours == pytest.approx(0.1)
 
 
@@ -580,8 +654,13 @@ except urllib.error.HTTPError as e:
 
 def _get(port: int, path: str) -> tuple[int, dict[str, Any]]:
     """GET ``path`` from another process: (status, its JSON body)."""
-    done = subprocess.run([sys.executable, "-c", GET, str(port), path], capture_output=True,
-                          text=True, timeout=60, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", GET, str(port), path],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     status, body = done.stdout.split(" ", 1)
     return int(status), json.loads(body)
 
@@ -642,10 +721,17 @@ def test_healthz_answers_while_alive_and_readyz_says_why_not_ready(tmp_path: Pat
 
 
 def test_readiness_needs_the_lease_a_fresh_market_and_a_recent_queue_read() -> None:
-    ok = Liveness(now=T0, running=True, lease_required=True, lease_held=True,
-                  market_at=T0 - timedelta(minutes=44), refresh_market_s=900.0,
-                  queue_read_at=T0 - timedelta(seconds=29), queue_error=None,
-                  poll_notices_s=5.0)  # fmt: skip
+    ok = Liveness(
+        now=T0,
+        running=True,
+        lease_required=True,
+        lease_held=True,
+        market_at=T0 - timedelta(minutes=44),
+        refresh_market_s=900.0,
+        queue_read_at=T0 - timedelta(seconds=29),
+        queue_error=None,
+        poll_notices_s=5.0,
+    )
     assert readiness(ok) is None
     assert readiness(replace(ok, lease_held=False)) == "lease not held"
     assert readiness(replace(ok, lease_held=False, lease_required=False)) is None  # a dry run
@@ -726,21 +812,56 @@ def test_quota_use_is_the_live_fleets_share_of_each_quota() -> None:
 
     t0 = datetime(2026, 3, 2, tzinfo=UTC)
     key = "aws/us-east-1/us-east-1a/p3.2xlarge"  # 8 vCPUs
-    snap = MarketSnapshot(at=t0, pools=(PoolSnapshot(
-        pool=Pool.from_key(key), instance=catalog.instance_type("p3.2xlarge"),
-        on_demand_usd_per_hour=3.06, observed_at=t0),), quotas=(
-        Quota(provider=Provider.AWS, region="us-east-1", group="P", tier=Tier.ON_DEMAND,
-              limit=32, unit=QuotaUnit.VCPUS, code="L-417A185B"),
-        Quota(provider=Provider.AWS, region="us-east-1", group="P", tier=Tier.SPOT,
-              limit=64, unit=QuotaUnit.VCPUS, code="L-7212CCBC")))  # fmt: skip
+    snap = MarketSnapshot(
+        at=t0,
+        pools=(
+            PoolSnapshot(
+                pool=Pool.from_key(key),
+                instance=catalog.instance_type("p3.2xlarge"),
+                on_demand_usd_per_hour=3.06,
+                observed_at=t0,
+            ),
+        ),
+        quotas=(
+            Quota(
+                provider=Provider.AWS,
+                region="us-east-1",
+                group="P",
+                tier=Tier.ON_DEMAND,
+                limit=32,
+                unit=QuotaUnit.VCPUS,
+                code="L-417A185B",
+            ),
+            Quota(
+                provider=Provider.AWS,
+                region="us-east-1",
+                group="P",
+                tier=Tier.SPOT,
+                limit=64,
+                unit=QuotaUnit.VCPUS,
+                code="L-7212CCBC",
+            ),
+        ),
+    )
 
     def inst(i: int, tier: Tier, state: InstanceState = InstanceState.RUNNING) -> Instance:
-        return Instance(instance_id=f"i-{i}", pool_key=key, tier=tier, workload="w",
-                        state=state, units=1, launched_at=t0)  # fmt: skip
+        return Instance(
+            instance_id=f"i-{i}",
+            pool_key=key,
+            tier=tier,
+            workload="w",
+            state=state,
+            units=1,
+            launched_at=t0,
+        )
 
     m = DaemonMetrics()
-    fleet = [inst(1, Tier.ON_DEMAND), inst(2, Tier.COMMITTED), inst(3, Tier.SPOT),
-             inst(4, Tier.SPOT, InstanceState.TERMINATED)]  # fmt: skip
+    fleet = [
+        inst(1, Tier.ON_DEMAND),
+        inst(2, Tier.COMMITTED),
+        inst(3, Tier.SPOT),
+        inst(4, Tier.SPOT, InstanceState.TERMINATED),
+    ]
     m.observe_quotas(snap, fleet)
     labels = {"provider": "aws", "region": "us-east-1"}
     assert m.value("spotfolio_quota_used_ratio", {**labels, "quota": "L-417A185B"}) == 0.5

@@ -65,10 +65,14 @@ def test_where_outages_last_hours_on_demand_still_waits_for_the_lazy_reserve() -
     # waits until the slack is 2d + six outages of at most an hour
     # (LAZY_OUTAGE_CAP_HOURS). Six 5-hour outages (30 h of reserve) had it
     # follow the line from the start, finishing hours early with spot unused.
-    job = JobSpec(compute_hours=48.0, deadline_hours=60.0, changeover_hours=0.2,
-                  tick_hours=1 / 6)  # fmt: skip
-    scarce = Prior(held_share=0.3, losses_per_held_hour=0.5, hours=168.0,
-                   up_spells_hours=(2.0,) * 20, down_spells_hours=(5.0,) * 20)  # fmt: skip
+    job = JobSpec(compute_hours=48.0, deadline_hours=60.0, changeover_hours=0.2, tick_hours=1 / 6)
+    scarce = Prior(
+        held_share=0.3,
+        losses_per_held_hour=0.5,
+        hours=168.0,
+        up_spells_hours=(2.0,) * 20,
+        down_spells_hours=(5.0,) * 20,
+    )
     mem = RULE.start(scarce)
     assert _seen(TickView(10.0, 5.0, Mode.IDLE, False), mem, job)[0] == Mode.IDLE
     # with less done the reserve is reached: on-demand now
@@ -92,11 +96,23 @@ def test_the_watch_counts_spells_whose_start_it_saw() -> None:
 
 A = pool_key("a")
 ONE_JOB = parse_workloads(
-    {"workloads": [{"name": "job", "class": "training", "instance_types": ["p3.2xlarge"],
-                    "throughput": {"p3.2xlarge": 1.0}, "min_units": 1, "max_units": 1,
-                    "min_on_non_revocable": False, "restart_minutes": 10,
-                    "unit_hours": 10, "deadline_hours": 20}]}
-)  # fmt: skip
+    {
+        "workloads": [
+            {
+                "name": "job",
+                "class": "training",
+                "instance_types": ["p3.2xlarge"],
+                "throughput": {"p3.2xlarge": 1.0},
+                "min_units": 1,
+                "max_units": 1,
+                "min_on_non_revocable": False,
+                "restart_minutes": 10,
+                "unit_hours": 10,
+                "deadline_hours": 20,
+            }
+        ]
+    }
+)
 
 
 def _revoked(done_unit_hours: float) -> tuple[LifecycleManager, ManualClock, Decision]:
@@ -104,10 +120,22 @@ def _revoked(done_unit_hours: float) -> tuple[LifecycleManager, ManualClock, Dec
     clock = ManualClock(T0 + timedelta(hours=5))
     m = LifecycleManager(ONE_JOB, clock, LifecycleConfig(horizon_start=T0))
     m.report_progress("job", done_unit_hours)
-    lost = Instance(instance_id="i-spot", pool_key=A, tier=Tier.SPOT, workload="job",
-                    state=InstanceState.RUNNING, units=1, launched_at=T0)  # fmt: skip
-    notice = Notice(notice_id="n-1", kind=NoticeKind.INTERRUPTION, instance_id="i-spot",
-                    at=clock.now(), pool_key=A)  # fmt: skip
+    lost = Instance(
+        instance_id="i-spot",
+        pool_key=A,
+        tier=Tier.SPOT,
+        workload="job",
+        state=InstanceState.RUNNING,
+        units=1,
+        launched_at=T0,
+    )
+    notice = Notice(
+        notice_id="n-1",
+        kind=NoticeKind.INTERRUPTION,
+        instance_id="i-spot",
+        at=clock.now(),
+        pool_key=A,
+    )
     return m, clock, m.handle(notice, (lost,), TinyMarket([A], share={A: 0.0}).snapshot())
 
 
@@ -125,8 +153,15 @@ def test_a_revoked_deadline_job_behind_breaks_glass_then_returns_to_spot_in_tick
     assert [(x.pool_key, x.tier, x.count) for x in d.launches] == [(A, Tier.ON_DEMAND, 1)]
     assert "the deadline rule: on-demand now" in d.reason
     clock.advance(600)
-    od = Instance(instance_id="i-od", pool_key=A, tier=Tier.ON_DEMAND, workload="job",
-                  state=InstanceState.RUNNING, units=1, launched_at=clock.now())  # fmt: skip
+    od = Instance(
+        instance_id="i-od",
+        pool_key=A,
+        tier=Tier.ON_DEMAND,
+        workload="job",
+        state=InstanceState.RUNNING,
+        units=1,
+        launched_at=clock.now(),
+    )
     # still no spot: the stretch stays (nothing to do until it is due)
     assert m.tick(None, (od,), TinyMarket([A], share={A: 0.0}).snapshot()) == ()
     clock.advance(600)

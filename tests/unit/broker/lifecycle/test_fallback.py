@@ -45,9 +45,18 @@ def _market() -> MarketSnapshot:
 
 def _sweeps(types: list[str], **extra: Any) -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "sweeps", "class": "batch", "instance_types": types,
-                        "unit_hours": 100, **extra}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": types,
+                    "unit_hours": 100,
+                    **extra,
+                }
+            ]
+        }
+    )
 
 
 def _manager(ws: WorkloadSet) -> LifecycleManager:

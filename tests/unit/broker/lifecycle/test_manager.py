@@ -1056,7 +1056,7 @@ def test_the_cost_table_is_computed_once_per_snapshot_not_per_notice(
         computed.append(table)
         return table
 
-    monkeypatch.setattr(CostTable, "compute", classmethod(counting))
+    monkeypatch.setattr(CostTable, "compute", classmethod(counting))  # type: ignore[arg-type]
     m, clock = manager()
     fleet = ft_fleet()
     snap = market()
@@ -1197,7 +1197,7 @@ def test_a_serving_break_glass_takes_back_the_on_demand_a_return_still_runs() ->
     assert d2.kept == (LaunchIntent(od_pool, Tier.ON_DEMAND, 1),)
     assert d2.break_glass_usd_committed > 0  # against the cap, as any break-glass
     assert d2.as_record()["kept"] == [{"pool_key": od_pool, "tier": "on_demand", "count": 1}]
-    assert m.stretch_state(d2.notice_id)["kept"] == ["i-od"]  # stored with it
+    assert m.stretch_state(d2.notice_id)["kept"] == ["i-od"]  # type: ignore[index]  # stored with it
     # its own return retires what it took back
     second = _first_return(m, clock, fleet)
     assert second.allocation_id == d2.notice_id

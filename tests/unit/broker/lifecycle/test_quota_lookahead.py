@@ -28,8 +28,15 @@ def _with(*quotas: Quota) -> MarketSnapshot:
 
 def _p_spot(limit: float) -> Quota:
     # the hand-built p3.2xlarge has 12 vCPUs
-    return Quota(provider=Provider.AWS, region="us-east-1", group="P", tier=Tier.SPOT,
-                 limit=limit, unit=QuotaUnit.VCPUS, code="L-7212CCBC")  # fmt: skip
+    return Quota(
+        provider=Provider.AWS,
+        region="us-east-1",
+        group="P",
+        tier=Tier.SPOT,
+        limit=limit,
+        unit=QuotaUnit.VCPUS,
+        code="L-7212CCBC",
+    )
 
 
 def _fleet() -> tuple[Instance, ...]:

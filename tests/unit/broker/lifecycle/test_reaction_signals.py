@@ -4,6 +4,7 @@ the placement score now (per its TTL), each changing a replacement."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from broker.lifecycle import DecisionKind, LifecycleConfig, LifecycleManager
 from markets.clock import ManualClock
@@ -15,7 +16,7 @@ from tests.unit.broker.lifecycle.test_manager import T0, inst, key, market, revo
 P4D = "p4d.24xlarge"
 
 
-def _rigid_fleet() -> tuple:
+def _rigid_fleet() -> tuple[Any, ...]:
     return tuple(inst("rigid", key("us-east-1a", P4D), 8) for _ in range(2))
 
 

@@ -27,10 +27,20 @@ def _cand(key: str) -> Candidate:
 
 def _sweeps(**extra: object) -> Workload:
     return parse_workloads(
-        {"workloads": [{"name": "sweeps", "class": "batch", "instance_types": ["g5.xlarge"],
-                        "unit_hours": 100, "max_zone_share": 1.0, "max_pool_share": 1.0,
-                        **extra}]}
-    ).workloads[0]  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["g5.xlarge"],
+                    "unit_hours": 100,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                    **extra,
+                }
+            ]
+        }
+    ).workloads[0]
 
 
 EAST_A = "aws/us-east-1/us-east-1a/g5.xlarge"
@@ -50,5 +60,4 @@ def test_a_replacement_into_a_full_region_is_refused_even_in_another_zone_of_it(
     assert not shares_ok(capped, tally, _cand(EAST_B), 2.0)  # 7 of 12 in us-east-1
     assert not shares_ok(capped, tally, _cand(WEST), 2.0)
     # a region holding none of its spot yet is always allowed
-    assert shares_ok(capped, Tally(spot_units=10.0, spot_by_pool={WEST: 10.0}),
-                     _cand(EAST_B), 2.0)  # fmt: skip
+    assert shares_ok(capped, Tally(spot_units=10.0, spot_by_pool={WEST: 10.0}), _cand(EAST_B), 2.0)

@@ -40,8 +40,12 @@ class Fn:
 
 
 def _metric(**kw: object) -> DemandMetric:
-    base: dict[str, object] = {"source": "prometheus", "url": "http://p:9090", "query": "q",
-                               "value_per_replica": 100.0}  # fmt: skip
+    base: dict[str, object] = {
+        "source": "prometheus",
+        "url": "http://p:9090",
+        "query": "q",
+        "value_per_replica": 100.0,
+    }
     return DemandMetric.model_validate(base | kw)
 
 

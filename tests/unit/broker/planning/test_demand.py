@@ -35,7 +35,7 @@ def _two_serving(*, shapes: bool) -> WorkloadSet:
     ]
     if shapes:
         for w in workloads[:2]:
-            w["demand"] = shape
+            w["demand"] = shape  # type: ignore[index]
     return parse_workloads({"workloads": workloads}, demand_supplied=not shapes)
 
 
@@ -71,8 +71,8 @@ def test_from_shapes_follows_the_shape(fleet: WorkloadSet) -> None:
     ratio = s.to_numpy() / expected
     assert abs(ratio.mean() - 1.0) < 0.01  # noise is centred
     assert 0.01 < ratio.std() < 0.06  # "a little" noise: 3 % by default
-    weekday_peak = s[(s.index.day_of_week < 5) & (s.index.hour == 12)].mean()
-    weekend_peak = s[(s.index.day_of_week >= 5) & (s.index.hour == 12)].mean()
+    weekday_peak = s[(s.index.day_of_week < 5) & (s.index.hour == 12)].mean()  # type: ignore[attr-defined]
+    weekend_peak = s[(s.index.day_of_week >= 5) & (s.index.hour == 12)].mean()  # type: ignore[attr-defined]
     base, peak = shape.base_units, shape.peak_units
     assert weekday_peak == pytest.approx(peak, rel=0.03)
     assert weekend_peak == pytest.approx(base + (peak - base) * shape.weekend_factor, rel=0.03)

@@ -18,11 +18,23 @@ def _training(**extra: object) -> dict[str, object]:
     # No value of time: the deadline is all that matters (at the training
     # class's $1,000/h the plan would buy on-demand to finish sooner,
     # broker.planning.optimizer.finish).
-    return {"name": "train", "class": "training", "instance_types": ["g1"], "elastic": True,
-            "min_units": 2, "step_units": 2, "max_units": 8, "unit_hours": 240,
-            "deadline_hours": 48, "max_zone_share": 1.0, "max_pool_share": 1.0,
-            "max_spot_share": 0.75, "min_dwell_minutes": 0,
-            "value_of_time_usd_per_hour": 0, **extra}  # fmt: skip
+    return {
+        "name": "train",
+        "class": "training",
+        "instance_types": ["g1"],
+        "elastic": True,
+        "min_units": 2,
+        "step_units": 2,
+        "max_units": 8,
+        "unit_hours": 240,
+        "deadline_hours": 48,
+        "max_zone_share": 1.0,
+        "max_pool_share": 1.0,
+        "max_spot_share": 0.75,
+        "min_dwell_minutes": 0,
+        "value_of_time_usd_per_hour": 0,
+        **extra,
+    }
 
 
 def _job() -> Workload:
@@ -55,8 +67,9 @@ def test_a_job_ahead_of_the_line_waits_out_a_spot_outage_instead_of_running_on_o
     ws = parse_workloads({"workloads": [_training()]})
     snap = _market(_pool("us-east-1a", spot=None, committed=None))  # no spot now
     state = RollingState(hour=12, remaining_unit_hours={"train": 120.0})
-    problem = window_problem(snap, ws, {}, state, hours=12, step_hours=6,
-                             options=PlanOptions(integral=True))  # fmt: skip
+    problem = window_problem(
+        snap, ws, {}, state, hours=12, step_hours=6, options=PlanOptions(integral=True)
+    )
     plan = solve(problem)
     assert plan.allocations.empty or plan.allocations.units.sum() == 0
     assert plan.unmet_unit_hours["train"] == pytest.approx(0.0, abs=1e-6)
@@ -78,8 +91,11 @@ def test_a_job_ahead_runs_at_full_size_while_spot_is_there() -> None:
         window_problem(snap, ws, {}, RollingState(), hours=1, step_hours=1).costs, ws
     ) == {"train": pytest.approx(0.5 * (2 * 1.0 + 6 * 0.2) / 8 + 0.5 * 1.0)}
     state = RollingState(hour=12, remaining_unit_hours={"train": 120.0})
-    plan = solve(window_problem(snap, ws, {}, state, hours=12, step_hours=6,
-                                options=PlanOptions(integral=True)))  # fmt: skip
+    plan = solve(
+        window_problem(
+            snap, ws, {}, state, hours=12, step_hours=6, options=PlanOptions(integral=True)
+        )
+    )
     a = plan.allocations
     first = a[a.hour_start < 6]
     per_hour = first.groupby("hour_start").units.sum()
@@ -99,8 +115,9 @@ def test_a_gang_with_an_on_demand_minimum_runs_ahead_only_where_now_beats_later(
     ws = parse_workloads({"workloads": [_training()]})
     snap = _held_half()
     state = RollingState(hour=12, remaining_unit_hours={"train": 120.0})
-    problem = window_problem(snap, ws, {}, state, hours=12, step_hours=6,
-                             options=PlanOptions(integral=True))  # fmt: skip
+    problem = window_problem(
+        snap, ws, {}, state, hours=12, step_hours=6, options=PlanOptions(integral=True)
+    )
     later = (2 * 1.0 + 6 * 0.5 * 0.2) / (2 + 6 * 0.5)
     assert problem.ahead_usd_per_unit_hour == {"train": pytest.approx(later)}
     plan = solve(problem)
@@ -108,16 +125,26 @@ def test_a_gang_with_an_on_demand_minimum_runs_ahead_only_where_now_beats_later(
     assert plan.objective_usd == pytest.approx(120.0 * later)
     # Behind its line (80 done at hour 24, the line at 120), it runs what is due.
     behind = RollingState(hour=24, remaining_unit_hours={"train": 160.0})
-    plan = solve(window_problem(snap, ws, {}, behind, hours=12, step_hours=6,
-                                options=PlanOptions(integral=True)))  # fmt: skip
+    plan = solve(
+        window_problem(
+            snap, ws, {}, behind, hours=12, step_hours=6, options=PlanOptions(integral=True)
+        )
+    )
     assert plan.allocations.units.sum() > 0
 
 
 def _batch() -> dict[str, object]:
     # 240 unit-hours in 48 h, spot-first, all of it in one pool if need be.
-    return {"name": "sweep", "class": "batch", "instance_types": ["g1"], "max_units": 8,
-            "unit_hours": 240, "deadline_hours": 48, "max_zone_share": 1.0,
-            "max_pool_share": 1.0}  # fmt: skip
+    return {
+        "name": "sweep",
+        "class": "batch",
+        "instance_types": ["g1"],
+        "max_units": 8,
+        "unit_hours": 240,
+        "deadline_hours": 48,
+        "max_zone_share": 1.0,
+        "max_pool_share": 1.0,
+    }
 
 
 def _two_zones(b_spot: float, b_offered: bool) -> MarketSnapshot:
@@ -142,16 +169,18 @@ def test_a_batch_job_s_work_ahead_is_worth_the_spot_it_would_hold_later() -> Non
     ws = parse_workloads({"workloads": [_batch()]})
     ahead = RollingState(hour=12, remaining_unit_hours={"sweep": 120.0})  # the line: 60
     opts = PlanOptions(integral=True)
-    problem = window_problem(_two_zones(0.1, b_offered=False), ws, {}, ahead, hours=12,
-                             step_hours=6, options=opts)  # fmt: skip
+    problem = window_problem(
+        _two_zones(0.1, b_offered=False), ws, {}, ahead, hours=12, step_hours=6, options=opts
+    )
     later = 0.5 * 0.1 + 0.25 * 0.4 + 0.25 * 1.0
     assert problem.ahead_usd_per_unit_hour == {"sweep": pytest.approx(later)}
     # Ahead of its line, with zone a's $0.4 no cheaper than later: it waits.
     plan = solve(problem)
     assert plan.allocations.empty or plan.allocations.units.sum() == 0
     # Zone b offered now at $0.1: it runs ahead there, at full size.
-    problem = window_problem(_two_zones(0.1, b_offered=True), ws, {}, ahead, hours=12,
-                             step_hours=6, options=opts)  # fmt: skip
+    problem = window_problem(
+        _two_zones(0.1, b_offered=True), ws, {}, ahead, hours=12, step_hours=6, options=opts
+    )
     a = solve(problem).allocations
     first = a[a.hour_start < 6]
     assert set(first.pool_key) == {"aws/us-east-1/us-east-1b/g1"}

@@ -50,8 +50,14 @@ def _plan(rows: list[tuple[int, str, str, str, float]], hours: int = 3) -> Plan:
     return Plan(T0, hours, 1, (), frame, 0.0, "test", "hand", 0.0, False)
 
 
-def _inst(iid: str, pool: str, tier: Tier = Tier.SPOT, workload: str = "chat-api",
-          owner: str = "me", minutes: int = 0) -> Instance:  # fmt: skip
+def _inst(
+    iid: str,
+    pool: str,
+    tier: Tier = Tier.SPOT,
+    workload: str = "chat-api",
+    owner: str = "me",
+    minutes: int = 0,
+) -> Instance:
     return Instance(
         instance_id=iid,
         pool_key=pool,
@@ -250,10 +256,17 @@ def test_serving_spot_rounds_the_hazard_overhead_to_the_nearest_instance() -> No
 def test_serving_spot_without_its_work_rounds_up() -> None:
     plan = _plan([(0, "chat-api", "spot", P1, 4.0001)])
     plan = Plan(
-        plan.start, plan.hours, plan.period_hours, (),
+        plan.start,
+        plan.hours,
+        plan.period_hours,
+        (),
         plan.allocations.drop(columns=["units", "work_per_hour"]),
-        0.0, "test", "hand", 0.0, False,
-    )  # fmt: skip
+        0.0,
+        "test",
+        "hand",
+        0.0,
+        False,
+    )
     assert desired_now(plan, T0, WS) == {("chat-api", P1, "spot"): 5}
     assert serving_spot_instances(4.0001, None) == 5
 
@@ -278,8 +291,12 @@ def test_a_gang_split_across_zones_by_slot_adjustments_takes_the_plans_counts_wh
     }
     # one placement already: untouched; a region contract allows both zones
     assert whole_gangs(planned, ws, running) == planned
-    region = ws.model_copy(update={"workloads": [
-        w.model_copy(update={"placement": "region"}) if w.name == "llm-finetune" else w
-        for w in ws.workloads
-    ]})  # fmt: skip
+    region = ws.model_copy(
+        update={
+            "workloads": [
+                w.model_copy(update={"placement": "region"}) if w.name == "llm-finetune" else w
+                for w in ws.workloads
+            ]
+        }
+    )
     assert whole_gangs(split, region, planned) == split

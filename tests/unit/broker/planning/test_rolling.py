@@ -21,9 +21,17 @@ from tests.unit.broker.planning.optimizer.test_solve import _market, _pool
 
 
 def _batch(**extra: object) -> dict[str, object]:
-    return {"name": "job", "class": "batch", "instance_types": ["g1"], "unit_hours": 48,
-            "deadline_hours": 24, "max_zone_share": 1.0, "max_pool_share": 1.0,
-            "max_units": 8, **extra}  # fmt: skip
+    return {
+        "name": "job",
+        "class": "batch",
+        "instance_types": ["g1"],
+        "unit_hours": 48,
+        "deadline_hours": 24,
+        "max_zone_share": 1.0,
+        "max_pool_share": 1.0,
+        "max_units": 8,
+        **extra,
+    }
 
 
 def test_a_horizon_budget_is_never_exceeded_across_re_plans() -> None:
@@ -58,8 +66,11 @@ def test_advance_takes_what_happened_over_what_was_planned() -> None:
     snap = _market(_pool("us-east-1a", spot=None, committed=None))
     first = initial_state(ws)
     assert first.remaining_unit_hours == {"job": 48.0} and first.generation == 0
-    plan = solve(window_problem(snap, ws, {}, first, hours=6, step_hours=3,
-                                options=PlanOptions(integral=True)))  # fmt: skip
+    plan = solve(
+        window_problem(
+            snap, ws, {}, first, hours=6, step_hours=3, options=PlanOptions(integral=True)
+        )
+    )
     planned = advance(first, plan, 3)
     happened = advance(first, plan, 3, done={"job": 1.0}, spent={"job": 2.0, FLEET: 2.0})
     assert planned.remaining_unit_hours["job"] < 48.0 - 1.0

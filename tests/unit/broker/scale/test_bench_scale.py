@@ -30,7 +30,7 @@ def test_scale_targets_read_the_scale_block() -> None:
 
 def test_small_bench_runs_leave_the_scale_targets_unmeasured() -> None:
     assert runner.MACHINERY_HOOKS["scale"] is not None
-    assert runner.MACHINERY_HOOKS["scale"](None, 1, 0) == {}  # type: ignore[arg-type,misc]
+    assert runner.MACHINERY_HOOKS["scale"](None, 1, 0) == {}  # type: ignore[arg-type]
     rows = {t["metric"]: t for t in runner.check_targets({"machinery": {"scale": {}}})}
     assert rows["scale.year_whatif.seconds"]["met"] is None
 

@@ -23,17 +23,34 @@ def _grid(tmp_path: Path, text: str) -> Path:
 def test_the_product_of_the_axes_last_axis_fastest(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text(TINY.read_text())
     g = load_grid(
-        _grid(tmp_path, "policies: [null, w.yaml]\ncommitted: [null, 0.4, '0.4,0.6']\n"
-              "stress: [1, {interruption: 2, availability: 0.8}]\noptions: {days: 3, seed: 1}\n"),
+        _grid(
+            tmp_path,
+            "policies: [null, w.yaml]\ncommitted: [null, 0.4, '0.4,0.6']\n"
+            "stress: [1, {interruption: 2, availability: 0.8}]\noptions: {days: 3, seed: 1}\n",
+        ),
         check_option,
-    )  # fmt: skip
+    )
     assert len(g.scenarios) == 2 * 3 * 2
     assert [s.index for s in g.scenarios] == list(range(12))
     s = g.scenarios[1]
     assert (s.policies, s.committed, s.interruption_multiplier, s.availability_multiplier) == (
-        None, None, 2.0, 0.8)  # fmt: skip
-    assert s.argv == ("--market", "default", "--interruption-multiplier", "2.0",
-                      "--availability-multiplier", "0.8", "--days", "3", "--seed", "1")  # fmt: skip
+        None,
+        None,
+        2.0,
+        0.8,
+    )
+    assert s.argv == (
+        "--market",
+        "default",
+        "--interruption-multiplier",
+        "2.0",
+        "--availability-multiplier",
+        "0.8",
+        "--days",
+        "3",
+        "--seed",
+        "1",
+    )
     last = g.scenarios[-1]
     assert last.policies == str(tmp_path / "w.yaml")
     assert last.argv[4:6] == ("--committed", "0.4,0.6")
@@ -43,23 +60,35 @@ def test_the_product_of_the_axes_last_axis_fastest(tmp_path: Path) -> None:
     ("text", "field", "expected"),
     [
         pytest.param("stresses: [1]\n", "stresses", "one of markets", id="unknown-key"),
-        pytest.param("stress: [1, {interruption: -1}]\n", "stress[1].interruption", ">=",
-                     id="negative-multiplier"),
-        pytest.param("stress: [{interruption: 2, availabilty: 0.5}]\n", "stress[0]",
-                     "a multiplier", id="misspelt-stress-key"),
+        pytest.param(
+            "stress: [1, {interruption: -1}]\n",
+            "stress[1].interruption",
+            ">=",
+            id="negative-multiplier",
+        ),
+        pytest.param(
+            "stress: [{interruption: 2, availabilty: 0.5}]\n",
+            "stress[0]",
+            "a multiplier",
+            id="misspelt-stress-key",
+        ),
         pytest.param("demands: [nope.csv]\n", "demands[0]", "an existing file", id="no-file"),
-        pytest.param("committed: [0.4, 170]\n", "committed[1]", "shares of peak",
-                     id="committed-out-of-range"),
+        pytest.param(
+            "committed: [0.4, 170]\n", "committed[1]", "shares of peak", id="committed-out-of-range"
+        ),
         pytest.param("options: {days: 0}\n", "options.days", "days", id="days-zero"),
         pytest.param("options: {dayz: 3}\n", "options.dayz", "one of days", id="unknown-option"),
-        pytest.param("options: {start: yesterday}\n", "options.start", "ISO 8601",
-                     id="bad-start"),
+        pytest.param("options: {start: yesterday}\n", "options.start", "ISO 8601", id="bad-start"),
         pytest.param("markets: []\n", "markets", "a non-empty list", id="empty-axis"),
-        pytest.param("markets: [{market: default, opts: []}]\n", "markets[0]", "market name",
-                     id="bad-market-mapping"),
+        pytest.param(
+            "markets: [{market: default, opts: []}]\n",
+            "markets[0]",
+            "market name",
+            id="bad-market-mapping",
+        ),
         pytest.param("committed: [0.4\n", "line", "valid YAML", id="bad-yaml"),
     ],
-)  # fmt: skip
+)
 def test_bad_grid_names_file_field_and_expectation(
     tmp_path: Path, text: str, field: str, expected: str
 ) -> None:
@@ -91,8 +120,15 @@ def test_a_grid_sets_usage_scenarios_strict_and_every_other_whatif_option(
         check_option,
     )
     (s,) = g.scenarios
-    assert s.argv[-7:] == ("--usage", str(tmp_path / "usage.csv"), "--scenarios", "3",
-                           "--strict", "--workers", "1")  # fmt: skip
+    assert s.argv[-7:] == (
+        "--usage",
+        str(tmp_path / "usage.csv"),
+        "--scenarios",
+        "3",
+        "--strict",
+        "--workers",
+        "1",
+    )
     (off,) = load_grid(_grid(tmp_path, "options: {strict: false}\n"), check_option).scenarios
     assert "--strict" not in off.argv
     with pytest.raises(InputError, match=r"options\.strict.*true or false"):

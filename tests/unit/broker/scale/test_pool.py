@@ -39,8 +39,9 @@ def dies_in_a_worker(shared: dict[str, int], x: int) -> int:
 
 def test_the_pieces_run_on_workers_and_come_back_in_order() -> None:
     done: list[tuple[int, int]] = []
-    got = map_shared(scaled, {"factor": 2.5}, list(range(8)), workers=2,
-                     on_done=lambda d, t: done.append((d, t)))  # fmt: skip
+    got = map_shared(
+        scaled, {"factor": 2.5}, list(range(8)), workers=2, on_done=lambda d, t: done.append((d, t))
+    )
     assert [(x, y) for x, y, _pid in got] == [(x, 2.5 * x) for x in range(8)]
     assert os.getpid() not in {pid for _x, _y, pid in got}  # not here
     assert done == [(i, 8) for i in range(1, 9)]
@@ -62,8 +63,13 @@ def test_a_piece_s_error_is_raised_here_and_no_worker_is_left() -> None:
 
 def test_a_worker_s_death_costs_time_not_results(caplog: pytest.LogCaptureFixture) -> None:
     done: list[int] = []
-    got = map_shared(dies_in_a_worker, {"parent": os.getpid()}, list(range(6)), workers=2,
-                     on_done=lambda d, _t: done.append(d))  # fmt: skip
+    got = map_shared(
+        dies_in_a_worker,
+        {"parent": os.getpid()},
+        list(range(6)),
+        workers=2,
+        on_done=lambda d, _t: done.append(d),
+    )
     assert got == [x * x for x in range(6)]
     assert done == list(range(1, 7))  # each piece counted once
     assert "a worker process died" in caplog.text

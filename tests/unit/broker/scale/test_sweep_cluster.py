@@ -69,10 +69,16 @@ def test_twenty_scenarios_on_two_workers_equal_the_serial_runs(
     for r in rows:
         alone = _alone(json.loads(r["argv"]))
         assert _timeless(json.loads(r["result_json"])) == _timeless(alone)
-        by_name = {s["name"]: s for s in alone["scenarios"]}  # type: ignore[union-attr]
+        by_name = {s["name"]: s for s in alone["scenarios"]}  # type: ignore[attr-defined]
         for name in WHATIF_SCENARIOS:
             assert r[f"{name}_total_cost_usd"] == by_name[name]["total_cost_usd"]
         assert r["error"] is None
-        seen.add((r["market_options"], r["committed"], r["interruption_multiplier"],
-                  r["availability_multiplier"]))  # fmt: skip
+        seen.add(
+            (
+                r["market_options"],
+                r["committed"],
+                r["interruption_multiplier"],
+                r["availability_multiplier"],
+            )
+        )
     assert len(seen) == 20  # every point of the grid, once

@@ -33,8 +33,9 @@ def _grid(tmp_path: Path) -> Path:
 
 
 def _sweep(grid: Path, out: Path, *extra: str) -> None:
-    res = CliRunner().invoke(cli, ["sweep", str(grid), "--workers", "1", "--out", str(out),
-                                   "--json", *extra])  # fmt: skip
+    res = CliRunner().invoke(
+        cli, ["sweep", str(grid), "--workers", "1", "--out", str(out), "--json", *extra]
+    )
     assert res.exit_code == 0, res.output
 
 
@@ -56,7 +57,7 @@ def test_a_worker_reads_the_bundle_from_s3_once_and_refuses_another(
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
     }.items():
-        monkeypatch.setenv(k, v)  # fmt: skip
+        monkeypatch.setenv(k, v)
     boto3.client("s3").create_bucket(Bucket="sweep-inputs")
     src = tmp_path / "tiny.yaml"
     src.write_text(TINY.read_text())

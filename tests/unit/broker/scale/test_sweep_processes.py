@@ -1,9 +1,10 @@
 """``spotfolio sweep --scheduler`` against a real ``dask scheduler`` and two
 ``dask worker`` processes on 127.0.0.1, one killed while it runs a scenario:
 the Parquet equals a serial run's, and the sweep prints no Dask error. The
-inputs travel with the tasks: a worker runs a scenario whose files exist
-nowhere on its machine. A grid sets what-if options beyond the axes
-(``--usage``, ``--scenarios``, ``--strict``)."""
+inputs travel with the tasks (a worker runs a scenario whose files exist
+nowhere on its machine) or are read from one bundle at ``--inputs-url``. A
+grid sets what-if options beyond the axes (``--usage``, ``--scenarios``,
+``--strict``)."""
 
 from __future__ import annotations
 
@@ -62,19 +63,37 @@ def test_a_scenario_runs_from_shipped_inputs_at_paths_that_do_not_exist(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("by_url", [False, True], ids=["shipped", "inputs-url"])
 def test_a_sweep_on_dask_processes_survives_a_killed_worker_and_equals_serial(
-    tmp_path: Path,
+    tmp_path: Path, by_url: bool
 ) -> None:
     from distributed import Client
 
     (tmp_path / "tiny.yaml").write_text(TINY.read_text())
     grid = tmp_path / "grid.yaml"
     grid.write_text(GRID)
+    share = tmp_path / "share"
+    share.mkdir()
+    # the inputs as one bundle at a file:// URL the workers read, or with each task
+    inputs = ["--inputs-url", share.as_uri()] if by_url else []
     serial = subprocess.run(
-        [sys.executable, "-c", RUN_CLI, "sweep", str(grid), "--workers", "1",
-         "--out", str(tmp_path / "serial.parquet")],
-        env=_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            RUN_CLI,
+            "sweep",
+            str(grid),
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path / "serial.parquet"),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert serial.returncode == 0, serial.stderr
     sched_file = tmp_path / "scheduler.json"
     procs: list[subprocess.Popen[str]] = []
@@ -83,31 +102,72 @@ def test_a_sweep_on_dask_processes_survives_a_killed_worker_and_equals_serial(
 
     def start(*argv: str, name: str) -> subprocess.Popen[str]:
         with (logs / f"{name}.err").open("w") as err:
-            p = subprocess.Popen([DASK, *argv], env=_env(), cwd=logs, text=True,
-                                 stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+            p = subprocess.Popen(
+                [DASK, *argv],
+                env=_env(),
+                cwd=logs,
+                text=True,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
         procs.append(p)
         return p
 
     try:
-        start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-              "--scheduler-file", str(sched_file), name="scheduler")  # fmt: skip
+        start(
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(sched_file),
+            name="scheduler",
+        )
         deadline = time.monotonic() + 120
         while not sched_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         address = json.loads(sched_file.read_text())["address"]
         workers = [
-            start("worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
-                  "--host", "127.0.0.1", "--name", f"w{i}", name=f"worker{i}")
+            start(
+                "worker",
+                address,
+                "--nthreads",
+                "1",
+                "--nworkers",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+                "--name",
+                f"w{i}",
+                name=f"worker{i}",
+            )
             for i in range(2)
-        ]  # fmt: skip
-        with Client(address, timeout=60) as client:  # type: ignore[no-untyped-call]
+        ]
+        with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
             sweep = subprocess.Popen(
-                [sys.executable, "-c", RUN_CLI, "sweep", str(grid), "--scheduler", address,
-                 "--out", str(tmp_path / "cluster.parquet"), "--json"],
-                env=_env(), cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                [
+                    sys.executable,
+                    "-c",
+                    RUN_CLI,
+                    "sweep",
+                    str(grid),
+                    "--scheduler",
+                    address,
+                    "--out",
+                    str(tmp_path / "cluster.parquet"),
+                    "--json",
+                    *inputs,
+                ],
+                env=_env(),
+                cwd=tmp_path,
+                text=True,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-            )  # fmt: skip
+            )
             # kill the first worker while it runs a scenario
             victim = None
             while victim is None and time.monotonic() < deadline + 300:
@@ -124,6 +184,7 @@ def test_a_sweep_on_dask_processes_survives_a_killed_worker_and_equals_serial(
         assert (summary["scenarios"], summary["failed"]) == (6, 0)
         assert "ERROR" not in err and "Traceback" not in err, err
         assert workers[0].wait(timeout=60) == -signal.SIGKILL
+        assert len(list(share.glob("*.tar.gz"))) == (1 if by_url else 0)
     finally:
         for p in reversed(procs):
             if p.poll() is None:

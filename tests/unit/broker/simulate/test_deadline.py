@@ -36,7 +36,8 @@ TINY = DeadlineSetting(compute_hours=0.5, changeover_hours=0.2, price_ratio=3.0)
 
 def _random_window(rng: np.random.Generator, ticks: int, tick_s: int = 360) -> DeadlineWindow:
     """Spells with geometric lengths: clustered like real availability."""
-    held, state = [], bool(rng.random() < 0.6)
+    held: list[bool] = []
+    state = bool(rng.random() < 0.6)
     while len(held) < ticks:
         held += [state] * int(rng.geometric(0.25 if state else 0.35))
         state = not state
@@ -138,7 +139,7 @@ def test_development_traces_as_published() -> None:
     )
     assert omni < up < greedy
     assert (
-        pol["uniform_progress"]["spot_hours_vs_omniscient"]
+        pol["uniform_progress"]["spot_hours_vs_omniscient"]  # type: ignore[operator]
         > pol["greedy"]["spot_hours_vs_omniscient"]
     )
     assert pol["spotfolio"]["mean_cost_vs_on_demand"] < up

@@ -35,17 +35,33 @@ def workloads() -> WorkloadSet:
     return parse_workloads(
         {
             "workloads": [
-                {"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-                 "max_spot_share": 0.5, "team": "web",
-                 "demand": {"base_units": 2, "peak_units": 5}},
-                {"name": "search", "class": "serving", "instance_types": ["p3.2xlarge"],
-                 "max_spot_share": 0.8, "tags": {"team": "data", "cost-centre": "42"},
-                 "demand": {"base_units": 1, "peak_units": 3}},
-                {"name": "sweep", "class": "batch", "instance_types": ["p3.2xlarge"],
-                 "unit_hours": 30, "deadline_hours": 40, "max_units": 4},
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "max_spot_share": 0.5,
+                    "team": "web",
+                    "demand": {"base_units": 2, "peak_units": 5},
+                },
+                {
+                    "name": "search",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "max_spot_share": 0.8,
+                    "tags": {"team": "data", "cost-centre": "42"},
+                    "demand": {"base_units": 1, "peak_units": 3},
+                },
+                {
+                    "name": "sweep",
+                    "class": "batch",
+                    "instance_types": ["p3.2xlarge"],
+                    "unit_hours": 30,
+                    "deadline_hours": 40,
+                    "max_units": 4,
+                },
             ]
         }
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,20 +82,24 @@ def test_counts_are_the_plan_s_instances_per_pool_hour_rounded_up(
     a = plan.hourly_instances()
     want: dict[tuple[str, str, int], float] = defaultdict(float)
     units: dict[tuple[str, str, int], float] = defaultdict(float)
-    for key, tier, hour, n, u in zip(a["pool_key"], a["tier"], a["hour"], a["instances"],
-                                     a["units"], strict=True):  # fmt: skip
+    for key, tier, hour, n, u in zip(
+        a["pool_key"], a["tier"], a["hour"], a["instances"], a["units"], strict=True
+    ):
         k = PoolKey.parse(str(key))
-        where = (str(CommitmentKey(k.provider, k.region, k.instance_type))
-                 if tier == "committed" else str(key))  # fmt: skip
+        where = (
+            str(CommitmentKey(k.provider, k.region, k.instance_type))
+            if tier == "committed"
+            else str(key)
+        )
         want[(where, str(tier), int(hour))] += float(n)
         units[(where, str(tier), int(hour))] += float(u)
     assert advice.first_week_hours == 48
     got = {(p.pool_key, p.tier, h): n for p in advice.pools for h, n in enumerate(p.by_hour)}
     assert {k for k, n in got.items() if n > 0} == {k for k, v in want.items() if v > 1e-6}
-    for k, n in got.items():
-        assert n == math.ceil(want.get(k, 0.0) - 1e-6), k
+    for k, n in got.items():  # type: ignore[assignment]
+        assert n == math.ceil(want.get(k, 0.0) - 1e-6), k  # type: ignore[call-overload]
         # whole instances hold the plan's capacity units (p3.2xlarge: 1 unit each)
-        assert n * 1 >= units.get(k, 0.0) - 1e-6, k
+        assert n * 1 >= units.get(k, 0.0) - 1e-6, k  # type: ignore[call-overload]
     assert all(len(p.by_hour) == 48 for p in advice.pools)
     assert all(isinstance(n, int) for p in advice.pools for n in p.by_hour)
 
@@ -129,9 +149,12 @@ def test_the_totals_reconcile_each_difference_named(result: WhatIfResult, advice
         r.billed_usd, abs=0.01
     )
     doc = r.to_dict()
-    assert set(doc["definitions"]) == {  # type: ignore[arg-type]
-        "objective_usd", "period_planned_usd", "planned_usd", "billed_usd"
-    }  # fmt: skip
+    assert set(doc["definitions"]) == {  # type: ignore[call-overload]
+        "objective_usd",
+        "period_planned_usd",
+        "planned_usd",
+        "billed_usd",
+    }
 
 
 def test_commitments_to_buy_are_the_period_plan_s_with_their_term_figures(
@@ -155,15 +178,31 @@ def test_commitments_to_buy_are_the_period_plan_s_with_their_term_figures(
 
 
 def _plan_with(committed_rows: list[tuple[str, float]], bought: int) -> Plan:
-    rows = [(0, 0, 10, w, "committed", "aws/us-east-1/us-east-1a/p3.2xlarge", n, n, n, 2.0)
-            for w, n in committed_rows]  # fmt: skip
+    rows = [
+        (0, 0, 10, w, "committed", "aws/us-east-1/us-east-1a/p3.2xlarge", n, n, n, 2.0)
+        for w, n in committed_rows
+    ]
     return Plan(
-        start=T0, hours=10, period_hours=10,
-        commitments=(Commitment("aws/us-east-1/p3.2xlarge", "aws/us-east-1/us-east-1a/p3.2xlarge",
-                                bought, bought, 2.0, 1),),
+        start=T0,
+        hours=10,
+        period_hours=10,
+        commitments=(
+            Commitment(
+                "aws/us-east-1/p3.2xlarge",
+                "aws/us-east-1/us-east-1a/p3.2xlarge",
+                bought,
+                bought,
+                2.0,
+                1,
+            ),
+        ),
         allocations=pd.DataFrame(rows, columns=ALLOCATION_COLUMNS),
-        objective_usd=0.0, status="optimal", solver="cbc", solve_time_s=0.0, integral=True,
-    )  # fmt: skip
+        objective_usd=0.0,
+        status="optimal",
+        solver="cbc",
+        solve_time_s=0.0,
+        integral=True,
+    )
 
 
 def _bill(plan: Plan, spot: dict[str, float]) -> Bill:
@@ -199,9 +238,34 @@ def test_unused_commitments_go_to_their_users_pro_rata_else_to_their_own_row() -
 def test_a_savings_plan_is_bought_as_dollars_an_hour_not_a_count() -> None:
     from broker.whatif.advice import CommitmentBuy
 
-    sp = CommitmentBuy("aws", "us-east-1", "savings-plan-ec2-g5", "g5", 1, "no_upfront", 11,
-                       0.001, 96.36, 3.16, 1.0, 0.72, savings_plan=True)  # fmt: skip
-    ri = CommitmentBuy("gcp", "us-east1", "g2-standard-4", "g2", 1, "no_upfront", 29,
-                       0.445, 113125.0, 5302.0, 1.0, 0.64)  # fmt: skip
+    sp = CommitmentBuy(
+        "aws",
+        "us-east-1",
+        "savings-plan-ec2-g5",
+        "g5",
+        1,
+        "no_upfront",
+        11,
+        0.001,
+        96.36,
+        3.16,
+        1.0,
+        0.72,
+        savings_plan=True,
+    )
+    ri = CommitmentBuy(
+        "gcp",
+        "us-east1",
+        "g2-standard-4",
+        "g2",
+        1,
+        "no_upfront",
+        29,
+        0.445,
+        113125.0,
+        5302.0,
+        1.0,
+        0.64,
+    )
     assert (sp.size, sp.to_dict()["kind"]) == ("$0.011/h", "savings_plan")
     assert (ri.size, ri.to_dict()["kind"]) == ("29", "instances")

@@ -29,8 +29,9 @@ KEY = "aws/us-east-1/us-east-1a/g1"
 
 
 def _snapshot(share: float) -> MarketSnapshot:
-    inst = InstanceType(provider=Provider.AWS, name="g1", family="g", units=1, gpus=1,
-                        vcpus=4, memory_gib=16.0)  # fmt: skip
+    inst = InstanceType(
+        provider=Provider.AWS, name="g1", family="g", units=1, gpus=1, vcpus=4, memory_gib=16.0
+    )
     pool = PoolSnapshot(
         pool=Pool(provider=Provider.AWS, region="us-east-1", zone="us-east-1a", instance_type="g1"),
         instance=inst,
@@ -46,10 +47,22 @@ def _snapshot(share: float) -> MarketSnapshot:
 
 
 def _batch_plan(share: float) -> tuple[Plan, WorkloadSet, MarketSnapshot]:
-    ws = parse_workloads({"workloads": [
-        {"name": "sweeps", "class": "batch", "instance_types": ["g1"], "unit_hours": 48,
-         "deadline_hours": 24, "max_units": 100, "max_zone_share": 1.0, "max_pool_share": 1.0},
-    ]})  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["g1"],
+                    "unit_hours": 48,
+                    "deadline_hours": 24,
+                    "max_units": 100,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                },
+            ]
+        }
+    )
     snap = _snapshot(share)
     opts = PlanOptions(allow_committed=False, spot_units_at_score_10=1000.0)
     plan = solve(build_problem(snap, ws, {}, hours=24, options=opts))
@@ -66,9 +79,14 @@ def test_spot_held_part_of_each_hour_works_and_is_paid_that_part(share: float) -
     spot = a[a["tier"] == "spot"]
     assert len(spot) > 0  # spot is 5x cheaper: the plan uses it
     spot_work = float(spot["work_per_hour"].sum())
-    bill = bill_plan(plan, ws, {}, snap,
-                     MarketActuals({KEY: np.full(24, 0.2)}, {KEY: np.full(24, share)}),
-                     costs=CostTable.compute(snap, ws))  # fmt: skip
+    bill = bill_plan(
+        plan,
+        ws,
+        {},
+        snap,
+        MarketActuals({KEY: np.full(24, 0.2)}, {KEY: np.full(24, share)}),
+        costs=CostTable.compute(snap, ws),
+    )
     missing = bill.catch_up_unit_hours.get("sweeps", 0.0)
     assert missing == pytest.approx(spot_work * (1 - share), abs=1e-6)
     paid = float((spot["instances"] * 0.2).sum()) * share
@@ -97,11 +115,23 @@ def test_a_budgeted_deadline_job_is_never_caught_up_past_its_budget(reacted: boo
     """Spot held nothing: the 48 unit-hours left at the deadline would cost
     $48 on on-demand; the workload's $10 budget buys $10 of them, the rest is
     unmet and the budget is named."""
-    ws = parse_workloads({"workloads": [
-        {"name": "sweeps", "class": "batch", "instance_types": ["g1"], "unit_hours": 48,
-         "deadline_hours": 24, "max_units": 100, "max_zone_share": 1.0, "max_pool_share": 1.0,
-         "budget_usd": 10},
-    ]})  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["g1"],
+                    "unit_hours": 48,
+                    "deadline_hours": 24,
+                    "max_units": 100,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                    "budget_usd": 10,
+                },
+            ]
+        }
+    )
     snap = _snapshot(1.0)
     opts = PlanOptions(allow_committed=False, spot_units_at_score_10=1000.0)
     plan = solve(build_problem(snap, ws, {}, hours=24, options=opts))

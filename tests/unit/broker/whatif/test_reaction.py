@@ -43,8 +43,9 @@ OD_USD = 1.0
 
 
 def _pool(zone: str, spot_usd: float) -> PoolSnapshot:
-    inst = InstanceType(provider=Provider.AWS, name="g1", family="g", units=1, gpus=1,
-                        vcpus=4, memory_gib=16.0)  # fmt: skip
+    inst = InstanceType(
+        provider=Provider.AWS, name="g1", family="g", units=1, gpus=1, vcpus=4, memory_gib=16.0
+    )
     return PoolSnapshot(
         pool=Pool(provider=Provider.AWS, region="us-east-1", zone=zone, instance_type="g1"),
         instance=inst,
@@ -66,11 +67,17 @@ def _snapshot() -> MarketSnapshot:
 def _workloads(cap_usd: float | None = None) -> WorkloadSet:
     doc: dict[str, object] = {
         "workloads": [
-            {"name": "api", "class": "serving", "instance_types": ["g1"], "max_spot_share": 1.0,
-             "max_zone_share": 1.0, "max_pool_share": 1.0,
-             "demand": {"base_units": N, "peak_units": N}},
+            {
+                "name": "api",
+                "class": "serving",
+                "instance_types": ["g1"],
+                "max_spot_share": 1.0,
+                "max_zone_share": 1.0,
+                "max_pool_share": 1.0,
+                "demand": {"base_units": N, "peak_units": N},
+            },
         ]
-    }  # fmt: skip
+    }
     if cap_usd is not None:
         doc["break_glass_cap_usd"] = cap_usd
     return parse_workloads(doc)
@@ -82,10 +89,17 @@ def _plan(costs: CostTable) -> Plan:
     work = N * e.work_per_instance_hour / e.spot_factor
     rows = [(0, 0, HOURS, "api", Tier.SPOT.value, A, float(N), float(N), work, SPOT_USD[A])]
     return Plan(
-        start=T0, hours=HOURS, period_hours=HOURS, commitments=(),
-        allocations=pd.DataFrame(rows, columns=ALLOCATION_COLUMNS), objective_usd=0.0,
-        status="hand-made", solver="none", solve_time_s=0.0, integral=True,
-    )  # fmt: skip
+        start=T0,
+        hours=HOURS,
+        period_hours=HOURS,
+        commitments=(),
+        allocations=pd.DataFrame(rows, columns=ALLOCATION_COLUMNS),
+        objective_usd=0.0,
+        status="hand-made",
+        solver="none",
+        solve_time_s=0.0,
+        integral=True,
+    )
 
 
 def _actuals(held_b: float) -> MarketActuals:
@@ -207,11 +221,21 @@ def test_on_demand_the_manager_kept_instead_of_launching_is_launched_here() -> N
     replay = reactor._replay
     assert replay is not None
     kept = Decision(
-        notice_id="n-kept", notice_kind="interruption", kind=DecisionKind.BREAK_GLASS,
-        workload="api", lost_instance_id="i-lost", lost_units=1, launches=(), new_size=None,
-        reason="break glass onto on-demand a return retired", decided_at=T0, latency_s=0.0,
-        checkpoint=None, kept=(LaunchIntent(A, Tier.ON_DEMAND, 1),), kept_instance_ids=("i-x",),
-    )  # fmt: skip
+        notice_id="n-kept",
+        notice_kind="interruption",
+        kind=DecisionKind.BREAK_GLASS,
+        workload="api",
+        lost_instance_id="i-lost",
+        lost_units=1,
+        launches=(),
+        new_size=None,
+        reason="break glass onto on-demand a return retired",
+        decided_at=T0,
+        latency_s=0.0,
+        checkpoint=None,
+        kept=(LaunchIntent(A, Tier.ON_DEMAND, 1),),
+        kept_instance_ids=("i-x",),
+    )
     replay._carry_out(kept, ("api", A, Tier.SPOT.value), T0)
     (got,) = replay.glass["n-kept"]
     assert (got.inst.pool_key, got.inst.tier) == (A, Tier.ON_DEMAND)
@@ -223,20 +247,38 @@ def test_a_plan_that_moves_a_running_gang_spends_the_disruption_budget() -> None
     budget records its two units at that step's start (the job's move
     interval starts), as the daemon's reconcile records the gang moves it
     carries out."""
-    ws = parse_workloads({"workloads": [
-        {"name": "gang", "class": "training", "instance_types": ["g1"], "min_units": 2,
-         "max_units": 2, "unit_hours": 8.0, "deadline_hours": 24.0},
-    ]})  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "gang",
+                    "class": "training",
+                    "instance_types": ["g1"],
+                    "min_units": 2,
+                    "max_units": 2,
+                    "unit_hours": 8.0,
+                    "deadline_hours": 24.0,
+                },
+            ]
+        }
+    )
     snap = _snapshot()
     costs = CostTable.compute(snap, ws)
 
     def step(pool: str) -> Plan:
         row = (0, 0, 2, "gang", Tier.ON_DEMAND.value, pool, 2.0, 2.0, 2.0, OD_USD)
         return Plan(
-            start=T0, hours=2, period_hours=1, commitments=(),
-            allocations=pd.DataFrame([row], columns=ALLOCATION_COLUMNS), objective_usd=0.0,
-            status="hand-made", solver="none", solve_time_s=0.0, integral=True,
-        )  # fmt: skip
+            start=T0,
+            hours=2,
+            period_hours=1,
+            commitments=(),
+            allocations=pd.DataFrame([row], columns=ALLOCATION_COLUMNS),
+            objective_usd=0.0,
+            status="hand-made",
+            solver="none",
+            solve_time_s=0.0,
+            integral=True,
+        )
 
     reactor = Reactor(T0, ws, snap, _actuals(1.0), costs=costs)
     budget = reactor.manager.disruption
@@ -288,13 +330,32 @@ def _gang_plan(rows: list[tuple[Tier, str, int]], hours: int, costs: CostTable) 
         e = costs.entry("gang", pool)
         assert e is not None
         usd = SPOT_USD[pool] if tier is Tier.SPOT else OD_USD
-        out.append((0, 0, hours, "gang", tier.value, pool, float(n), float(n),
-                    n * e.work_per_instance_hour, usd))  # fmt: skip
+        out.append(
+            (
+                0,
+                0,
+                hours,
+                "gang",
+                tier.value,
+                pool,
+                float(n),
+                float(n),
+                n * e.work_per_instance_hour,
+                usd,
+            )
+        )
     return Plan(
-        start=T0, hours=hours, period_hours=hours, commitments=(),
-        allocations=pd.DataFrame(out, columns=ALLOCATION_COLUMNS), objective_usd=0.0,
-        status="hand-made", solver="none", solve_time_s=0.0, integral=True,
-    )  # fmt: skip
+        start=T0,
+        hours=hours,
+        period_hours=hours,
+        commitments=(),
+        allocations=pd.DataFrame(out, columns=ALLOCATION_COLUMNS),
+        objective_usd=0.0,
+        status="hand-made",
+        solver="none",
+        solve_time_s=0.0,
+        integral=True,
+    )
 
 
 @pytest.mark.parametrize("later_pool", [A, B])
@@ -309,11 +370,23 @@ def test_a_re_plan_takes_over_break_glass_on_demand_or_ends_it(later_pool: str) 
     in zone a (no launch), and end where it moves the gang to zone b
     (not run on in zone a beside the plan's gang until their stretch ends:
     a second, useless gang)."""
-    ws = parse_workloads({"workloads": [
-        {"name": "gang", "class": "training", "instance_types": ["g1"], "elastic": True,
-         "min_units": 1, "step_units": 1, "max_units": 4, "unit_hours": 90.0,
-         "deadline_hours": 24.0},
-    ]})  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "gang",
+                    "class": "training",
+                    "instance_types": ["g1"],
+                    "elastic": True,
+                    "min_units": 1,
+                    "step_units": 1,
+                    "max_units": 4,
+                    "unit_hours": 90.0,
+                    "deadline_hours": 24.0,
+                },
+            ]
+        }
+    )
     snap = _snapshot()
     costs = CostTable.compute(snap, ws)
     held_a = np.ones(HOURS)

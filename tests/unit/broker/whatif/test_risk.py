@@ -74,7 +74,7 @@ def test_every_sample_is_billed_by_bill_reacted(
     result: WhatIfResult, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    real = risk.bill_reacted
+    real = risk.bill_reacted  # type: ignore[attr-defined]
 
     def spy(*args: object, **kwargs: object) -> object:
         calls.append(kwargs["costs"])

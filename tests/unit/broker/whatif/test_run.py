@@ -45,7 +45,7 @@ def handed(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[CostTable
         seen["computed"].append(table)
         return table
 
-    monkeypatch.setattr(CostTable, "compute", classmethod(counting))
+    monkeypatch.setattr(CostTable, "compute", classmethod(counting))  # type: ignore[arg-type]
 
     def spy(name: str, fn: object) -> object:
         def wrapper(*args: object, **kwargs: object) -> object:
@@ -54,12 +54,12 @@ def handed(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[CostTable
 
         return wrapper
 
-    monkeypatch.setattr(whatif_run, "bill_plan", spy("bill", whatif_run.bill_plan))
-    monkeypatch.setattr(whatif_run, "bill_reacted", spy("bill", whatif_run.bill_reacted))
-    monkeypatch.setattr(whatif_run, "bill_reaction", spy("bill", whatif_run.bill_reaction))
+    monkeypatch.setattr(whatif_run, "bill_plan", spy("bill", whatif_run.bill_plan))  # type: ignore[attr-defined]
+    monkeypatch.setattr(whatif_run, "bill_reacted", spy("bill", whatif_run.bill_reacted))  # type: ignore[attr-defined]
+    monkeypatch.setattr(whatif_run, "bill_reaction", spy("bill", whatif_run.bill_reaction))  # type: ignore[attr-defined]
     for base in ("all_on_demand", "committed_quantile", "static_mix"):
         monkeypatch.setattr(whatif_run, base, spy("baseline", getattr(whatif_run, base)))
-    monkeypatch.setattr(whatif_run, "build_problem", spy("plan", whatif_run.build_problem))
+    monkeypatch.setattr(whatif_run, "build_problem", spy("plan", whatif_run.build_problem))  # type: ignore[attr-defined]
     yield seen
 
 
@@ -106,13 +106,29 @@ def test_owned_commitments_report_their_utilisation_coverage_and_expiry() -> Non
     from markets.model import Provider
     from tests.fakes.tiny_market import T0, TinyMarket
 
-    ws = parse_workloads({"workloads": [
-        {"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-         "max_spot_share": 0.0, "demand": {"base_units": 4, "peak_units": 4}},
-    ]})  # fmt: skip
-    own = OwnedCommitment("ri-1", Provider.AWS, CommitmentKind.RESERVED, T0 - timedelta(days=30),
-                          T0 + timedelta(days=1), region="us-east-1",
-                          instance_type="p3.2xlarge", count=2)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "max_spot_share": 0.0,
+                    "demand": {"base_units": 4, "peak_units": 4},
+                },
+            ]
+        }
+    )
+    own = OwnedCommitment(
+        "ri-1",
+        Provider.AWS,
+        CommitmentKind.RESERVED,
+        T0 - timedelta(days=30),
+        T0 + timedelta(days=1),
+        region="us-east-1",
+        instance_type="p3.2xlarge",
+        count=2,
+    )
     result = whatif_run.run_whatif(TinyMarket(), ws, days=2, owned=(own,), replan_hours=24)
     use = result.owned_use["ri-1"]
     assert use["utilisation"] == pytest.approx(1.0, abs=1e-6)

@@ -26,13 +26,30 @@ def _plan(hours: int) -> Plan:
         ("spot", "aws/us-east-1/us-east-1b/g5.xlarge", 1.0, 1.0, 0, 10),
         ("on_demand", "aws/us-east-1/us-east-1a/g5.xlarge", 1.0, 2.0, 20, 30),
     ]
-    a = pd.DataFrame(rows, columns=["tier", "pool_key", "instances", "usd_per_instance_hour",
-                                    "hour_start", "hour_end"])  # fmt: skip
+    a = pd.DataFrame(
+        rows,
+        columns=[
+            "tier",
+            "pool_key",
+            "instances",
+            "usd_per_instance_hour",
+            "hour_start",
+            "hour_end",
+        ],
+    )
     a["workload"] = "chat"
-    return Plan(start=datetime(2026, 1, 1, tzinfo=UTC), hours=hours, period_hours=1,
-                commitments=(_Commit(1, 0.25),),  # type: ignore[arg-type]
-                allocations=a, objective_usd=0.0, status="optimal", solver="test",
-                solve_time_s=0.0, integral=False)  # fmt: skip
+    return Plan(
+        start=datetime(2026, 1, 1, tzinfo=UTC),
+        hours=hours,
+        period_hours=1,
+        commitments=(_Commit(1, 0.25),),  # type: ignore[arg-type]
+        allocations=a,
+        objective_usd=0.0,
+        status="optimal",
+        solver="test",
+        solve_time_s=0.0,
+        integral=False,
+    )
 
 
 def test_a_day_a_step_with_the_last_step_short() -> None:

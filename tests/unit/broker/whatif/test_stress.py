@@ -20,9 +20,18 @@ A, B = pool_key("a"), pool_key("b")
 
 def _workloads() -> WorkloadSet:
     return parse_workloads(
-        {"workloads": [{"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-                        "max_spot_share": 0.5, "demand": {"base_units": 4, "peak_units": 8}}]}
-    )  # fmt: skip
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "max_spot_share": 0.5,
+                    "demand": {"base_units": 4, "peak_units": 8},
+                }
+            ]
+        }
+    )
 
 
 def test_the_stressed_frame_loses_the_added_revocations_and_the_availability() -> None:

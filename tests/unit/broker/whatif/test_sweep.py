@@ -71,14 +71,29 @@ def test_occupancy_counts_only_the_demand_that_can_use_the_commitment() -> None:
     commits to one type, which the other workload cannot use, so no level's
     added instances are busier than that type's own demand fills them (the
     whole fleet's demand would count them 100 % busy)."""
-    market = TinyMarket([pool_key("a"), pool_key("b"), pool_key("a", "g5.xlarge"),
-                         pool_key("b", "g5.xlarge")])  # fmt: skip
-    ws = parse_workloads({"workloads": [
-        {"name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-         "max_spot_share": 0.5, "demand": {"base_units": 4, "peak_units": 4}},
-        {"name": "web", "class": "serving", "instance_types": ["g5.xlarge"],
-         "max_spot_share": 0.5, "demand": {"base_units": 4, "peak_units": 4}},
-    ]})  # fmt: skip
+    market = TinyMarket(
+        [pool_key("a"), pool_key("b"), pool_key("a", "g5.xlarge"), pool_key("b", "g5.xlarge")]
+    )
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "max_spot_share": 0.5,
+                    "demand": {"base_units": 4, "peak_units": 4},
+                },
+                {
+                    "name": "web",
+                    "class": "serving",
+                    "instance_types": ["g5.xlarge"],
+                    "max_spot_share": 0.5,
+                    "demand": {"base_units": 4, "peak_units": 4},
+                },
+            ]
+        }
+    )
     result = run_whatif(market, ws, days=1, committed_levels=(0.25, 0.5, 0.75, 1.0), workers=1)
     occ = [p.marginal_occupancy for p in result.sweep[1:] if p.marginal_occupancy is not None]
     assert occ

@@ -174,7 +174,7 @@ def test_an_unreadable_health_event_is_malformed(doc: dict[str, object]) -> None
 
 def test_the_modules_rule_routes_a_health_event_to_the_queue(moto_server: str) -> None:
     kw = {"region_name": REGION, "endpoint_url": moto_server, **CREDS}
-    events, sqs = boto3.client("events", **kw), boto3.client("sqs", **kw)
+    events, sqs = boto3.client("events", **kw), boto3.client("sqs", **kw)  # type: ignore[call-overload]
     suffix = uuid.uuid4().hex[:10]
     url = sqs.create_queue(QueueName=f"health-{suffix}")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][

@@ -162,7 +162,7 @@ def test_a_batch_of_ten_with_nine_poisons_still_yields_its_warning(
     # 12,000 deep: past the recursion limit, and nine fit SQS's 256 KiB per batch.
     entries = [{"Id": str(i), "MessageBody": "[" * 12_000 + "]" * 12_000} for i in range(9)]
     entries.append({"Id": "9", "MessageBody": warning("i-0bbbbbbbbbbbbbbb2")})
-    sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    sqs.send_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
     notices = SqsNotices(sqs, url, origin=ORIGIN, wait_time_s=0, visibility_timeout_s=30)
     got = notices.poll(10)
     assert [n.instance_id for n in got] == ["i-0bbbbbbbbbbbbbbb2"]
@@ -175,7 +175,7 @@ def test_a_flood_of_poison_ahead_of_a_warning_does_not_hold_it_back_a_poll(
     sqs, url = queue
     for start in range(0, 30, 10):
         entries = [{"Id": str(i), "MessageBody": HUGE_INT} for i in range(start, start + 10)]
-        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
     sqs.send_message(QueueUrl=url, MessageBody=warning("i-0ccccccccccccccc3"))
     notices = SqsNotices(sqs, url, origin=ORIGIN, wait_time_s=0, visibility_timeout_s=30)
     got = notices.poll(10)

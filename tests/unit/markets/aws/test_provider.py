@@ -110,7 +110,7 @@ def make_provider(url: str, owner: str, **options: object) -> AwsProvider:
         session=SESSION,
         retry_mode="standard",
         max_attempts=ATTEMPTS,
-        **options,
+        **options,  # type: ignore[arg-type]
     )
     assert isinstance(provider, AwsProvider)
     return provider
@@ -510,7 +510,7 @@ def test_bad_settings_name_the_option(
 ) -> None:
     options = {"launch": {REGION: {"image_id": AMI}}} | options
     with pytest.raises(InputError) as info:
-        open_aws_provider(owner="o", endpoint_url=moto_server, **options)
+        open_aws_provider(owner="o", endpoint_url=moto_server, **options)  # type: ignore[arg-type]
     assert info.value.field == field
 
 

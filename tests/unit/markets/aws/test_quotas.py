@@ -26,9 +26,11 @@ def _client() -> Any:
 
 
 def _answer(stub: Stubber, code: str, value: float) -> None:
-    stub.add_response("get_service_quota",
-                      {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "Value": value}},
-                      {"ServiceCode": "ec2", "QuotaCode": code})  # fmt: skip
+    stub.add_response(
+        "get_service_quota",
+        {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "Value": value}},
+        {"ServiceCode": "ec2", "QuotaCode": code},
+    )
 
 
 def test_each_group_reads_its_on_demand_and_spot_limit() -> None:
@@ -38,8 +40,12 @@ def test_each_group_reads_its_on_demand_and_spot_limit() -> None:
         _answer(stub, "L-3819A6DF", 128.0)  # G spot
         _answer(stub, "L-417A185B", 96.0)  # P on-demand
         absent = {"ServiceCode": "ec2", "QuotaCode": "L-7212CCBC"}  # P spot
-        stub.add_client_error("get_service_quota", "NoSuchResourceException",
-                              http_status_code=400, expected_params=absent)  # fmt: skip
+        stub.add_client_error(
+            "get_service_quota",
+            "NoSuchResourceException",
+            http_status_code=400,
+            expected_params=absent,
+        )
         got = fetch_ec2_quotas(sq, REGION, ["P", "G"])
         stub.assert_no_pending_responses()
     assert [(q.group, q.tier, q.limit, q.code) for q in got] == [
@@ -67,17 +73,28 @@ def test_the_snapshot_carries_the_limits_of_the_requested_types_once_per_ttl(
     stub = Stubber(sq)
     stub.activate()
     # TYPES: g4dn.xlarge, g5.xlarge (G), p4d.24xlarge (P): G then P, on-demand then spot
-    for code, v in (("L-DB2E81BA", 64.0), ("L-3819A6DF", 64.0), ("L-417A185B", 96.0),
-                    ("L-7212CCBC", 192.0)):  # fmt: skip
+    for code, v in (
+        ("L-DB2E81BA", 64.0),
+        ("L-3819A6DF", 64.0),
+        ("L-417A185B", 96.0),
+        ("L-7212CCBC", 192.0),
+    ):
         _answer(stub, code, v)
-    market = AwsMarket(ec2_clients={REGION: server_client(moto_server)}, pricing_client=pricing,
-                       instance_types=TYPES, placement="off", clock=clock,
-                       quota_clients={REGION: sq})  # fmt: skip
+    market = AwsMarket(
+        ec2_clients={REGION: server_client(moto_server)},
+        pricing_client=pricing,
+        instance_types=TYPES,
+        placement="off",
+        clock=clock,
+        quota_clients={REGION: sq},
+    )
     snap = market.snapshot()
     stub.assert_no_pending_responses()
     assert {q.key: q.limit for q in snap.quotas} == {
-        "aws/us-east-1/G/on_demand": 64.0, "aws/us-east-1/G/spot": 64.0,
-        "aws/us-east-1/P/on_demand": 96.0, "aws/us-east-1/P/spot": 192.0,
-    }  # fmt: skip
+        "aws/us-east-1/G/on_demand": 64.0,
+        "aws/us-east-1/G/spot": 64.0,
+        "aws/us-east-1/P/on_demand": 96.0,
+        "aws/us-east-1/P/spot": 192.0,
+    }
     clock.advance(timedelta(seconds=ttl.QUOTA_TTL_S / 2))
     assert market.snapshot(clock.now()).quotas == snap.quotas  # no call: Stubber would fail

@@ -144,9 +144,14 @@ def test_a_webhook_with_its_token_in_ssm_and_its_key_in_secrets_manager(
         }
     )
     r = run_checkpoint_hook(
-        hook, notice_id="evt-1", workload="w", instance_id="i-1",
-        deadline=datetime(2026, 3, 1, tzinfo=UTC), budget_s=10.0, secrets=_secrets(moto_server),
-    )  # fmt: skip
+        hook,
+        notice_id="evt-1",
+        workload="w",
+        instance_id="i-1",
+        deadline=datetime(2026, 3, 1, tzinfo=UTC),
+        budget_s=10.0,
+        secrets=_secrets(moto_server),
+    )
     assert r.ok and r.http_status == 204, r.detail
     ((headers, raw),) = _Sink.seen
     tag = stored["tag"]

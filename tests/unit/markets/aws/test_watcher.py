@@ -56,14 +56,22 @@ def start_watcher(
     imds: FakeImds, tmp_path: Path, command: str, *extra: str
 ) -> subprocess.Popen[str]:
     args = [
-        sys.executable, "-I", "-S", str(WATCHER),
-        "--hook", command,
-        "--imds-url", imds.url,
-        "--poll-s", "0.1",
-        "--give-up-after-s", "20",
-        "--report", str(tmp_path / "report.jsonl"),
+        sys.executable,
+        "-I",
+        "-S",
+        str(WATCHER),
+        "--hook",
+        command,
+        "--imds-url",
+        imds.url,
+        "--poll-s",
+        "0.1",
+        "--give-up-after-s",
+        "20",
+        "--report",
+        str(tmp_path / "report.jsonl"),
         *extra,
-    ]  # fmt: skip
+    ]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -199,9 +207,12 @@ def test_metadata_errors_are_retried_with_backoff_and_the_notice_still_handled(
     imds.interrupt()
     options = watcher.Options(command, poll_s=0.1, give_up_after_s=20)
     code = watcher.watch(
-        options, watcher.Imds(imds.url), watcher.Handled(None), sleep=slept.append,
+        options,
+        watcher.Imds(imds.url),
+        watcher.Handled(None),
+        sleep=slept.append,
         log=logged.append,
-    )  # fmt: skip
+    )
     assert code == watcher.EXIT_OK
     assert slept == [1.0, 2.0, 4.0]
     assert len(logged) == 3 and all("HTTP 500" in m for m in logged)
@@ -218,9 +229,13 @@ def test_an_unreachable_metadata_service_is_retried_until_giving_up(tmp_path: Pa
 
     closed = "http://127.0.0.1:9"  # the discard port: connection refused
     code = watcher.watch(
-        watcher.Options("true", give_up_after_s=30), watcher.Imds(closed),
-        watcher.Handled(None), monotonic=lambda: now[0], sleep=sleep, log=lambda _: None,
-    )  # fmt: skip
+        watcher.Options("true", give_up_after_s=30),
+        watcher.Imds(closed),
+        watcher.Handled(None),
+        monotonic=lambda: now[0],
+        sleep=sleep,
+        log=lambda _: None,
+    )
     assert code == watcher.EXIT_GAVE_UP
     assert slept[:5] == [1.0, 2.0, 4.0, 8.0, 10.0]
 
@@ -266,9 +281,13 @@ def test_a_sigterm_swallowed_by_a_finalizer_still_ends_the_wait(imds: FakeImds) 
     polled = len(imds.requests)
     try:
         with pytest.raises(watcher.Terminating):
-            watcher.watch(watcher.Options("true", poll_s=0.1, give_up_after_s=20),
-                          watcher.Imds(imds.url), watcher.Handled(None), sleep=lambda _: None,
-                          log=lambda _: None)  # fmt: skip
+            watcher.watch(
+                watcher.Options("true", poll_s=0.1, give_up_after_s=20),
+                watcher.Imds(imds.url),
+                watcher.Handled(None),
+                sleep=lambda _: None,
+                log=lambda _: None,
+            )
         assert len(imds.requests) == polled  # no poll after the SIGTERM
     finally:
         watcher._TERM_SEEN[0] = False

@@ -32,14 +32,28 @@ def _reader(fake: FakeCompute) -> GcpCommitments:
 
 
 def test_gpu_commitments_are_read_as_machines_across_pages(fake: FakeCompute) -> None:
-    fake.add_commitment("us-east1", "cud-l4", accelerator="nvidia-l4", amount=30,
-                        start=START, end=END)  # fmt: skip
-    fake.add_commitment("us-central1", "cud-h100", accelerator="nvidia-h100-80gb", amount=16,
-                        start=START, end=END, plan="THIRTY_SIX_MONTH")  # fmt: skip
-    fake.add_commitment("us-central1", "cud-cpu", accelerator=None, amount=96,
-                        start=START, end=END)  # fmt: skip
-    fake.add_commitment("us-central1", "cud-old", accelerator="nvidia-l4", amount=8,
-                        start=START, end=END, status="EXPIRED")  # fmt: skip
+    fake.add_commitment(
+        "us-east1", "cud-l4", accelerator="nvidia-l4", amount=30, start=START, end=END
+    )
+    fake.add_commitment(
+        "us-central1",
+        "cud-h100",
+        accelerator="nvidia-h100-80gb",
+        amount=16,
+        start=START,
+        end=END,
+        plan="THIRTY_SIX_MONTH",
+    )
+    fake.add_commitment("us-central1", "cud-cpu", accelerator=None, amount=96, start=START, end=END)
+    fake.add_commitment(
+        "us-central1",
+        "cud-old",
+        accelerator="nvidia-l4",
+        amount=8,
+        start=START,
+        end=END,
+        status="EXPIRED",
+    )
     owned = {c.id: c for c in _reader(fake).owned()}
     assert set(owned) == {"cud-l4", "cud-h100"}  # vCPU-only and expired skipped
     l4, h100 = owned["cud-l4"], owned["cud-h100"]
@@ -51,7 +65,8 @@ def test_gpu_commitments_are_read_as_machines_across_pages(fake: FakeCompute) ->
 
 
 def test_an_accelerator_without_a_machine_type_is_named(fake: FakeCompute) -> None:
-    fake.add_commitment("us-east1", "cud-t4", accelerator="nvidia-tesla-t4", amount=4,
-                        start=START, end=END)  # fmt: skip
+    fake.add_commitment(
+        "us-east1", "cud-t4", accelerator="nvidia-tesla-t4", amount=4, start=START, end=END
+    )
     with pytest.raises(InputError, match=r"us-east1/cud-t4\.resources\.acceleratorType"):
         _reader(fake).owned()

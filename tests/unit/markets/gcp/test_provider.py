@@ -429,8 +429,12 @@ def test_a_full_round_calls_exactly_the_provider_manifest(
     p.poll_notices()
     p.terminate(TerminateRequest(idempotency_key="term-0003", instance_ids=ids, owner=OWNER))
     assert set(fake.calls) == GCP_PROVIDER_API_CALLS
-    assert GCP_API_CALLS == (GCP_MARKET_API_CALLS | GCP_PROVIDER_API_CALLS
-                             | GCP_COMMITMENT_API_CALLS | GCP_QUOTA_API_CALLS)  # fmt: skip
+    assert GCP_API_CALLS == (
+        GCP_MARKET_API_CALLS
+        | GCP_PROVIDER_API_CALLS
+        | GCP_COMMITMENT_API_CALLS
+        | GCP_QUOTA_API_CALLS
+    )
 
 
 def test_labels_stay_valid_for_any_text() -> None:

@@ -32,10 +32,14 @@ def fake() -> Iterator[FakeCompute]:
 
 def _market(fake: FakeCompute, clock: ManualClock, *, read_quotas: bool) -> GcpMarket:
     return GcpMarket.from_clients(
-        build_compute_clients(endpoint=fake.url, anonymous=True), project=PROJECT,
-        read_quotas=read_quotas, regions=("us-central1",),
-        instance_types=("a2-highgpu-1g", "a3-highgpu-8g"), clock=clock, policy=FAST,
-    )  # fmt: skip
+        build_compute_clients(endpoint=fake.url, anonymous=True),
+        project=PROJECT,
+        read_quotas=read_quotas,
+        regions=("us-central1",),
+        instance_types=("a2-highgpu-1g", "a3-highgpu-8g"),
+        clock=clock,
+        policy=FAST,
+    )
 
 
 def test_the_snapshot_carries_each_offered_models_quotas_and_the_global_one(

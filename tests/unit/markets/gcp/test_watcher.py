@@ -289,7 +289,8 @@ def test_a_sigterm_swallowed_by_a_finalizer_still_ends_the_wait() -> None:
         watcher._on_term(signal.SIGTERM, None)  # the exception a finalizer swallows
     try:
         with pytest.raises(watcher.Terminating):
-            watcher.wait_for_preemption("http://127.0.0.1:9", give_up_after_s=20,
-                                        sleep=lambda _: None, log=lambda _: None)  # fmt: skip
+            watcher.wait_for_preemption(
+                "http://127.0.0.1:9", give_up_after_s=20, sleep=lambda _: None, log=lambda _: None
+            )
     finally:
         watcher._TERM_SEEN[0] = False

@@ -69,16 +69,23 @@ def test_the_accounts_domains_replace_the_markets_for_the_zones_they_cover() -> 
 
     def dom(*zones: str, source: str) -> FailureDomain:
         return FailureDomain(
-            name=zones[0], zones=zones, co_share=0.4, baseline=0.05, events=9, window_s=300.0,
+            name=zones[0],
+            zones=zones,
+            co_share=0.4,
+            baseline=0.05,
+            events=9,
+            window_s=300.0,
             source=source,
-        )  # fmt: skip
+        )
 
-    traced = (dom("aws/us-east-1a", "aws/us-east-1b", source="traces"),
-              dom("aws/us-west-2a", "aws/us-west-2b", source="traces"))  # fmt: skip
+    traced = (
+        dom("aws/us-east-1a", "aws/us-east-1b", source="traces"),
+        dom("aws/us-west-2a", "aws/us-west-2b", source="traces"),
+    )
     base = TinyMarket()
 
     class WithDomains(TinyMarket):
-        def snapshot(self, at: datetime | None = None):  # type: ignore[no-untyped-def]
+        def snapshot(self, at: datetime | None = None):
             return base.snapshot(at).model_copy(update={"failure_domains": traced})
 
     own = (dom("aws/us-east-1b", "aws/us-east-1c", source="account"),)

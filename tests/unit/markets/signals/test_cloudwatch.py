@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import botocore.session
 import pytest
@@ -25,11 +26,13 @@ def stubbed() -> Iterator[tuple[CloudWatchReader, Stubber]]:
         "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
     )
     with Stubber(client) as stub:
-        yield CloudWatchReader(client), stub
+        yield CloudWatchReader(client), stub  # type: ignore[arg-type]
         stub.assert_no_pending_responses()
 
 
-def _expected(start: datetime, end: datetime, period: int, token: str | None = None) -> dict:
+def _expected(
+    start: datetime, end: datetime, period: int, token: str | None = None
+) -> dict[str, Any]:
     params = {
         "MetricDataQueries": [
             {"Id": "demand", "Expression": QUERY, "Period": period, "ReturnData": True}
@@ -43,13 +46,18 @@ def _expected(start: datetime, end: datetime, period: int, token: str | None = N
     return params
 
 
-def _page(times: list[datetime], values: list[float], token: str | None = None) -> dict:
-    page: dict = {
+def _page(times: list[datetime], values: list[float], token: str | None = None) -> dict[str, Any]:
+    page: dict[str, Any] = {
         "MetricDataResults": [
-            {"Id": "demand", "Label": "demand", "Timestamps": times, "Values": values,
-             "StatusCode": "Complete"}
+            {
+                "Id": "demand",
+                "Label": "demand",
+                "Timestamps": times,
+                "Values": values,
+                "StatusCode": "Complete",
+            }
         ]
-    }  # fmt: skip
+    }
     if token:
         page["NextToken"] = token
     return page
@@ -62,8 +70,9 @@ def test_reads_every_page_oldest_first_with_the_period_rounded_up_to_a_minute(
     assert isinstance(reader, MetricSource)
     start, end = T - timedelta(minutes=4), T
     ts = [start + timedelta(minutes=i) for i in range(5)]
-    stub.add_response("get_metric_data", _page(ts[:3], [1.0, 2.0, 3.0], "p2"),
-                      _expected(start, end, 60))  # fmt: skip
+    stub.add_response(
+        "get_metric_data", _page(ts[:3], [1.0, 2.0, 3.0], "p2"), _expected(start, end, 60)
+    )
     stub.add_response("get_metric_data", _page(ts[3:], [4.0, 5.0]), _expected(start, end, 60, "p2"))
     got = reader.series(QUERY, start, end, 30)
     assert got == [(t, float(i + 1)) for i, t in enumerate(ts)]

@@ -24,12 +24,18 @@ from tests.fakes.tiny_market import ON_DEMAND_USD, SPOT_USD, T0, TinyMarket, poo
 A, B = pool_key("a"), pool_key("b")
 
 
-def _launch(key: str, pool: str = A, tier: Tier = Tier.SPOT, count: int = 1, gen: int = 1,
-            owner: str = "me") -> LaunchRequest:  # fmt: skip
+def _launch(
+    key: str, pool: str = A, tier: Tier = Tier.SPOT, count: int = 1, gen: int = 1, owner: str = "me"
+) -> LaunchRequest:
     return LaunchRequest(
-        idempotency_key=key, pool_key=pool, tier=tier, workload="w", count=count,
-        owner=owner, plan_generation=gen,
-    )  # fmt: skip
+        idempotency_key=key,
+        pool_key=pool,
+        tier=tier,
+        workload="w",
+        count=count,
+        owner=owner,
+        plan_generation=gen,
+    )
 
 
 def _cloud(market: TinyMarket | None = None, **opts: object) -> tuple[SimCloud, ManualClock]:

@@ -27,9 +27,14 @@ EVENTS = {A: [T0 + timedelta(minutes=m) for m in (20, 50, 95)]}
 
 def _launch(key: str, pool: str = A, tier: Tier = Tier.SPOT, count: int = 1) -> LaunchRequest:
     return LaunchRequest(
-        idempotency_key=key, pool_key=pool, tier=tier, workload="w", count=count,
-        owner="me", plan_generation=1,
-    )  # fmt: skip
+        idempotency_key=key,
+        pool_key=pool,
+        tier=tier,
+        workload="w",
+        count=count,
+        owner="me",
+        plan_generation=1,
+    )
 
 
 def _busy_account(path: Path, base: ManualClock) -> PersistentSimCloud:

@@ -20,10 +20,18 @@ def _run(**opts: float) -> tuple[list[Notice], SimCloud]:
     # One revocation an hour in A, at minute 40, with 400 spot instances held there.
     events = [T0 + timedelta(hours=h, minutes=40) for h in range(1, HOURS)]
     clock = ManualClock(T0)
-    cloud = SimCloud(TinyMarket(events={A: events}), clock, SimOptions(seed=3, **opts))
-    cloud.launch(LaunchRequest(idempotency_key="sf-rebalance-1", pool_key=A, tier=Tier.SPOT,
-                               workload="w", count=400, owner="me",
-                               plan_generation=1))  # fmt: skip
+    cloud = SimCloud(TinyMarket(events={A: events}), clock, SimOptions(seed=3, **opts))  # type: ignore[arg-type]
+    cloud.launch(
+        LaunchRequest(
+            idempotency_key="sf-rebalance-1",
+            pool_key=A,
+            tier=Tier.SPOT,
+            workload="w",
+            count=400,
+            owner="me",
+            plan_generation=1,
+        )
+    )
     seen: list[Notice] = []
     while clock.now() < T0 + timedelta(hours=HOURS):
         clock.advance(60)
@@ -64,14 +72,27 @@ def test_a_relaunch_after_a_recommendation_is_a_replacement_not_a_duplicate() ->
     # The listing lags past it all, so each launch sees the fleet as empty.
     revoke_at = T0 + timedelta(hours=1, minutes=40)
     clock = ManualClock(T0)
-    options = SimOptions(seed=3, rebalance_coverage=1.0, rebalance_precision=1.0,
-                         rebalance_lead_s=1200.0, listing_lag_s=7200.0)  # fmt: skip
+    options = SimOptions(
+        seed=3,
+        rebalance_coverage=1.0,
+        rebalance_precision=1.0,
+        rebalance_lead_s=1200.0,
+        listing_lag_s=7200.0,
+    )
     cloud = SimCloud(TinyMarket(events={A: [revoke_at]}), clock, options)
 
     def launch(key: str) -> None:
-        cloud.launch(LaunchRequest(idempotency_key=key, pool_key=A, tier=Tier.SPOT,
-                                   workload="w", count=2, owner="me",
-                                   plan_generation=1))  # fmt: skip
+        cloud.launch(
+            LaunchRequest(
+                idempotency_key=key,
+                pool_key=A,
+                tier=Tier.SPOT,
+                workload="w",
+                count=2,
+                owner="me",
+                plan_generation=1,
+            )
+        )
 
     launch("sf-rebalance-10")
     clock.advance(600)

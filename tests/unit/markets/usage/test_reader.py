@@ -70,8 +70,10 @@ def test_rules_first_match_wins_and_unmatched_usage_is_kept_as_unmapped(tmp_path
         "  - {workload: never, instance_type: 'p3.2*'}\n"  # also matches chat's lines
         "  - {workload: research, tags: {team: research}, instance_type: 'p3.*'}\n"
     )
-    for path in (write_cur(tmp_path / "c.parquet", FLEET, HOURS),
-                 write_focus(tmp_path / "f.csv", FLEET, HOURS)):  # fmt: skip
+    for path in (
+        write_cur(tmp_path / "c.parquet", FLEET, HOURS),
+        write_focus(tmp_path / "f.csv", FLEET, HOURS),
+    ):
         u = read_usage(path, load_rules(rules))
         assert u.workloads() == ["chat", "research", UNMAPPED]  # by instance-hours
         assert u.unmapped() == {"g5.12xlarge": 48.0}

@@ -10,8 +10,12 @@ import pytest
 from markets.errors import InputError
 from policies.workloads.spec import WorkloadClass, parse_workloads
 
-PROM = {"source": "prometheus", "url": "http://prom:9090", "query": "sum(rate(x[2m]))",
-        "value_per_replica": 40}  # fmt: skip
+PROM = {
+    "source": "prometheus",
+    "url": "http://prom:9090",
+    "query": "sum(rate(x[2m]))",
+    "value_per_replica": 40,
+}
 
 
 def _serving(**kw: Any) -> dict[str, Any]:
@@ -30,23 +34,51 @@ def test_a_serving_workload_may_take_its_demand_from_a_metric() -> None:
 @pytest.mark.parametrize(
     ("kw", "field", "says"),
     [
-        pytest.param({"demand_metric": PROM, "demand": {"base_units": 1, "peak_units": 2}},
-                     "workloads[0].demand_metric", "not both", id="both"),
+        pytest.param(
+            {"demand_metric": PROM, "demand": {"base_units": 1, "peak_units": 2}},
+            "workloads[0].demand_metric",
+            "not both",
+            id="both",
+        ),
         pytest.param({}, "workloads[0].demand", "demand_metric", id="neither"),
-        pytest.param({"demand_metric": PROM | {"lookahead_minutes": 2}},
-                     "workloads[0].demand_metric.lookahead_minutes", "readiness", id="short"),
-        pytest.param({"demand_metric": {k: v for k, v in PROM.items() if k != "url"}},
-                     "workloads[0].demand_metric.url", "URL", id="no-url"),
-        pytest.param({"demand_metric": PROM | {"url": "http://u:pw@prom:9090"}},
-                     "workloads[0].demand_metric.url", "user:password", id="password"),
-        pytest.param({"demand_metric": PROM | {"region": "us-east-1"}},
-                     "workloads[0].demand_metric.region", "cloudwatch only", id="region"),
-        pytest.param({"demand_metric": PROM | {"min_replicas": 0}},
-                     "workloads[0].demand_metric.min_replicas", ">= 1", id="zero-min"),
-        pytest.param({"demand_metric": PROM | {"value_per_replica": "nan"}},
-                     "workloads[0].demand_metric.value_per_replica", "finite", id="nan"),
+        pytest.param(
+            {"demand_metric": PROM | {"lookahead_minutes": 2}},
+            "workloads[0].demand_metric.lookahead_minutes",
+            "readiness",
+            id="short",
+        ),
+        pytest.param(
+            {"demand_metric": {k: v for k, v in PROM.items() if k != "url"}},
+            "workloads[0].demand_metric.url",
+            "URL",
+            id="no-url",
+        ),
+        pytest.param(
+            {"demand_metric": PROM | {"url": "http://u:pw@prom:9090"}},
+            "workloads[0].demand_metric.url",
+            "user:password",
+            id="password",
+        ),
+        pytest.param(
+            {"demand_metric": PROM | {"region": "us-east-1"}},
+            "workloads[0].demand_metric.region",
+            "cloudwatch only",
+            id="region",
+        ),
+        pytest.param(
+            {"demand_metric": PROM | {"min_replicas": 0}},
+            "workloads[0].demand_metric.min_replicas",
+            ">= 1",
+            id="zero-min",
+        ),
+        pytest.param(
+            {"demand_metric": PROM | {"value_per_replica": "nan"}},
+            "workloads[0].demand_metric.value_per_replica",
+            "finite",
+            id="nan",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_demand_metric_names_its_field(kw: dict[str, Any], field: str, says: str) -> None:
     with pytest.raises(InputError) as e:
         parse_workloads(_serving(**kw), source="w.yaml")
@@ -55,8 +87,17 @@ def test_a_bad_demand_metric_names_its_field(kw: dict[str, Any], field: str, say
 
 
 def test_a_demand_metric_on_a_batch_job_is_refused() -> None:
-    data = {"workloads": [{"name": "b", "class": "batch", "instance_types": ["g5.xlarge"],
-                           "unit_hours": 10, "demand_metric": PROM}]}  # fmt: skip
+    data = {
+        "workloads": [
+            {
+                "name": "b",
+                "class": "batch",
+                "instance_types": ["g5.xlarge"],
+                "unit_hours": 10,
+                "demand_metric": PROM,
+            }
+        ]
+    }
     with pytest.raises(InputError, match="serving only"):
         parse_workloads(data)
 
@@ -73,18 +114,33 @@ def test_value_of_time_defaults_per_class_and_a_workload_overrides_it() -> None:
     data = {
         "class_defaults": {"batch": {"value_of_time_usd_per_hour": 5}},
         "workloads": [
-            {"name": "api", "class": "serving", "instance_types": ["g5.xlarge"],
-             "demand_metric": PROM},
-            {"name": "t", "class": "training", "instance_types": ["p4d.24xlarge"], "min_units": 8,
-             "unit_hours": 80},
+            {
+                "name": "api",
+                "class": "serving",
+                "instance_types": ["g5.xlarge"],
+                "demand_metric": PROM,
+            },
+            {
+                "name": "t",
+                "class": "training",
+                "instance_types": ["p4d.24xlarge"],
+                "min_units": 8,
+                "unit_hours": 80,
+            },
             {"name": "r", "class": "research", "instance_types": ["g5.xlarge"], "unit_hours": 8},
-            {"name": "t2", "class": "training", "instance_types": ["p4d.24xlarge"], "min_units": 8,
-             "unit_hours": 80, "value_of_time_usd_per_hour": 0},
+            {
+                "name": "t2",
+                "class": "training",
+                "instance_types": ["p4d.24xlarge"],
+                "min_units": 8,
+                "unit_hours": 80,
+                "value_of_time_usd_per_hour": 0,
+            },
         ],
-    }  # fmt: skip
+    }
     ws = parse_workloads(data)
     vot = {w.name: w.value_of_time_usd_per_hour for w in ws.workloads}
     assert vot["api"] > vot["t"] > vot["t2"] == 0.0
     assert vot["r"] == 5.0
-    plain = parse_workloads({"workloads": data["workloads"][2:3]})
+    plain = parse_workloads({"workloads": data["workloads"][2:3]})  # type: ignore[index]
     assert plain.of_class(WorkloadClass.BATCH)[0].value_of_time_usd_per_hour == 0.0

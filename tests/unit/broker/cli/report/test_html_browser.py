@@ -119,8 +119,10 @@ def test_the_probe_sees_a_page_that_needs_the_network(tmp_path: Path) -> None:
     """The check above could fail: a page with an external image and style
     sheet is caught by the probe (hosts resolve to nothing here)."""
     page = tmp_path / "bad.html"
-    page.write_text('<!DOCTYPE html><html><head><link rel="stylesheet" '
-                    'href="https://cdn.example.com/a.css"></head><body>'
-                    '<img src="http://example.com/x.png"></body></html>')  # fmt: skip
+    page.write_text(
+        '<!DOCTYPE html><html><head><link rel="stylesheet" '
+        'href="https://cdn.example.com/a.css"></head><body>'
+        '<img src="http://example.com/x.png"></body></html>'
+    )
     got = render_page(page, tmp_path)
     assert len(got.resources) == 2 and len(got.errors) == 2

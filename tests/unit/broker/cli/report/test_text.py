@@ -42,8 +42,12 @@ def test_the_advice_comes_first_and_absent_blocks_are_left_out() -> None:
 
 
 def test_a_table_too_wide_for_name_and_one_column_turns_vertical() -> None:
-    t = Table("t", "", (Column("name", "scenario"), Column("total_cost_usd", "total", "usd")),
-              (("committed_quantile_with_a_long_name", 74450.58),))  # fmt: skip
+    t = Table(
+        "t",
+        "",
+        (Column("name", "scenario"), Column("total_cost_usd", "total", "usd")),
+        (("committed_quantile_with_a_long_name", 74450.58),),
+    )
     lines = layout(t, 30)
     assert lines[0] == "scenario: committed_quantile_with_a_long_name"
     assert lines[1] == "  total: $74.5k"
@@ -51,8 +55,9 @@ def test_a_table_too_wide_for_name_and_one_column_turns_vertical() -> None:
 
 def test_the_stressed_market_says_its_change_against_x1() -> None:
     text = render_text(sample_doc(), 135)
-    row = next(line for line in text.split("== Stressed")[1].splitlines()
-               if line.startswith("spotfolio"))  # fmt: skip
+    row = next(
+        line for line in text.split("== Stressed")[1].splitlines() if line.startswith("spotfolio")
+    )
     assert "$36.6k" in row and "$41k" in row and "12.0%" in row  # 41,000 / 36,599.85 - 1
 
 

@@ -51,8 +51,14 @@ def test_the_tiny_run_gives_a_first_week_of_168_hourly_counts(doc: dict[str, Any
 
 def test_csv_advice_rows_hold_the_jsons_totals(doc: dict[str, Any]) -> None:
     adv = doc["advice"]
-    assert {"scenarios", "advice_commitments", "advice_first_week", "advice_cost_by_workload",
-            "advice_cost_by_team", "advice_totals"} <= set(csv_tables(doc))  # fmt: skip
+    assert {
+        "scenarios",
+        "advice_commitments",
+        "advice_first_week",
+        "advice_cost_by_workload",
+        "advice_cost_by_team",
+        "advice_totals",
+    } <= set(csv_tables(doc))
     work = _csv(doc, "advice_cost_by_workload")
     assert [r["name"] for r in work] == [r["name"] for r in adv["cost_by_workload"]]
     for got, want in zip(work, adv["cost_by_workload"], strict=True):
@@ -66,8 +72,12 @@ def test_csv_advice_rows_hold_the_jsons_totals(doc: dict[str, Any]) -> None:
     assert sum(float(r["total_usd"]) for r in teams) == pytest.approx(billed, abs=0.05)
     totals = {r["total"]: float(r["usd"]) for r in _csv(doc, "advice_totals")}
     rec = adv["reconciliation"]
-    assert totals == {"objective": rec["objective_usd"], "period plan": rec["period_planned_usd"],
-                      "planned": rec["planned_usd"], "billed": billed}  # fmt: skip
+    assert totals == {
+        "objective": rec["objective_usd"],
+        "period plan": rec["period_planned_usd"],
+        "planned": rec["planned_usd"],
+        "billed": billed,
+    }
     buys = _csv(doc, "advice_commitments")
     assert [(r["size"], float(r["obligation_usd"])) for r in buys] == [
         (c["size"], c["obligation_usd"]) for c in adv["commitments"]

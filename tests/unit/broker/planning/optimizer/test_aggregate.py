@@ -17,9 +17,16 @@ from markets.model import Tier
 from policies.cost_table import CostEntry
 
 
-def _entry(itype: str, *, units: int = 1, throughput: float = 1.0, od: float = 1.0,
-           committed: float | None = 0.6, workload: str = "w",
-           region: str = "r1") -> CostEntry:  # fmt: skip
+def _entry(
+    itype: str,
+    *,
+    units: int = 1,
+    throughput: float = 1.0,
+    od: float = 1.0,
+    committed: float | None = 0.6,
+    workload: str = "w",
+    region: str = "r1",
+) -> CostEntry:
     work = units * throughput
     return CostEntry(
         workload=workload,

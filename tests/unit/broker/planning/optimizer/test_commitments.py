@@ -21,8 +21,9 @@ GROUP = "aws/us-east-1/g1"
 
 
 def _market(*, od: float = 1.0, discount: float, spot: float | None = None) -> MarketSnapshot:
-    inst = InstanceType(provider=Provider.AWS, name="g1", family="g", units=1, gpus=1, vcpus=4,
-                        memory_gib=16.0)  # fmt: skip
+    inst = InstanceType(
+        provider=Provider.AWS, name="g1", family="g", units=1, gpus=1, vcpus=4, memory_gib=16.0
+    )
     pools = tuple(
         PoolSnapshot(
             pool=Pool(
@@ -42,9 +43,16 @@ def _market(*, od: float = 1.0, discount: float, spot: float | None = None) -> M
 
 
 def _job(kind: str, units: int, hours: int, **extra: object) -> dict[str, object]:
-    job: dict[str, object] = {"name": "job", "class": kind, "instance_types": ["g1"],
-                              "unit_hours": float(units * hours), "deadline_hours": float(hours),
-                              "max_units": units, "max_spot_share": 0.0, **extra}  # fmt: skip
+    job: dict[str, object] = {
+        "name": "job",
+        "class": kind,
+        "instance_types": ["g1"],
+        "unit_hours": float(units * hours),
+        "deadline_hours": float(hours),
+        "max_units": units,
+        "max_spot_share": 0.0,
+        **extra,
+    }
     if kind == "training":
         job.update(min_units=units, step_units=1)
     return job
@@ -71,8 +79,9 @@ def test_a_short_horizon_never_buys_a_term_for_a_finite_job(
 
 
 def test_the_same_job_marked_recurring_buys_its_steady_units() -> None:
-    ws = parse_workloads({"workloads": [_job("batch", 4, 48, recurring=True)]},
-                         demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {"workloads": [_job("batch", 4, 48, recurring=True)]}, demand_supplied=True
+    )
     opts = PlanOptions(integral=True, churn_usd_per_unit=0.0)
     plan = solve(build_problem(_market(discount=0.4), ws, {}, hours=48, options=opts))
     assert plan.committed_instances() == {GROUP: 4}
@@ -90,12 +99,18 @@ def test_serving_keeps_the_discount_quantile_whatever_the_horizon(hours: int) ->
     rng = np.random.default_rng(5)
     daily = rng.integers(2, 20, size=24).astype(float)
     demand = np.tile(daily, hours // 24)
-    ws = parse_workloads({"workloads": [{"name": "api", "class": "serving",
-                                         "instance_types": ["g1"], "max_spot_share": 0.0}]},
-                         demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {"name": "api", "class": "serving", "instance_types": ["g1"], "max_spot_share": 0.0}
+            ]
+        },
+        demand_supplied=True,
+    )
     opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False)
-    plan = solve(build_problem(_market(discount=0.4), ws, {"api": demand}, hours=hours,
-                               options=opts))  # fmt: skip
+    plan = solve(
+        build_problem(_market(discount=0.4), ws, {"api": demand}, hours=hours, options=opts)
+    )
     got = plan.committed_instances().get(GROUP, 0)
 
     def term_cost(k: int) -> float:  # the day repeated over the year
@@ -109,14 +124,24 @@ def test_serving_keeps_the_discount_quantile_whatever_the_horizon(hours: int) ->
 def test_spot_is_the_alternative_a_commitment_must_beat() -> None:
     # Spot at $0.30 effective beats a 40 % discount ($0.60): a serving fleet
     # allowed all-spot buys nothing, though on-demand alone would justify it.
-    ws = parse_workloads({"workloads": [{"name": "api", "class": "serving",
-                                         "instance_types": ["g1"], "max_spot_share": 1.0,
-                                         "max_zone_share": 1.0, "max_pool_share": 1.0}]},
-                         demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["g1"],
+                    "max_spot_share": 1.0,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                }
+            ]
+        },
+        demand_supplied=True,
+    )
     opts = PlanOptions(integral=True, churn_usd_per_unit=0.0)
     demand = {"api": np.full(24, 6.0)}
-    plan = solve(build_problem(_market(discount=0.4, spot=0.3), ws, demand, hours=24,
-                               options=opts))  # fmt: skip
+    plan = solve(build_problem(_market(discount=0.4, spot=0.3), ws, demand, hours=24, options=opts))
     assert plan.committed_instances() == {}
 
 
@@ -160,12 +185,23 @@ def _owned(count: int, end_hours: float) -> OwnedCommitment:
 def test_what_to_buy_next_given_what_is_owned_and_when_it_expires(
     end_hours: float, bought: int
 ) -> None:
-    ws = parse_workloads({"workloads": [{"name": "api", "class": "serving",
-                                         "instance_types": ["g1"], "max_spot_share": 0.0}]},
-                         demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {"name": "api", "class": "serving", "instance_types": ["g1"], "max_spot_share": 0.0}
+            ]
+        },
+        demand_supplied=True,
+    )
     opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False)
-    problem = build_problem(_market(discount=0.4), ws, {"api": np.full(24, 10.0)}, hours=24,
-                            options=opts, owned=(_owned(6, end_hours),))  # fmt: skip
+    problem = build_problem(
+        _market(discount=0.4),
+        ws,
+        {"api": np.full(24, 10.0)},
+        hours=24,
+        options=opts,
+        owned=(_owned(6, end_hours),),
+    )
     plan = solve(problem)
     assert plan.committed_instances() == {GROUP: bought}
     assert plan.unmet_unit_hours["api"] == pytest.approx(0.0, abs=1e-6)

@@ -14,7 +14,7 @@ from broker.planning.optimizer.solve import solve
 from tests.unit.broker.planning.optimizer.test_waits import A, H, P, _problem
 
 
-def _started_on(plan, pool: str) -> int | None:  # type: ignore[no-untyped-def]
+def _started_on(plan, pool: str) -> int | None:
     a = plan.allocations
     a = a[(a["workload"] == "ft") & (a["pool_key"] == pool) & (a["units"] > 0)]
     return None if a.empty else int(a["hour_start"].min())
@@ -70,6 +70,7 @@ def test_a_job_that_cannot_finish_in_the_horizon_is_charged_its_leftover_at_full
     assert rate == pytest.approx(8 * 3.0)  # one H100 box of the 8-unit gang
     plan = solve(problem)
     a = plan.allocations
-    done = float((a["units"] * (a["hour_end"] - a["hour_start"])
-                  * a["pool_key"].map({A: 1.0, H: 3.0})).sum())  # fmt: skip
-    assert plan.meta_number("finish_hour:ft") == pytest.approx(24 + (3200 - done) / rate, rel=1e-3)
+    done = float(
+        (a["units"] * (a["hour_end"] - a["hour_start"]) * a["pool_key"].map({A: 1.0, H: 3.0})).sum()
+    )
+    assert plan.meta_number("finish_hour:ft") == pytest.approx(24 + (3200 - done) / rate, rel=1e-3)  # type: ignore[operator]

@@ -66,8 +66,9 @@ def _default(hours: int, ws: WorkloadSet | None = None) -> tuple[PlanningProblem
 def _with_gang(**update: object) -> WorkloadSet:
     ws = default_workloads()
     gang = ws.by_name("llm-finetune").model_copy(update=update)
-    return ws.model_copy(update={"workloads": [gang if w.name == gang.name else w
-                                               for w in ws.workloads]})  # fmt: skip
+    return ws.model_copy(
+        update={"workloads": [gang if w.name == gang.name else w for w in ws.workloads]}
+    )
 
 
 def test_the_default_gang_lives_in_one_zone_on_one_type() -> None:
@@ -119,30 +120,44 @@ _TYPES = (("h", 8, 3.0, 12.0), ("a", 8, 1.0, 4.0), ("s", 4, 1.0, 2.2))  # name, 
 def _market(seed: int, zones_per_region: int) -> MarketSnapshot:
     rng = np.random.default_rng(seed)
     pools = []
-    for provider, regions in ((Provider.AWS, ("us-east-1", "eu-west-1")),
-                              (Provider.GCP, ("us-central1",))):  # fmt: skip
+    for provider, regions in (
+        (Provider.AWS, ("us-east-1", "eu-west-1")),
+        (Provider.GCP, ("us-central1",)),
+    ):
         for region in regions:
             for z in range(zones_per_region):
                 zone = f"{region}{'abc'[z]}" if provider is Provider.AWS else f"{region}-{'abc'[z]}"
                 for name, gpus, _speed, od in _TYPES:
                     itype = f"{provider.value}-{name}"
-                    inst = InstanceType(provider=provider, name=itype, family=name,
-                                        units=gpus, gpus=gpus, vcpus=8 * gpus,
-                                        memory_gib=32.0 * gpus)  # fmt: skip
+                    inst = InstanceType(
+                        provider=provider,
+                        name=itype,
+                        family=name,
+                        units=gpus,
+                        gpus=gpus,
+                        vcpus=8 * gpus,
+                        memory_gib=32.0 * gpus,
+                    )
                     price = od * float(rng.uniform(0.9, 1.1))
-                    pools.append(PoolSnapshot(
-                        pool=Pool(provider=provider, region=region, zone=zone,
-                                  instance_type=itype),
-                        instance=inst,
-                        on_demand_usd_per_hour=price,
-                        spot_usd_per_hour=price * float(rng.uniform(0.15, 0.5)),
-                        committed_1y_usd_per_hour=price * 0.62,
-                        placement_score=int(rng.integers(1, 11)),
-                        hazard=Hazard(rate_per_hour=float(rng.uniform(0.001, 0.05)),
-                                      source=HazardSource.MODEL, confidence=0.5),
-                        available_share=float(rng.uniform(0.3, 1.0)),
-                        observed_at=T0,
-                    ))  # fmt: skip
+                    pools.append(
+                        PoolSnapshot(
+                            pool=Pool(
+                                provider=provider, region=region, zone=zone, instance_type=itype
+                            ),
+                            instance=inst,
+                            on_demand_usd_per_hour=price,
+                            spot_usd_per_hour=price * float(rng.uniform(0.15, 0.5)),
+                            committed_1y_usd_per_hour=price * 0.62,
+                            placement_score=int(rng.integers(1, 11)),
+                            hazard=Hazard(
+                                rate_per_hour=float(rng.uniform(0.001, 0.05)),
+                                source=HazardSource.MODEL,
+                                confidence=0.5,
+                            ),
+                            available_share=float(rng.uniform(0.3, 1.0)),
+                            observed_at=T0,
+                        )
+                    )
     return MarketSnapshot(at=T0, pools=tuple(pools), source="synthetic")
 
 
@@ -158,24 +173,52 @@ def _market(seed: int, zones_per_region: int) -> MarketSnapshot:
     relaxed=st.booleans(),
 )
 def test_every_plan_keeps_every_gang_in_its_contract(
-    seed: int, placement: str, mixed: bool, min_nodes: int, extra_nodes: int, nonrev: bool,
-    zones: int, relaxed: bool,
-) -> None:  # fmt: skip
+    seed: int,
+    placement: str,
+    mixed: bool,
+    min_nodes: int,
+    extra_nodes: int,
+    nonrev: bool,
+    zones: int,
+    relaxed: bool,
+) -> None:
     snap = _market(seed, zones)
     hours = 6
     types = [f"{p}-{n}" for p in ("aws", "gcp") for n, *_r in _TYPES]
     speed = {f"{p}-{n}": s for p in ("aws", "gcp") for n, _g, s, _o in _TYPES}
     min_units = 8 * min_nodes
-    ws = parse_workloads({"workloads": [
-        {"name": "gang", "class": "training", "instance_types": types, "throughput": speed,
-         "elastic": extra_nodes > 0, "min_units": min_units, "step_units": 8,
-         "max_units": min_units + 8 * extra_nodes, "unit_hours": 2.0 * min_units * hours,
-         "deadline_hours": float(hours), "min_on_non_revocable": nonrev,
-         "placement": placement, "mixed_types": mixed, "value_of_time_usd_per_hour": 0.0},
-        {"name": "other", "class": "training", "instance_types": types[:3], "min_units": 8,
-         "unit_hours": 8.0 * hours, "deadline_hours": float(hours)},
-        {"name": "sweep", "class": "batch", "instance_types": types, "unit_hours": 40.0},
-    ]}, demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "gang",
+                    "class": "training",
+                    "instance_types": types,
+                    "throughput": speed,
+                    "elastic": extra_nodes > 0,
+                    "min_units": min_units,
+                    "step_units": 8,
+                    "max_units": min_units + 8 * extra_nodes,
+                    "unit_hours": 2.0 * min_units * hours,
+                    "deadline_hours": float(hours),
+                    "min_on_non_revocable": nonrev,
+                    "placement": placement,
+                    "mixed_types": mixed,
+                    "value_of_time_usd_per_hour": 0.0,
+                },
+                {
+                    "name": "other",
+                    "class": "training",
+                    "instance_types": types[:3],
+                    "min_units": 8,
+                    "unit_hours": 8.0 * hours,
+                    "deadline_hours": float(hours),
+                },
+                {"name": "sweep", "class": "batch", "instance_types": types, "unit_hours": 40.0},
+            ]
+        },
+        demand_supplied=True,
+    )
     options = PlanOptions(integral=not relaxed, time_limit_s=30.0)
     problem = build_problem(snap, ws, {}, hours=hours, options=options)
     for plan in (solve(problem), fast_plan(problem)):
@@ -190,13 +233,28 @@ def test_every_plan_keeps_every_gang_in_its_contract(
 def test_the_bound_stays_a_bound(relaxed: bool) -> None:
     """The plan's status is honest: its objective is never below its bound."""
     snap = _market(3, 2)
-    ws = parse_workloads({"workloads": [
-        {"name": "gang", "class": "training", "instance_types": ["aws-h", "gcp-a", "aws-a"],
-         "elastic": True, "min_units": 16, "step_units": 8, "max_units": 32,
-         "unit_hours": 300.0, "deadline_hours": 12.0, "value_of_time_usd_per_hour": 0.0},
-    ]}, demand_supplied=True)  # fmt: skip
-    problem = build_problem(snap, ws, {}, hours=12,
-                            options=PlanOptions(integral=not relaxed, gap=0.0))  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "gang",
+                    "class": "training",
+                    "instance_types": ["aws-h", "gcp-a", "aws-a"],
+                    "elastic": True,
+                    "min_units": 16,
+                    "step_units": 8,
+                    "max_units": 32,
+                    "unit_hours": 300.0,
+                    "deadline_hours": 12.0,
+                    "value_of_time_usd_per_hour": 0.0,
+                },
+            ]
+        },
+        demand_supplied=True,
+    )
+    problem = build_problem(
+        snap, ws, {}, hours=12, options=PlanOptions(integral=not relaxed, gap=0.0)
+    )
     plan = solve(problem)
     bound = plan.meta["lower_bound_usd"]
     assert bound is not None and float(bound) <= plan.objective_usd * (1 + 1e-9) + 1e-6
@@ -209,14 +267,20 @@ def test_the_bound_stays_a_bound(relaxed: bool) -> None:
 def _two_zones(here_usd: float, there_usd: float) -> MarketSnapshot:
     """One 8-GPU type on GCP in us-central1-a and europe-west4-a (two
     placements), on-demand only."""
-    inst = InstanceType(provider=Provider.GCP, name="gcp-h", family="h", units=8, gpus=8,
-                        vcpus=64, memory_gib=256.0)  # fmt: skip
+    inst = InstanceType(
+        provider=Provider.GCP, name="gcp-h", family="h", units=8, gpus=8, vcpus=64, memory_gib=256.0
+    )
     pools = tuple(
-        PoolSnapshot(pool=Pool(provider=Provider.GCP, region=region, zone=f"{region}-a",
-                               instance_type="gcp-h"),
-                     instance=inst, on_demand_usd_per_hour=usd, observed_at=T0)
+        PoolSnapshot(
+            pool=Pool(
+                provider=Provider.GCP, region=region, zone=f"{region}-a", instance_type="gcp-h"
+            ),
+            instance=inst,
+            on_demand_usd_per_hour=usd,
+            observed_at=T0,
+        )
         for region, usd in (("us-central1", here_usd), ("europe-west4", there_usd))
-    )  # fmt: skip
+    )
     return MarketSnapshot(at=T0, pools=pools, source="synthetic")
 
 
@@ -230,15 +294,31 @@ def _running_gang_plan(there_usd: float, **update: object) -> Plan:
     the new hours, the churn ($0.25 x 16 = $4), every new node's restart (30
     min billed: 2 x 0.5 h x p) and the work since its last checkpoint (a
     2-hour interval: 1 h of the running gang, $20)."""
-    gang = {"name": "gang", "class": "training", "instance_types": ["gcp-h"],
-            "min_units": 16, "step_units": 8, "max_units": 16, "unit_hours": 96.0,
-            "deadline_hours": 6.0, "restart_minutes": 30.0, "checkpoint_write_seconds": 60.0,
-            "checkpoint_interval_minutes": 120.0, "value_of_time_usd_per_hour": 0.0,
-            **update}  # fmt: skip
+    gang = {
+        "name": "gang",
+        "class": "training",
+        "instance_types": ["gcp-h"],
+        "min_units": 16,
+        "step_units": 8,
+        "max_units": 16,
+        "unit_hours": 96.0,
+        "deadline_hours": 6.0,
+        "restart_minutes": 30.0,
+        "checkpoint_write_seconds": 60.0,
+        "checkpoint_interval_minutes": 120.0,
+        "value_of_time_usd_per_hour": 0.0,
+        **update,
+    }
     ws = parse_workloads({"workloads": [gang]}, demand_supplied=True)
     options = PlanOptions(allow_spot=False, allow_committed=False, integral=True, gap=0.0)
-    problem = build_problem(_two_zones(10.0, there_usd), ws, {}, hours=6, options=options,
-                            previous_instances={("gang", _HERE, "on_demand"): 2.0})  # fmt: skip
+    problem = build_problem(
+        _two_zones(10.0, there_usd),
+        ws,
+        {},
+        hours=6,
+        options=options,
+        previous_instances={("gang", _HERE, "on_demand"): 2.0},
+    )
     return solve(problem)
 
 
@@ -274,18 +354,27 @@ _OFTEN = "gcp/us-central1/us-central1-b/gcp-h"  # spot $2.4 a node-hour, held 90
 
 
 def _held_market() -> MarketSnapshot:
-    inst = InstanceType(provider=Provider.GCP, name="gcp-h", family="h", units=8, gpus=8,
-                        vcpus=64, memory_gib=256.0)  # fmt: skip
+    inst = InstanceType(
+        provider=Provider.GCP, name="gcp-h", family="h", units=8, gpus=8, vcpus=64, memory_gib=256.0
+    )
     pools = tuple(
-        PoolSnapshot(pool=Pool(provider=Provider.GCP, region="us-central1",
-                               zone=f"us-central1-{z}", instance_type="gcp-h"),
-                     instance=inst, on_demand_usd_per_hour=10.0, spot_usd_per_hour=spot,
-                     placement_score=10, available_share=share,
-                     hazard=Hazard(rate_per_hour=0.001, source=HazardSource.MODEL,
-                                   confidence=0.5),
-                     observed_at=T0)
+        PoolSnapshot(
+            pool=Pool(
+                provider=Provider.GCP,
+                region="us-central1",
+                zone=f"us-central1-{z}",
+                instance_type="gcp-h",
+            ),
+            instance=inst,
+            on_demand_usd_per_hour=10.0,
+            spot_usd_per_hour=spot,
+            placement_score=10,
+            available_share=share,
+            hazard=Hazard(rate_per_hour=0.001, source=HazardSource.MODEL, confidence=0.5),
+            observed_at=T0,
+        )
         for z, spot, share in (("a", 2.0, 0.3), ("b", 2.4, 0.9))
-    )  # fmt: skip
+    )
     return MarketSnapshot(at=T0, pools=pools, source="synthetic")
 
 
@@ -297,12 +386,26 @@ def _held_plan(nonrev: bool) -> tuple[PlanningProblem, Plan]:
     0.405 = 35.4 unit-hours for $20 + 6 x $2 x 0.405 = $24.9 ($0.70 each),
     in b 16 + 48 x 0.94 = 61.1 for $20 + 6 x $2.4 x 0.94 = $33.5 ($0.55):
     counted as if always held, a ($0.50) looked cheaper than b ($0.54)."""
-    ws = parse_workloads({"workloads": [
-        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "elastic": True,
-         "min_units": 16, "step_units": 8, "max_units": 64, "unit_hours": 150.0,
-         "deadline_hours": 6.0, "min_on_non_revocable": nonrev,
-         "value_of_time_usd_per_hour": 0.0},
-    ]}, demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "gang",
+                    "class": "training",
+                    "instance_types": ["gcp-h"],
+                    "elastic": True,
+                    "min_units": 16,
+                    "step_units": 8,
+                    "max_units": 64,
+                    "unit_hours": 150.0,
+                    "deadline_hours": 6.0,
+                    "min_on_non_revocable": nonrev,
+                    "value_of_time_usd_per_hour": 0.0,
+                },
+            ]
+        },
+        demand_supplied=True,
+    )
     options = PlanOptions(allow_committed=False, integral=True, gap=0.0, time_limit_s=60.0)
     problem = build_problem(_held_market(), ws, {}, hours=6, options=options)
     return problem, solve(problem)
@@ -324,10 +427,12 @@ def test_a_gang_with_an_on_demand_minimum_runs_where_spot_is_held() -> None:
     assert float((rows.work_per_hour * (rows.hour_end - rows.hour_start)).sum()) > 150.0 + 1.0
     # ... and as much less of its dollars: stated apart, so the totals reconcile.
     w, snap = problem.workloads.by_name("gang"), problem.pool(_OFTEN).snap
-    cells = zip(spot.instances, spot.usd_per_instance_hour, spot.hour_start, spot.hour_end,
-                strict=True)  # fmt: skip
-    unheld = sum(n * usd * (h1 - h0) * (1.0 - gang_held_share(w, snap, h0, h1))
-                 for n, usd, h0, h1 in cells)  # fmt: skip
+    cells = zip(
+        spot.instances, spot.usd_per_instance_hour, spot.hour_start, spot.hour_end, strict=True
+    )
+    unheld = sum(
+        n * usd * (h1 - h0) * (1.0 - gang_held_share(w, snap, h0, h1)) for n, usd, h0, h1 in cells
+    )
     assert unheld > 0.5
     assert plan.meta_number("gang_spot_unheld_usd") == pytest.approx(unheld)
 
@@ -347,11 +452,24 @@ def test_a_gang_without_one_takes_the_cheaper_spot() -> None:
 
 
 def test_the_gang_rank_is_the_hour_of_the_whole_gang() -> None:
-    ws = parse_workloads({"workloads": [
-        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "elastic": True,
-         "min_units": 16, "step_units": 8, "max_units": 64, "unit_hours": 150.0,
-         "deadline_hours": 6.0},
-    ]}, demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "gang",
+                    "class": "training",
+                    "instance_types": ["gcp-h"],
+                    "elastic": True,
+                    "min_units": 16,
+                    "step_units": 8,
+                    "max_units": 64,
+                    "unit_hours": 150.0,
+                    "deadline_hours": 6.0,
+                },
+            ]
+        },
+        demand_supplied=True,
+    )
     w = ws.by_name("gang")
     problem = build_problem(_held_market(), ws, {}, hours=6)
     e = problem.costs.by_pool[("gang", _SELDOM)]
@@ -362,10 +480,21 @@ def test_the_gang_rank_is_the_hour_of_the_whole_gang() -> None:
 
 
 def test_a_pool_held_now_is_counted_nearly_whole_at_first_and_at_its_share_later() -> None:
-    ws = parse_workloads({"workloads": [
-        {"name": "gang", "class": "training", "instance_types": ["gcp-h"], "min_units": 16,
-         "unit_hours": 90.0, "deadline_hours": 6.0},
-    ]}, demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "gang",
+                    "class": "training",
+                    "instance_types": ["gcp-h"],
+                    "min_units": 16,
+                    "unit_hours": 90.0,
+                    "deadline_hours": 6.0,
+                },
+            ]
+        },
+        demand_supplied=True,
+    )
     w = ws.by_name("gang")
     snap = _held_market().pools[0]  # held 30 % of the time: lambda = 1 / (3 h x 0.3)
     lam = 1.0 / 0.9

@@ -66,10 +66,20 @@ def _market(with_risk: bool) -> MarketSnapshot:
 
 
 WORKLOADS = parse_workloads(
-    {"workloads": [{"name": "api", "class": "serving", "instance_types": ["g1"],
-                    "max_spot_share": 0.5, "max_zone_share": 1.0, "max_pool_share": 1.0}]},
+    {
+        "workloads": [
+            {
+                "name": "api",
+                "class": "serving",
+                "instance_types": ["g1"],
+                "max_spot_share": 0.5,
+                "max_zone_share": 1.0,
+                "max_pool_share": 1.0,
+            }
+        ]
+    },
     demand_supplied=True,
-)  # fmt: skip
+)
 
 
 def _spot_pools(snap: MarketSnapshot) -> set[str]:

@@ -46,21 +46,45 @@ def _pool(region: str, zone: str, itype: str, od: float, spot: float | None) -> 
 
 def _p(region: str, limit: float, tier: Tier = Tier.ON_DEMAND) -> Quota:
     code = "L-7212CCBC" if tier is Tier.SPOT else "L-417A185B"
-    return Quota(provider=Provider.AWS, region=region, group="P", tier=tier, limit=limit,
-                 unit=QuotaUnit.VCPUS, code=code)  # fmt: skip
+    return Quota(
+        provider=Provider.AWS,
+        region=region,
+        group="P",
+        tier=tier,
+        limit=limit,
+        unit=QuotaUnit.VCPUS,
+        code=code,
+    )
 
 
 def _serving(spot_share: float = 0.0) -> object:
-    return parse_workloads({"workloads": [{
-        "name": "api", "class": "serving", "instance_types": ["p3.2xlarge"],
-        "max_spot_share": spot_share, "max_zone_share": 1.0, "max_pool_share": 1.0}]},
-        demand_supplied=True)  # fmt: skip
+    return parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["p3.2xlarge"],
+                    "max_spot_share": spot_share,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                }
+            ]
+        },
+        demand_supplied=True,
+    )
 
 
 def _two_regions(*quotas: Quota, spot: float | None = None) -> MarketSnapshot:
-    return MarketSnapshot(at=T0, source="test", quotas=quotas, pools=(
-        _pool("us-east-1", "us-east-1a", "p3.2xlarge", 3.0, spot),
-        _pool("us-west-2", "us-west-2a", "p3.2xlarge", 4.0, None)))  # fmt: skip
+    return MarketSnapshot(
+        at=T0,
+        source="test",
+        quotas=quotas,
+        pools=(
+            _pool("us-east-1", "us-east-1a", "p3.2xlarge", 3.0, spot),
+            _pool("us-west-2", "us-west-2a", "p3.2xlarge", 4.0, None),
+        ),
+    )
 
 
 def _on(plan: Plan, tier: str, region: str) -> float:
@@ -74,8 +98,13 @@ def test_on_demand_past_a_regional_p_quota_moves_to_the_next_region(planner: obj
     # 10 x p3.2xlarge (8 vCPUs) wanted; us-east-1 ($3/h) may run 48 P vCPUs:
     # 6 there, 4 in us-west-2 ($4/h): $34/h instead of $30/h without it.
     assert callable(planner)
-    problem = build_problem(_two_regions(_p("us-east-1", 48)), _serving(),
-                            {"api": np.full(4, 10.0)}, hours=4, options=INTEGRAL)  # fmt: skip
+    problem = build_problem(
+        _two_regions(_p("us-east-1", 48)),
+        _serving(),  # type: ignore[arg-type]
+        {"api": np.full(4, 10.0)},
+        hours=4,
+        options=INTEGRAL,
+    )
     plan = planner(problem)
     assert isinstance(plan, Plan)
     assert exceeded(problem, plan.allocations) == []
@@ -90,8 +119,13 @@ def test_on_demand_past_a_regional_p_quota_moves_to_the_next_region(planner: obj
 
 
 def test_without_a_quota_the_same_problem_stays_in_the_cheapest_region() -> None:
-    problem = build_problem(_two_regions(), _serving(), {"api": np.full(4, 10.0)}, hours=4,
-                            options=INTEGRAL)  # fmt: skip
+    problem = build_problem(
+        _two_regions(),
+        _serving(),  # type: ignore[arg-type]
+        {"api": np.full(4, 10.0)},
+        hours=4,
+        options=INTEGRAL,
+    )
     plan = solve(problem)
     assert _on(plan, "on_demand", "us-east-1") == pytest.approx(10.0)
     assert plan.planned_cost_usd() == pytest.approx(4 * 30.0)
@@ -103,8 +137,13 @@ def test_spot_past_its_quota_runs_on_demand(planner: object) -> None:
     # the other 8 on us-east-1 on-demand (no on-demand quota given).
     assert callable(planner)
     snap = _two_regions(_p("us-east-1", 16, Tier.SPOT), spot=1.0)
-    problem = build_problem(snap, _serving(spot_share=1.0), {"api": np.full(4, 10.0)}, hours=4,
-                            options=INTEGRAL)  # fmt: skip
+    problem = build_problem(
+        snap,
+        _serving(spot_share=1.0),  # type: ignore[arg-type]
+        {"api": np.full(4, 10.0)},
+        hours=4,
+        options=INTEGRAL,
+    )
     plan = planner(problem)
     assert isinstance(plan, Plan)
     assert exceeded(problem, plan.allocations) == []
@@ -118,8 +157,13 @@ def test_demand_no_region_has_quota_for_is_unmet_and_named(planner: object) -> N
     # 48 P vCPUs in each region: 12 instances at most; 2 of the 14 unmet.
     assert callable(planner)
     snap = _two_regions(_p("us-east-1", 48), _p("us-west-2", 48))
-    problem = build_problem(snap, _serving(), {"api": np.full(4, 14.0)}, hours=4,
-                            options=INTEGRAL)  # fmt: skip
+    problem = build_problem(
+        snap,
+        _serving(),  # type: ignore[arg-type]
+        {"api": np.full(4, 14.0)},
+        hours=4,
+        options=INTEGRAL,
+    )
     plan = planner(problem)
     assert isinstance(plan, Plan)
     assert exceeded(problem, plan.allocations) == []
@@ -143,15 +187,29 @@ def test_a_gcp_global_gpu_quota_caps_every_region_together(planner: object) -> N
         )
         for r in ("us-central1", "europe-west4")
     ]
-    gq.append(Quota(provider=Provider.GCP, group="GPUS_ALL_REGIONS", limit=12,
-                    unit=QuotaUnit.GPUS))  # fmt: skip
-    snap = MarketSnapshot(at=T0, source="test", quotas=tuple(gq), pools=(
-        _pool("us-central1", "us-central1-a", "a2-highgpu-1g", 3.0, None),
-        _pool("europe-west4", "europe-west4-a", "a2-highgpu-1g", 3.5, None)))  # fmt: skip
-    ws = parse_workloads({"workloads": [{"name": "api", "class": "serving",
-                                         "instance_types": ["a2-highgpu-1g"],
-                                         "max_spot_share": 0.0}]},
-                         demand_supplied=True)  # fmt: skip
+    gq.append(Quota(provider=Provider.GCP, group="GPUS_ALL_REGIONS", limit=12, unit=QuotaUnit.GPUS))
+    snap = MarketSnapshot(
+        at=T0,
+        source="test",
+        quotas=tuple(gq),
+        pools=(
+            _pool("us-central1", "us-central1-a", "a2-highgpu-1g", 3.0, None),
+            _pool("europe-west4", "europe-west4-a", "a2-highgpu-1g", 3.5, None),
+        ),
+    )
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "api",
+                    "class": "serving",
+                    "instance_types": ["a2-highgpu-1g"],
+                    "max_spot_share": 0.0,
+                }
+            ]
+        },
+        demand_supplied=True,
+    )
     problem = build_problem(snap, ws, {"api": np.full(2, 16.0)}, hours=2, options=INTEGRAL)
     plan = planner(problem)
     assert isinstance(plan, Plan)

@@ -98,7 +98,7 @@ def _region_units(plan: Plan, workload: str | None = None) -> pd.DataFrame:
     if workload is not None:
         a = a[a.workload == workload]
     region = a.pool_key.str.split("/").str[1]
-    return a.groupby([a.hour_start, region]).units.sum().unstack(fill_value=0.0)
+    return a.groupby([a.hour_start, region]).units.sum().unstack(fill_value=0.0)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("planner", ["milp", "fast"])
@@ -231,14 +231,25 @@ def _contracts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, float],
             demand[f"w{i}"] = amount
         elif kind == "batch":
             workloads.append(
-                {**_serving(f"w{i}", **contract), "class": "batch", "unit_hours": amount,
-                 "deadline_hours": 2, "max_units": 40}
-            )  # fmt: skip
+                {
+                    **_serving(f"w{i}", **contract),
+                    "class": "batch",
+                    "unit_hours": amount,
+                    "deadline_hours": 2,
+                    "max_units": 40,
+                }
+            )
         else:
             workloads.append(
-                {**_serving(f"w{i}", **contract), "class": "training", "min_units": 4,
-                 "max_units": 4, "unit_hours": 8, "deadline_hours": 2}
-            )  # fmt: skip
+                {
+                    **_serving(f"w{i}", **contract),
+                    "class": "training",
+                    "min_units": 4,
+                    "max_units": 4,
+                    "unit_hours": 8,
+                    "deadline_hours": 2,
+                }
+            )
     fleet = draw(st.sampled_from([None, 0.5, 0.8]))
     return workloads, demand, fleet
 

@@ -24,8 +24,15 @@ def _market(types: dict[str, str], regions: tuple[str, ...] = ("us-east-1",)) ->
     """$1/h types (name -> family), RIs 40 % off, in ``regions``."""
     pools = []
     for name, family in types.items():
-        inst = InstanceType(provider=Provider.AWS, name=name, family=family, units=1, gpus=1,
-                            vcpus=4, memory_gib=16.0)  # fmt: skip
+        inst = InstanceType(
+            provider=Provider.AWS,
+            name=name,
+            family=family,
+            units=1,
+            gpus=1,
+            vcpus=4,
+            memory_gib=16.0,
+        )
         for region in regions:
             pools.append(
                 PoolSnapshot(
@@ -71,12 +78,12 @@ def test_a_compute_plan_beats_per_type_reservations_when_usage_moves_between_fam
     # (family h) in odd ones. Per hour: on-demand $1; an RI of each type
     # $1.20; an EC2 Instance SP per family $1.20; an RI for g1 and h1 on
     # demand $1.10; one Compute SP covering one instance $0.633.
-    ws = parse_workloads({"workloads": [_serving("a", ["g1"]), _serving("b", ["h1"])]},
-                         demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {"workloads": [_serving("a", ["g1"]), _serving("b", ["h1"])]}, demand_supplied=True
+    )
     even = np.tile([1.0, 0.0], 12)
     demand = {"a": even, "b": 1.0 - even}
-    plan = solve(build_problem(_market({"g1": "g", "h1": "h"}), ws, demand, hours=24,
-                               options=OPTS))  # fmt: skip
+    plan = solve(build_problem(_market({"g1": "g", "h1": "h"}), ws, demand, hours=24, options=OPTS))
     assert plan.committed_instances() == {COMPUTE_GROUP: steps(COMPUTE_RATE)}
     assert plan.committed_usd_per_hour() == pytest.approx(0.634)
     assert plan.planned_cost_by_tier()["on_demand"] == pytest.approx(0.0, abs=1e-6)
@@ -94,8 +101,9 @@ def test_a_compute_plan_beats_per_type_reservations_when_usage_moves_between_fam
 def test_steady_usage_in_one_family_keeps_reservations() -> None:
     # An EC2 Instance SP costs what the RI does ($0.60): the RI stays.
     ws = parse_workloads({"workloads": [_serving("a", ["g1"])]}, demand_supplied=True)
-    plan = solve(build_problem(_market({"g1": "g"}), ws, {"a": np.full(24, 3.0)}, hours=24,
-                               options=OPTS))  # fmt: skip
+    plan = solve(
+        build_problem(_market({"g1": "g"}), ws, {"a": np.full(24, 3.0)}, hours=24, options=OPTS)
+    )
     assert plan.committed_instances() == {"aws/us-east-1/g1": 3}
 
 
@@ -111,11 +119,18 @@ def test_an_ec2_instance_plan_covers_only_its_family_in_its_region(
     types: list[str], family: str, region: str, covered: bool
 ) -> None:
     ws = parse_workloads({"workloads": [_serving("a", types)]}, demand_supplied=True)
-    opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False,
-                       allow_committed=False)  # fmt: skip
+    opts = PlanOptions(
+        integral=True, churn_usd_per_unit=0.0, allow_spot=False, allow_committed=False
+    )
     owned = _owned(CommitmentKind.SAVINGS_PLAN_EC2, 0.6, family=family, region=region)
-    problem = build_problem(_market({"g1": "g", "h1": "h"}), ws, {"a": np.full(24, 1.0)},
-                            hours=24, options=opts, owned=(owned,))  # fmt: skip
+    problem = build_problem(
+        _market({"g1": "g", "h1": "h"}),
+        ws,
+        {"a": np.full(24, 1.0)},
+        hours=24,
+        options=opts,
+        owned=(owned,),
+    )
     plan = solve(problem)
     on_demand = plan.planned_cost_by_tier()["on_demand"]
     assert on_demand == pytest.approx(0.0 if covered else 24.0, abs=1e-6)
@@ -127,8 +142,14 @@ def test_an_owned_plan_is_used_before_buying_more(demand: float, buys: bool) -> 
     ws = parse_workloads({"workloads": [_serving("a", ["g1", "h1"])]}, demand_supplied=True)
     # a 3-year no-upfront plan: $0.650 an instance-hour here (the catalog rule)
     owned = _owned(CommitmentKind.SAVINGS_PLAN_COMPUTE, 0.66)
-    problem = build_problem(_market({"g1": "g", "h1": "h"}), ws, {"a": np.full(24, demand)},
-                            hours=24, options=OPTS, owned=(owned,))  # fmt: skip
+    problem = build_problem(
+        _market({"g1": "g", "h1": "h"}),
+        ws,
+        {"a": np.full(24, demand)},
+        hours=24,
+        options=OPTS,
+        owned=(owned,),
+    )
     plan = solve(problem)
     assert plan.planned_cost_by_tier()["on_demand"] == pytest.approx(0.0, abs=1e-6)
     bought = plan.committed_usd_per_hour()
@@ -143,28 +164,36 @@ def test_an_owned_plan_is_used_before_buying_more(demand: float, buys: bool) -> 
 
 def test_an_owned_plan_with_its_account_rates_uses_them() -> None:
     ws = parse_workloads({"workloads": [_serving("a", ["g1"])]}, demand_supplied=True)
-    opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False,
-                       allow_committed=False)  # fmt: skip
+    opts = PlanOptions(
+        integral=True, churn_usd_per_unit=0.0, allow_spot=False, allow_committed=False
+    )
     # $1/h at $0.5 an instance-hour of g1 covers two instances
     owned = _owned(CommitmentKind.SAVINGS_PLAN_COMPUTE, 1.0, rates=(("g1", "us-east-1", 0.5),))
-    problem = build_problem(_market({"g1": "g"}), ws, {"a": np.full(24, 3.0)}, hours=24,
-                            options=opts, owned=(owned,))  # fmt: skip
+    problem = build_problem(
+        _market({"g1": "g"}), ws, {"a": np.full(24, 3.0)}, hours=24, options=opts, owned=(owned,)
+    )
     plan = solve(problem)
     assert plan.planned_cost_by_tier()["on_demand"] == pytest.approx(24.0, abs=1e-6)
 
 
 def test_an_owned_plan_that_expires_mid_horizon_covers_only_until_then() -> None:
     ws = parse_workloads({"workloads": [_serving("a", ["g1"])]}, demand_supplied=True)
-    opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False,
-                       allow_committed=False)  # fmt: skip
-    owned = OwnedCommitment(id="sp-1", provider=Provider.AWS,
-                            kind=CommitmentKind.SAVINGS_PLAN_COMPUTE,
-                            start=T0 - timedelta(days=300), end=T0 + timedelta(hours=10),
-                            usd_per_hour=0.7)  # fmt: skip
+    opts = PlanOptions(
+        integral=True, churn_usd_per_unit=0.0, allow_spot=False, allow_committed=False
+    )
+    owned = OwnedCommitment(
+        id="sp-1",
+        provider=Provider.AWS,
+        kind=CommitmentKind.SAVINGS_PLAN_COMPUTE,
+        start=T0 - timedelta(days=300),
+        end=T0 + timedelta(hours=10),
+        usd_per_hour=0.7,
+    )
     demand = np.full(24, 1.0)
     demand[10:] = 1.0 + 1e-3  # a period boundary at the expiry
-    problem = build_problem(_market({"g1": "g"}), ws, {"a": demand}, hours=24, options=opts,
-                            owned=(owned,))  # fmt: skip
+    problem = build_problem(
+        _market({"g1": "g"}), ws, {"a": demand}, hours=24, options=opts, owned=(owned,)
+    )
     plan = solve(problem)
     assert plan.planned_cost_by_tier()["on_demand"] == pytest.approx(
         14.0, abs=1e-6
@@ -173,17 +202,21 @@ def test_an_owned_plan_that_expires_mid_horizon_covers_only_until_then() -> None
 
 @pytest.mark.parametrize("kind", ["training", "batch"])
 def test_a_two_day_horizon_never_buys_a_plan_for_a_finite_job(kind: str) -> None:
-    job: dict[str, object] = {"name": "job", "class": kind, "instance_types": ["g1", "h1"],
-                              "unit_hours": 4 * 48.0, "deadline_hours": 48.0, "max_units": 4,
-                              "max_spot_share": 0.0}  # fmt: skip
+    job: dict[str, object] = {
+        "name": "job",
+        "class": kind,
+        "instance_types": ["g1", "h1"],
+        "unit_hours": 4 * 48.0,
+        "deadline_hours": 48.0,
+        "max_units": 4,
+        "max_spot_share": 0.0,
+    }
     if kind == "training":
         job.update(min_units=4, step_units=1)
     ws = parse_workloads({"workloads": [job]}, demand_supplied=True)
     for term in (1, 3):
-        opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, term_years=term,
-                           time_limit_s=300)  # fmt: skip
-        plan = solve(build_problem(_market({"g1": "g", "h1": "h"}), ws, {}, hours=48,
-                                   options=opts))  # fmt: skip
+        opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, term_years=term, time_limit_s=300)
+        plan = solve(build_problem(_market({"g1": "g", "h1": "h"}), ws, {}, hours=48, options=opts))
         assert plan.committed_instances() == {}
         assert plan.unmet_unit_hours["job"] == pytest.approx(0.0, abs=1e-6)
 
@@ -198,8 +231,9 @@ def test_an_owned_plan_pays_for_aws_though_another_cloud_is_cheaper_on_demand() 
     # GCP on-demand $0.90 beats AWS's $1.00, so dominance alone would drop
     # AWS; an owned $0.70/h Compute plan covering g1 makes AWS the free one.
     aws = _market({"g1": "g"})
-    inst = InstanceType(provider=Provider.GCP, name="c1", family="c", units=1, gpus=1, vcpus=4,
-                        memory_gib=16.0)  # fmt: skip
+    inst = InstanceType(
+        provider=Provider.GCP, name="c1", family="c", units=1, gpus=1, vcpus=4, memory_gib=16.0
+    )
     gcp = PoolSnapshot(
         pool=Pool(
             provider=Provider.GCP, region="us-central1", zone="us-central1-a", instance_type="c1"
@@ -211,13 +245,15 @@ def test_an_owned_plan_pays_for_aws_though_another_cloud_is_cheaper_on_demand() 
     )
     market = MarketSnapshot(at=T0, pools=(*aws.pools, gcp), source="test")
     ws = parse_workloads({"workloads": [_serving("a", ["g1", "c1"])]}, demand_supplied=True)
-    opts = PlanOptions(integral=True, churn_usd_per_unit=0.0, allow_spot=False,
-                       allow_committed=False)  # fmt: skip
+    opts = PlanOptions(
+        integral=True, churn_usd_per_unit=0.0, allow_spot=False, allow_committed=False
+    )
     without = solve(build_problem(market, ws, {"a": np.full(24, 1.0)}, hours=24, options=opts))
     assert without.planned_cost_by_tier()["on_demand"] == pytest.approx(24 * 0.9)
     owned = _owned(CommitmentKind.SAVINGS_PLAN_COMPUTE, 0.7)
-    plan = solve(build_problem(market, ws, {"a": np.full(24, 1.0)}, hours=24, options=opts,
-                               owned=(owned,)))  # fmt: skip
+    plan = solve(
+        build_problem(market, ws, {"a": np.full(24, 1.0)}, hours=24, options=opts, owned=(owned,))
+    )
     assert plan.planned_cost_by_tier()["on_demand"] == pytest.approx(0.0, abs=1e-6)
     rows = plan.allocations
     assert set(rows["tier"]) == {"committed"}

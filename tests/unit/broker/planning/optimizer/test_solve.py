@@ -4,14 +4,16 @@ invariants every plan must satisfy, and infeasibility explained."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.planning.optimizer.problem import PlanOptions, build_problem
+from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
+from broker.planning.plan import Plan
 from broker.whatif.baselines import all_on_demand
 from markets.errors import InfeasiblePlanError
 from markets.model import (
@@ -26,16 +28,31 @@ from markets.model import (
 from policies.cost_table import CostTable
 from policies.reservations import committed_count
 from policies.workloads.placement import placements_used
-from policies.workloads.spec import WorkloadClass, parse_workloads
+from policies.workloads.spec import WorkloadClass, WorkloadSet, parse_workloads
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
 
-def _pool(zone: str, itype: str = "g1", *, units: int = 1, od: float = 1.0,
-          spot: float | None = 0.3, committed: float | None = 0.6, score: int = 10,
-          hazard: float = 0.0) -> PoolSnapshot:  # fmt: skip
-    inst = InstanceType(provider=Provider.AWS, name=itype, family="g", units=units, gpus=units,
-                        vcpus=4 * units, memory_gib=16.0 * units)  # fmt: skip
+def _pool(
+    zone: str,
+    itype: str = "g1",
+    *,
+    units: int = 1,
+    od: float = 1.0,
+    spot: float | None = 0.3,
+    committed: float | None = 0.6,
+    score: int = 10,
+    hazard: float = 0.0,
+) -> PoolSnapshot:
+    inst = InstanceType(
+        provider=Provider.AWS,
+        name=itype,
+        family="g",
+        units=units,
+        gpus=units,
+        vcpus=4 * units,
+        memory_gib=16.0 * units,
+    )
     return PoolSnapshot(
         pool=Pool(provider=Provider.AWS, region="us-east-1", zone=zone, instance_type=itype),
         instance=inst,
@@ -53,8 +70,13 @@ def _market(*pools: PoolSnapshot) -> MarketSnapshot:
 
 
 def _serving(max_spot_share: float = 0.0, **extra: object) -> dict[str, object]:
-    return {"name": "api", "class": "serving", "instance_types": ["g1"],
-            "max_spot_share": max_spot_share, **extra}  # fmt: skip
+    return {
+        "name": "api",
+        "class": "serving",
+        "instance_types": ["g1"],
+        "max_spot_share": max_spot_share,
+        **extra,
+    }
 
 
 def test_constant_demand_is_all_committed_when_committed_is_cheaper() -> None:
@@ -69,9 +91,12 @@ def test_constant_demand_is_all_committed_when_committed_is_cheaper() -> None:
 
 @pytest.mark.parametrize(
     "discount",
-    [pytest.param(0.4, id="40pct-discount"), pytest.param(0.25, id="25pct"),
-     pytest.param(0.7, id="70pct")],
-)  # fmt: skip
+    [
+        pytest.param(0.4, id="40pct-discount"),
+        pytest.param(0.25, id="25pct"),
+        pytest.param(0.7, id="70pct"),
+    ],
+)
 def test_without_spot_the_commitment_is_the_discount_quantile(discount: float) -> None:
     rng = np.random.default_rng(3)
     demand = rng.integers(2, 20, size=48).astype(float)
@@ -100,8 +125,11 @@ def test_spot_above_the_non_revocable_base_and_spread_over_zones() -> None:
         {"workloads": [_serving(max_spot_share=0.5, max_zone_share=0.5, max_pool_share=0.5)]},
         demand_supplied=True,
     )
-    snap = _market(_pool("us-east-1a", committed=None), _pool("us-east-1b", committed=None),
-                   _pool("us-east-1c", committed=None, spot=0.2))  # fmt: skip
+    snap = _market(
+        _pool("us-east-1a", committed=None),
+        _pool("us-east-1b", committed=None),
+        _pool("us-east-1c", committed=None, spot=0.2),
+    )
     demand = {"api": np.full(4, 8.0)}
     opts = PlanOptions(integral=True, churn_usd_per_unit=0.0)
     plan = solve(build_problem(snap, ws, demand, hours=4, options=opts))
@@ -119,11 +147,27 @@ def test_spot_above_the_non_revocable_base_and_spread_over_zones() -> None:
 
 
 def test_training_gang_uses_allowed_sizes_and_meets_its_work() -> None:
-    ws = parse_workloads({"workloads": [{
-        "name": "train", "class": "training", "instance_types": ["g1"], "elastic": True,
-        "min_units": 2, "step_units": 2, "max_units": 6, "unit_hours": 40, "deadline_hours": 10,
-        "min_on_non_revocable": False, "max_zone_share": 1.0, "max_pool_share": 1.0,
-        "min_dwell_minutes": 0}]})  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "train",
+                    "class": "training",
+                    "instance_types": ["g1"],
+                    "elastic": True,
+                    "min_units": 2,
+                    "step_units": 2,
+                    "max_units": 6,
+                    "unit_hours": 40,
+                    "deadline_hours": 10,
+                    "min_on_non_revocable": False,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                    "min_dwell_minutes": 0,
+                }
+            ]
+        }
+    )
     snap = _market(_pool("us-east-1a", committed=None, spot=None))
     plan = solve(build_problem(snap, ws, {}, hours=12, options=PlanOptions(integral=True)))
     a = plan.allocations
@@ -139,25 +183,48 @@ def test_a_gang_whose_work_is_done_is_not_run(integral: bool) -> None:
     # A re-plan after the job finished: no work left, so no block of the gang
     # may run (the quick rounding forced one block on; the planning loop then
     # ran a finished 16-GPU gang on on-demand for an hour at every re-plan).
-    ws = parse_workloads({"workloads": [{
-        "name": "train", "class": "training", "instance_types": ["g1"], "elastic": True,
-        "min_units": 2, "step_units": 2, "max_units": 6, "unit_hours": 40, "deadline_hours": 100,
-        "max_zone_share": 1.0, "max_pool_share": 1.0}]})  # fmt: skip
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "train",
+                    "class": "training",
+                    "instance_types": ["g1"],
+                    "elastic": True,
+                    "min_units": 2,
+                    "step_units": 2,
+                    "max_units": 6,
+                    "unit_hours": 40,
+                    "deadline_hours": 100,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                }
+            ]
+        }
+    )
     snap = _market(_pool("us-east-1a", committed=None))
     for left in (0.0, 1e-9):
-        problem = build_problem(snap, ws, {}, hours=24, remaining_unit_hours={"train": left},
-                                options=PlanOptions(integral=integral))  # fmt: skip
+        problem = build_problem(
+            snap,
+            ws,
+            {},
+            hours=24,
+            remaining_unit_hours={"train": left},
+            options=PlanOptions(integral=integral),
+        )
         plan = solve(problem)
         assert plan.allocations.empty or plan.allocations.units.sum() == 0
         assert plan.unmet_unit_hours["train"] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_fixed_commitments_above_the_budget_are_explained() -> None:
-    ws = parse_workloads({"budget_usd_per_hour": 5, "workloads": [_serving()]},
-                         demand_supplied=True)  # fmt: skip
+    ws = parse_workloads(
+        {"budget_usd_per_hour": 5, "workloads": [_serving()]}, demand_supplied=True
+    )
     snap = _market(_pool("us-east-1a"))
-    problem = build_problem(snap, ws, {"api": np.full(4, 2.0)}, hours=4,
-                            committed_fixed={"aws/us-east-1/g1": 20})  # fmt: skip
+    problem = build_problem(
+        snap, ws, {"api": np.full(4, 2.0)}, hours=4, committed_fixed={"aws/us-east-1/g1": 20}
+    )
     with pytest.raises(InfeasiblePlanError) as err:
         solve(problem)
     assert "above the fleet budget" in str(err.value)
@@ -180,7 +247,9 @@ def default_plan_inputs() -> tuple[object, ...]:
     return snap, ws, demand, problem, solve(problem)
 
 
-def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -> None:
+def _check_invariants(
+    problem: PlanningProblem, ws: WorkloadSet, demand: dict[str, Any], plan: Plan
+) -> None:
     a = plan.allocations
     assert plan.status in ("optimal", "feasible", "greedy")
     for w in ws.workloads:
@@ -202,8 +271,8 @@ def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -
             sizes = {0.0, *map(float, w.gang_sizes())}
             for _, rows in mine.groupby("hour_start"):
                 assert round(rows.units.sum(), 6) in sizes
-            nonrev = mine[mine.tier != "spot"].groupby("hour_start").units.sum()
-            assert (nonrev >= w.min_units - 1e-6).all()
+            nonrev_units = mine[mine.tier != "spot"].groupby("hour_start").units.sum()
+            assert (nonrev_units >= w.min_units - 1e-6).all()
             # its placement contract: one placement, whole instances
             used = placements_used(w.placement, w.mixed_types, mine.pool_key[mine.instances > 1e-6])
             assert len(used) <= 1, used
@@ -212,16 +281,18 @@ def _check_invariants(problem: object, ws: object, demand: dict, plan: object) -
     caps = {p.key: float(p.spot_capacity_instances.min()) for p in problem.pools}
     spot = a[a.tier == "spot"]
     for (key, _h), rows in spot.groupby(["pool_key", "hour_start"]):
-        assert rows.instances.sum() <= caps[key] + 1e-6
+        assert rows.instances.sum() <= caps[key] + 1e-6  # type: ignore[index]
 
 
-def test_every_plan_meets_the_constraints_it_was_given(default_plan_inputs: tuple) -> None:
+def test_every_plan_meets_the_constraints_it_was_given(
+    default_plan_inputs: tuple[Any, ...],
+) -> None:
     _snap, ws, demand, problem, plan = default_plan_inputs
     _check_invariants(problem, ws, demand, plan)
 
 
 def test_fast_path_is_feasible_by_construction_and_near_the_milp(
-    default_plan_inputs: tuple,
+    default_plan_inputs: tuple[Any, ...],
 ) -> None:
     import dataclasses
 
@@ -237,7 +308,9 @@ def test_fast_path_is_feasible_by_construction_and_near_the_milp(
     assert fast.planned_cost_usd() <= 1.25 * milp.planned_cost_usd()
 
 
-def test_plan_never_costs_more_than_the_on_demand_baseline(default_plan_inputs: tuple) -> None:
+def test_plan_never_costs_more_than_the_on_demand_baseline(
+    default_plan_inputs: tuple[Any, ...],
+) -> None:
     snap, ws, demand, problem, plan = default_plan_inputs
     baseline = all_on_demand(snap, ws, demand, problem.hours, costs=problem.costs)
     assert plan.planned_cost_usd() <= baseline.planned_cost_usd() + 1e-6
@@ -248,28 +321,37 @@ def test_rolling_horizon_keeps_commitments_and_covers_every_hour() -> None:
     from broker.planning.rolling import RollingState, rolling_horizon, slice_problem
 
     ws = parse_workloads(
-        {"workloads": [
-            _serving(max_spot_share=0.5, max_zone_share=1.0, max_pool_share=1.0),
-            {"name": "job", "class": "batch", "instance_types": ["g1"], "unit_hours": 30,
-             "deadline_hours": 12, "max_zone_share": 1.0, "max_pool_share": 1.0},
-        ]},
+        {
+            "workloads": [
+                _serving(max_spot_share=0.5, max_zone_share=1.0, max_pool_share=1.0),
+                {
+                    "name": "job",
+                    "class": "batch",
+                    "instance_types": ["g1"],
+                    "unit_hours": 30,
+                    "deadline_hours": 12,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                },
+            ]
+        },
         demand_supplied=True,
-    )  # fmt: skip
+    )
     snap = _market(_pool("us-east-1a"), _pool("us-east-1b", committed=None))
     demand = np.tile([4.0, 4.0, 8.0, 8.0], 6)
-    full = build_problem(snap, ws, {"api": demand}, hours=24,
-                         options=PlanOptions(integral=True))  # fmt: skip
+    full = build_problem(snap, ws, {"api": demand}, hours=24, options=PlanOptions(integral=True))
     seen: list[RollingState] = []
 
-    def window(t: int, state: RollingState) -> object:
+    def window(t: int, state: RollingState) -> PlanningProblem:
         seen.append(state)
         return slice_problem(full, t, 8, state)
 
     result = rolling_horizon(window, 12, step_hours=3)
     assert result.solves == 4
     a = result.plan.allocations
-    covered = sorted({h for s, e in zip(a.hour_start, a.hour_end, strict=True)
-                      for h in range(s, e) if True})  # fmt: skip
+    covered = sorted(
+        {h for s, e in zip(a.hour_start, a.hour_end, strict=True) for h in range(s, e) if True}
+    )
     assert covered == list(range(12))
     # commitments bought at the first step and fixed afterwards
     assert seen[0].committed is None and seen[1].committed is not None
@@ -299,18 +381,24 @@ _prices = st.floats(min_value=0.5, max_value=5.0)
     spot_share=st.sampled_from([0.0, 0.3, 1.0]),
 )
 def test_plan_never_costs_more_than_a_baseline_meeting_the_same_constraints(
-    demand: list[int], od: float, spot_discount: float, commit_discount: float,
+    demand: list[int],
+    od: float,
+    spot_discount: float,
+    commit_discount: float,
     spot_share: float,
-) -> None:  # fmt: skip
+) -> None:
     from broker.whatif.baselines import committed_quantile, static_mix
 
-    ws = parse_workloads({"workloads": [_serving(max_spot_share=spot_share)]},
-                         demand_supplied=True)  # fmt: skip
+    ws = parse_workloads({"workloads": [_serving(max_spot_share=spot_share)]}, demand_supplied=True)
     pools = [
-        _pool(f"us-east-1{z}", od=od, spot=od * (1 - spot_discount),
-              committed=od * (1 - commit_discount))
+        _pool(
+            f"us-east-1{z}",
+            od=od,
+            spot=od * (1 - spot_discount),
+            committed=od * (1 - commit_discount),
+        )
         for z in "abcd"
-    ]  # fmt: skip
+    ]
     snap = _market(*pools)
     d = {"api": np.asarray(demand, dtype=float)}
     opts = PlanOptions(integral=True, churn_usd_per_unit=0.0)
@@ -330,7 +418,7 @@ def test_plan_never_costs_more_than_a_baseline_meeting_the_same_constraints(
         assert plan.planned_cost_usd() <= _whole_instances_cost(baseline) + 1e-6
 
 
-def _whole_instances_cost(plan: object) -> float:
+def _whole_instances_cost(plan: Plan) -> float:
     a = plan.allocations
     hours = (a.hour_end - a.hour_start).to_numpy(dtype=float)
     usd = np.ceil(a.instances.to_numpy(dtype=float) - 1e-9) * a.usd_per_instance_hour.to_numpy()
@@ -339,18 +427,30 @@ def _whole_instances_cost(plan: object) -> float:
 
 def test_adaptive_periods_cut_where_demand_moves_and_at_deadlines() -> None:
     ws = parse_workloads(
-        {"workloads": [
-            _serving(),
-            {"name": "job", "class": "batch", "instance_types": ["g1"], "unit_hours": 10,
-             "deadline_hours": 30},
-        ]},
+        {
+            "workloads": [
+                _serving(),
+                {
+                    "name": "job",
+                    "class": "batch",
+                    "instance_types": ["g1"],
+                    "unit_hours": 10,
+                    "deadline_hours": 30,
+                },
+            ]
+        },
         demand_supplied=True,
-    )  # fmt: skip
+    )
     snap = _market(_pool("us-east-1a"))
     hod = np.arange(48) % 24
     demand = np.where((hod >= 9) & (hod < 21), 20.0, 10.0) * (1 + 0.01 * (hod % 2))
-    problem = build_problem(snap, ws, {"api": demand}, hours=48,
-                            options=PlanOptions(period_hours=0, max_period_hours=12))  # fmt: skip
+    problem = build_problem(
+        snap,
+        ws,
+        {"api": demand},
+        hours=48,
+        options=PlanOptions(period_hours=0, max_period_hours=12),
+    )
     bounds = problem.period_bounds
     starts = [s for s, _e in bounds]
     assert starts == [0, 9, 21, 30, 33, 45]  # peaks, the deadline at 30, the 12 h cap
@@ -365,14 +465,21 @@ def test_a_workload_no_pool_offers_is_unmet_and_said_so_by_both_planners() -> No
     from broker.planning.optimizer.fast import fast_plan
 
     ws = parse_workloads(
-        {"workloads": [
-            _serving(),
-            {"name": "sweeps", "class": "batch", "instance_types": ["p9.huge"],
-             "unit_hours": 100, "deadline_hours": 24},
-            {"name": "web", "class": "serving", "instance_types": ["g9"]},
-        ]},
+        {
+            "workloads": [
+                _serving(),
+                {
+                    "name": "sweeps",
+                    "class": "batch",
+                    "instance_types": ["p9.huge"],
+                    "unit_hours": 100,
+                    "deadline_hours": 24,
+                },
+                {"name": "web", "class": "serving", "instance_types": ["g9"]},
+            ]
+        },
         demand_supplied=True,
-    )  # fmt: skip
+    )
     demand = {"api": np.full(24, 2.0), "web": np.full(24, 3.0)}
     problem = build_problem(_market(_pool("us-east-1a")), ws, demand, hours=24)
     for plan in (solve(problem), fast_plan(problem)):

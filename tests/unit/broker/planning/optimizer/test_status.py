@@ -19,11 +19,13 @@ from markets.errors import InfeasiblePlanError, SolverTimeLimitError
 
 @pytest.mark.parametrize(
     ("gap", "target", "status"),
-    [pytest.param(None, 0.005, "feasible", id="nothing-proven"),
-     pytest.param(0.0, 0.005, "optimal", id="nil-gap"),
-     pytest.param(0.003, 0.005, "within_gap", id="inside-the-target"),
-     pytest.param(0.016, 0.005, "feasible", id="above-the-target")],
-)  # fmt: skip
+    [
+        pytest.param(None, 0.005, "feasible", id="nothing-proven"),
+        pytest.param(0.0, 0.005, "optimal", id="nil-gap"),
+        pytest.param(0.003, 0.005, "within_gap", id="inside-the-target"),
+        pytest.param(0.016, 0.005, "feasible", id="above-the-target"),
+    ],
+)
 def test_status_follows_the_proven_gap(gap: float | None, target: float, status: str) -> None:
     assert plan_status(gap, target) == status
 

@@ -23,39 +23,67 @@ H = "aws/us-east-1/us-east-1b/h100x8"
 
 
 def _pool(zone: str, itype: str, *, od: float, spot: float | None) -> PoolSnapshot:
-    inst = InstanceType(provider=Cloud.AWS, name=itype, family=itype[:4], units=8, gpus=8,
-                        vcpus=96, memory_gib=1152.0)  # fmt: skip
+    inst = InstanceType(
+        provider=Cloud.AWS,
+        name=itype,
+        family=itype[:4],
+        units=8,
+        gpus=8,
+        vcpus=96,
+        memory_gib=1152.0,
+    )
     return PoolSnapshot(
         pool=Pool(provider=Cloud.AWS, region="us-east-1", zone=zone, instance_type=itype),
-        instance=inst, on_demand_usd_per_hour=od, spot_usd_per_hour=spot,
-        placement_score=10, hazard=Hazard(rate_per_hour=0.0, source=HazardSource.ASSUMED),
+        instance=inst,
+        on_demand_usd_per_hour=od,
+        spot_usd_per_hour=spot,
+        placement_score=10,
+        hazard=Hazard(rate_per_hour=0.0, source=HazardSource.ASSUMED),
         observed_at=T0,
-    )  # fmt: skip
+    )
 
 
-def _problem(a100_hours: float, **job: object):  # type: ignore[no-untyped-def]
+def _problem(a100_hours: float, **job: object):
     snap = MarketSnapshot(
         at=T0,
-        pools=(_pool("us-east-1a", "a100x8", od=P, spot=None),
-               # H100 on-demand priced out: the choice is A100 now or H100 spot later.
-               _pool("us-east-1b", "h100x8", od=1000 * P, spot=P / 2)),
+        pools=(
+            _pool("us-east-1a", "a100x8", od=P, spot=None),
+            # H100 on-demand priced out: the choice is A100 now or H100 spot later.
+            _pool("us-east-1b", "h100x8", od=1000 * P, spot=P / 2),
+        ),
         source="test",
-    )  # fmt: skip
-    ws = parse_workloads({"workloads": [
-        {"name": "ft", "class": "training", "instance_types": ["h100x8", "a100x8"],
-         "throughput": {"h100x8": 3.0, "a100x8": 1.0}, "min_units": 8,
-         "unit_hours": 8 * a100_hours, "deadline_hours": 48, "checkpoint_write_seconds": 0,
-         "restart_minutes": 0, "max_zone_share": 1.0, "max_pool_share": 1.0,
-         "min_on_non_revocable": False, **job},
-    ]})  # fmt: skip
+    )
+    ws = parse_workloads(
+        {
+            "workloads": [
+                {
+                    "name": "ft",
+                    "class": "training",
+                    "instance_types": ["h100x8", "a100x8"],
+                    "throughput": {"h100x8": 3.0, "a100x8": 1.0},
+                    "min_units": 8,
+                    "unit_hours": 8 * a100_hours,
+                    "deadline_hours": 48,
+                    "checkpoint_write_seconds": 0,
+                    "restart_minutes": 0,
+                    "max_zone_share": 1.0,
+                    "max_pool_share": 1.0,
+                    "min_on_non_revocable": False,
+                    **job,
+                },
+            ]
+        }
+    )
     cap = np.array([0.0, 0.0] + [4.0] * 22)
     return build_problem(snap, ws, {}, hours=24, spot_capacity_instances={H: cap}), ws
 
 
 def test_the_options_are_a100_now_and_h100_spot_from_the_hour_its_capacity_appears() -> None:
     problem, ws = _problem(6.0)
-    got = {o.label: (o.wait_hours, o.run_hours, o.cost_usd)
-           for o in wait_options(problem, ws.by_name("ft"))}  # fmt: skip
+    got = {
+        o.label: (o.wait_hours, o.run_hours, o.cost_usd)
+        for o in wait_options(problem, ws.by_name("ft"))
+    }
     assert got["a100x8 on-demand in us-east-1a"] == pytest.approx((0.0, 6.0, 6 * P))
     assert got["h100x8 spot in us-east-1b"] == pytest.approx((2.0, 2.0, 2 * P / 2))
 
