@@ -113,8 +113,11 @@ def _need(problem: PlanningProblem, w: Workload, t: int) -> float:
     if w.workload_class is WorkloadClass.SERVING:
         demand = problem.serving_period_demand(w.name)
         return float(demand[t])
-    last = problem.last_hour(w)
-    return problem.required_unit_hours(w) / last if last > 0 else 0.0
+    first = problem.first_hour(w)
+    if problem.period_bounds[t][0] + 1e-9 < first:
+        return 0.0  # not released yet
+    span = problem.last_hour(w) - first
+    return problem.required_unit_hours(w) / span if span > 0 else 0.0
 
 
 def owned_instances(problem: PlanningProblem, group: str) -> list[float]:
