@@ -254,7 +254,7 @@ _FAMILY_REGION_MULTIPLIER: Mapping[tuple[str, str], float] = MappingProxyType(
 # - A100-80GB 2.5: 2.0 vs 1.55 TB/s bandwidth over the 40 GB part.
 # - H100 6.6: ~3x A100 per GPU for training (NVIDIA H100 datasheet "up to 4x
 #   on GPT-3 175B"; MLPerf Training v3.0 per-GPU results ~2.5-3x), the
-#   3x figure economics.md section 5 uses.
+#   3x figure docs/concepts/tiers.md uses.
 GPU_THROUGHPUT_VS_V100: Mapping[str, float] = MappingProxyType(
     {
         "K80": 0.25,

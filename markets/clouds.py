@@ -20,7 +20,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from markets.fleet import (
+from markets.cloud_fleet import (
     ActionResult,
     ErrorKind,
     Instance,

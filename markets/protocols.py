@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     # pydantic.
     import pandas as pd
 
-    from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
+    from markets.cloud_fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
     from markets.model import InstanceType, MarketSnapshot, Pool
 
 __all__ = ["HistorySource", "MetricSource", "PriceSource", "Provider", "RevocationSource"]

@@ -1,7 +1,7 @@
 """Break-even solvers: where spot stops paying against on-demand.
 
 Owns: the spot price, the interruption rate and the checkpoint-interval
-window at which ``C_effective = C_on_demand`` (economics.md section 1, check
+window at which ``C_effective = C_on_demand`` (docs/concepts/effective-cost.md, check
 question D), in both rate conventions, and the small bisection they fall back
 on (scipy is not a dependency).
 

@@ -8,12 +8,12 @@ Owns small, deterministic state machines that the lifecycle manager
   ``open_after`` revocations land within ``window_s`` and stays open until
   ``cooldown`` seconds after the *latest* revocation, so a storm keeps it open.
   Clustering-aware: 83-97 % of preemptions are followed by another in the same
-  zone within 5 minutes (economics.md section 7), so a single revocation opens
+  zone within 5 minutes (docs/concepts/market.md), so a single revocation opens
   a pool breaker and two within 5 minutes open a zone breaker by default; a
   breaker that trips again within ``memory_s`` of closing doubles its cooldown
   (up to ``max_cooldown_s``): a zone that keeps revoking is kept out longer.
 - ``ChurnBudget``: at most ``max_share`` of capacity (re)placed on revocable
-  capacity in any ``window_s`` (5 % in 10 minutes, economics.md section 1,
+  capacity in any ``window_s`` (5 % in 10 minutes, docs/concepts/effective-cost.md,
   example C), with a floor so a small fleet can still replace one node.
 - ``resize_block_reason``: at most one preemption-driven resize per job per
   hour, and never sooner than the job's minimum dwell (no thrashing).
@@ -63,7 +63,7 @@ class BreakerSettings(BaseModel):
     Defaults are the pool breaker's: one revocation opens it (the pool has
     just shown it has no spare capacity), and it stays shut for 15 minutes
     after the latest revocation, three times the 5-minute window in which
-    83-97 % of preemptions are followed by another (economics.md section 7).
+    83-97 % of preemptions are followed by another (docs/concepts/market.md).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -186,7 +186,7 @@ def resize_block_reason(
     """Why a preemption-driven resize may not happen now (``None``: it may).
 
     Two rules: the job's own minimum dwell between resizes (rendezvous and
-    re-sharding cost, economics.md section 6) and the preemption budget of one
+    re-sharding cost, docs/concepts/tiers.md) and the preemption budget of one
     preemption-driven resize per job per ``budget_interval_s`` (section 1, C).
     """
     if last_resize_s is None:

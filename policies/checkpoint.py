@@ -1,7 +1,7 @@
 """Checkpoint intervals and the two-tier (periodic + notice) checkpoint rule.
 
 Owns: Young's and Daly's optimal checkpoint intervals, the first-order
-productive fraction of economics.md section 2, the provider notice windows
+productive fraction of docs/concepts/notice-window.md, the provider notice windows
 (``NOTICE_SECONDS``, the one place they are stated) and whether a
 notice-triggered checkpoint fits inside one.
 
@@ -18,7 +18,7 @@ Sources:
   interval", Communications of the ACM 17(9):530-531, 1974.
 - J. T. Daly, "A higher order estimate of the optimum checkpoint interval for
   restart dumps", Future Generation Computer Systems 22(3):303-312, 2006.
-- economics.md section 2 (formulas as used here) and section 7 (notice windows).
+- docs/concepts/notice-window.md (formulas as used here) and section 7 (notice windows).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ __all__ = [
 
 # Interruption notice windows, in seconds. AWS: the spot instance interruption
 # notice is two minutes, best effort; GCP: preemption/spot VMs get 30 seconds
-# (economics.md section 7; ARCHITECTURE.md glossary "Notice").
+# (docs/concepts/market.md; docs/concepts/notice-window.md).
 NOTICE_SECONDS: Mapping[str, float] = MappingProxyType(
     {Provider.AWS.value: 120.0, Provider.GCP.value: 30.0}
 )
@@ -76,7 +76,7 @@ def daly_interval(checkpoint_write_hours: float, mean_hours_between: float) -> f
     """Daly (2006), higher-order optimum checkpoint interval, in hours.
 
     ``tau* = sqrt(2 delta M) * (1 + (1/3) sqrt(delta/(2M)) + (1/9) delta/(2M)) - delta``
-    for ``delta < 2M``; ``tau* = M`` otherwise (economics.md section 2: when a
+    for ``delta < 2M``; ``tau* = M`` otherwise (docs/concepts/notice-window.md: when a
     checkpoint takes longer than twice the mean time between interruptions,
     checkpoint once per expected interruption). Tends to Young's interval as
     ``delta / M -> 0`` (their ratio is ``1 - (2/3) x + x^2 / 9`` with
@@ -102,7 +102,7 @@ def productive_fraction(
 ) -> float:
     """First-order share of wall-clock time that advances the work.
 
-    ``1 - delta/tau - lambda * (tau/2 + R)`` (economics.md section 2), floored
+    ``1 - delta/tau - lambda * (tau/2 + R)`` (docs/concepts/notice-window.md), floored
     at 0: a value of 0 means the job makes no progress at all on these terms.
     This is the small-rate expansion of the exact wall-convention fraction
     ``(1 - lambda (R + tau/2)) / (1 + delta/tau)`` that
@@ -129,7 +129,7 @@ def notice_checkpoint_fits(
     """Does a notice-triggered checkpoint complete inside the notice window?
 
     Two-tier checkpointing counts the notice checkpoint only if it completes in
-    the window (economics.md section 2); otherwise lost work falls back to the
+    the window (docs/concepts/notice-window.md); otherwise lost work falls back to the
     last periodic checkpoint (``tau / 2`` on average). ``margin_seconds`` is
     time spent before writing can start (noticing the notice, quiescing).
     Example: a 175B-parameter checkpoint takes 3-5 min, so it fits in neither

@@ -6,7 +6,7 @@ validated description of one spot run (``SpotRun``), its cost breakdown
 the optimizer applies to spot prices (``spot_time_factor``).
 
 Must not: do I/O, read markets, or choose a tier (the optimizer does). The
-formulas are exactly those of economics.md section 1::
+formulas are exactly those of docs/concepts/effective-cost.md::
 
     C_effective = C_spot * T_total / T_productive
     wall       (lambda per wall-clock hour on spot, the default):
@@ -52,7 +52,7 @@ _Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 
 
 class RateConvention(StrEnum):
-    """What an interruption rate is counted against (economics.md section 1).
+    """What an interruption rate is counted against (docs/concepts/effective-cost.md).
 
     ``wall``: a hazard, interruptions per wall-clock hour held on spot; time
     lost to restarts is itself exposed to interruptions. ``productive``:
@@ -177,7 +177,7 @@ def time_factor(
     per_interruption_hours: float,
     convention: RateConvention = _WALL,
 ) -> float:
-    """``T_total / T_prod`` for overhead ``c``, rate and ``R + L`` (economics.md section 1).
+    """``T_total / T_prod`` for overhead ``c``, rate and ``R + L``.
 
     Raises SpotNeverFinishesError in the wall convention when
     ``lambda * (R + L) >= 1``: interruptions then arrive faster than the lost
@@ -255,7 +255,7 @@ class EffectiveCostBreakdown:
     ``lost_work_hours`` and ``restart_hours`` are summed over all
     interruptions. ``saving_*`` compare with running the same work on
     on-demand, which is never interrupted and needs no checkpoints; a negative
-    saving is the "hidden premium" of economics.md section 1.
+    saving is the "hidden premium" of docs/concepts/effective-cost.md.
     """
 
     convention: RateConvention
@@ -285,7 +285,7 @@ class EffectiveCostBreakdown:
 
 
 def effective_cost(run: SpotRun) -> EffectiveCostBreakdown:
-    """Price ``run`` on spot and compare it with on-demand (economics.md section 1)."""
+    """Price ``run`` on spot and compare it with on-demand (docs/concepts/effective-cost.md)."""
     base = run.productive_hours
     c = run.resolved_checkpoint_overhead
     rate = run.interruptions_per_hour

@@ -1,7 +1,7 @@
 """Committed capacity (reservations, savings plans, CUDs): how many units to commit.
 
 Owns: the break-even occupancy of a committed unit, the committed count for an
-hourly demand series (economics.md section 3), the cost of any commitment
+hourly demand series (docs/concepts/reservations.md), the cost of any commitment
 level and the what-if comparison of levels ("raise committed from 40 % to 60 %
 of peak?").
 

@@ -3,7 +3,7 @@
 Owns: ``BenchData`` (what every setting runs on) and ``SettingRun``, the one
 shape a setting has: ``run(data, windows, seed) -> Mapping`` (a JSON-ready
 block; the built-in settings return TypedDicts). The
-settings are modules: ``broker.bench.deadline`` (benchmarks.md section 1),
+settings are modules: ``broker.bench.deadline`` (docs/docs/benchmarks.md),
 ``broker.bench.fleet`` (section 2); the portfolio setting (section 3) and the
 solver measurements (section 4) plug in through
 ``broker.bench.runner.SETTINGS["portfolio"]`` and

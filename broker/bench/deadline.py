@@ -1,4 +1,4 @@
-"""The deadline setting of the benchmark (benchmarks.md section 1).
+"""The deadline setting of the benchmark (docs/docs/benchmarks.md).
 
 Owns: drawing the windows (random start points per trace, seeded), running
 every policy and the omniscient optimum on each, and the metrics: mean and
@@ -33,7 +33,7 @@ import numpy as np
 
 from broker.bench import BenchData
 from broker.bench.rules import deadline_policy, decided_by
-from broker.scale.executor import Executor, ExecutorSpec
+from broker.scale.fanout import Executor, ExecutorSpec
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.deadline import (
     DeadlineOutcome,
@@ -62,7 +62,7 @@ __all__ = [
 # "tick = the trace's gap (or 10 min)": finer traces are merged up to 10 min,
 # which keeps a tick shorter than the 0.2 h changeover (the safety nets' margin).
 DECISION_TICK_S = 600
-FRACTIONS = (0.7, 0.8, 0.9)  # benchmarks.md section 1
+FRACTIONS = (0.7, 0.8, 0.9)  # docs/docs/benchmarks.md
 PRIOR_HOURS = 168.0  # a week of watched history, as a market snapshot's share
 POLICIES = ("on_demand", "greedy", "uniform_progress", "spotfolio")
 QUADRANT_SHARE = 0.5
@@ -192,7 +192,7 @@ def evaluate(
 ) -> list[WindowResult]:
     """All windows; ``workers > 1`` spreads them over a local Dask cluster of
     that many processes, ``executor`` over an open one (same results either
-    way: ``broker.scale.executor``); ``on_done(chunks done, chunks)``."""
+    way: ``broker.scale.fanout``); ``on_done(chunks done, chunks)``."""
     pols = tuple(policies)
     if executor is None and (workers <= 1 or len(windows) < 2 * workers):
         return Executor(ExecutorSpec()).map(

@@ -1,4 +1,4 @@
-"""The serving-fleet setting of the benchmark (benchmarks.md section 2).
+"""The serving-fleet setting of the benchmark (docs/docs/benchmarks.md).
 
 Owns: grouping traces into fleets (the zones of one collection replayed
 together), drawing windows, running every rule and the hindsight ILP on each,
@@ -40,7 +40,7 @@ import numpy as np
 
 from broker.bench import BenchData
 from broker.bench.product.fleet import ProductFleet
-from broker.scale.executor import Executor, ExecutorSpec
+from broker.scale.fanout import Executor, ExecutorSpec
 from broker.simulate import AvailabilityTrace, coarsen
 from broker.simulate.fleet import (
     NOTICE_S,
@@ -75,7 +75,7 @@ __all__ = [
 FLEET_TICK_S = 300  # coarser ticks would hide revocations shorter than a tick
 WINDOW_HOURS = 24.0  # a day of serving per window
 PRIOR_HOURS = 168.0
-SIZES = (4, 8)  # "N e.g. 4-8" (benchmarks.md section 2)
+SIZES = (4, 8)  # "N e.g. 4-8" (docs/docs/benchmarks.md)
 POLICIES = tuple(FLEET_POLICIES)
 
 
@@ -327,7 +327,7 @@ def run(
 ) -> FleetSummary:
     """The fleet block of the bench: ``windows`` days per group, each size;
     ``workers > 1`` spreads them over a local Dask cluster, ``executor`` over
-    an open one (same results: ``broker.scale.executor``)."""
+    an open one (same results: ``broker.scale.fanout``)."""
     base = setting or FleetSetting()
     wins = sample_windows(data.traces, base, windows, seed)
     jobs = [(replace(base, replicas=n), w, tuple(policies)) for n in sizes for w in wins]

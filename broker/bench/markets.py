@@ -1,7 +1,7 @@
 """The bench's ``markets`` block: how well the market signals predict.
 
 Owns: ``run(data, windows, seed)`` -> ``{"calibration": ...}``, the hazard
-calibration (``markets.hazard.calibration``) on the bench's traces: with
+calibration (``markets.hazard.holdout``) on the bench's traces: with
 ``--data``, every recorded trace with its pool's prior as the replay market
 gives it (the advisor bucket's, else the assumed one); on the default market,
 its generated availability traces with the assumed prior. ``windows`` and
@@ -21,7 +21,7 @@ import numpy as np
 
 from broker.bench import BenchData
 from markets.files.datadir import DataInventory
-from markets.hazard.calibration import CalibrationJson, CalibrationTrace, calibrate
+from markets.hazard.holdout import CalibrationJson, CalibrationTrace, calibrate
 from markets.hazard.prior import ASSUMED_PRIOR
 from markets.replay.market import ReplayMarket
 

@@ -1,4 +1,4 @@
-"""Portfolio setting of the benchmark (design/benchmarks.md section 3).
+"""Portfolio setting of the benchmark (docs/docs/benchmarks.md).
 
 Owns: ``run`` (one seed) and ``run_seeds`` (several, with the spread).
 Hourly demand for the example fleet over ``days``, real or default market.

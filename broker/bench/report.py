@@ -1,8 +1,10 @@
 """The bench report: markdown tables per setting and quadrant, and PNG charts.
 
-Owns: ``markdown(result)`` (the text of ``spotfolio bench --out report.md``)
-and ``write_report(result, path)`` (the markdown plus ``<stem>_deadline.png``
-and ``<stem>_fleet.png`` beside it). matplotlib is imported only to draw.
+Owns: ``markdown(result)``, the results page (docs/results.md is this page
+for the full bench), and ``write_report(result, path)``: the page at ``path``,
+or ``path/results.md`` for a directory (``spotfolio bench --out DIR``), plus
+``<stem>_deadline.png`` and ``<stem>_fleet.png`` beside it. matplotlib is
+imported only to draw.
 
 Must not: compute metrics (the settings' ``summarize`` did) or run anything.
 """
@@ -32,6 +34,13 @@ _FLEET_COLS = (
     ("cost_vs_on_demand", "cost / OD"),
     ("cost_vs_omniscient", "cost / omniscient"),
 )
+_PORTFOLIO_COLS = (
+    ("total_cost_usd", "total $"),
+    ("cost_vs_hindsight", "cost / hindsight"),
+    ("cost_vs_bound", "cost / bound"),
+    ("unmet_serving_unit_hours", "unmet serving u-h"),
+)
+PAGE = "results.md"
 
 
 def _fmt(v: object) -> str:
@@ -54,30 +63,50 @@ def _met(value: object) -> str:
     return "yes" if value is True else "**no**" if value is False else "-"
 
 
+def _names(v: object) -> str:
+    return ", ".join(str(x) for x in v) if isinstance(v, list) and v else "none"
+
+
+def _portfolio(p: Mapping[str, object]) -> list[str]:
+    policies = obj(p["policies"])
+    lines = _table(policies, _PORTFOLIO_COLS)
+    seeds = p.get("seeds")
+    if isinstance(seeds, list) and seeds:
+        rows = [obj(s) for s in seeds]
+        lines += ["", "Spotfolio against the hindsight plan, one market and demand per seed:", ""]
+        lines.append("| seed | " + " | ".join(str(r.get("seed")) for r in rows) + " |")
+        lines.append("|---|" + "---:|" * len(rows))
+        for key, label in (("cost_vs_hindsight", "x hindsight"), ("cost_vs_bound", "x bound")):
+            cells = [_fmt(obj(obj(r.get("policies")).get("spotfolio")).get(key)) for r in rows]
+            lines.append(f"| Spotfolio {label} | " + " | ".join(cells) + " |")
+    h = obj(p.get("hindsight"))
+    if h:
+        lines += [
+            "",
+            f"The hindsight MILP: {_fmt(h.get('total_cost_usd'))} $ billed, proven bound "
+            f"{_fmt(h.get('lower_bound_usd'))} $ (gap {_fmt(h.get('gap'))}); policies billed "
+            f"below the bound: {_names(h.get('below_bound'))}.",
+        ]
+    return lines
+
+
 def markdown(result: Mapping[str, object], charts: dict[str, str] | None = None) -> str:
-    """The report as markdown (charts: setting -> PNG file name to link)."""
+    """The results page (charts: setting -> PNG file name to link)."""
     charts = charts or {}
     out = [
-        "# Spotfolio benchmark",
+        "# Results",
         "",
-        f"Source: `{result.get('source')}`; windows: {result.get('windows')}; "
-        f"seed: {result.get('seed')}.",
-        "",
-        "## Targets",
-        "",
-        "| setting | metric | target | measured | met |",
-        "|---|---|---|---:|---|",
+        "What `spotfolio bench` measured on "
+        f"`{result.get('source')}` (`--windows {result.get('windows')}`, "
+        f"`--seed {result.get('seed')}`). `spotfolio bench --out DIR` writes this "
+        "page as `DIR/results.md`, its charts beside it. Costs and counts do not depend "
+        "on machine load and are reproducible from the same code, data and seed; the "
+        "timings under Machinery do depend on it. How each setting is built, and each "
+        "baseline's published rule, is on [Benchmarks and sweeps](benchmarks.md).",
     ]
-    targets = result.get("targets")
-    for row in targets if isinstance(targets, list) else []:
-        t = obj(row)
-        target = f"{t['op']} {t['limit']}"
-        out.append(
-            f"| {t['setting']} | {t['metric']} | {target} | {_fmt(t['value'])} | {_met(t['met'])} |"
-        )
     d = obj(result.get("deadline"))
     if d.get("policies"):
-        out += ["", "## Deadline jobs (benchmarks.md section 1)", ""]
+        out += ["", "## Deadline jobs", ""]
         setting = obj(d.get("setting"))
         out.append(
             f"{d.get('windows')} windows; k = {setting.get('price_ratio')}, "
@@ -86,18 +115,22 @@ def markdown(result: Mapping[str, object], charts: dict[str, str] | None = None)
         )
         out += ["", *_table(obj(d["policies"]), _DEADLINE_COLS), ""]
         gap = obj(d.get("gap_closure_vs_greedy"))
-        out.append("Gap-closure vs greedy: " + ", ".join(f"{k} {_fmt(v)}" for k, v in gap.items()))
+        out.append(
+            "Gap to the optimum left, as a share of greedy's "
+            "(`(cost - omniscient) / (greedy - omniscient)`): "
+            + ", ".join(f"{k} {_fmt(v)}" for k, v in gap.items())
+        )
         for q, value in obj(d.get("quadrants")).items():
             block = obj(value)
             out += ["", f"### {q} ({block['windows']} windows)", ""]
             out += _table(obj(block["policies"]), _DEADLINE_COLS)
             qgap = obj(block.get("gap_closure_vs_greedy"))
-            out += ["", "Gap-closure: " + ", ".join(f"{k} {_fmt(v)}" for k, v in qgap.items())]
+            out += ["", "Gap left: " + ", ".join(f"{k} {_fmt(v)}" for k, v in qgap.items())]
         if "deadline" in charts:
             out += ["", f"![deadline]({charts['deadline']})"]
     f = obj(result.get("fleet"))
     if f.get("policies"):
-        out += ["", "## Serving fleets (benchmarks.md section 2)", ""]
+        out += ["", "## Serving fleets", ""]
         setting = obj(f.get("setting"))
         out.append(
             f"{f.get('windows')} fleet-days; N = {setting.get('replicas')}, cold start "
@@ -111,15 +144,27 @@ def markdown(result: Mapping[str, object], charts: dict[str, str] | None = None)
         if "fleet" in charts:
             out += ["", f"![fleet]({charts['fleet']})"]
     p = obj(result.get("portfolio"))
-    out += ["", "## Portfolios (benchmarks.md section 3)", ""]
+    out += ["", "## Portfolios", ""]
     if p.get("policies"):
-        policies = obj(p["policies"])
-        cols = tuple((k, k) for k in obj(next(iter(policies.values()))))
-        out += _table(policies, cols)
+        out += _portfolio(p)
     else:
-        out.append("Not plugged in yet (`broker.bench.runner.SETTINGS['portfolio']`).")
+        out.append("Not run (`broker.bench.runner.SETTINGS['portfolio']` is unset).")
+    out += [
+        "",
+        "## Targets",
+        "",
+        "| setting | metric | target | measured | met |",
+        "|---|---|---|---:|---|",
+    ]
+    targets = result.get("targets")
+    for row in targets if isinstance(targets, list) else []:
+        t = obj(row)
+        target = f"{t['op']} {t['limit']}"
+        out.append(
+            f"| {t['setting']} | {t['metric']} | {target} | {_fmt(t['value'])} | {_met(t['met'])} |"
+        )
     m = obj(result.get("machinery"))
-    out += ["", "## Machinery", "", "```", json.dumps(m, indent=2, default=str), "```", ""]
+    out += ["", "## Machinery", "", "```json", json.dumps(m, indent=2, default=str), "```", ""]
     return "\n".join(out)
 
 
@@ -188,8 +233,11 @@ def _fleet_chart(result: Mapping[str, object], path: Path) -> bool:
 
 
 def write_report(result: Mapping[str, object], path: str | Path) -> list[Path]:
-    """Write the markdown at ``path`` and its charts beside it; returns the files."""
+    """Write the results page at ``path`` (a directory: ``path/results.md``) and
+    its charts beside it; returns the files."""
     path = Path(path)
+    if path.is_dir() or not path.suffix:
+        path = path / PAGE
     path.parent.mkdir(parents=True, exist_ok=True)
     written = []
     charts: dict[str, str] = {}

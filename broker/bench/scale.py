@@ -1,7 +1,7 @@
 """The scale targets of ``spotfolio bench`` (``machinery.scale``).
 
 Owns: ``parallel_efficiency`` (the same N what-if scenarios serially in this
-process, then on a 2-worker local Dask cluster through ``broker.scale.executor``,
+process, then on a 2-worker local Dask cluster through ``broker.scale.fanout``,
 the executor ``sweep`` and ``bench --workers`` use; efficiency = serial
 seconds / (workers x cluster seconds), both warm: each side has run one
 scenario, untimed, first; the cluster's start is reported apart; CPU
@@ -10,7 +10,9 @@ clock of either) and
 ``year_whatif`` (``spotfolio whatif --days 365``: a year of hourly demand
 over the default market's 302 pools, run in a child process so its peak RSS
 is its own: the child's ``ru_maxrss``, and its children's, the CBC solver;
-CPU seconds beside the wall time, for a shared machine).
+CPU seconds beside the wall time, for a shared machine; each phase's CPU,
+wall and peak memory, ``broker.whatif.phases``). The same child runs the
+default 30-day what-if (``DEFAULT_DAYS``) for its target.
 
 The year is ``whatif``'s defaults, the 20-sample risk band included (each
 sample replays a year of the lifecycle's reaction): measured on 2 shared
@@ -32,11 +34,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from broker.scale.executor import Executor, ExecutorSpec
+from broker.scale.fanout import Executor, ExecutorSpec
 
-__all__ = ["PARALLEL_DAYS", "parallel_efficiency", "scenario_cost", "year_whatif"]
+__all__ = ["DEFAULT_DAYS", "PARALLEL_DAYS", "parallel_efficiency", "scenario_cost", "year_whatif"]
 
 YEAR_DAYS = 365
+# ``spotfolio whatif``'s own default period: the first answer a user sees
+DEFAULT_DAYS = 30
 
 
 def scenario_cost(seed: int, days: int = 1) -> float:
@@ -138,6 +142,8 @@ def year_whatif(days: int = YEAR_DAYS) -> dict[str, object]:
         "peak_rss_what_if_mib": round(child["rss_kib"] / 1024, 1),
         "cpu_s": round(child["cpu_s"], 2),  # beside the wall time: the machine may be shared
         "phases_s": child["phases_s"],
+        # per phase: CPU and wall seconds, peak RSS at its end (broker.whatif.phases)
+        "phases": child["timings"]["phases"],
         "spotfolio_total_cost_usd": child["cost"],
         "load_average_1m": round(os.getloadavg()[0], 2),
     }

@@ -8,8 +8,8 @@ a 0.5 % gap to a *proven* lower bound: ``PROVE``) with the default solver
 relax-and-fix every plain solve uses (no proof); and, in the same run, the
 *naive* formulation (every pool a spot candidate, no aggregation, integer
 instance counts, the MILP solved directly, with a time limit), plus the fast
-path, reporting times, objectives, bounds and gaps (design/benchmarks.md
-section 4: sizes 10x6x24, 40x20x24 and 40x20x168, target 40x20x24 at a 0.5 %
+path, reporting times, objectives, bounds and gaps (docs/docs/benchmarks.md,
+Machinery: sizes 10x6x24, 40x20x24 and 40x20x168, target 40x20x24 at a 0.5 %
 gap in <= 5 s; a naive PuLP + CBC formulation took 2.5 s, 16 s and 40 s on
 these machines).
 

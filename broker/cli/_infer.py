@@ -9,8 +9,9 @@ team, the spot share seen), printed so the user can correct it with
 Rules: usage in at least ``ALWAYS_ON_SHARE`` of the bill's hours is serving;
 else it is a burst: runs of a day or more are training, shorter runs batch
 (recurring when the bill shows ``RECURRING_RUNS`` runs or more). A job's work
-is its unit-hours in the replayed window and its deadline the window's last
-run's end plus ``SLACK_SHARE`` of its length (a recurring batch: the window).
+is its unit-hours in the replayed window, its release the window's first run's
+first hour and its deadline the last run's end plus ``SLACK_SHARE`` of their
+length (a recurring batch: the whole window).
 
 Must not: read bills, plan or price.
 """
@@ -44,9 +45,12 @@ class Inference:
     team: str | None
     spot_share: float
     peak_units: int = 0  # the most physical units (GPUs) it ran in one hour
+    release_hours: float = 0.0  # hours into the window before its work is there
 
     def line(self) -> str:
         deadline = "" if self.deadline_hours is None else f", due in {self.deadline_hours:,.0f} h"
+        if self.release_hours > 0:
+            deadline = f", from hour {self.release_hours:,.0f}" + deadline
         return (
             f"{self.name}: {self.workload_class} ({self.why}); {self.unit_hours:,.0f} unit-hours"
             f"{deadline}; regions {', '.join(self.regions)}; team {self.team or '-'}"
@@ -55,6 +59,7 @@ class Inference:
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "class": self.workload_class, "why": self.why,
                 "unit_hours": round(self.unit_hours, 3), "deadline_hours": self.deadline_hours,
+                "release_hours": self.release_hours,
                 "recurring": self.recurring, "regions": list(self.regions),
                 "providers": list(self.providers), "team": self.team,
                 "spot_share": round(self.spot_share, 4)}  # fmt: skip
@@ -86,7 +91,7 @@ def infer(
     in_window = units[window]
     work = float(in_window.sum())
     if share >= ALWAYS_ON_SHARE or work <= 0:
-        why = f"used in {share:.0%} of hours{spot}"
+        why = f"used in {share:.0%} of hours{spot or ', never on spot: planned without it'}"
         if work <= 0:
             why += ", none in the replayed window"
         return Inference(name, "serving", why, work, None, False, **common)  # type: ignore[arg-type]
@@ -95,6 +100,7 @@ def infer(
     long = longest >= LONG_RUN_HOURS
     recurring = len(found) >= RECURRING_RUNS and not long
     hours = len(in_window)
+    release = 0
     if recurring:
         deadline = float(hours)
         why = (f"{len(found)} runs of {mean:,.1f} h on average, {share:.0%} of hours{spot}; "
@@ -102,9 +108,12 @@ def infer(
     else:
         w_runs = runs(in_window > 1e-9)
         e = w_runs[-1][1]
-        length = e - min(r[0] for r in w_runs)
+        release = int(w_runs[0][0])
+        length = e - release
         deadline = float(min(hours, e + max(1.0, SLACK_SHARE * length)))
         why = (f"{len(found)} burst(s), the longest {longest:,} h, {share:.0%} of hours{spot}; "
+               "released at its first hour, "
                f"due {SLACK_SHARE:.0%} after its run")  # fmt: skip
     cls = "training" if long else "batch"
-    return Inference(name, cls, why, work, deadline, recurring, **common)  # type: ignore[arg-type]
+    return Inference(name, cls, why, work, deadline, recurring, **common,  # type: ignore[arg-type]
+                     release_hours=float(release) if not recurring else 0.0)  # fmt: skip

@@ -1,8 +1,8 @@
 """The child process of ``spotfolio bench``'s year what-if
 (``broker.bench.scale.year_whatif``): ``spotfolio whatif --days N --json``
 run in this process as a user runs it, then one JSON line of its wall time,
-peak RSS (its own and its solver children's), CPU time, phases and the
-Spotfolio total.
+peak RSS (its own and its solver children's), CPU time, each phase's CPU
+and wall seconds and peak memory (``--timings``) and the Spotfolio total.
 
 Owns: ``measured_whatif``. It lives under the command line (a composition
 root) so that the bench, which the ``bench`` command imports, never imports
@@ -32,7 +32,7 @@ def measured_whatif(days: int) -> None:
     t0 = time.perf_counter()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = main(["whatif", "--days", str(days), "--json"])
+        code = main(["whatif", "--days", str(days), "--json", "--timings"])
     wall = time.perf_counter() - t0
     if code != 0:
         raise SystemExit(code)
@@ -48,6 +48,7 @@ def measured_whatif(days: int) -> None:
                 "children_rss_kib": kids.ru_maxrss,
                 "cost": cost,
                 "phases_s": doc["seconds"],
+                "timings": doc["timings"],
                 "cpu_s": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
             }
         )

@@ -289,9 +289,12 @@ def _overridden(found: Inference, said: Mapping[str, object], hours: int) -> Inf
         return found
     cls = str(said.get("workload_class", found.workload_class))
     deadline: float | None = None
+    release = 0.0
     if cls != "serving":
         d = said.get("deadline_hours", found.deadline_hours)
         deadline = float(d) if isinstance(d, int | float) else float(hours)
+        # the burst's first hour, unless the rule's deadline falls before it
+        release = found.release_hours if found.release_hours < deadline else 0.0
     regions = said.get("regions")
     team = said.get("team", found.team)
     keys = ", ".join(k.replace("workload_", "") for k in _SAID if k in said)
@@ -299,6 +302,7 @@ def _overridden(found: Inference, said: Mapping[str, object], hours: int) -> Inf
         found,
         workload_class=cls,
         deadline_hours=deadline,
+        release_hours=release,
         recurring=found.recurring if cls == found.workload_class else False,
         regions=tuple(str(r) for r in regions) if isinstance(regions, list) else found.regions,
         team=None if team is None else str(team),
@@ -317,15 +321,19 @@ def _workloads(accepted: Mapping[str, list[str]], found: Sequence[Inference]) ->
         }  # fmt: skip
         if i.team is not None:
             row["team"] = i.team
-        if i.workload_class == "serving" and i.spot_share > 0:
-            row["max_spot_share"] = max(0.3, min(1.0, round(i.spot_share, 4)))
+        if i.workload_class == "serving":
+            # revocable as far as the bill shows it ran on spot; usage it never
+            # ran there is not known to survive a revocation (--policies says)
+            row["max_spot_share"] = (
+                max(0.3, min(1.0, round(i.spot_share, 4))) if i.spot_share > 0 else 0.0
+            )
         if i.workload_class == "training":
             row |= {"min_units": max(1, i.peak_units), "max_units": max(1, i.peak_units)}
             if i.spot_share >= 0.5:  # it ran on spot: its gang may run on spot
                 row["min_on_non_revocable"] = False
         if i.workload_class != "serving":
             row |= {"unit_hours": round(i.unit_hours, 6), "deadline_hours": i.deadline_hours,
-                    "recurring": i.recurring}  # fmt: skip
+                    "release_hours": i.release_hours, "recurring": i.recurring}  # fmt: skip
         rows.append(row)
     data = {"workloads": rows}
     return parse_workloads(data, source="--usage", demand_supplied=True)

@@ -10,7 +10,7 @@ anything itself (``broker.simulate``, ``broker.bench``).
 ``spotfolio simulate --setting deadline|fleet [--data DIR] [--policy P]
 [--windows N] [--seed S] [--json]`` prints one setting's per-policy table;
 ``spotfolio bench [--data DIR] [--windows N] [--seed S] [--json] [--out
-report.md] [--soak]`` runs every setting plus the machinery measurements (see
+DIR] [--soak]`` runs every setting plus the machinery measurements (see
 ``broker.bench.runner`` for the JSON object); ``--soak`` adds the 90-day
 soak and the 300-workload plan (``runner.ASKED_HOOKS``, ~35 minutes).
 """
@@ -205,7 +205,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON obj
     "--setting",
     type=click.Choice(["deadline", "fleet", "portfolio"]),
     required=True,
-    help="Which setting of benchmarks.md to replay.",
+    help="Which benchmark setting to replay.",
 )
 @_DATA
 @click.option("--policy", default=None, help="Replay only this policy (and the references).")
@@ -312,9 +312,9 @@ def _print_setting(setting: str, out: Mapping[str, object]) -> None:
 @_JSON
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
-    help="Write a markdown report here (charts as PNG beside it).",
+    help="Write the results page here: DIR/results.md for a directory (charts as PNG beside it).",
 )
 @click.option(
     "--soak",
@@ -332,10 +332,12 @@ def bench_command(
     soak: bool,
 ) -> None:
     """Every setting side by side on the same data, plus the machinery."""
-    from broker.bench.report import write_report
+    from broker.bench.report import PAGE, write_report
     from broker.bench.runner import ASKED_HOOKS, run_bench
 
     if out is not None:  # before the run: a bad --out fails now, not after the benches
+        if out.is_dir() or not out.suffix:
+            out = out / PAGE
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:

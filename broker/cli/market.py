@@ -43,7 +43,7 @@ a list (sorted as ``--sort``, cut to ``--limit``) of pool objects:
   made the pool; ``traces``: trace ids).
 
 ``calibration`` (replay with traces only, else null): the hazard's calibration
-on held-back trace periods, ``markets.hazard.calibration.CalibrationJson``
+on held-back trace periods, ``markets.hazard.holdout.CalibrationJson``
 (coverage of the 90 % predictive interval, log-likelihoods against the advisor
 prior and a pooled rate, per pool); over every trace whole, whatever ``--at``.
 
@@ -86,8 +86,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from markets.files.datadir import DataInventory, DatasetJson
-    from markets.hazard.calibration import CalibrationJson
     from markets.hazard.clustering import Clustering
+    from markets.hazard.holdout import CalibrationJson
     from markets.model import MarketSnapshot, PoolSnapshot
     from markets.replay import PoolDetail
 
@@ -398,7 +398,7 @@ def _calibration(
 ) -> CalibrationJson | None:
     """The hazard calibration over the replay market's traces (null without)."""
     # lazy: scipy; ``spotfolio --help`` imports this module
-    from markets.hazard.calibration import CalibrationTrace, calibrate
+    from markets.hazard.holdout import CalibrationTrace, calibrate
 
     if inv is None or not inv.spot_traces:
         return None

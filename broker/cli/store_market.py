@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from broker.daemon.plan import REVOCATION_KINDS
+from broker.daemon.plan_job import REVOCATION_KINDS
 from broker.daemon.store.store import Store
 from markets.errors import InputError
 from markets.hazard.clustering import failure_domains

@@ -5,7 +5,7 @@ Owns: the command, ``run_scenario`` (one scenario on a worker: the
 the scenario's arguments, so a row is what that command prints when run
 alone) and ``check_option`` (a grid value parsed as ``whatif`` parses its
 option). Must not: parse the grid (``broker.scale.grid``), schedule tasks
-(``broker.scale.executor``) or lay out the table (``broker.scale.table``).
+(``broker.scale.fanout``) or lay out the table (``broker.scale.table``).
 
 ``--workers N`` starts a local Dask cluster of N processes (default: the
 CPUs); ``--scheduler tcp://host:8786`` uses an existing cluster, whose
@@ -13,7 +13,7 @@ workers need spotfolio installed: the grid's files (markets, demands,
 policies, owned, usage) ship with each task (``shipped``, ``run_shipped``),
 so no worker needs them at the same paths. ``--inputs-url URL`` (a
 ``file://`` directory every worker sees, or ``s3://bucket/prefix``) instead
-publishes them once as one bundle there (``broker.scale.inputs``) and each
+publishes them once as one bundle there (``broker.scale.sweep_inputs``) and each
 task carries only its location: a worker reads it once (``bundled``,
 ``run_fetched``).
 Scenarios that fail are rows with ``error`` set; the command then exits 1
@@ -73,7 +73,7 @@ def run_scenario(argv: tuple[str, ...]) -> dict[str, object]:
     """``spotfolio whatif ARGV --json`` in this process: ``{"result": its
     JSON object | None, "error": str | None, "warnings": its stderr,
     "seconds": wall time}``. Errors a user can act on are returned, not
-    raised (they would not unpickle on the client: ``broker.scale.executor``)."""
+    raised (they would not unpickle on the client: ``broker.scale.fanout``)."""
     import json
 
     from broker.cli.whatif import whatif_command
@@ -166,9 +166,9 @@ def _as_written(got: dict[str, object], where: dict[str, str]) -> dict[str, obje
 
 def bundled(argvs: list[tuple[str, ...]]) -> tuple[bytes, dict[str, str]]:
     """Every input the scenarios name (``shipped``) in one bundle
-    (``broker.scale.inputs.pack``): its bytes and ``{path as written: its
+    (``broker.scale.sweep_inputs.pack``): its bytes and ``{path as written: its
     directory or file inside the bundle}``."""
-    from broker.scale.inputs import pack
+    from broker.scale.sweep_inputs import pack
 
     members: dict[str, bytes] = {}
     where: dict[str, str] = {}
@@ -185,7 +185,7 @@ def bundled(argvs: list[tuple[str, ...]]) -> tuple[bytes, dict[str, str]]:
 def run_fetched(task: tuple[tuple[str, ...], str, str, dict[str, str]]) -> dict[str, object]:
     """``run_scenario`` on a worker, its inputs read from the published bundle
     (``bundled``; read once a process) and the arguments pointed at them."""
-    from broker.scale.inputs import fetch
+    from broker.scale.sweep_inputs import fetch
     from markets.aws.sdk import s3_client
 
     argv, location, digest, members = task
@@ -239,7 +239,7 @@ def sweep_command(
     as_json: bool,
 ) -> None:
     """Run a grid of what-if scenarios (markets x demands x policies x committed x stress)."""
-    from broker.scale.executor import Executor, ExecutorSpec
+    from broker.scale.fanout import Executor, ExecutorSpec
     from broker.scale.grid import load_grid
     from broker.scale.table import scenario_row, write_parquet
 
@@ -252,7 +252,7 @@ def sweep_command(
     if not os.access(target.parent if str(target.parent) else Path("."), os.W_OK | os.X_OK):
         raise InputError("--out", None, "a file in a writable directory", got=str(target))
     if inputs_url is not None:
-        from broker.scale.inputs import check_url
+        from broker.scale.sweep_inputs import check_url
 
         inputs_url = check_url(inputs_url)
     g = load_grid(grid, check_option)
@@ -263,7 +263,7 @@ def sweep_command(
         with Executor(spec) as ex:
             step = lambda d, t: say.step(d, t, "scenarios")  # noqa: E731
             if inputs_url is not None:  # one bundle at one URL (module doc)
-                from broker.scale.inputs import publish
+                from broker.scale.sweep_inputs import publish
                 from markets.aws.sdk import s3_client
 
                 data, where = bundled([s.argv for s in g.scenarios])

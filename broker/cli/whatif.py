@@ -79,10 +79,16 @@ actual demand and market. ``--json`` prints one object::
                                                  # instances per pool and tier for the first
                                                  # week, cost per workload and team, the
                                                  # totals reconciled (broker.whatif.advice)
-      "risk": {...}                              # unless --scenarios 0: P10/P50/P90 of cost
+      "risk": {...},                             # unless --scenarios 0: P10/P50/P90 of cost
                                                  # and unmet demand over sampled spot and
                                                  # demand (broker.whatif.risk.RiskBand)
+      "timings": {"phases": {name: {"cpu_s": float, "wall_s": float,   # only with
+                                    "peak_rss_mib": float}},           # --timings
+                  "total": {...}}                # (broker.whatif.phases.PhaseClock)
     }
+
+``--timings`` prints each phase's CPU seconds (the solver's processes
+included), wall seconds and peak memory as a table on stderr.
 
 ``--format text|json|csv|markdown|html`` renders that document
 (``broker.cli.report``; ``--json`` is ``--format json``), to stdout or whole
@@ -558,6 +564,9 @@ def _load_owned(path: Path | None) -> tuple[OwnedCommitment, ...]:
               help="Also read what the account owns (reserved instances, Savings Plans, "
                    "CUDs; read-only calls, the default credentials) and plan it as owned, "
                    "merged with the bill's commitments and --owned.")  # fmt: skip
+@click.option("--timings", is_flag=True, default=False,
+              help="Print each phase's CPU seconds, wall seconds and peak memory to stderr "
+                   "(and, with --json, a 'timings' block).")  # fmt: skip
 def whatif_command(
     common: CommonOptions,
     checks: CheckOptions,
@@ -578,9 +587,11 @@ def whatif_command(
     owned: Path | None,
     quota: Path | None,
     blocks_file: Path | None,
+    timings: bool,
 ) -> None:
     """Compare on-demand, committed, static-mix and Spotfolio's plan on your data."""
     # lazy: the planning stack (pandas, PuLP); ``spotfolio --help`` imports this module
+    from broker.whatif.phases import PhaseClock
     from broker.whatif.run import commitment_dict, owned_dict, run_whatif
     from broker.whatif.series import spot_by_zone, timeline_dict
 
@@ -647,8 +658,9 @@ def whatif_command(
                               options=opts, committed_levels=sweep, seed=seed,
                               progress=say, replan_hours=replan_hours,
                               availability_multiplier=checks.availability_multiplier,
-                              owned=have, workers=workers)  # fmt: skip
+                              owned=have, workers=workers, clock=clock)  # fmt: skip
 
+    clock = PhaseClock()
     result = run(with_quotas(src, quotas), "whatif", levels)
     # What the quotas cost: the same what-if without them, side by side.
     free = run(src, "whatif without the quotas", ()) if quotas else None
@@ -731,27 +743,36 @@ def whatif_command(
     regions = None
     if billed is not None:
         regions = frozenset(str(r) for r in billed.usage.frame["region"].dropna().unique())
-    out["advice"] = advise(result, allowed_regions=regions, seed=seed).to_dict()
+    with clock.phase("advice"):
+        out["advice"] = advise(result, allowed_regions=regions, seed=seed).to_dict()
     n = DEFAULT_SCENARIOS if scenarios is None else scenarios
     if n > 0:
-        with progress("whatif risk band") as say:  # on a terminal only
+        # on a terminal only
+        with progress("whatif risk band") as say, clock.phase("risk band"):
             band = risk_band(result, n, seed, progress=say, workers=workers)
         out["risk"] = band.to_dict()
         out["seconds"] = {**obj(out["seconds"]), "risk_s": round(band.seconds, 3)}
     if billed is not None:
         out["usage_summary"] = billed.lines()
-    # the charts' blocks (broker.whatif.series: the plans' figures, not the bill's)
-    plans = [(s.name, s.plan) for s in result.scenarios]
-    out["timeline"] = timeline_dict(plans, result.hours)
-    out["spot_by_zone"] = spot_by_zone(plans, result.hours)
-    if plot is not None:
-        plot_whatif(out, plot)
-        wrote(plot)
+    with clock.phase("report"):
+        # the charts' blocks (broker.whatif.series: the plans' figures, not the bill's)
+        plans = [(s.name, s.plan) for s in result.scenarios]
+        out["timeline"] = timeline_dict(plans, result.hours)
+        out["spot_by_zone"] = spot_by_zone(plans, result.hours)
+        if plot is not None:
+            plot_whatif(out, plot)
+            wrote(plot)
+        if table is None:
+            if timings:  # the report's own time is in the table, not the JSON
+                out["timings"] = clock.as_dict()
+            # a file is laid out for the reader's terminal, not this one
+            text = render(fmt, out, text_width(isatty=None if out_path is None else False))
+    if timings:
+        err_console.print("\n".join(clock.lines()), markup=False, highlight=False)
     if table is not None:
         _emit_tables(out, table, out_path)
         return
-    # a file is laid out for the reader's terminal, not this one
-    emit(render(fmt, out, text_width(isatty=None if out_path is None else False)), out_path)
+    emit(text, out_path)
 
 
 def _quota_doc(

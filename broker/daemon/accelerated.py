@@ -38,7 +38,7 @@ from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.jobs import Job, daemon_jobs, run_in_order
 from broker.daemon.metrics import DaemonMetrics
-from broker.daemon.plan import Progress
+from broker.daemon.plan_job import Progress
 from broker.daemon.store.store import Store
 from broker.daemon.wiring import (
     LifecycleFactory,
@@ -48,7 +48,7 @@ from broker.daemon.wiring import (
     sim_options,
 )
 from markets.clock import ManualClock, ensure_utc
-from markets.fleet import NoticeKind
+from markets.cloud_fleet import NoticeKind
 from markets.model import Tier
 from markets.protocols import HistorySource, MetricSource, Provider
 from markets.sim.cloud import Endings, SimCloud

@@ -39,7 +39,7 @@ from broker.daemon.executor import kv
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.store.store import DecisionRecord, FleetRow, Store
 from broker.planning.reconcile import Slot, live_ours
-from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.cloud_fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from markets.protocols import Provider

@@ -26,7 +26,7 @@ from broker.daemon.hooks import CheckpointHook, HookResult, HookRunner
 from broker.daemon.store.store import Store
 from broker.lifecycle import Decision
 from markets.clock import Clock
-from markets.fleet import Notice
+from markets.cloud_fleet import Notice
 from markets.redaction import redact
 
 __all__ = ["HookCalls"]

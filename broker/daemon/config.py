@@ -113,13 +113,13 @@ class Intervals(StrictModel):
     """How often each job runs (seconds)."""
 
     # A market snapshot older than this is refreshed; AWS spot prices move a
-    # few % a week (economics.md s7), placement scores faster: 15 minutes.
+    # few % a week (docs/concepts/market.md), placement scores faster: 15 minutes.
     refresh_market_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 900.0
     replan_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = (
         3600.0  # hourly: the plan's period
     )
     reconcile_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 60.0
-    # A few seconds: the AWS notice window is 120 s (economics.md s7).
+    # A few seconds: the AWS notice window is 120 s (docs/concepts/market.md).
     poll_notices_s: Annotated[float, Bounded(gt=0, le=60, unit="seconds")] = 5.0
     lease_renew_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 10.0
     # Break-glass stretches due to be extended or ended are checked this
@@ -330,7 +330,7 @@ class DaemonConfig(StrictModel):
     # first plan's start (kept in the store across restarts).
     horizon_start: Epoch | None = None
     # "Stale market data: keep the last good snapshot, mark it stale, widen
-    # risk margins" (ARCHITECTURE.md). While the snapshot is stale, every
+    # risk margins" (docs/concepts/market.md). While the snapshot is stale, every
     # pool's hazard counts this many times over, in the plan (the optimizer's
     # interruption_multiplier) and in the lifecycle (ranking, deadline margin,
     # return to spot). 2 is an assumption: prices and hazards drift a few %

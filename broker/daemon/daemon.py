@@ -78,15 +78,15 @@ from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.notices import DrainTotals, NoticeJob
-from broker.daemon.plan import PlanJob, PlanState, Progress, spot_returned
+from broker.daemon.plan_job import PlanJob, PlanState, Progress, spot_returned
 from broker.daemon.reconcile import ReconcileJob
 from broker.daemon.store.store import Fence, LeaseLostError, Store, Tx
 from broker.daemon.stretches import StretchJob
 from broker.planning.autoscale import LiveDemand
 from broker.planning.reconcile import Slot
 from markets.clock import Clock
+from markets.cloud_fleet import Instance, LaunchRequest
 from markets.errors import FatalError
-from markets.fleet import Instance, LaunchRequest
 from markets.model import MarketSnapshot
 from markets.protocols import MetricSource, PriceSource, Provider
 from policies.workloads.spec import WorkloadSet
@@ -379,7 +379,7 @@ class Daemon:
     def refresh_market(self, force: bool = False) -> None:
         """Job: a new market snapshot once the last is ``refresh_market_s`` old.
         When it offers spot in a pool the last did not, and a plan is in
-        force, re-plan and reconcile now (``broker.daemon.plan.spot_returned``:
+        force, re-plan and reconcile now (``broker.daemon.plan_job.spot_returned``:
         the plan was made on a market without that spot)."""
         last = self.snapshot
         self.snapshot = snap = self.planner.refresh_market(last, force=force)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from markets.fleet import Instance, LaunchRequest, TerminateRequest
+from markets.cloud_fleet import Instance, LaunchRequest, TerminateRequest
 from markets.model import Tier
 
 __all__ = ["CostLine", "cost_diff", "render"]

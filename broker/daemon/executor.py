@@ -44,8 +44,7 @@ from broker.daemon.logline import LogLine
 from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import ActionRecord, Store
 from markets.clock import Clock
-from markets.errors import CapacityUnavailableError, QuotaExceededError, TransientError
-from markets.fleet import (
+from markets.cloud_fleet import (
     GENERATION_TAG,
     OWNER_TAG,
     POOL_TAG,
@@ -57,6 +56,7 @@ from markets.fleet import (
     LaunchRequest,
     TerminateRequest,
 )
+from markets.errors import CapacityUnavailableError, QuotaExceededError, TransientError
 from markets.keys import next_attempt_key
 from markets.protocols import Provider
 

@@ -27,8 +27,8 @@ from broker.daemon.book import FleetBook
 from broker.daemon.executor import Executor, kv
 from broker.daemon.lifecycle import Lifecycle
 from markets.clock import Clock
+from markets.cloud_fleet import LaunchRequest
 from markets.errors import CapacityUnavailableError, QuotaExceededError
-from markets.fleet import LaunchRequest
 from markets.keys import alternate_pool_key
 
 __all__ = ["Launcher"]

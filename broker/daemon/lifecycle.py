@@ -23,7 +23,7 @@ from typing import Protocol
 from broker.daemon.store.tx import Json
 from broker.lifecycle import Decision, SpotReturn, UnavailableOfferings
 from broker.lifecycle.disruption import DisruptionBudget
-from markets.fleet import Instance, Notice
+from markets.cloud_fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
 

@@ -81,8 +81,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from broker.daemon import health
 from broker.lifecycle.values import DecisionKind, ReturnKind
 from markets.clock import Clock
+from markets.cloud_fleet import Instance, InstanceState
 from markets.errors import InputError
-from markets.fleet import Instance, InstanceState
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot
 from markets.quotas import quota_use_of

@@ -70,8 +70,7 @@ from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.store.tx import Json
 from broker.daemon.stretches import StretchJob
 from markets.clock import Clock
-from markets.escape import log_safe
-from markets.fleet import (
+from markets.cloud_fleet import (
     Instance,
     InstanceState,
     LaunchRequest,
@@ -79,6 +78,7 @@ from markets.fleet import (
     NoticeKind,
     TerminateRequest,
 )
+from markets.escape import log_safe
 from markets.keys import merged_notice_key, notice_key, terminate_key
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import Provider

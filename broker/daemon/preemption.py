@@ -3,7 +3,7 @@
 Owns: ``PreemptionTax``, ``preemption_tax`` and ``revocation_tax`` (the
 same, looking the workload and the pool's hazard up). When the cloud takes an
 instance back, its workload loses the work done since its last checkpoint
-and then waits for a restart (economics.md sections 1-2), in that
+and then waits for a restart (docs/concepts/effective-cost.md), in that
 instance's capacity units and at its price:
 
 - *serving*: stateless replicas, nothing to lose but the restart;
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from broker.lifecycle.values import CheckpointVerdict
-from markets.fleet import Instance
+from markets.cloud_fleet import Instance
 from markets.model import MarketSnapshot
 from policies.checkpoint import daly_interval
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet

@@ -51,7 +51,7 @@ from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
 from broker.daemon.executor import Executor, Request
 from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Lifecycle
-from broker.daemon.plan import PlanState
+from broker.daemon.plan_job import PlanState
 from broker.daemon.store.store import Store
 from broker.planning.moves import MoveCosts, need_hours, unpaid_moves, unpaid_stops
 from broker.planning.optimizer.problem import PlanOptions
@@ -68,7 +68,7 @@ from broker.planning.reconcile import (
     warm_up_seconds,
     whole_gangs,
 )
-from markets.fleet import Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.cloud_fleet import Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey
 from markets.model import Tier
 from markets.protocols import Provider

@@ -32,7 +32,7 @@ from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.store.tx import Json
 from broker.lifecycle import SpotReturn
 from markets.clock import Clock
-from markets.fleet import Instance, LaunchRequest, TerminateRequest
+from markets.cloud_fleet import Instance, LaunchRequest, TerminateRequest
 from markets.keys import notice_key, terminate_key
 from markets.model import MarketSnapshot
 

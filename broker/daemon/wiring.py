@@ -34,7 +34,7 @@ from broker.daemon.executor import Request
 from broker.daemon.hooks import HookRunner
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.metrics import DaemonMetrics
-from broker.daemon.plan import REVOCATION_KINDS
+from broker.daemon.plan_job import REVOCATION_KINDS
 from broker.daemon.store.store import Store
 from broker.lifecycle import LifecycleConfig, LifecycleManager
 from broker.lifecycle.placement import PlacementReader
@@ -231,7 +231,7 @@ def open_demand_sources(workloads: WorkloadSet) -> dict[str, MetricSource]:
 def learning_market(market: PriceSource, store: Store, owner: str) -> PriceSource:
     """``market`` with each pool's hazard updated by the revocations and spot
     hours the daemon ``owner`` recorded in ``store`` (counted by its plan
-    job: ``broker.daemon.plan``), and the failure domains its revocations
+    job: ``broker.daemon.plan_job``), and the failure domains its revocations
     show."""
 
     def experience() -> dict[str, Exposure]:

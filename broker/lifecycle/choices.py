@@ -220,10 +220,10 @@ def deadline_slack(
     shrink that commits to running smaller), or ``None`` without a deadline.
 
     Without reported progress the job is taken as on schedule: done in
-    proportion to the time elapsed since the horizon start. The margin is the
+    proportion to the time elapsed since its release. The margin is the
     time spot is expected to lose to further interruptions before the
     deadline, ``hazard x hours left x (restart + half a checkpoint interval)``
-    (economics.md sections 1-2; the interval is the configured one or Daly's
+    (docs/concepts/effective-cost.md; the interval is the configured one or Daly's
     optimum), and at least ``min_margin_hours``.
     """
     if w.deadline_hours is None or w.unit_hours is None:
@@ -231,7 +231,7 @@ def deadline_slack(
     elapsed_h = (now_s - horizon_start_s) / 3600.0
     left_h = w.deadline_hours - elapsed_h
     if done_unit_hours is None:
-        frac = min(1.0, max(0.0, elapsed_h / w.deadline_hours))
+        frac = w.due_share(elapsed_h)
         remaining = w.unit_hours * (1.0 - frac)
     else:
         remaining = max(0.0, w.unit_hours - done_unit_hours)
@@ -274,7 +274,7 @@ def checkpoint_verdict(
     margin_s: float,
 ) -> CheckpointVerdict:
     """Whether a notice-triggered checkpoint completes in the window
-    (economics.md section 2: counted only if it does; else the last periodic
+    (docs/concepts/notice-window.md: counted only if it does; else the last periodic
     checkpoint is what restarts from). ``window_s`` ``None``: the provider's
     (``policies.checkpoint.NOTICE_SECONDS``: AWS 120 s, GCP 30 s)."""
     provider = pool_key.split("/", 1)[0]

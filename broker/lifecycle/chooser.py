@@ -33,7 +33,7 @@ from broker.lifecycle.placement import CurrentScores, PlacementReader, ScoreRead
 from broker.lifecycle.stretches import BreakGlassBook
 from broker.lifecycle.values import DecisionKind, LaunchIntent, LifecycleConfig
 from broker.lifecycle.view import Candidate, Candidates, FleetView, Pending
-from markets.fleet import Instance
+from markets.cloud_fleet import Instance
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.breakglass import resize_block_reason
@@ -316,7 +316,7 @@ class Chooser:
         """Run on what is left, at the largest allowed size. ``forced``: the
         dwell and the preemption budget do not hold it back, for a gang
         that must re-form anyway (a replacement or break-glass node joining
-        is a resize too: economics.md section 4, "otherwise shrink")."""
+        is a resize too: docs/concepts/tiers.md, "otherwise shrink")."""
         if not w.elastic:
             return "the gang is not elastic"
         tally = view.tally(w.name)

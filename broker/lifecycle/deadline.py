@@ -117,7 +117,7 @@ __all__ = ["DeadlineTier", "Prior", "TierMemory"]
 #   watching (as markets.hazard.posterior weighs its advisor prior);
 PRIOR_WEIGHT_HOURS = 24.0
 # - with no history at all: spot held half the time (the middle of the
-#   0.17-0.91 range published for V100 zones, economics.md section 7), lost once
+#   0.17-0.91 range published for V100 zones, docs/concepts/market.md), lost once
 #   per hour held (1-node GPU traces: 0.1-2 per hour held, markets.hazard.posterior);
 UNINFORMED_SHARE = 0.5
 UNINFORMED_LOSSES_PER_HELD_HOUR = 1.0

@@ -2,7 +2,7 @@
 
 Owns ``DisruptionBudget``: the fleet-wide churn budget of
 ``policies.breakglass.ChurnBudget`` (at most ``churn_max_share`` of capacity
-moved per ``churn_window_s``: 5 % per 10 minutes, economics.md section 1,
+moved per ``churn_window_s``: 5 % per 10 minutes, docs/concepts/effective-cost.md,
 example C), plus what a move of one *job* may do: at most one move per job
 per ``min_interval_s`` (one per hour, the same example), and each workload's
 own ``disruption`` block (``policies.workloads.spec.Disruption``, like a

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from markets.fleet import Instance
+from markets.cloud_fleet import Instance
 from markets.model import MarketSnapshot, PoolSnapshot, Quota, Tier
 from markets.quotas import quota_use, quota_use_of
 

@@ -45,7 +45,7 @@ from broker.lifecycle.values import (
 )
 from broker.lifecycle.view import Candidate, FleetView, Pending
 from markets.clock import Clock, ensure_utc
-from markets.fleet import Instance, Notice, NoticeKind
+from markets.cloud_fleet import Instance, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.breakglass import CircuitBreakers
@@ -490,7 +490,7 @@ class LifecycleManager:
             steps = [("break-glass", glass), ("replace", replace)]
         elif wc is WorkloadClass.TRAINING:
             # On-demand when the deadline requires it, otherwise shrink
-            # (economics.md section 4): a shrink the dwell held back is taken
+            # (docs/concepts/tiers.md): a shrink the dwell held back is taken
             # after all before breaking glass, unless it would put the deadline
             # at risk (its slack check refuses it, and break-glass follows).
             steps = [

@@ -10,7 +10,7 @@ whichever is newer), and the reading says how old they are.
 
 Why: the snapshot in force may be an hour old when a notice comes, and the
 placement score is the one signal of whether a request is *fulfilled* now
-(economics.md section 7); a replacement sent to a pool that will refuse it
+(docs/concepts/market.md); a replacement sent to a pool that will refuse it
 spends the notice window. ``broker.lifecycle.view.Candidates`` ranks with the
 reading; the replacement's reason names the score and its age.
 

@@ -198,9 +198,9 @@ class LifecycleConfig(BaseModel):
     providers: tuple[str, ...] | None = None
     pool_breaker: BreakerSettings = BreakerSettings()
     # A zone opens on the second revocation within 5 min: one alone may be a
-    # single reclaim; two is the clustered pattern (economics.md section 7).
+    # single reclaim; two is the clustered pattern (docs/concepts/market.md).
     zone_breaker: BreakerSettings = BreakerSettings(open_after=2)
-    # Preemption budget (economics.md section 1, example C): at most 5 % of
+    # Preemption budget (docs/concepts/effective-cost.md, example C): at most 5 % of
     # capacity re-placed on spot per 10 min, at least one 8-GPU node; one
     # preemption-driven resize per job per hour.
     churn_window_s: Annotated[float, Bounded(gt=0.0, le=WEEK_S, unit="seconds")] = 600.0
@@ -212,7 +212,7 @@ class LifecycleConfig(BaseModel):
     # a checkpoint interval)), and at least this: to run smaller; below it at
     # full size, the deadline needs on-demand.
     deadline_margin_min_hours: Annotated[float, Bounded(ge=0.0, le=MAX_HOURS, unit="hours")] = 1.0
-    # Tensor/pipeline-parallel groups are rigid (economics.md section 6): a
+    # Tensor/pipeline-parallel groups are rigid (docs/concepts/tiers.md): a
     # gang's replacement node is the same type unless this is switched off.
     training_same_instance_type: bool = True
     # Batch replaces only this much above the lost pool's cost per unit of
@@ -252,8 +252,8 @@ class LifecycleConfig(BaseModel):
     remembered_notices: Annotated[int, Bounded(ge=1, le=10_000_000)] = 100_000
     # A stale snapshot (no fresh market data within its TTL) widens risk
     # margins: every pool's hazard counts this many times over in ranking,
-    # deadline margins and the return-to-spot test (ARCHITECTURE.md, "Stale
-    # market data"). The daemon sets it from its stale_hazard_multiplier.
+    # deadline margins and the return-to-spot test (docs/concepts/market.md,
+    # "Stale market data"). The daemon sets it from its stale_hazard_multiplier.
     stale_hazard_multiplier: Annotated[float, Bounded(ge=1.0, le=100)] = 2.0
     # The deadline rule's decision grid (broker.lifecycle.deadline): its safety
     # net counts whole ticks of this length, so a waiting job can still finish

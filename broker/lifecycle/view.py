@@ -21,7 +21,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from markets.fleet import Instance, InstanceState
+from markets.cloud_fleet import Instance, InstanceState
 from markets.keys import PoolKey
 from markets.model import Tier
 from policies.cost_table import CostTable

@@ -55,8 +55,8 @@ from datetime import datetime
 
 from broker.planning.plan import Plan
 from broker.planning.reconcile import Slot, live_ours, plan_hour
+from markets.cloud_fleet import Instance, InstanceState
 from markets.errors import InputError
-from markets.fleet import Instance, InstanceState
 from markets.model import PoolSnapshot, Tier
 from policies.cost_table import spot_factor
 from policies.moving import lost_work_hours

@@ -8,7 +8,7 @@ problem's milestone, its due work and its work-ahead value.
 
 Must not: solve, read the clock or a market beyond the cost table it is given.
 
-**What is due.** Uniform Progress's line from the job's start (the Can't Be
+**What is due.** Uniform Progress's line from the job's release (the Can't Be
 Late setting, NSDI 2024: ``ep(t) = C t / R``), less what is done, so a lead
 taken while spot was plentiful is kept: a job ahead of the line may wait out
 a spot outage instead of running its gang minimum on on-demand. A job behind
@@ -81,7 +81,7 @@ from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 __all__ = ["UNINFORMED_HELD_SHARE", "ahead_usd_per_unit_hour", "due_unit_hours", "pacing"]
 
 # A pool with no recorded share of time held: half (the middle of the
-# 0.17-0.91 range published for V100 zones, economics.md section 7; as the
+# 0.17-0.91 range published for V100 zones, docs/concepts/market.md; as the
 # lifecycle's deadline rule assumes).
 UNINFORMED_HELD_SHARE = 0.5
 
@@ -97,8 +97,9 @@ def due_unit_hours(w: Workload, left: float, hour: float, h: float) -> float:
     if time_left <= h:
         return left
     done = max(0.0, total - left)
-    line = total * min(1.0, (hour + h) / deadline) - done
-    spread = left * h / time_left
+    line = total * w.due_share(hour + h) - done
+    begin = max(hour, w.release_hours)  # no work is there before its release
+    spread = left * max(0.0, hour + h - begin) / (deadline - begin)
     return min(left, max(0.0, min(line, spread)))
 
 

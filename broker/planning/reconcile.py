@@ -66,8 +66,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from broker.planning.plan import Plan
+from markets.cloud_fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.errors import InputError
-from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey, launch_key, terminate_key
 from markets.model import Tier
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet

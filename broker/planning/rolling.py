@@ -94,6 +94,14 @@ class RollingState:
             if w.deadline_hours is not None
         }
 
+    def releases(self, workloads: WorkloadSet) -> dict[str, float]:
+        """Each job's release in hours from now (0: its work is available)."""
+        return {
+            w.name: max(0.0, w.release_hours - self.hour)
+            for w in workloads.workloads
+            if w.workload_class is not WorkloadClass.SERVING
+        }
+
     def milestones(self, step_hours: int, workloads: WorkloadSet) -> dict[str, tuple[int, float]]:
         """Uniform progress over the next step: each job's work due by the
         step's end (``broker.planning.pacing``: the line from the job's
@@ -152,6 +160,7 @@ def window_problem(
         previous_instances=dict(state.previous_instances),
         remaining_unit_hours=dict(state.remaining_unit_hours),
         deadline_hour=state.deadlines(workloads),
+        release_hour=state.releases(workloads),
         milestones=state.milestones(step_hours, workloads),
         due_unit_hours=state.due(hours, workloads),
         spent_usd=dict(state.spent_usd),
@@ -264,9 +273,11 @@ def slice_problem(full: PlanningProblem, start_hour: int, hours: int,
     )  # fmt: skip
     demand = {k: v[start_hour:end] for k, v in full.serving_demand.items()}
     deadlines = {}
+    releases = {}
     for w in full.workloads.workloads:
         base = full.deadline_hour.get(w.name, w.deadline_hours or math.inf)
         deadlines[w.name] = base - start_hour
+        releases[w.name] = max(0.0, full.first_hour(w) - start_hour)
     return dataclasses.replace(
         full,
         start=full.start + pd.Timedelta(hours=start_hour).to_pytimedelta(),
@@ -274,6 +285,7 @@ def slice_problem(full: PlanningProblem, start_hour: int, hours: int,
         pools=pools,
         serving_demand=demand,
         deadline_hour=deadlines,
+        release_hour=releases,
         remaining_unit_hours=dict(state.remaining_unit_hours),
         committed_fixed=state.committed,
         previous_instances=dict(state.previous_instances),

@@ -55,7 +55,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class DeadlineSetting:
-    """benchmarks.md section 1 defaults: ``k = 3``, ``d = 0.2 h``, ``C = 48 h``."""
+    """docs/docs/benchmarks.md defaults: ``k = 3``, ``d = 0.2 h``, ``C = 48 h``."""
 
     compute_hours: float = 48.0
     changeover_hours: float = 0.2

@@ -50,7 +50,7 @@ __all__ = [
     "spot_prices",
 ]
 
-# Revocation notice per provider (economics.md section 7: AWS 2 minutes, best
+# Revocation notice per provider (docs/concepts/market.md: AWS 2 minutes, best
 # effort; GCP 30 seconds).
 NOTICE_S = {"aws": 120, "gcp": 30}
 
@@ -59,7 +59,7 @@ BoolMatrix = npt.NDArray[np.bool_]
 
 @dataclass(frozen=True)
 class FleetSetting:
-    """benchmarks.md section 2: cold start ~3 min, spot at ``1 / k`` of on-demand."""
+    """docs/docs/benchmarks.md: cold start ~3 min, spot at ``1 / k`` of on-demand."""
 
     replicas: int = 4
     cold_start_s: int = 180

@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from broker.planning.optimizer.savings_plans import pool_rate_usd_per_instance_hour
 from broker.planning.plan import Commitment, Plan
 from broker.whatif.billing import Bill
 from broker.whatif.lookback import (
@@ -48,11 +49,13 @@ from broker.whatif.lookback import (
     MIN_LOOKBACK_DAYS,
     Recommendation,
     Refusal,
+    ScopeGroup,
+    plan_steps,
     recommend,
 )
 from broker.whatif.risk import sample_demand
 from broker.whatif.run import WhatIfResult
-from markets.commitments import OwnedCommitment, term_hours
+from markets.commitments import CommitmentKind, OwnedCommitment, term_hours
 from markets.keys import CommitmentKey, PoolKey
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostEntry
@@ -312,7 +315,14 @@ def advise(
     else:
         buys, source = inputs.period_plan.commitments, "period plan"
     hours = min(FIRST_WEEK_HOURS, ours.plan.hours)
-    ruled = [(c, _ruled(result, c, allowed_regions, seed)) for c in buys if c.instances > 0]
+    # instance commitments first: a savings plan is sized net of those
+    # recommended in its scope as well as those owned
+    wanted = [c for c in buys if c.instances > 0]
+    by_group: dict[str, Recommendation | Refusal] = {}
+    for c in sorted(wanted, key=lambda c: c.is_savings_plan):
+        bought = {g: r.count for g, r in by_group.items() if isinstance(r, Recommendation)}
+        by_group[c.group] = _ruled(result, c, allowed_regions, seed, bought)
+    ruled = [(c, by_group[c.group]) for c in wanted]
     sized = tuple(r for _, r in ruled if isinstance(r, Recommendation))
     return Advice(
         commitments=tuple(
@@ -345,11 +355,17 @@ def _buy(c: Commitment, snapshot: MarketSnapshot, rule: Recommendation) -> Commi
 
 
 def _ruled(
-    result: WhatIfResult, c: Commitment, allowed: frozenset[str] | None, seed: int
+    result: WhatIfResult,
+    c: Commitment,
+    allowed: frozenset[str] | None,
+    seed: int,
+    bought: Mapping[str, int],
 ) -> Recommendation | Refusal:
     """The lookback rule on the plan's buy ``c``: the hourly instances of the
     serving demand that can use its group, from its first hour seen to the
-    period's end, and the owned instances active each hour."""
+    period's end, and the owned instances active each hour. A savings plan's
+    usage is in its $/h steps, net of the instance commitments owned and
+    ``bought`` (group -> instances recommended) in its scope (``_plan_usage``)."""
     inputs = result.inputs
     assert inputs is not None
     end = result.start + timedelta(hours=result.hours)
@@ -371,6 +387,9 @@ def _ruled(
     owned = _owned_at(result.owned, c.group, hours_seen)
     snap = inputs.snapshot.by_key().get(c.pool_key)
     od = snap.on_demand_usd_per_hour if snap is not None else 0.0
+    if c.is_savings_plan:
+        total, od = _plan_usage(result, c, keep, bought)
+        owned = np.zeros(len(total))
     return recommend(
         c.group, c.key.region, plan_count=c.instances, savings_plan=c.is_savings_plan,
         usage=total[first:], owned=owned, usd_per_unit_hour=c.usd_per_instance_hour,
@@ -378,6 +397,43 @@ def _ruled(
         payment=c.payment, allowed_regions=allowed,
         samples=_samples(result, usable, c.group, seed) if usable else (),
     )  # fmt: skip
+
+
+def _plan_usage(
+    result: WhatIfResult, c: Commitment, keep: npt.NDArray[np.bool_], bought: Mapping[str, int]
+) -> tuple[FloatArray, float]:
+    """A savings plan's hourly usage in its $/h steps, and what a step of it
+    would cost on-demand: per instance group in its scope, the serving
+    instances there less the instances owned and ``bought`` in the group,
+    each priced at the plan's rate for the group's pool (``savings_plans``)."""
+    inputs = result.inputs
+    assert inputs is not None
+    index = inputs.demand.index[keep]
+    kind = CommitmentKind.SAVINGS_PLAN_COMPUTE
+    if c.key.instance_type.startswith("savings-plan-ec2-"):
+        kind = CommitmentKind.SAVINGS_PLAN_EC2
+    pools = inputs.snapshot.by_key()
+    used: dict[str, tuple[CostEntry, FloatArray]] = {}
+    for w in inputs.workloads.of_class(WorkloadClass.SERVING):
+        e = next((e for e in inputs.costs.entries(w.name) if _in_scope(e, c)), None)
+        s = inputs.demand.serving.get(w.name)
+        if e is None or s is None or e.work_per_instance_hour <= 0:
+            continue
+        n = np.nan_to_num(s.to_numpy(dtype=float)[keep] / e.work_per_instance_hour, nan=0.0)
+        g = str(e.key.group)
+        prev = used.get(g)
+        used[g] = (e, n if prev is None else prev[1] + n)
+    groups = []
+    for g, (e, n) in used.items():
+        snap = pools.get(e.pool_key)
+        if snap is None:
+            continue
+        od = snap.on_demand_usd_per_hour
+        rate = pool_rate_usd_per_instance_hour(snap, od, kind, c.term_years, c.payment)
+        if rate is not None:
+            groups.append(ScopeGroup(n, _owned_at(result.owned, g, index) + bought.get(g, 0),
+                                     rate, od))  # fmt: skip
+    return plan_steps(groups, c.usd_per_instance_hour)
 
 
 def _in_scope(e: CostEntry, c: Commitment) -> bool:

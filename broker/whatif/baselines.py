@@ -2,7 +2,7 @@
 
 Owns: ``all_on_demand``, ``committed_quantile`` (commit the discount-quantile
 of each workload's demand, the rest on-demand: the textbook reservation rule,
-economics.md section 3) and ``static_mix`` (an Auto Scaling group's
+docs/concepts/reservations.md) and ``static_mix`` (an Auto Scaling group's
 mixed-instances policy: an on-demand share above a base, the rest spot spread
 evenly over the cheapest spot pools by *listed* price, blind to interruption
 cost). Each respects the workload's hard rules (serving's non-revocable base,
@@ -73,15 +73,17 @@ def _job_units(w: Workload, hours: int, work_per_unit: float) -> tuple[FloatArra
     """Constant units per hour that finish the job's (pro-rata) work by its
     deadline, as a gang size where the job is a gang."""
     deadline = min(float(hours), w.deadline_hours or float(hours))
-    required = (w.unit_hours or 0.0) * min(1.0, hours / (w.deadline_hours or math.inf))
-    units = required / (deadline * work_per_unit) if deadline > 0 else 0.0
+    release = min(float(hours), float(math.ceil(w.release_hours)))
+    required = (w.unit_hours or 0.0) * w.due_share(hours)
+    span = deadline - release
+    units = required / (span * work_per_unit) if span > 0 else 0.0
     if w.workload_class is WorkloadClass.TRAINING:
         sizes = w.gang_sizes()
         units = next((s for s in sizes if s >= units - 1e-9), sizes[-1] if sizes else units)
     elif w.max_units is not None:
         units = min(units, float(w.max_units))
     run = np.zeros(hours)
-    run[: math.ceil(deadline)] = units
+    run[int(release) : math.ceil(deadline)] = units
     return run, required
 
 

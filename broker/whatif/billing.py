@@ -509,7 +509,7 @@ def _settle_job(
     carried, work behind caught up on on-demand within the budgets that hold
     over the period (module docstring); what they cannot buy is unmet."""
     deadline = w.deadline_hours or math.inf
-    required = (w.unit_hours or 0.0) * min(1.0, hours / deadline)
+    required = (w.unit_hours or 0.0) * w.due_share(hours)
     missing = max(required - done, 0.0)
     if hours < deadline:
         bill.carry_ahead(w.name, done, required)

@@ -16,8 +16,10 @@ provider/region/type; for a savings plan its kind) is bought only from at
 least ``MIN_LOOKBACK_DAYS`` of usage that can use it, in the bill's regions
 (``allowed_regions``); its count is the most-saving count over the longest
 lookback the usage covers, net of the owned instances active each hour, and
-never more than the plan's own buy nor the lookback's peak. A savings plan
-keeps the plan's size (its $/h spans types; the rule gates it by days and region).
+never more than the plan's own buy nor the lookback's peak. A savings plan is
+sized the same way on its usage in $/h steps (``broker.whatif.advice``: the
+usage in its scope net of the instance commitments owned and recommended
+there, at the plan's rates), never above the plan's buy.
 
 Must not: plan, bill or print; it reads the what-if's values only.
 """
@@ -39,6 +41,8 @@ __all__ = [
     "PARTIAL_UPFRONT_SHARE",
     "Recommendation",
     "Refusal",
+    "ScopeGroup",
+    "plan_steps",
     "recommend",
     "size_on_usage",
 ]
@@ -60,12 +64,49 @@ def size_on_usage(usage: FloatArray, usd_per_hour: float, alternative_usd: float
     if u.size == 0 or alternative_usd <= usd_per_hour or usd_per_hour < 0:
         return 0
     peak = math.floor(float(u.max()) + 1e-9)
+    # sum(min(u, n)) for every n at once: the hours below n in full, n for the rest
+    ordered = np.sort(u)
+    below = np.r_[0.0, np.cumsum(ordered)]
+    n = np.arange(1, peak + 1, dtype=float)
+    k = np.searchsorted(ordered, n, side="left")
+    covered = below[k] + n * (u.size - k)
+    savings = alternative_usd * covered - usd_per_hour * n * u.size
     best, best_saving = 0, 0.0
-    for n in range(1, peak + 1):
-        saving = alternative_usd * float(np.minimum(u, n).sum()) - usd_per_hour * n * u.size
+    for i, saving in enumerate(savings.tolist(), start=1):
         if saving > best_saving + 1e-9:
-            best, best_saving = n, saving
+            best, best_saving = i, saving
     return best
+
+
+@dataclass(frozen=True, eq=False)
+class ScopeGroup:
+    """One instance group in a savings plan's scope: its hourly instances
+    used, the instances committed there each hour (owned and recommended),
+    the plan's rate and on-demand, per instance-hour."""
+
+    instances: FloatArray
+    committed: FloatArray
+    rate_usd: float
+    on_demand_usd: float
+
+
+def plan_steps(groups: Sequence[ScopeGroup], step_usd: float) -> tuple[FloatArray, float]:
+    """A savings plan's hourly usage in its ``step_usd`` $/h steps (the usage
+    its scope's instance commitments leave, at the plan's rates), from the
+    first hour it is seen, and what a step of that usage costs on-demand."""
+    hours = max((len(g.instances) for g in groups), default=0)
+    usd = np.zeros(hours)
+    usd_od = np.zeros(hours)
+    for g in groups:
+        net = np.maximum(np.asarray(g.instances, dtype=float) - g.committed, 0.0)
+        usd += net * g.rate_usd
+        usd_od += net * g.on_demand_usd
+    total = float(usd.sum())
+    ratio = float(usd_od.sum()) / total if total > 0 else 1.0
+    seen = np.flatnonzero(usd > 1e-9)
+    first = int(seen[0]) if len(seen) else hours
+    steps = usd / step_usd if step_usd > 0 else np.zeros(hours)
+    return steps[first:], step_usd * ratio
 
 
 @dataclass(frozen=True)
@@ -168,10 +209,7 @@ def recommend(
           for lb in LOOKBACK_DAYS if days >= lb}  # fmt: skip
     lookback = max(by)
     window = net[-lookback * 24 :]
-    if savings_plan:
-        count = plan_count
-    else:
-        count = min(plan_count, by[lookback], math.floor(float(window.max(initial=0.0)) + 1e-9))
+    count = min(plan_count, by[lookback], math.floor(float(window.max(initial=0.0)) + 1e-9))
     total = usd_per_unit_hour * term_hours * count
     upfront = {"all_upfront": total, "partial_upfront": PARTIAL_UPFRONT_SHARE * total}.get(
         payment, 0.0

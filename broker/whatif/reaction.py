@@ -85,6 +85,7 @@ import dataclasses
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -95,8 +96,9 @@ from broker.lifecycle.stretches import overlap_s
 from broker.planning.plan import Plan
 from broker.planning.reconcile import Slot
 from broker.whatif.desired import DesiredByHour
+from broker.whatif.phases import PhaseClock
 from markets.clock import ManualClock
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, Notice, NoticeKind
 from markets.keys import PoolKey
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostOptions, CostTable
@@ -536,8 +538,10 @@ class Reactor:
         costs: CostTable,
         lifecycle_costs: CostTable | None = None,
         config: LifecycleConfig | None = None,
+        timings: PhaseClock | None = None,
     ) -> None:
         cfg = config or LifecycleConfig()
+        self._timings = timings  # the manager's hours timed as "reaction"
         if cfg.horizon_start is None:
             cfg = cfg.model_copy(update={"horizon_start": start})
         self.start = start
@@ -598,8 +602,9 @@ class Reactor:
         self._replay.snapshot = self._snapshot
         if desired is not None and desired.plan is plan and desired.workloads is self._args[0]:
             self._replay.desired = desired
-        for h in range(first_hour, first_hour + hours):
-            self._replay.run_hour(h)
+        with self._timings.phase("reaction") if self._timings is not None else nullcontext():
+            for h in range(first_hour, first_hour + hours):
+                self._replay.run_hour(h)
 
     @property
     def plan_held(self) -> Mapping[HeldKey, float]:

@@ -16,7 +16,7 @@ A sample, drawn from ``numpy.random.default_rng(SeedSequence([seed, STREAM, i]))
   ``DEFAULT_PRIOR_HOURS / (1 - confidence)`` (``markets.hazard.posterior``:
   ``confidence = T / (T + b0)``); ``q = 1 - exp(-rate)`` is then the chance
   that one of its spot instances is revoked in an hour. Revocations bunch
-  (economics.md section 7: SkyServe saw 83-97 % of preemptions followed by
+  (docs/concepts/market.md: SkyServe saw 83-97 % of preemptions followed by
   another in the same zone within 5 minutes), so they are drawn per burst
   group: a failure domain of the snapshot (its zones together, its
   ``co_share``), else one zone (``BURST_SHARE``). In each hour the group has

@@ -43,6 +43,7 @@ from broker.planning.plan import Commitment, Plan
 from broker.scale.pool import map_paced
 from broker.whatif.baselines import all_on_demand, committed_quantile, static_mix
 from broker.whatif.billing import Bill, MarketActuals, bill_plan, bill_reacted, bill_reaction
+from broker.whatif.phases import PhaseClock
 from broker.whatif.reaction import Reactor, lifecycle_cost_options
 from broker.whatif.replay import replay
 from broker.whatif.stress import X1, MarketStress, stressed
@@ -306,6 +307,8 @@ class WhatIfResult:
     # Per owned commitment id: its use in the plan around it (``owned_use``).
     owned_use: dict[str, dict[str, object]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    # CPU, wall and peak memory per phase (``--timings``, the bench's machinery)
+    timings: PhaseClock = field(default_factory=PhaseClock)
     # Under stress (``broker.whatif.stress``): the stress, and the same what-if
     # on the market as recorded, shown beside it.
     stress: MarketStress = X1
@@ -381,6 +384,7 @@ def run_whatif(
     availability_multiplier: float = 1.0,
     owned: tuple[OwnedCommitment, ...] = (),
     workers: int | None = None,
+    clock: PhaseClock | None = None,
 ) -> WhatIfResult:
     """Plan and bill every scenario over ``days`` from ``start``. The
     ``spotfolio`` scenario is the daemon's planning loop replayed
@@ -396,14 +400,18 @@ def run_whatif(
     Stress: ``options.interruption_multiplier`` and ``availability_multiplier``
     make a stressed market (``broker.whatif.stress``) that every scenario is
     planned on *and billed on*; the same what-if on the market as recorded
-    (x1) is run beside it (``WhatIfResult.unstressed``)."""
+    (x1) is run beside it (``WhatIfResult.unstressed``).
+
+    ``clock``: the phases are timed on it (``broker.whatif.phases``; both
+    runs of a stressed what-if add to the same phases)."""
     opts = options or whole_period_options(days * 24)
+    clock = clock if clock is not None else PhaseClock()
     stress = MarketStress(opts.interruption_multiplier, availability_multiplier)
     if stress.is_x1:
         return _run(market, workloads, start=start, days=days, demand=demand, options=opts,
                     committed_levels=committed_levels, seed=seed, progress=progress,
                     replan_hours=replan_hours, horizon_hours=horizon_hours,
-                    owned=owned, workers=workers)  # fmt: skip
+                    owned=owned, workers=workers, clock=clock)  # fmt: skip
     say = progress or (lambda _msg: None)
     # The stressed market carries the hazard: the plan's cost table is not
     # told again (that would count the multiplier twice).
@@ -412,11 +420,13 @@ def run_whatif(
     result = _run(stressed(market, stress), workloads, start=start, days=days, demand=demand,
                   options=x1_opts, committed_levels=committed_levels, seed=seed,
                   progress=progress, replan_hours=replan_hours,
-                  horizon_hours=horizon_hours, owned=owned, workers=workers)  # fmt: skip
+                  horizon_hours=horizon_hours, owned=owned, workers=workers,
+                  clock=clock)  # fmt: skip
     say("the market as recorded (x1)")
     result.unstressed = _run(market, workloads, start=start, days=days, demand=demand,
                              options=x1_opts, seed=seed, progress=progress,
-                             replan_hours=replan_hours, horizon_hours=horizon_hours)  # fmt: skip
+                             replan_hours=replan_hours, horizon_hours=horizon_hours,
+                             clock=clock)  # fmt: skip
     result.stress = stress
     return result
 
@@ -436,117 +446,133 @@ def _run(
     horizon_hours: int,
     owned: tuple[OwnedCommitment, ...] = (),
     workers: int | None = None,
+    clock: PhaseClock,
 ) -> WhatIfResult:
     """One what-if on ``market`` as given (``run_whatif``)."""
     from broker.planning.optimizer.solve import solve  # PuLP only when planning
 
     say = progress or (lambda _msg: None)
-    clock: dict[str, float] = {}
+    seconds: dict[str, float] = {}
     t = time.perf_counter()
-    snapshot = market.snapshot(start)
-    # Plans run on whole hours; a recorded market's latest time rarely is one.
-    start = snapshot.at.replace(minute=0, second=0, microsecond=0)
-    hours = days * 24
-    if demand is None:
-        history_start = start - timedelta(days=HISTORY_DAYS)
-        demand = DemandSet.from_shapes(workloads, history_start, HISTORY_DAYS * 24 + hours, seed)
-    actual = _actual_demand(demand, workloads, start, hours)
-    forecast = {n: f.point.to_numpy(dtype=float) for n, f in demand.forecast(start, hours).items()}
-    for n, arr in actual.items():  # no history at all: plan on the actuals
-        if n not in forecast or not np.all(np.isfinite(forecast[n])):
-            forecast[n] = arr
-    actuals = _actuals(market, snapshot, start, hours)
-    clock["inputs_s"] = time.perf_counter() - t
+    with clock.phase("market"):
+        snapshot = market.snapshot(start)
+        # Plans run on whole hours; a recorded market's latest time rarely is one.
+        start = snapshot.at.replace(minute=0, second=0, microsecond=0)
+        hours = days * 24
+        actuals = _actuals(market, snapshot, start, hours)
+    with clock.phase("forecast"):
+        if demand is None:
+            history_start = start - timedelta(days=HISTORY_DAYS)
+            demand = DemandSet.from_shapes(
+                workloads, history_start, HISTORY_DAYS * 24 + hours, seed
+            )
+        actual = _actual_demand(demand, workloads, start, hours)
+        forecast = {
+            n: f.point.to_numpy(dtype=float) for n, f in demand.forecast(start, hours).items()
+        }
+        for n, arr in actual.items():  # no history at all: plan on the actuals
+            if n not in forecast or not np.all(np.isfinite(forecast[n])):
+                forecast[n] = arr
+    seconds["inputs_s"] = time.perf_counter() - t
 
     opts = options
-    tables = _CostTables(snapshot, workloads)
-    costs = tables.get(opts.cost_options)
     say("planning with the optimizer")
     t = time.perf_counter()
-    problem = build_problem(snapshot, workloads, forecast, hours=hours, options=opts, costs=costs)
-    plan = solve(problem)
-    clock["optimizer_s"] = time.perf_counter() - t
+    with clock.phase("commitments plan"):
+        tables = _CostTables(snapshot, workloads)
+        costs = tables.get(opts.cost_options)
+        problem = build_problem(
+            snapshot, workloads, forecast, hours=hours, options=opts, costs=costs
+        )
+        plan = solve(problem)
+    seconds["optimizer_s"] = time.perf_counter() - t
 
     say("replaying the daemon's planning loop")
     t = time.perf_counter()
     step_opts = dataclasses.replace(opts, period_hours=1)
-    # Each step's lost spot goes through the lifecycle manager as the step is
-    # taken (the daemon's plan job and manager), and the loop carries what
-    # its decisions did.
-    lifecycle_costs = tables.get(lifecycle_cost_options(snapshot))
-    reactor = Reactor(start, workloads, snapshot, actuals, costs=costs,
-                      lifecycle_costs=lifecycle_costs)  # fmt: skip
-    rolled = replay(
-        market,
-        workloads,
-        demand,
-        start,
-        hours,
-        actuals,
-        committed=plan.committed_instances(),
-        step_hours=replan_hours,
-        horizon_hours=horizon_hours,
-        options=step_opts,
-        fallback_demand=forecast,
-        progress=say,
-        first=(snapshot, costs),
-        reactor=reactor,
-    )
-    clock["replay_s"] = time.perf_counter() - t
+    with clock.phase("replay planning"):
+        # Each step's lost spot goes through the lifecycle manager as the step
+        # is taken (the daemon's plan job and manager), and the loop carries
+        # what its decisions did; the manager's time is the "reaction" phase.
+        lifecycle_costs = tables.get(lifecycle_cost_options(snapshot))
+        reactor = Reactor(start, workloads, snapshot, actuals, costs=costs,
+                          lifecycle_costs=lifecycle_costs, timings=clock)  # fmt: skip
+        rolled = replay(
+            market,
+            workloads,
+            demand,
+            start,
+            hours,
+            actuals,
+            committed=plan.committed_instances(),
+            step_hours=replan_hours,
+            horizon_hours=horizon_hours,
+            options=step_opts,
+            fallback_demand=forecast,
+            progress=say,
+            first=(snapshot, costs),
+            reactor=reactor,
+        )
+    seconds["replay_s"] = time.perf_counter() - t
 
     say("billing scenarios")
     t = time.perf_counter()
-    listed = tables.get(CostOptions())  # the baselines' rules: the hazard as listed
-    plans = [
-        all_on_demand(snapshot, workloads, forecast, hours, costs=listed),
-        committed_quantile(
-            snapshot,
-            workloads,
-            forecast,
-            hours,
-            costs=tables.get(CostOptions(term_years=opts.term_years)),
-        ),
-        static_mix(snapshot, workloads, forecast, hours, costs=listed),
-    ]
+    with clock.phase("baselines"):
+        listed = tables.get(CostOptions())  # the baselines' rules: the hazard as listed
+        plans = [
+            all_on_demand(snapshot, workloads, forecast, hours, costs=listed),
+            committed_quantile(
+                snapshot,
+                workloads,
+                forecast,
+                hours,
+                costs=tables.get(CostOptions(term_years=opts.term_years)),
+            ),
+            static_mix(snapshot, workloads, forecast, hours, costs=listed),
+        ]
     names = ["on_demand", "committed_quantile", "static_mix"]
-    # The baselines keep their published reaction (an ASG tops up on
-    # on-demand); Spotfolio's lost spot goes through the lifecycle manager.
-    scenarios = [
-        Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals, costs=costs))
-        for n, p in zip(names, plans, strict=True)
-    ]
-    ours = bill_reaction(rolled.plan, reactor.result(), workloads, actual, snapshot, actuals,
-                         costs=costs)  # fmt: skip
+    with clock.phase("billing"):
+        # The baselines keep their published reaction (an ASG tops up on
+        # on-demand); Spotfolio's lost spot goes through the lifecycle manager.
+        scenarios = [
+            Scenario(n, p, bill_plan(p, workloads, actual, snapshot, actuals, costs=costs))
+            for n, p in zip(names, plans, strict=True)
+        ]
+        ours = bill_reaction(rolled.plan, reactor.result(), workloads, actual, snapshot,
+                             actuals, costs=costs)  # fmt: skip
     scenarios.append(Scenario("spotfolio", rolled.plan, ours))
-    clock["baselines_s"] = time.perf_counter() - t
-    result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=clock)
+    seconds["baselines_s"] = time.perf_counter() - t
+    result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=seconds)
+    result.timings = clock
     result.inputs = WhatIfInputs(snapshot, workloads, demand, actual, forecast, actuals, costs,
                                  lifecycle_costs, plan, market=market,
                                  market_steps=tuple(reactor.markets))  # fmt: skip
     if owned:
         say("planning around the commitments owned")
         t = time.perf_counter()
-        around = solve(dataclasses.replace(problem, owned=owned))
+        with clock.phase("owned plan"):
+            around = solve(dataclasses.replace(problem, owned=owned))
         result.owned = owned
         result.next_buy = tuple(c for c in around.commitments if c.instances > 0)
         result.owned_use = owned_use(around, problem, owned, forecast)
-        clock["owned_s"] = time.perf_counter() - t
+        seconds["owned_s"] = time.perf_counter() - t
     if committed_levels:
         t = time.perf_counter()
-        _sweep(
-            result,
-            problem,
-            plan,
-            workloads,
-            actual,
-            snapshot,
-            actuals,
-            forecast,
-            committed_levels,
-            say,
-            workers,
-        )
-        clock["sweep_s"] = time.perf_counter() - t
+        with clock.phase("committed sweep"):
+            _sweep(
+                result,
+                problem,
+                plan,
+                workloads,
+                actual,
+                snapshot,
+                actuals,
+                forecast,
+                committed_levels,
+                say,
+                workers,
+            )
+        seconds["sweep_s"] = time.perf_counter() - t
     return result
 
 

@@ -50,7 +50,7 @@ from markets.aws.envelope import (
     text,
 )
 from markets.clock import ensure_utc
-from markets.fleet import Notice, NoticeKind
+from markets.cloud_fleet import Notice, NoticeKind
 
 __all__ = [
     "HEALTH_DETAIL_TYPE",

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from markets import catalog
 from markets.clock import ensure_utc
-from markets.fleet import (
+from markets.cloud_fleet import (
     GENERATION_TAG,
     OWNER_TAG,
     POOL_TAG,

@@ -81,8 +81,8 @@ from markets.aws.envelope import (
 )
 from markets.aws.errors import aws_call
 from markets.aws.health import HEALTH_DETAIL_TYPE, HEALTH_SOURCE, parse_health
+from markets.cloud_fleet import InstanceState, Notice, NoticeKind
 from markets.escape import log_safe
-from markets.fleet import InstanceState, Notice, NoticeKind
 
 if TYPE_CHECKING:
     from typing import Unpack

@@ -61,9 +61,7 @@ from markets.aws.settings import (
     settings_from_options,
 )
 from markets.blocks import CapacityBlock
-from markets.errors import InputError, TransientError
-from markets.escape import log_safe
-from markets.fleet import (
+from markets.cloud_fleet import (
     OWNER_TAG,
     ActionResult,
     ErrorKind,
@@ -72,6 +70,8 @@ from markets.fleet import (
     Notice,
     TerminateRequest,
 )
+from markets.errors import InputError, TransientError
+from markets.escape import log_safe
 from markets.model import Pool, Provider, Tier
 
 if TYPE_CHECKING:

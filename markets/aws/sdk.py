@@ -268,7 +268,7 @@ def cloudwatch_client(region: str, *, endpoint_url: str | None = None) -> Any:
 
 def s3_client() -> Any:
     """An S3 client with the retry configuration, for a sweep's inputs
-    (``broker.scale.inputs``: ``PutObject`` by the client, ``GetObject`` by
+    (``broker.scale.sweep_inputs``: ``PutObject`` by the client, ``GetObject`` by
     the workers; not the daemon's, so not in ``AWS_API_CALLS``). Region and
     endpoint from the default chain (``AWS_ENDPOINT_URL`` for a local server)."""
     import boto3

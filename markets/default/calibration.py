@@ -4,7 +4,7 @@ Owns: the constants the seeded spot model (``markets.default.spot_model``)
 draws from (spot discount band and price walk, zone capacity regimes, pool
 participation, advisor-like hazard buckets, revocation bursts, the model
 hazard's confidence) and ``bucket_hazard_band``. Each figure cites where it
-comes from (economics.md section 7, the public spot datasets) or says it is an assumption;
+comes from (docs/concepts/market.md, the public spot datasets) or says it is an assumption;
 tests check the generated market against them.
 
 Must not: draw random numbers, hold state, read files or call clouds.
@@ -40,22 +40,22 @@ __all__ = [
     "bucket_hazard_band",
 ]
 
-# economics.md section 7: "Spot discounts 60-90 % off".
+# docs/concepts/market.md: "Spot discounts 60-90 % off".
 SPOT_DISCOUNT_MIN, SPOT_DISCOUNT_MAX = 0.60, 0.90
 # A pool's mean discount is MIN + (MAX - MIN) * Beta(2, 3) (mean 72 %): skewed to
 # the small end because GPU spot is scarce; the AWS Spot Instance Advisor
 # snapshot of 2025-06-28 (alexei-led/spotinfo) gives a median saving of 58 % for this
 # catalog's AWS types in us-east-1/us-west-2/eu-west-1.
 SPOT_DISCOUNT_BETA = (2.0, 3.0)
-# "Since late 2017 AWS spot prices move slowly (a few % a week)" (economics.md
-# section 7): sd of the weekly log change; mean reversion keeps months bounded.
+# "Since late 2017 AWS spot prices move slowly (a few % a week)"
+# (docs/concepts/market.md): sd of the weekly log change; mean reversion keeps months bounded.
 PRICE_WEEKLY_SD = 0.025
 PRICE_HALF_LIFE_HOURS = 720.0  # assumption: a month; gives a stationary sd of 4.6 %
 # GCP Spot VM pricing docs: Spot prices "can change up to once every 30 days",
 # and are set per region, not per zone.
 GCP_PRICE_HOLD_HOURS = 720
 
-# economics.md section 7: "the share of time spot could be held ranged from 0.17
+# docs/concepts/market.md: "the share of time spot could be held ranged from 0.17
 # to 0.91 across nine zones" (45-day V100 trace). Zones draw their calm share
 # stratified over this range, so every market spans it.
 ZONE_SHARE_MIN, ZONE_SHARE_MAX = 0.17, 0.91
@@ -65,10 +65,10 @@ ZONE_SHARE_MIN, ZONE_SHARE_MAX = 0.17, 0.91
 CRUNCH_MEAN_HOURS_RANGE = (1.0, 6.0)
 # Share of a zone's crunches that also starve a pool: 0.7 + 0.3 * Beta(3, 1)
 # (mean 0.93): pools of a zone move together (>94 % "all or none" for 4- and
-# 16-node clusters, economics.md section 7).
+# 16-node clusters, docs/concepts/market.md).
 PARTICIPATION_FLOOR, PARTICIPATION_BETA = 0.7, (3.0, 1.0)
 
-# AWS Spot Instance Advisor buckets (economics.md section 7; the advisor's
+# AWS Spot Instance Advisor buckets (docs/concepts/market.md; the advisor's
 # "ranges"): share of instances reclaimed over a month, <5 %, 5-10 %,
 # 10-15 %, 15-20 %, >20 %, read as a constant hazard -ln(1 - share) / 730 h as
 # markets.hazard.prior does. The top bucket is open: its hazard is drawn
@@ -83,7 +83,7 @@ BUCKET0_FLOOR_SHARE = 0.005  # assumption: no pool is revocation-free
 # and eu-west-1: 3, 2, 7, 3 and 45 of 60 (type, region) pairs per bucket.
 BUCKET_WEIGHTS = (0.05, 0.05, 0.10, 0.05, 0.75)
 # "83-97 % [of preemptions] are followed by another in the same zone within 5
-# minutes" (SkyServe, EuroSys 2025; economics.md section 7). A burst of
+# minutes" (SkyServe, EuroSys 2025; docs/concepts/market.md). A burst of
 # Geometric(mean 10) events leaves 1 in 10 without a follower: ~90 %. The
 # 5-minute window is ``markets.hazard.clustering``'s (CLUSTER_WINDOW_S, re-exported
 # here): the model is calibrated against the statistic that measures it.

@@ -43,7 +43,7 @@ price      float64 (optional)      spot $/instance-hour per tick, when the file
 
 Why the 2023 files read the other way: (1) the "0.17-0.91 held across nine
 zones" figure quoted for the 45-day V100 trace (skypilot-org/spot-traces,
-economics.md section 7) fits our three us-west-2 zones only when read as held:
+docs/concepts/market.md) fits our three us-west-2 zones only when read as held:
 0.883 / 0.905 / 0.891 (us-west-2b is the 0.91 top end); read as preempted they
 give 0.095-0.117, below the stated minimum. The upstream us-east-1a file of the
 same collection (skypilot-org/spot-traces, read through the search tool) is

@@ -56,7 +56,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from markets import catalog
-from markets.fleet import (
+from markets.cloud_fleet import (
     GENERATION_TAG,
     OWNER_TAG,
     POOL_TAG,

@@ -40,8 +40,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from markets.clock import Clock, ensure_utc
+from markets.cloud_fleet import Notice, NoticeKind
 from markets.errors import TransientError
-from markets.fleet import Notice, NoticeKind
 from markets.gcp.errors import gcp_call
 from markets.gcp.labels import instance_id
 from markets.gcp.sdk import CallPolicy, ZoneOperationsApi

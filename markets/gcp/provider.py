@@ -43,8 +43,7 @@ from typing import TYPE_CHECKING
 from google.api_core import exceptions as gexc
 
 from markets.clock import Clock, SystemClock
-from markets.errors import InputError
-from markets.fleet import (
+from markets.cloud_fleet import (
     ActionResult,
     ErrorKind,
     Instance,
@@ -52,6 +51,7 @@ from markets.fleet import (
     Notice,
     TerminateRequest,
 )
+from markets.errors import InputError
 from markets.gcp.errors import gcp_call
 from markets.gcp.labels import (
     LABEL_OF_TAG,

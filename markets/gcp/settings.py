@@ -44,8 +44,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from markets.cloud_fleet import LaunchRequest
 from markets.errors import InputError
-from markets.fleet import LaunchRequest
 from markets.gcp.labels import (
     TAGS_METADATA_KEY,
     instance_name,

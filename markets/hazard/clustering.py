@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 # SkyServe (EuroSys 2025): 83-97 % of preemptions are followed by another in the
-# same zone within 5 minutes (economics.md section 7).
+# same zone within 5 minutes (docs/concepts/market.md).
 CLUSTER_WINDOW_S = 300.0
 
 # When two zones (or one zone with itself) count as one failure domain: at

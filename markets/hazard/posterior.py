@@ -15,7 +15,7 @@ of a zone is ``markets.hazard.clustering``.
 Inputs are plain values: revocations seen over hours held. It must not: read
 files (``markets.files.traces`` loads them), call a cloud, or take the spot
 placement score as an input. The placement score estimates whether a request
-is *fulfilled*, not how long the capacity stays (economics.md section 7), so
+is *fulfilled*, not how long the capacity stays (docs/concepts/market.md), so
 it is a separate signal and never enters the hazard.
 
 The model, for ``k`` revocations seen over ``T`` hours held::
@@ -52,7 +52,7 @@ evidence is discounted by the variance inflation of one period's count,
 ``phi = 1 + rate * period_hours / r`` (the NB likelihood's information on the
 rate is the Poisson one over ``phi``). The prior is pseudo-evidence in the same
 currency (hours of watching), so prior and evidence both divide by ``phi``: the
-mean is the Poisson posterior's, only the interval widens. ``markets.hazard.calibration``
+mean is the Poisson posterior's, only the interval widens. ``markets.hazard.holdout``
 fits ``r`` on the first part of the traces and scores the rest.
 """
 

@@ -78,7 +78,7 @@ class HazardPrior:
 
 
 # Nothing known: GPU types are most often in the top advisor bucket
-# (economics.md section 7), so assume it, labelled as an assumption.
+# (docs/concepts/market.md), so assume it, labelled as an assumption.
 ASSUMED_PRIOR = HazardPrior(
     monthly_share_to_rate(ADVISOR_BUCKET_SHARES[-1]), DEFAULT_PRIOR_HOURS, HazardSource.ASSUMED
 )

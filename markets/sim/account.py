@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from markets.errors import CapacityUnavailableError, InputError
-from markets.fleet import (
+from markets.cloud_fleet import (
     GENERATION_TAG,
     OWNER_TAG,
     POOL_TAG,
@@ -31,6 +30,7 @@ from markets.fleet import (
     LaunchRequest,
     TerminateRequest,
 )
+from markets.errors import CapacityUnavailableError, InputError
 from markets.model import Tier
 from markets.sim.core import IntentKey, _Inst, _Intent
 from markets.sim.events import SimEvents

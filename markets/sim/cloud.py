@@ -56,7 +56,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import numpy.typing as npt
 
-from markets.fleet import Instance
+from markets.cloud_fleet import Instance
 from markets.model import Tier
 from markets.sim.account import SimAccount
 from markets.sim.core import SimOptions

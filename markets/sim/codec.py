@@ -36,6 +36,7 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from markets.clock import ensure_utc
+from markets.cloud_fleet import Instance, LaunchRequest, Notice, TerminateRequest
 from markets.errors import (
     AuthError,
     CapacityUnavailableError,
@@ -46,7 +47,6 @@ from markets.errors import (
     ThrottledError,
     TransientError,
 )
-from markets.fleet import Instance, LaunchRequest, Notice, TerminateRequest
 from markets.sim.core import (
     IntentKey,
     SimCore,

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from markets.clock import Clock
+from markets.cloud_fleet import Instance, LaunchRequest, Notice, TerminateRequest
 from markets.errors import InputError, SpotfolioError, ThrottledError
-from markets.fleet import Instance, LaunchRequest, Notice, TerminateRequest
 from markets.model import Tier
 from markets.protocols import HistorySource, PriceSource
 

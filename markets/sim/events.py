@@ -42,7 +42,7 @@ from typing import cast
 
 import pandas as pd
 
-from markets.fleet import InstanceState, NoticeKind
+from markets.cloud_fleet import InstanceState, NoticeKind
 from markets.protocols import RevocationSource
 from markets.sim.core import _Inst
 from markets.sim.queue import NoticeQueue

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from markets.clock import Clock, SystemClock, ensure_utc
+from markets.cloud_fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.errors import InputError
-from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.protocols import HistorySource, PriceSource
 from markets.sim.cloud import SimCloud, SimOptions
 from markets.sim.codec import AccountFile, encode, read_account, restore

@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, Notice, NoticeKind
 from markets.sim.core import SimCore, _Queued
 
 __all__ = ["NoticeQueue"]

@@ -1,6 +1,6 @@
 """Per-tick decision rules for one restartable job with a deadline.
 
-Owns: the deadline setting's decision rules (benchmarks.md section 1, the "Can't
+Owns: the deadline setting's decision rules (docs/docs/benchmarks.md, the "Can't
 Be Late" setting, NSDI 2024) as pure functions of what the job knows at a tick:
 ``on_demand``, ``greedy``, ``uniform_progress`` (exactly as published): the
 baselines, which ``policies.online.registry`` knows by name. Spotfolio's own

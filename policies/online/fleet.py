@@ -1,5 +1,5 @@
 """Serving-fleet rules: how many replicas to hold on spot in which zone, and on
-on-demand, so that ``N`` are ready (benchmarks.md section 2, the SkyServe /
+on-demand, so that ``N`` are ready (docs/benchmarks.md, the SkyServe /
 SpotHedge setting, EuroSys 2025).
 
 Owns: the view a rule gets (``FleetView``: per zone whether spot can be had,
@@ -230,7 +230,7 @@ class SpotHedge:
     """
 
     name = "spothedge"
-    N_EXTRA = 2  # "+1-2 extra spot replicas" (benchmarks.md section 2)
+    N_EXTRA = 2  # "+1-2 extra spot replicas" (docs/benchmarks.md)
     BASE = 0  # on-demand base replicas (SkyServe's base on-demand fallback)
 
     def start(self, spec: FleetSpec) -> HedgeMemory:

@@ -1,4 +1,4 @@
-"""Workload classes and their per-class default policies (economics.md section 4).
+"""Workload classes and their per-class default policies (docs/concepts/tiers.md).
 
 Owns: ``WorkloadClass`` (``research`` is another name for ``batch``), the
 defaults a workload of each class gets for what it leaves out
@@ -88,7 +88,7 @@ _SERVING_VALUE_OF_TIME = 10_000.0
 _TRAINING_VALUE_OF_TIME = 1_000.0
 
 
-# The built-in per-class defaults (economics.md section 4), all overridable in a
+# The built-in per-class defaults (docs/concepts/tiers.md), all overridable in a
 # file's ``class_defaults``. Shares: at most half of a workload's spot in one
 # zone or one pool, so one zone's correlated revocations (83-97 % followed by
 # another within 5 min, SkyServe) cannot take more than half of it.
@@ -102,7 +102,7 @@ BUILTIN_CLASS_DEFAULTS: dict[WorkloadClass, ClassPolicy] = {
     WorkloadClass.SERVING: ClassPolicy(
         # 70 % of every hour's demand on committed/on-demand; spot only above it.
         max_spot_share=0.3,
-        # An unmet serving unit costs 5-10x a batch unit-hour (economics.md s4): 10x.
+        # An unmet serving unit costs 5-10x a batch unit-hour (docs/concepts/tiers.md): 10x.
         unmet_penalty_usd_per_unit_hour=10 * _BATCH_PENALTY,
         priority=3,
         checkpoint_write_seconds=0.0,  # stateless replicas

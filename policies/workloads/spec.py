@@ -99,6 +99,7 @@ _APPLIES_TO: dict[str, frozenset[WorkloadClass]] = {
     "max_units": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
     "unit_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
     "deadline_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
+    "release_hours": frozenset({WorkloadClass.TRAINING, WorkloadClass.BATCH}),
 }
 
 
@@ -194,7 +195,7 @@ class Workload(StrictModel):
     budget_usd_per_hour: Annotated[float, Bounded(gt=0.0, le=MAX_USD)] | None = None
     priority: Annotated[int, Bounded(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 1
     checkpoint_write_seconds: Annotated[float, Bounded(ge=0.0, le=DAY_S, unit="seconds")] = 60.0
-    # None: the caller uses Daly's optimum for the pool's hazard (economics.md s2).
+    # None: the caller uses Daly's optimum for the pool's hazard (docs/concepts/notice-window.md).
     checkpoint_interval_minutes: (
         Annotated[float, Bounded(gt=0.0, le=MAX_HOURS * 60, unit="minutes")] | None
     ) = None
@@ -216,6 +217,9 @@ class Workload(StrictModel):
     )
     # A deadline only bounds the work, it sizes no array: a century of hours.
     deadline_hours: Annotated[float, Bounded(gt=0.0, le=1e6, unit="hours")] | None = None
+    # When the work becomes available, in hours from the same epoch as the
+    # deadline: nothing of it runs before (0, the default: from the start).
+    release_hours: Annotated[float, Bounded(ge=0.0, le=1e6, unit="hours")] = 0.0
     # The job comes back (a nightly retrain, a standing sweep queue): its demand
     # is expected over a 1- or 3-year commitment term, so it may justify one.
     # A finite job (the default) only counts for the hours it runs.
@@ -350,19 +354,36 @@ class Workload(StrictModel):
             )
 
     def _check_deadline(self) -> None:
+        if self.deadline_hours is not None and self.release_hours >= self.deadline_hours:
+            raise FieldError(
+                "release_hours",
+                f"a release before deadline_hours ({self.deadline_hours:g})",
+                self.release_hours,
+            )
         if self.unit_hours is None or self.deadline_hours is None or self.max_units is None:
             return
         # Feasible in principle: the largest gang on the fastest acceptable type
         # (types without a stated factor count as 1.0 here).
         best = max(self.throughput_of(t) for t in self.instance_types)
         needed_hours = self.unit_hours / (self.max_units * best)
-        if needed_hours > self.deadline_hours:
+        if needed_hours > self.deadline_hours - self.release_hours:
+            after = f" after release_hours {self.release_hours:g}" if self.release_hours else ""
             raise FieldError(
                 "deadline_hours",
-                f"at least {needed_hours:g} h: {self.unit_hours:g} unit-hours need that long "
-                f"at max_units {self.max_units} and best throughput {best:g}",
+                f"at least {self.release_hours + needed_hours:g} h: {self.unit_hours:g} "
+                f"unit-hours need {needed_hours:g} h{after} at max_units {self.max_units} "
+                f"and best throughput {best:g}",
                 self.deadline_hours,
             )
+
+    def due_share(self, hours: float) -> float:
+        """The share of the work due ``hours`` after the epoch on uniform
+        progress from ``release_hours`` to ``deadline_hours`` (0.0 without a
+        deadline: nothing is due by a given hour)."""
+        if self.deadline_hours is None or hours >= self.deadline_hours:
+            return 1.0 if self.deadline_hours is not None else 0.0
+        span = self.deadline_hours - self.release_hours
+        return min(1.0, max(0.0, (hours - self.release_hours) / span))
 
     # --- lookups the optimizer uses -------------------------------------------------
 

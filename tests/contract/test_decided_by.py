@@ -19,9 +19,9 @@ import pytest
 from broker.bench import fleet as fleet_bench
 from broker.bench import portfolio
 from broker.bench import rules as bench_rules
-from broker.daemon import plan as plan_module
+from broker.daemon import plan_job as plan_module
 from broker.daemon.config import DaemonConfig
-from broker.daemon.plan import PlanState, Progress
+from broker.daemon.plan_job import PlanState, Progress
 from broker.daemon.wiring import default_lifecycle
 from broker.whatif import reaction, replay
 from markets.clock import SystemClock

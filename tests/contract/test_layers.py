@@ -33,7 +33,7 @@ MARKETS_CORE = frozenset(
     "markets." + m
     for m in (
         "model",
-        "fleet",
+        "cloud_fleet",
         "errors",
         "clock",
         "protocols",

@@ -119,7 +119,7 @@ def _open_store() -> PriceSource:
     from pathlib import Path
 
     from broker.daemon.store.store import Store
-    from markets.fleet import Instance, InstanceState
+    from markets.cloud_fleet import Instance, InstanceState
 
     pool = MARKETS.get("default")().pools()[0].key
     url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'state.db'}"

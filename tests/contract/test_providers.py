@@ -46,13 +46,13 @@ from typing import Any
 import pytest
 
 from markets.clock import ManualClock
+from markets.cloud_fleet import ErrorKind, LaunchRequest, TerminateRequest
 from markets.errors import (
     CapacityUnavailableError,
     QuotaExceededError,
     ThrottledError,
     TransientError,
 )
-from markets.fleet import ErrorKind, LaunchRequest, TerminateRequest
 from markets.model import Tier
 from markets.protocols import Provider
 from markets.registry import PROVIDERS

@@ -24,7 +24,7 @@ from broker.daemon.store.store import Store
 from broker.daemon.wiring import default_lifecycle
 from markets.aws.provider import open_aws_provider
 from markets.clock import ManualClock
-from markets.fleet import NoticeKind
+from markets.cloud_fleet import NoticeKind
 from markets.model import Tier
 from policies.workloads.spec import parse_workloads
 from tests.fakes.eventbridge import FULL_EVENT

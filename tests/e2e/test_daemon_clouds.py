@@ -27,8 +27,8 @@ from broker.daemon.store.store import Store
 from broker.daemon.wiring import default_lifecycle, open_cloud
 from markets.aws.launch import LAUNCH_KEY_TAG
 from markets.clock import ManualClock
+from markets.cloud_fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.clouds import Clouds
-from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.gcp.sdk import CallPolicy
 from markets.model import Tier
 from markets.protocols import Provider

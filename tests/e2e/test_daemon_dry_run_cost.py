@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from broker.cli import cli
 from broker.daemon.config import load_daemon_config
 from broker.daemon.wiring import open_config_market
-from markets.fleet import OWNER_TAG, Instance
+from markets.cloud_fleet import OWNER_TAG, Instance
 from markets.model import MarketSnapshot
 from markets.sim.persist import load_state
 

@@ -28,8 +28,8 @@ from broker.daemon.store.store import Store
 from broker.daemon.wiring import default_lifecycle
 from broker.lifecycle import LifecycleManager
 from markets.clock import ManualClock
+from markets.cloud_fleet import Instance, LaunchRequest, NoticeKind
 from markets.errors import InputError, TransientError
-from markets.fleet import Instance, LaunchRequest, NoticeKind
 from markets.keys import launch_key, next_attempt_key
 from markets.model import MarketSnapshot, Tier
 from markets.sim.cloud import SimOptions
@@ -1153,7 +1153,7 @@ def _sweeps_plan(w: World, d: Daemon, counts: dict[str, int]) -> None:
     """A plan of ``counts`` spot instances of ``sweeps`` per pool for the
     hour, recorded in the store as the plan in force (a restart within
     ``replan_s`` keeps it) and put in force in ``d``."""
-    from broker.daemon.plan import PlanState, plan_from_record
+    from broker.daemon.plan_job import PlanState, plan_from_record
 
     now = w.clock.now()
     digest = d.planner._digest

@@ -27,7 +27,7 @@ from broker.daemon.store.store import Store
 from broker.daemon.wiring import default_lifecycle
 from markets.aws.provider import AwsProvider, open_aws_provider
 from markets.clock import ManualClock
-from markets.fleet import Instance
+from markets.cloud_fleet import Instance
 from markets.model import Tier
 from policies.workloads.spec import parse_workloads
 from tests.fakes.tiny_market import T0, TinyMarket

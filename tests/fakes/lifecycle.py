@@ -18,7 +18,7 @@ from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.store.tx import Json
 from broker.lifecycle import Decision, DecisionKind, SpotReturn, UnavailableOfferings
 from broker.lifecycle.disruption import DisruptionBudget
-from markets.fleet import Instance, Notice
+from markets.cloud_fleet import Instance, Notice
 from markets.model import MarketSnapshot, Tier
 from policies.cost_table import CostTable
 

@@ -26,7 +26,7 @@ from markets.aws.sdk import (
     PRICING_REGION,
 )
 from markets.aws.settings import AwsProviderSettings
-from markets.fleet import OWNER_TAG
+from markets.cloud_fleet import OWNER_TAG
 from tests.terraform.hcl import (
     MODULE,
     TF_ROOT,

@@ -38,7 +38,7 @@ from broker.daemon.jobs import Job, run_in_order
 from broker.lifecycle import LifecycleConfig, LifecycleManager
 from broker.lifecycle.values import LaunchIntent
 from markets.clock import ManualClock
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, Notice, NoticeKind
 from markets.model import (
     Hazard,
     HazardSource,

@@ -21,7 +21,7 @@ the project's ``LifecycleManager`` on a clock of its own) and translates:
 - the plan: every ``REPLAN_S`` (the daemon's hourly replan), and at a new
   snapshot that offers spot in a zone the last did not while the plan in
   force holds on-demand (the daemon's market refresh,
-  ``broker.daemon.plan.spot_returned``), the fast path
+  ``broker.daemon.plan_job.spot_returned``), the fast path
   (``broker.planning.optimizer.fast.fast_plan``) on a one-hour problem from
   the snapshot in force, pools that just refused spot at zero capacity. The
   fast path, not the MILP: a one-workload, one-hour problem is what it solves
@@ -75,7 +75,7 @@ from broker.daemon.book import FleetBook, decision_deltas, stick, substitute
 from broker.daemon.config import DaemonConfig
 from broker.daemon.jobs import Job, run_in_order
 from broker.daemon.lifecycle import Lifecycle
-from broker.daemon.plan import spot_returned
+from broker.daemon.plan_job import spot_returned
 from broker.daemon.reconcile import STICK_MARGIN
 from broker.daemon.store.notices import DecisionRecord
 from broker.daemon.store.tx import Json
@@ -93,7 +93,7 @@ from broker.planning.reconcile import (
     warm_up_seconds,
 )
 from markets.clock import ManualClock
-from markets.fleet import (
+from markets.cloud_fleet import (
     OWNER_TAG,
     Instance,
     InstanceState,
@@ -355,7 +355,7 @@ class ProductFleet:
         events = {z.pool_key: np.asarray(z.event_ticks, dtype=float) * tick_s for z in run.zones}
         return failure_domains(events, span_s=ticks * tick_s, resolution_s=tick_s, source="account")
 
-    # --- the plan and reconcile (broker.daemon.plan, broker.daemon.reconcile) -------
+    # --- the plan and reconcile (broker.daemon.plan_job, broker.daemon.reconcile) -------
 
     def _replan_if_due(self, run: FleetRun, now_s: float) -> None:
         """Due: no plan yet, spot back since the plan, or ``REPLAN_S`` passed."""

@@ -11,7 +11,7 @@ reading (``broker.cli.cost.demand``). Must not: compute any cost.
 ``policies`` (and numpy) are imported inside the commands so that
 ``spotfolio --help`` stays fast.
 
-``--per`` fixes the rate convention (economics.md section 1): ``wall-hour`` /
+``--per`` fixes the rate convention (docs/concepts/effective-cost.md): ``wall-hour`` /
 ``wall-day`` count interruptions per wall-clock hour/day on spot (a hazard, the
 default); ``productive-hour`` / ``productive-day`` per hour/day of progress, as
 in the worked examples.

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 from broker.cli.report.csvfile import render_csv
 from broker.cli.report.htmlpage import render_html
-from broker.cli.report.jsondoc import render_json
+from broker.cli.report.jsontext import render_json
 from broker.cli.report.markdown import render_markdown
 from broker.cli.report.text import render_text
 

@@ -24,7 +24,7 @@ from sqlalchemy import delete, insert, select
 
 from broker.daemon.store.schema import fleet_t, notices_t, pool_experience_t
 from broker.daemon.store.tx import TxBase
-from markets.fleet import InstanceState
+from markets.cloud_fleet import InstanceState
 from markets.model import Tier
 
 __all__ = ["ExperienceTx"]

@@ -40,7 +40,7 @@ Rules the daemon relies on:
 
 ``Tx`` combines the query areas, each in its own module: the action log in
 ``broker.daemon.store.actions`` (``ActionRecord``), instances and plans in
-``broker.daemon.store.fleet`` (``FleetRow``), notices, decisions and hook results in
+``broker.daemon.store.instances`` (``FleetRow``), notices, decisions and hook results in
 ``broker.daemon.store.notices`` (``DecisionRecord``), the account's hazard
 evidence in ``broker.daemon.store.experience``, the rebalance track record in
 ``broker.daemon.store.rebalance``, all over ``broker.daemon.store.tx``
@@ -70,7 +70,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from broker.daemon.store.actions import ActionRecord, ActionsTx
 from broker.daemon.store.experience import ExperienceTx
-from broker.daemon.store.fleet import FleetRow, FleetTx
+from broker.daemon.store.instances import FleetRow, FleetTx
 from broker.daemon.store.migrations import upgrade
 from broker.daemon.store.notices import DecisionRecord, NoticesTx
 from broker.daemon.store.rebalance import RebalanceTx

@@ -5,8 +5,8 @@ Owns: ``TxBase`` (the connection of one transaction, ``_insert_ignore`` for a
 single row, ``_insert_many_ignore`` for a batch: ``INSERT ... ON CONFLICT DO
 NOTHING`` on SQLite and PostgreSQL, a savepoint elsewhere) and ``jsonable``
 (how a JSON column's value is stored). The queries themselves live in
-``broker.daemon.store.actions``, ``broker.daemon.store.fleet`` and ``broker.daemon.store.notices``;
-``broker.daemon.store.store.Tx`` combines them.
+``broker.daemon.store.actions``, ``broker.daemon.store.instances`` and
+``broker.daemon.store.notices``; ``broker.daemon.store.store.Tx`` combines them.
 
 Must not: know any table in particular, open or commit transactions (that is
 ``broker.daemon.store.store.Store``), decide, or read the clock.

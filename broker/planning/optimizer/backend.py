@@ -11,9 +11,11 @@ a gap that is a fact, not a hope.
 CBC (bundled with PuLP, the default) runs as a process on an MPS file; its
 bound is read from its log (``Lower bound:``, or the objective when it
 reports the search complete). HiGHS runs in-process through ``highspy``
-(optional); its bound is ``mip_dual_bound``, and a warm start is handed over
-with ``setSolution``. ``bound_only`` (a good start is given; only the bound
-is wanted) turns both solvers' primal heuristics off: measured at the
+(optional; ``inprocess``: the model held as arrays, changed in place between
+solves, each LP warm-started from the last basis); its bound is
+``mip_dual_bound``, and a MILP's warm start is handed over with
+``setSolution``. ``bound_only`` (a good start is given; only the bound is
+wanted) turns both solvers' primal heuristics off: measured at the
 benchmark's 40 x 20 x 24 from a near-optimal start, HiGHS 4.8 s -> 0.7 s
 and CBC 3.0 s -> 1.3 s to a proven 0.5 % (CBC also with strong branching
 on 2 candidates instead of 5).
@@ -22,19 +24,16 @@ Must not: build models or read solutions into plans (``model``/``solve``).
 """
 
 # PuLP is untyped (mypy sees its classes as Any), and a customised PuLP solver
-# is a subclass of PuLP's: allowed in this file only (``_HiGHS``).
+# is a subclass of PuLP's: allowed in this file only (``_CBC``).
 # mypy: disallow-subclassing-any=False
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 import subprocess
-import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,12 +68,6 @@ LpExpression = Any  # pulp.LpAffineExpression (or a variable, or a number)
 # strong branching on 2 candidates instead of 5 (measured on the benchmark's
 # 40 x 20 x 24, seeds 0-4: proof 1.0-3.0 s -> 0.5-1.2 s).
 _CBC_BOUND_ONLY = ("heuristicsOnOff off", "strongBranching 2")
-_HIGHS_BOUND_ONLY = (
-    "mip_heuristic_run_rins",
-    "mip_heuristic_run_rens",
-    "mip_heuristic_run_root_reduced_cost",
-    "mip_heuristic_run_feasibility_jump",
-)
 _BOUND_RE = re.compile(r"^Lower bound:\s+(\S+)", re.MULTILINE)
 _DONE_RE = re.compile(r"^Result - Optimal solution found\s*$", re.MULTILINE)
 
@@ -214,80 +207,17 @@ class _CBC(pulp.PULP_CBC_CMD):
         return int(status)
 
 
-class _HiGHS(pulp.HiGHS):
-    """PuLP's HiGHS, plus a warm start from the variables' values and the
-    best bound kept after the solve."""
-
-    def __init__(self, *, warm: bool, bound_only: bool, **kwargs: object) -> None:
-        super().__init__(**kwargs)
-        self.warm = warm
-        self.bound_only = bound_only
-        self.dual_bound: float | None = None
-
-    def createAndConfigureSolver(self, lp: LpProblem) -> None:
-        _quiet_banner()
-        super().createAndConfigureSolver(lp)
-
-    def callSolver(self, lp: LpProblem) -> None:
-        import highspy
-
-        h = lp.solverModel
-        if self.warm:
-            start = highspy.HighsSolution()
-            start.col_value = [float(v.varValue or 0.0) for v in lp.variables()]
-            h.setSolution(start)
-        if self.bound_only:
-            for option in _HIGHS_BOUND_ONLY:
-                h.setOptionValue(option, False)
-            h.setOptionValue("mip_heuristic_effort", 0.0)
-        h.run()
-        info = h.getInfo()
-        bound = float(getattr(info, "mip_dual_bound", math.nan))
-        self.dual_bound = bound if math.isfinite(bound) else None
-
-
-_banner_done = False
-
-
-def _quiet_banner() -> None:
-    """HiGHS prints a two-line banner on stdout when the first ``Highs`` is
-    made, before any option can silence it; it would corrupt ``--json``
-    output. Make that first one with stdout pointed at /dev/null."""
-    global _banner_done
-    if _banner_done:
-        return
-    import highspy
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            # highspy's constructor carries no annotations: called through a
-            # typed name so the strict check knows what it returns.
-            make: Callable[[], object] = highspy.Highs
-            make()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    _banner_done = True
-
-
 def _highs(
     prob: LpProblem, gap: float, time_limit_s: float, warm: bool, bound_only: bool
 ) -> Outcome:
     require("highspy", "--solver", got="highs")
+    from broker.planning.optimizer.inprocess import solve_in_process
+
     mip = _is_mip(prob)
-    solver = _HiGHS(
-        warm=warm and mip,
-        bound_only=bound_only and mip,
-        msg=False,
-        gapRel=gap,
-        timeLimit=max(0.1, time_limit_s),
+    status, bound = solve_in_process(
+        prob, gap=gap, time_limit_s=time_limit_s, warm=warm and mip, bound_only=bound_only
     )
-    prob.solve(solver)
-    status = prob.sol_status
     obj = _objective(prob)
     if not mip:
         return Outcome(status, obj, obj if status == pulp.LpSolutionOptimal else None)
-    return Outcome(status, obj, solver.dual_bound)
+    return Outcome(status, obj, bound)

@@ -37,8 +37,8 @@ own part (``C_g c_g H`` against the horizon's allocations) is the model's, as
 above, so a finite job's use of a commitment is worth only its own hours: a
 2-day plan never buys a 1-year commitment for a job, since ``c_g O`` exceeds
 anything ``H`` hours of use can save (``c_g / p_alt > H / O``). With spot ruled
-out the rule is the discount quantile of the horizon's demand (economics.md
-section 3), whatever ``H`` is: the unit pays iff it is busy more than
+out the rule is the discount quantile of the horizon's demand
+(docs/concepts/reservations.md), whatever ``H`` is: the unit pays iff it is busy more than
 ``c_g / p_OD`` of the hours.
 
 Commitments already fixed (a committed sweep, a rolling horizon's later steps,
@@ -113,8 +113,11 @@ def _need(problem: PlanningProblem, w: Workload, t: int) -> float:
     if w.workload_class is WorkloadClass.SERVING:
         demand = problem.serving_period_demand(w.name)
         return float(demand[t])
-    last = problem.last_hour(w)
-    return problem.required_unit_hours(w) / last if last > 0 else 0.0
+    first = problem.first_hour(w)
+    if problem.period_bounds[t][0] + 1e-9 < first:
+        return 0.0  # not released yet
+    span = problem.last_hour(w) - first
+    return problem.required_unit_hours(w) / span if span > 0 else 0.0
 
 
 def owned_instances(problem: PlanningProblem, group: str) -> list[float]:

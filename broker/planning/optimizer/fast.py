@@ -252,9 +252,8 @@ def fast_plan(problem: PlanningProblem) -> Plan:
             in_blocks = [e for e in in_blocks if e.units_per_instance == od.units_per_instance]
             spot_order = [e for e in spot_order if e.units_per_instance == od.units_per_instance]
         required = problem.required_unit_hours(w)
-        last = problem.last_hour(w)
         run_periods = [t for t, (h0, _h1) in enumerate(periods)
-                       if w.workload_class is WorkloadClass.SERVING or h0 < last]  # fmt: skip
+                       if problem.runs_in(w, h0)]  # fmt: skip
         hours_avail = float(sum(lengths[t] for t in run_periods))
         per_hour_work = required / hours_avail if hours_avail > 0 else 0.0
         gang = 0

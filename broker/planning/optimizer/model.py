@@ -430,13 +430,12 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
         od, com, spot = per_w[w.name]
         built.spot_pools[w.name] = [e.pool_key for e in spot]
         held = _held(problem, w, [e for o in gang_opts.get(w.name, ()) for e in o.spot] or spot)
-        last = problem.last_hour(w)
         in_blocks = blocks.entries(w, problem.entries(w), _placement_of(w, w.name in gang_opts))
         prev: dict[tuple[Tier, str, str | None], LpVariable] = {}
         first = len(built.allocs)  # this workload's allocations start here
         for t, (h0, _h1) in enumerate(periods):
-            if w.workload_class is not WorkloadClass.SERVING and h0 >= last:
-                continue  # past the deadline: the job may not run
+            if not problem.runs_in(w, h0):
+                continue  # before its release or past its deadline: the job may not run
             L = float(lengths[t])
             allocs: list[AllocVar] = []
             layout: list[tuple[str | None, Sequence[CostEntry], Sequence[CostEntry],

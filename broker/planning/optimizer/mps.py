@@ -20,6 +20,7 @@ bytes with PuLP's).
 
 What is kept with the model (``_Columns``): the variable order and each
 column's coefficient lines, which depend only on the rows and the objective.
+``solution`` and ``restore`` keep and put back a solve's variable values.
 A model's rows and objective are not edited after its first solve here
 (``model`` builds it; ``search`` and ``rounding`` change only bounds and
 categories, which are written afresh every time); a row or variable added,
@@ -39,7 +40,7 @@ import pulp
 from pulp import constants as pulp_const
 from pulp.mps_lp import writeMPSBoundLines
 
-__all__ = ["columns", "read_solution", "write_mps"]
+__all__ = ["columns", "read_solution", "restore", "solution", "write_mps"]
 
 _ATTR = "_spotfolio_columns"  # where the cache lives on the LpProblem
 _INT_START = "    MARK      'MARKER'                 'INTORG'\n"
@@ -214,3 +215,15 @@ def read_solution(prob: Any, path: str, status: int, sol_status: int) -> None:
             if i in djs:
                 v.dj = djs[i]
     prob.assignStatus(status, sol_status)
+
+
+def solution(prob: Any) -> list[float | None]:
+    """The model's variable values, in ``columns`` order (to ``restore`` later)."""
+    return [v.varValue for v in _cached(prob).variables]
+
+
+def restore(prob: Any, values: list[float | None]) -> None:
+    """Put values taken by ``solution`` back: the solution of an LP solved
+    before, instead of solving it again (the same solver on the same LP gives it)."""
+    for v, x in zip(_cached(prob).variables, values, strict=True):
+        v.varValue = x

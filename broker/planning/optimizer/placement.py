@@ -100,6 +100,7 @@ from dataclasses import dataclass, field
 import pulp
 
 from broker.planning.optimizer.backend import LpExpression, LpProblem, LpVariable, Outcome
+from broker.planning.optimizer.mps import restore, solution
 from markets.model import Tier
 from policies.cost_table import CostEntry
 from policies.workloads.spec import Workload
@@ -312,7 +313,11 @@ def caps_apply(w: Workload) -> tuple[bool, bool]:
 
 
 def narrow_placements(
-    gangs: Sequence[GangRows], resolve: Callable[[], Outcome], tries: int = 2
+    gangs: Sequence[GangRows],
+    resolve: Callable[[], Outcome],
+    tries: int = 2,
+    *,
+    prob: LpProblem | None = None,
 ) -> None:
     """Relax-and-fix's first step for gangs: the relaxation may run a
     fraction of a gang in each of several placements at once (a convex
@@ -321,7 +326,11 @@ def narrow_placements(
     narrowed to one per block first, leaving whether and how big the gang
     runs to the LP and the rounding after: each of the ``tries`` placements
     the relaxation used most, for the whole horizon, or in each block the
-    one it used most there; the cheapest LP is kept (loaded)."""
+    one it used most there; the cheapest LP is kept (loaded: with ``prob``,
+    the model ``resolve`` solves, its solution as solved is put back, else
+    it is solved once more unless it is the one solved last)."""
+    loaded = True
+    kept: list[float | None] = []
     for g in gangs:
         blocks = sorted({b for b, _k in g.blocks})
         mass = {k: sum(g.blocks[(b, k)][0].value() or 0.0 for b in blocks) for k in g.keys}
@@ -336,8 +345,13 @@ def narrow_placements(
             obj = res.objective if res.sol_status == pulp.LpSolutionOptimal else None
             if obj is not None and (best is None or obj < best[0] - 1e-9):
                 best = (obj, i)
+                kept = solution(prob) if prob is not None else []
         _allow(g, ways[best[1]] if best is not None else per_block)
-    if gangs:
+        # the last gang's kept way is loaded if it is the LP solved last
+        loaded = best is None or best[1] == len(ways) - 1
+    if not loaded and prob is not None:
+        restore(prob, kept)  # the same LP's solution, kept rather than solved again
+    elif not loaded:
         resolve()
 
 

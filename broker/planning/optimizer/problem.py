@@ -147,6 +147,9 @@ class PlanningProblem:
     options: PlanOptions = field(default_factory=PlanOptions)
     remaining_unit_hours: Mapping[str, float] = field(default_factory=dict)
     deadline_hour: Mapping[str, float] = field(default_factory=dict)
+    # workload -> hours into this horizon before which its work is not
+    # available (left out: the spec's ``release_hours``).
+    release_hour: Mapping[str, float] = field(default_factory=dict)
     committed_fixed: Mapping[str, int] | None = None
     previous_instances: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
     # workload -> (hour, unit-hours): work due by that hour of this horizon (a
@@ -225,6 +228,12 @@ class PlanningProblem:
             for d in [self.deadline_hour.get(w.name, w.deadline_hours or math.inf)]
             if 0 < d < self.hours
         }
+        cuts |= {
+            math.ceil(r)
+            for w in self.workloads.workloads
+            for r in [self.first_hour(w)]
+            if 0 < r < self.hours
+        }
         cuts |= {h for h, _amount in self.milestones.values() if 0 < h < self.hours}
         for b in self.blocks:  # a period is wholly in or out of a block's window
             for edge in (b.start, b.end):
@@ -280,18 +289,32 @@ class PlanningProblem:
         ``due_unit_hours`` says is due."""
         remaining = self.remaining_unit_hours.get(w.name, w.unit_hours or 0.0)
         deadline = self.deadline_hour.get(w.name, w.deadline_hours or math.inf)
-        if remaining <= 0:
+        release = self.first_hour(w)
+        if remaining <= 0 or release >= self.hours:
             return 0.0
         if deadline <= self.hours:
             return remaining
         due = self.due_unit_hours.get(w.name)
         if due is not None:
             return min(remaining, max(0.0, due))
-        return remaining * self.hours / deadline
+        return remaining * (self.hours - release) / (deadline - release)
 
     def remaining(self, w: Workload) -> float:
         """Work the job still has to do (unit-hours)."""
         return max(0.0, self.remaining_unit_hours.get(w.name, w.unit_hours or 0.0))
+
+    def first_hour(self, w: Workload) -> float:
+        """Hours into the horizon before which the job may not run (its release)."""
+        if w.workload_class is WorkloadClass.SERVING:
+            return 0.0
+        return max(0.0, self.release_hour.get(w.name, w.release_hours))
+
+    def runs_in(self, w: Workload, h0: int) -> bool:
+        """Whether the job may run in the period starting at hour ``h0``:
+        serving always; a job from its release to its deadline."""
+        if w.workload_class is WorkloadClass.SERVING:
+            return True
+        return self.first_hour(w) <= h0 + 1e-9 and h0 < self.last_hour(w)
 
     def last_hour(self, w: Workload) -> float:
         """Hours into the horizon after which the job may not run."""
@@ -340,6 +363,7 @@ def build_problem(
     deadline_hour: Mapping[str, float] | None = None,
     committed_fixed: Mapping[str, int] | None = None,
     previous_instances: Mapping[tuple[str, str, str], float] | None = None,
+    release_hour: Mapping[str, float] | None = None,
     milestones: Mapping[str, tuple[int, float]] | None = None,
     due_unit_hours: Mapping[str, float] | None = None,
     ahead_usd_per_unit_hour: Mapping[str, float] | None = None,
@@ -411,6 +435,7 @@ def build_problem(
         options=options,
         remaining_unit_hours={} if remaining_unit_hours is None else remaining_unit_hours,
         deadline_hour={} if deadline_hour is None else deadline_hour,
+        release_hour={} if release_hour is None else release_hour,
         committed_fixed=committed_fixed,
         previous_instances={} if previous_instances is None else previous_instances,
         milestones={} if milestones is None else milestones,

@@ -36,6 +36,7 @@ import pulp
 
 from broker.planning.optimizer.backend import LpProblem, LpVariable, Outcome
 from broker.planning.optimizer.model import BuiltModel
+from broker.planning.optimizer.mps import restore, solution
 from broker.planning.optimizer.placement import (
     fix_placements,
     narrow_placements,
@@ -127,7 +128,8 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
     for v in built.commit_vars.values():
         v.lowBound = v.upBound = float(round(_val(v)))
     fix_blocks(built, resolve)
-    narrow_placements(list(built.gangs.values()), resolve)  # one placement per block
+    # one placement per block
+    narrow_placements(list(built.gangs.values()), resolve, prob=built.prob)
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)
         if not keys:
@@ -140,16 +142,22 @@ def quick_round(problem: PlanningProblem, built: BuiltModel, resolve: Resolve) -
         candidates = sorted({min(len(keys), math.ceil(used * f - _EPS)) for f in (1, 2)})
         candidates.append(len(keys))
         best: tuple[float, int] | None = None
-        for k in dict.fromkeys(candidates):
+        tried = list(dict.fromkeys(candidates))
+        kept: list[float | None] = []  # the best k's solution, loaded again below
+        for k in tried:
             for i, key in enumerate(order):
                 _fix(built, key, 1.0 if i < k else 0.0)
             obj = _solved(resolve())
             if obj is not None and (best is None or obj < best[0] - 1e-9):
                 best = (obj, k)
+                kept = solution(built.prob)
         k_best = best[1] if best is not None else len(keys)
         for i, key in enumerate(order):
             _fix(built, key, 1.0 if i < k_best else 0.0)
-        resolve()
+        if best is not None and k_best != tried[-1]:
+            # the same LP's solution, kept rather than solved again (else it
+            # is the LP solved last, and loaded)
+            restore(built.prob, kept)
         if w.name in built.gangs:  # where each running block is, before its size
             fix_placements([built.gangs[w.name]], resolve)
         _carry_steps(built, w)
@@ -193,7 +201,8 @@ def pattern_search(
 ) -> int:
     """Fix every gang's R_b to whole blocks (module docstring); leaves the
     best pattern's LP solution loaded. Returns the number of LPs solved."""
-    narrow_placements(list(built.gangs.values()), resolve)  # one placement per block
+    # one placement per block
+    narrow_placements(list(built.gangs.values()), resolve, prob=built.prob)
     n = 3 * len(built.gangs)
     for w in problem.workloads.workloads:
         keys = _gang_keys(built, w)

@@ -61,7 +61,7 @@ from broker.planning.plan import Commitment
 from markets.catalog import SAVINGS_PLAN_STEP_USD_PER_HOUR, payment_ratio, savings_plan_share
 from markets.commitments import CommitmentKind, OwnedCommitment, PaymentOption
 from markets.keys import PoolKey
-from markets.model import Provider
+from markets.model import PoolSnapshot, Provider
 from policies.cost_table import CostEntry
 from policies.reservations import persists
 from policies.workloads.spec import Workload, WorkloadClass
@@ -73,6 +73,7 @@ __all__ = [
     "ec2_group",
     "is_savings_plan_group",
     "on_demand_to_cover",
+    "pool_rate_usd_per_instance_hour",
     "rate_usd_per_instance_hour",
     "steps",
 ]
@@ -125,7 +126,21 @@ def rate_usd_per_instance_hour(
     no committed price."""
     if PoolKey.parse(pool_key).provider != Provider.AWS.value:
         return None
-    snap = problem.pool(pool_key).snap
+    return pool_rate_usd_per_instance_hour(
+        problem.pool(pool_key).snap, od_usd_per_instance_hour, kind, term_years, payment
+    )
+
+
+def pool_rate_usd_per_instance_hour(
+    snap: PoolSnapshot,
+    od_usd_per_instance_hour: float,
+    kind: CommitmentKind,
+    term_years: int,
+    payment: PaymentOption | str,
+) -> float | None:
+    """``rate_usd_per_instance_hour`` of an AWS pool's snapshot."""
+    if snap.pool.provider is not Provider.AWS:
+        return None
     com = snap.committed_1y_usd_per_hour if term_years == 1 else snap.committed_3y_usd_per_hour
     if com is None or snap.on_demand_usd_per_hour <= 0:
         return None
@@ -453,5 +468,8 @@ def _need(problem: PlanningProblem, w: Workload, t: int) -> float:
     """Work per hour ``w`` needs in period ``t`` (``commitments._need``)."""
     if w.workload_class is WorkloadClass.SERVING:
         return float(problem.serving_period_demand(w.name)[t])
-    last = problem.last_hour(w)
-    return problem.required_unit_hours(w) / last if last > 0 else 0.0
+    first = problem.first_hour(w)
+    if problem.period_bounds[t][0] + 1e-9 < first:
+        return 0.0  # not released yet
+    span = problem.last_hour(w) - first
+    return problem.required_unit_hours(w) / span if span > 0 else 0.0

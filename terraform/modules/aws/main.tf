@@ -14,7 +14,7 @@ locals {
   partition  = data.aws_partition.current.partition
   region     = data.aws_region.current.id # `name`: deprecated in provider 6.x
 
-  # markets.fleet.OWNER_TAG: the tag every instance the daemon launches
+  # markets.cloud_fleet.OWNER_TAG: the tag every instance the daemon launches
   # carries, and the one IAM conditions launches and terminations on.
   owner_tag = "spotfolio:owner"
 

@@ -1,6 +1,7 @@
 """``spotfolio cost ...``: outputs, JSON schemas and the bad-input contract.
 
-Expected figures come from economics.md (see tests/unit/policies/test_golden_economics.py).
+Expected figures come from docs/concepts/effective-cost.md (see
+tests/unit/policies/test_golden_economics.py).
 """
 
 from __future__ import annotations

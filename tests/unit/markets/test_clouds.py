@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from markets.clouds import Clouds
-from markets.fleet import (
+from markets.cloud_fleet import (
     ActionResult,
     ErrorKind,
     Instance,
@@ -17,6 +16,7 @@ from markets.fleet import (
     NoticeKind,
     TerminateRequest,
 )
+from markets.clouds import Clouds
 from markets.model import Tier
 
 T = datetime(2026, 3, 2, tzinfo=UTC)

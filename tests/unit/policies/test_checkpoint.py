@@ -98,7 +98,7 @@ def test_notice_windows_are_stated_once() -> None:
 
 
 def test_a_175b_checkpoint_does_not_fit_in_gcp_notice() -> None:
-    # economics.md section 2: a 175B checkpoint takes 3-5 minutes.
+    # docs/concepts/notice-window.md: a 175B checkpoint takes 3-5 minutes.
     for minutes in (3, 4, 5):
         assert not notice_checkpoint_fits(minutes * 60, NOTICE_SECONDS["gcp"])
         assert not notice_checkpoint_fits(minutes * 60, NOTICE_SECONDS["aws"])

@@ -1,6 +1,7 @@
 """Effective cost of spot: the model, its validation and its monotonicity.
 
-The worked examples of economics.md live in tests/unit/policies/test_golden_economics.py.
+The worked examples of docs/concepts/effective-cost.md live in
+tests/unit/policies/test_golden_economics.py.
 """
 
 from __future__ import annotations

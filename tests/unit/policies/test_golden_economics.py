@@ -1,6 +1,6 @@
-"""The worked examples of economics.md (sections 1-3) as golden tests.
+"""The worked examples of docs/concepts/ (effective cost, reservations) as golden tests.
 
-Every expected figure below is copied from economics.md (or
+Every expected figure below is copied from those pages (or
 computed by hand from its stated inputs in the comment next to it), never from
 running the code. Precision is the document's: cents where it gives cents.
 """

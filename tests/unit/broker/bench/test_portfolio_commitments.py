@@ -15,7 +15,7 @@ from tests.unit.broker.planning.optimizer.test_solve import _market, _pool, _ser
 def test_a_daytime_peak_is_not_committed_for_the_hours_around_it() -> None:
     # Ten days of 10 units, 20 from 09:00 to 21:00 UTC: the units above 10 are
     # busy half the hours. At 0.6 x on-demand a committed unit pays off only
-    # if busy more than 60 % of them (economics.md section 3), so the plan
+    # if busy more than 60 % of them (docs/concepts/reservations.md), so the plan
     # commits the base. Six-hour periods (plan at each period's peak hour)
     # see the peak in three periods of four (75 %) and commit 20.
     hours = 240

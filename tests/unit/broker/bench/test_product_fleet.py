@@ -21,7 +21,7 @@ import pytest
 
 from broker.bench.fleet import POLICIES, decided_by
 from broker.bench.product.fleet import DECIDED_BY, FleetRun, ProductFleet, fleet_workloads
-from broker.daemon.plan import spot_returned
+from broker.daemon.plan_job import spot_returned
 from broker.planning.optimizer.fast import fast_plan
 from broker.planning.optimizer.problem import build_problem
 from broker.simulate.fleet import FleetSetting, FleetWindow, fleet_spec, simulate_fleet
@@ -139,7 +139,7 @@ def test_a_plan_made_without_spot_is_remade_when_spot_comes_back() -> None:
     # both zones out for the window's first two ticks: the first plan (the
     # daemon's start) can only put the replicas on on-demand, and no stretch
     # is open (no notice made it). Spot is back at tick 2: the market refresh
-    # that shows it replans (broker.daemon.plan.spot_returned), and the fleet
+    # that shows it replans (broker.daemon.plan_job.spot_returned), and the fleet
     # is on spot from then on, not from the next hourly plan (tick 12).
     held = np.ones((2, 18), dtype=bool)
     held[:, :2] = False

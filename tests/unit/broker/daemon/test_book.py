@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from broker.daemon.book import FleetBook
-from markets.fleet import LaunchRequest
+from markets.cloud_fleet import LaunchRequest
 from markets.model import Tier
 from policies.workloads.spec import parse_workloads
 from tests.fakes.lifecycle import QuietLifecycle

@@ -23,7 +23,7 @@ def _daemon(w: World, tmp_path: Path, account: str) -> Daemon:
     return Daemon(config, w.cloud, w.market, w.store,
                   default_lifecycle(w.workloads, w.clock, config), w.clock,
                   workloads=w.workloads, metrics=DaemonMetrics(),
-                  sleep=w.clock.advance)  # fmt: skip
+                  sleep=w.clock.advance)  # type: ignore[arg-type]  # fmt: skip
 
 
 def _leases(w: World) -> dict[str, str]:

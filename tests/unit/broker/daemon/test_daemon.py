@@ -18,8 +18,8 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
 from broker.daemon.wiring import default_lifecycle
 from markets.clock import ManualClock
+from markets.cloud_fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.errors import ThrottledError
-from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.model import Tier
 from markets.sim.cloud import SimCloud, SimOptions
 from policies.workloads.spec import WorkloadSet, parse_workloads
@@ -459,7 +459,7 @@ def test_a_provider_the_registry_does_not_know_is_refused_naming_the_field(
 def test_a_market_refresh_with_spot_back_replans_a_plan_made_without_it(tmp_path: Path) -> None:
     # No pool offers spot at the start: the plan puts everything on
     # on-demand. The next market refresh offers spot again: the daemon
-    # replans and reconciles then (broker.daemon.plan.spot_returned), not at
+    # replans and reconciles then (broker.daemon.plan_job.spot_returned), not at
     # the next hourly plan.
     keys = (pool_key("a"), pool_key("b"), pool_key("c"))
     market = TinyMarket(keys, share=dict.fromkeys(keys, 0.0))

@@ -18,7 +18,7 @@ from broker.daemon.config import Backoff
 from broker.daemon.executor import Executor
 from broker.daemon.launch import Launcher
 from broker.daemon.metrics import DaemonMetrics
-from broker.daemon.plan import PlanState
+from broker.daemon.plan_job import PlanState
 from broker.daemon.reconcile import ReconcileJob
 from broker.daemon.store.store import Store
 from broker.lifecycle import DecisionKind, LifecycleConfig, LifecycleManager
@@ -26,8 +26,15 @@ from broker.lifecycle.disruption import DisruptionBudget
 from broker.planning.plan import Plan
 from broker.planning.reconcile import hold, leaving
 from markets.clock import ManualClock
+from markets.cloud_fleet import (
+    OWNER_TAG,
+    Instance,
+    InstanceState,
+    Notice,
+    NoticeKind,
+    TerminateRequest,
+)
 from markets.errors import InputError
-from markets.fleet import OWNER_TAG, Instance, InstanceState, Notice, NoticeKind, TerminateRequest
 from markets.model import Tier
 from markets.sim.cloud import SimCloud, SimOptions
 from policies.workloads.spec import WorkloadSet, parse_workloads

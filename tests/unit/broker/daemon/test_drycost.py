@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from broker.daemon.drycost import cost_diff, render
-from markets.fleet import Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.cloud_fleet import Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.model import Tier
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

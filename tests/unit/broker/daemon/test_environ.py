@@ -24,6 +24,7 @@ SAMPLES = {
     "store_url": "postgresql+psycopg://db.internal/spotfolio",
     "workloads": str(next(EXAMPLES.glob("*.yaml"))),
     "demand": str(EXAMPLES.parent.parent / "broker" / "examples" / "demand.csv"),
+    "blocks": str(EXAMPLES.parent.parent / "broker" / "examples" / "blocks.yaml"),
     "providers": "[aws, gcp]",
     "clouds": "{gcp: {options: {project: ml-project, zones: [us-central1-a]}}}",
     "horizon_start": "2026-03-01T00:00:00Z",

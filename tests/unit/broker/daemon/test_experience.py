@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from broker.daemon.store.store import Store
-from markets.fleet import Instance, InstanceState, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, NoticeKind
 from markets.model import Tier
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

@@ -14,13 +14,13 @@ from broker.daemon.config import Backoff, DaemonConfig
 from broker.daemon.executor import Executor
 from broker.daemon.launch import Launcher
 from broker.daemon.metrics import DaemonMetrics
-from broker.daemon.plan import PlanJob, PlanState, Progress
+from broker.daemon.plan_job import PlanJob, PlanState, Progress
 from broker.daemon.store.store import DecisionRecord, Store
 from broker.daemon.stretches import StretchJob
 from broker.lifecycle import LifecycleManager, UnavailableOfferings
 from markets.clock import ManualClock
+from markets.cloud_fleet import ErrorKind, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.errors import QuotaExceededError, TransientError
-from markets.fleet import ErrorKind, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.keys import alternate_pool_key
 from markets.model import MarketSnapshot, Tier
 from markets.sim.cloud import SimCloud, SimOptions
@@ -152,7 +152,7 @@ def test_keeps_the_last_good_snapshot_marked_stale_when_the_market_fails() -> No
 def test_one_cost_table_per_snapshot_for_the_lifecycle_and_every_plan_on_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import broker.daemon.plan as plan_module
+    import broker.daemon.plan_job as plan_module
 
     handed: list[CostTable | None] = []
     real = plan_module.window_problem  # type: ignore[attr-defined]

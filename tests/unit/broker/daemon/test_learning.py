@@ -9,9 +9,9 @@ from pathlib import Path
 
 from broker.daemon.accelerated import simulate_daemon
 from broker.daemon.config import DaemonConfig, Intervals
-from broker.daemon.store.fleet import FleetRow
+from broker.daemon.store.instances import FleetRow
 from broker.daemon.store.store import Store
-from markets.fleet import InstanceState
+from markets.cloud_fleet import InstanceState
 from markets.hazard.learning import with_experience
 from markets.hazard.posterior import Exposure
 from markets.model import Tier

@@ -22,8 +22,8 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.schema import actions_t, decisions_t, lease_t, plans_t
 from broker.daemon.store.store import Fence, LeaseLostError, Store
 from broker.daemon.wiring import default_lifecycle
+from markets.cloud_fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.errors import InputError
-from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.model import Tier
 from markets.sim.cloud import SimCloud, SimOptions
 from tests.fakes.tiny_market import T0, TinyMarket

@@ -15,8 +15,8 @@ import pytest
 
 from broker.daemon.accelerated import simulate_daemon
 from broker.daemon.config import DaemonConfig
+from markets.cloud_fleet import ActionResult, LaunchRequest, TerminateRequest
 from markets.errors import TransientError
-from markets.fleet import ActionResult, LaunchRequest, TerminateRequest
 from markets.sim.cloud import SimCloud
 from policies.workloads.spec import parse_workloads
 from tests.fakes.prometheus import PROMETHEUS_ABSENT, daily_steps, prometheus_with

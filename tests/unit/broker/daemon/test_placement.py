@@ -17,7 +17,7 @@ from broker.daemon.config import Backoff, load_daemon_config
 from broker.daemon.executor import Executor
 from broker.daemon.launch import Launcher
 from broker.daemon.metrics import DaemonMetrics
-from broker.daemon.plan import PlanState
+from broker.daemon.plan_job import PlanState
 from broker.daemon.reconcile import ReconcileJob
 from broker.daemon.store.store import Store
 from broker.daemon.wiring import default_lifecycle
@@ -25,8 +25,8 @@ from broker.lifecycle import DecisionKind, LifecycleConfig, LifecycleManager
 from broker.planning.plan import Plan
 from markets.catalog import instance_type
 from markets.clock import ManualClock
+from markets.cloud_fleet import Instance, InstanceState, LaunchRequest, Notice, NoticeKind
 from markets.errors import InputError
-from markets.fleet import Instance, InstanceState, LaunchRequest, Notice, NoticeKind
 from markets.model import Hazard, HazardSource, MarketSnapshot, Pool, PoolSnapshot, Tier
 from markets.sim.cloud import SimCloud, SimOptions
 from markets.ttl import UNAVAILABLE_OFFERING_TTL_S

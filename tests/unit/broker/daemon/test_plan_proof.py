@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from broker.daemon.config import DaemonConfig
-from broker.daemon.plan import prove
+from broker.daemon.plan_job import prove
 from broker.planning.optimizer.problem import PlanningProblem, PlanOptions, build_problem
 from broker.planning.optimizer.solve import solve
 from markets.default.market import open_default_market

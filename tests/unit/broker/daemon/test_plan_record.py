@@ -1,4 +1,4 @@
-"""The plan in force as the store keeps it (``broker.daemon.plan``)."""
+"""The plan in force as the store keeps it (``broker.daemon.plan_job``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from broker.daemon.plan import plan_from_record, plan_record
+from broker.daemon.plan_job import plan_from_record, plan_record
 from broker.planning.plan import ALLOCATION_COLUMNS, Plan
 from broker.planning.reconcile import desired_now
 from policies.workloads.spec import default_workloads

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from broker.daemon.accelerated import _note_finished, _work
-from broker.daemon.plan import Progress
+from broker.daemon.plan_job import Progress
 from policies.workloads.spec import parse_workloads
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from broker.daemon.book import FleetBook, stick
 from broker.planning.reconcile import diff, warm_up_seconds
-from markets.fleet import OWNER_TAG, Instance, InstanceState, TerminateRequest
+from markets.cloud_fleet import OWNER_TAG, Instance, InstanceState, TerminateRequest
 from markets.model import Tier
 from policies.workloads.spec import parse_workloads
 from tests.fakes.lifecycle import QuietLifecycle

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from broker.daemon.store.store import DecisionRecord, Store
-from markets.fleet import OWNER_TAG, Instance, InstanceState
+from markets.cloud_fleet import OWNER_TAG, Instance, InstanceState
 from markets.model import Tier
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -35,8 +35,8 @@ from broker.daemon.metrics import (
 )
 from broker.daemon.preemption import preemption_tax
 from broker.lifecycle.values import CheckpointVerdict
+from markets.cloud_fleet import Instance, InstanceState
 from markets.errors import InputError
-from markets.fleet import Instance, InstanceState
 from markets.model import Tier
 from policies.workloads.spec import parse_workloads
 from tests.unit.broker.daemon.test_daemon import World
@@ -799,7 +799,7 @@ def test_quota_use_is_the_live_fleets_share_of_each_quota() -> None:
     from datetime import UTC, datetime
 
     from markets import catalog
-    from markets.fleet import Instance, InstanceState
+    from markets.cloud_fleet import Instance, InstanceState
     from markets.model import (
         MarketSnapshot,
         Pool,

@@ -16,7 +16,7 @@ from broker.lifecycle import (
 )
 from broker.lifecycle.deadline import DeadlineTier, Prior, TierMemory
 from markets.clock import ManualClock
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, Notice, NoticeKind
 from markets.model import Tier
 from policies.online.deadline import JobSpec, Mode, TickView
 from policies.workloads.spec import parse_workloads

@@ -22,7 +22,7 @@ from broker.lifecycle import (
     SpotReturn,
 )
 from markets.clock import ManualClock
-from markets.fleet import Instance, InstanceState, Notice, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, Notice, NoticeKind
 from markets.model import (
     Hazard,
     HazardSource,
@@ -259,7 +259,7 @@ def test_no_second_shrink_inside_the_dwell_then_one_after_it() -> None:
 
 
 def test_inside_the_dwell_with_no_spot_to_replace_an_early_job_shrinks_not_breaks_glass() -> None:
-    # economics.md section 4: on-demand when the deadline requires it,
+    # docs/concepts/tiers.md: on-demand when the deadline requires it,
     # otherwise shrink. The dwell held the second shrink back; with no spot
     # pool left to replace from, the gang re-forms anyway, so it re-forms
     # smaller (breaking glass here instead, the portfolio loop would do so 27
@@ -970,7 +970,7 @@ def test_caps_and_budgets_hold_over_a_random_run(
             seen.add(target.instance_id)
             units = [(x.tier, x.count * (8 if "p4d" in x.pool_key else 1)) for x in d.launches]
             # a shrink the dwell held back is taken before breaking glass
-            # (economics.md section 4) and says so; the others keep the budget
+            # (docs/concepts/tiers.md) and says so; the others keep the budget
             forced = "within its dwell" in d.reason
             if d.kind is DecisionKind.SHRINK and d.workload == "ft" and not forced:
                 shrinks.setdefault("ft", []).append(now_s)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from broker.lifecycle import DecisionKind
 from broker.lifecycle.headroom import QuotaRoom
-from markets.fleet import Instance
+from markets.cloud_fleet import Instance
 from markets.model import MarketSnapshot, Provider, Quota, QuotaUnit, Tier
 from policies.workloads.spec import WorkloadSet
 from tests.unit.broker.lifecycle.test_manager import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from broker.lifecycle import DecisionKind
-from markets.fleet import NoticeKind
+from markets.cloud_fleet import NoticeKind
 from markets.keys import PoolKey
 from tests.unit.broker.lifecycle.test_manager import inst, key, manager, market, revoke
 

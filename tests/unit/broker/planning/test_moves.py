@@ -16,7 +16,7 @@ import pytest
 
 from broker.planning.moves import need_hours, unpaid_moves, unpaid_stops
 from broker.planning.plan import Plan
-from markets.fleet import OWNER_TAG, Instance, InstanceState
+from markets.cloud_fleet import OWNER_TAG, Instance, InstanceState
 from markets.model import Tier
 from policies.workloads.spec import WorkloadSet, parse_workloads
 from tests.fakes.tiny_market import T0, TinyMarket, pool_key

@@ -19,7 +19,7 @@ from broker.planning.reconcile import (
     warm_up_seconds,
     whole_gangs,
 )
-from markets.fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.cloud_fleet import OWNER_TAG, Instance, InstanceState, LaunchRequest, TerminateRequest
 from markets.model import Provider, Tier
 from policies.workloads.spec import default_workloads
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from broker.cli import cli, main
 from broker.cli.sweep import bundled, run_fetched, run_shipped
-from broker.scale import inputs
+from broker.scale import sweep_inputs
 from markets.aws.sdk import s3_client
 from tests.unit.broker.scale.test_sweep_cluster import TINY, _timeless
 from tests.unit.broker.scale.test_sweep_processes import _rows
@@ -64,13 +64,17 @@ def test_a_worker_reads_the_bundle_from_s3_once_and_refuses_another(
     argv = ("--policies", str(src), "--days", "1", "--replan-hours", "24")
     data, where = bundled([argv, argv])
     assert where == {str(src): "0/tiny.yaml"} and bundled([argv])[0] == data  # deterministic
-    location, digest = inputs.publish(inputs.check_url("s3://sweep-inputs/grids/"), data, s3_client)
+    location, digest = sweep_inputs.publish(
+        sweep_inputs.check_url("s3://sweep-inputs/grids/"), data, s3_client
+    )
     assert location == f"s3://sweep-inputs/grids/{digest}.tar.gz"
     src.unlink()  # the worker has no copy: only the bundle
     got = run_fetched((argv, location, digest, where))
     assert got["error"] is None and got["result"] is not None
     # read once a process: the same directory
-    assert inputs.fetch(location, digest, s3_client) == inputs.fetch(location, digest, s3_client)
+    assert sweep_inputs.fetch(location, digest, s3_client) == sweep_inputs.fetch(
+        location, digest, s3_client
+    )
     src.write_text(TINY.read_text())
     assert _timeless(got["result"]) == _timeless(run_shipped((argv, {}))["result"])
     # another object under the published name is not run

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.whatif.lookback import Recommendation, Refusal, recommend, size_on_usage
+from broker.whatif.lookback import (
+    Recommendation,
+    Refusal,
+    ScopeGroup,
+    plan_steps,
+    recommend,
+    size_on_usage,
+)
 
 
 def _rule(usage: np.ndarray, owned: np.ndarray, **kw: object) -> Recommendation | Refusal:
@@ -93,3 +100,58 @@ def test_owning_more_never_raises_the_recommended_purchase(
 def test_less_usage_never_sizes_more(usage: list[float], cut: float, price: float) -> None:
     u = np.asarray(usage)
     assert size_on_usage(np.maximum(u - cut, 0), price, 3.0) <= size_on_usage(u, price, 3.0)
+
+
+RI_USD, SP_USD, OD_USD, STEP_USD = 0.63, 0.70, 1.006, 0.001
+
+
+def _scope(u: np.ndarray, owned: np.ndarray, ri_plan: int, sp_plan: int) -> tuple[int, int]:
+    """An instance commitment and a savings plan over the same usage, as the
+    advice rules them: the instances first, the plan on what they and the
+    owned ones leave (``plan_steps``). (instances, plan $/h steps)."""
+    ri = _rule(u, owned, plan_count=ri_plan, usd_per_unit_hour=RI_USD, alternative_usd=OD_USD)
+    assert isinstance(ri, Recommendation)
+    group = ScopeGroup(u, owned + ri.count, SP_USD, OD_USD)
+    steps, alternative = plan_steps([group], STEP_USD)
+    if len(steps) < 30 * 24:  # the instances and the owned leave it no 30 days of usage
+        return ri.count, 0
+    sp = _rule(steps, np.zeros(len(steps)), plan_count=sp_plan, savings_plan=True,
+               usd_per_unit_hour=STEP_USD, alternative_usd=alternative)  # fmt: skip
+    assert isinstance(sp, Recommendation)
+    return ri.count, sp.count
+
+
+@settings(max_examples=60, deadline=None)
+@given(profile=profile_st, owned=st.integers(0, 20), extra=st.integers(1, 20),
+       until=st.integers(1, 30 * 24), ri_plan=st.integers(0, 40),
+       sp_plan=st.integers(0, 40_000))  # fmt: skip
+def test_an_owned_commitment_never_raises_its_scopes_purchase_savings_plan_included(
+    profile: list[float], owned: int, extra: int, until: int, ri_plan: int, sp_plan: int
+) -> None:
+    """One more owned instance commitment in a savings plan's scope: the
+    scope's purchase (instances and the plan's $/h, at their rates) does not
+    rise, and the plan is never sized beyond the usage the commitments leave."""
+    u = np.tile(np.asarray(profile), 30)
+    have = np.full(len(u), float(owned))
+    more = have + np.where(np.arange(len(u)) < until, float(extra), 0.0)
+    ri0, sp0 = _scope(u, have, ri_plan, sp_plan)
+    ri1, sp1 = _scope(u, more, ri_plan, sp_plan)
+    assert ri1 <= ri0
+    assert ri1 * RI_USD + sp1 * STEP_USD <= ri0 * RI_USD + sp0 * STEP_USD + 1e-9
+    # the plan's $/h buys no more instances than the usage net of every commitment
+    assert sp1 * STEP_USD / SP_USD <= max(0.0, float(np.max(u - more - ri1))) + 1e-6
+
+
+def test_a_savings_plan_is_sized_net_of_the_instances_owned_and_recommended() -> None:
+    hours = 30 * 24
+    u = np.full(hours, 12.0)
+    group = ScopeGroup(u, np.full(hours, 8.0 + 3.0), SP_USD, OD_USD)  # 8 owned, 3 recommended
+    steps, alternative = plan_steps([group], STEP_USD)
+    assert steps == pytest.approx(np.full(hours, 1.0 * SP_USD / STEP_USD))
+    assert alternative == pytest.approx(STEP_USD * OD_USD / SP_USD)
+    sp = _rule(steps, np.zeros(hours), plan_count=5000, savings_plan=True,
+               usd_per_unit_hour=STEP_USD, alternative_usd=alternative)  # fmt: skip
+    assert isinstance(sp, Recommendation)
+    assert sp.count == 700  # one instance left at $0.70/h, not the plan's $5/h
+    none_left = plan_steps([ScopeGroup(u, np.full(hours, 12.0), SP_USD, OD_USD)], STEP_USD)
+    assert len(none_left[0]) == 0  # nothing left to cover: no usage days, no plan

@@ -47,3 +47,31 @@ def test_phase_is_recorded_when_it_raises() -> None:
     except ValueError:
         pass
     assert [p.name for p in clock.phases] == ["fails"]
+
+
+def test_a_nested_phase_counts_to_itself_only() -> None:
+    clock = PhaseClock()
+    with clock.phase("outer"):
+        _work(20_000)
+        with clock.phase("inner"):
+            _work(400_000)
+    outer, inner = clock.phases
+    assert (outer.name, inner.name) == ("outer", "inner")
+    # the inner work is 20x the outer's own: counted twice, outer would exceed inner
+    assert outer.cpu_s < inner.cpu_s
+    assert outer.wall_s < inner.wall_s
+    total = clock.as_dict()["total"]
+    assert isinstance(total, dict)
+    assert outer.cpu_s + inner.cpu_s <= total["cpu_s"] + 1e-3
+
+
+def test_lines_are_a_table_with_every_phase_and_the_total() -> None:
+    clock = PhaseClock()
+    with clock.phase("market"):
+        _work(10_000)
+    with clock.phase("risk band"):
+        _work(10_000)
+    lines = clock.lines()
+    assert lines[0].split() == ["phase", "CPU", "s", "wall", "s", "peak", "MiB"]
+    assert [ln.rsplit(None, 3)[0] for ln in lines[1:]] == ["market", "risk band", "total"]
+    assert all(float(ln.split()[-1]) > 0 for ln in lines[1:])  # peak MiB

@@ -11,7 +11,7 @@ import pytest
 
 from broker.cli import main
 from broker.daemon.store.store import Store
-from markets.fleet import Instance, InstanceState, NoticeKind
+from markets.cloud_fleet import Instance, InstanceState, NoticeKind
 from markets.protocols import HistorySource
 from markets.registry import open_market
 

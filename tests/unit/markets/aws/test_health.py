@@ -16,7 +16,7 @@ import pytest
 
 from markets.aws.health import HEALTH_EVENT_PATTERN
 from markets.aws.notices import MalformedMessage, RejectedNotice, SqsNotices, parse_message
-from markets.fleet import NoticeKind
+from markets.cloud_fleet import NoticeKind
 from tests.fakes.eventbridge import FULL_EVENT
 from tests.unit.markets.aws.test_notices import ACCOUNT, CREDS, ORIGIN, REGION
 

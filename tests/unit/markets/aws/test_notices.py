@@ -28,8 +28,8 @@ from markets.aws.notices import (
     parse_message,
 )
 from markets.aws.provider import AwsProvider, open_aws_provider
+from markets.cloud_fleet import OWNER_TAG, InstanceState, LaunchRequest, Notice, NoticeKind
 from markets.errors import InputError, ThrottledError
-from markets.fleet import OWNER_TAG, InstanceState, LaunchRequest, Notice, NoticeKind
 from markets.model import Tier
 from tests.fakes.eventbridge import FULL_EVENT
 

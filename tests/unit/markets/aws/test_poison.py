@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from markets.aws.envelope import MAX_BODY_CHARS, MalformedMessage, RejectedNotice
 from markets.aws.notices import POLL_MESSAGES_PER_NOTICE, SqsNotices, parse_message
-from markets.fleet import NoticeKind
+from markets.cloud_fleet import NoticeKind
 from tests.unit.markets.aws.test_notices import CREDS, INTERRUPTION, ORIGIN, REGION, T0, event
 
 if TYPE_CHECKING:

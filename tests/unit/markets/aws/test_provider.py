@@ -28,15 +28,7 @@ from botocore.compat import HTTPHeaders
 from markets.aws.launch import LAUNCH_KEY_TAG, TIER_TAG, UNITS_TAG
 from markets.aws.provider import AwsProvider, open_aws_provider
 from markets.aws.sdk import AWS_PROVIDER_API_CALLS
-from markets.errors import (
-    AuthError,
-    CapacityUnavailableError,
-    InputError,
-    QuotaExceededError,
-    ThrottledError,
-    TransientError,
-)
-from markets.fleet import (
+from markets.cloud_fleet import (
     GENERATION_TAG,
     OWNER_TAG,
     POOL_TAG,
@@ -44,6 +36,14 @@ from markets.fleet import (
     InstanceState,
     LaunchRequest,
     TerminateRequest,
+)
+from markets.errors import (
+    AuthError,
+    CapacityUnavailableError,
+    InputError,
+    QuotaExceededError,
+    ThrottledError,
+    TransientError,
 )
 from markets.model import Tier
 from markets.protocols import Provider

@@ -1,7 +1,7 @@
 """The embedded default market: deterministic, calibrated, and a valid HistorySource.
 
 Calibration checks compare generated statistics with the figures stated in
-``markets.default.calibration`` (and economics.md section 7), with tolerances from
+``markets.default.calibration`` (and docs/concepts/market.md), with tolerances from
 the sampling noise of a few months of history.
 """
 
@@ -194,7 +194,7 @@ def test_time_available_share_spreads_across_zones(
 ) -> None:
     per_pool = frame.groupby("pool_key")["spot_available"].mean()
     per_zone = per_pool.groupby(per_pool.index.map(_zone_of)).mean()
-    # economics.md section 7: 0.17 to 0.91 across zones.
+    # docs/concepts/market.md: 0.17 to 0.91 across zones.
     assert per_zone.min() < 0.3
     assert per_zone.max() > 0.8
     assert per_pool.min() > 0.1

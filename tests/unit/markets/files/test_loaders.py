@@ -149,7 +149,7 @@ def test_one_node_raw_can_be_read_as_held(tmp_path: Path) -> None:
 def test_multi_node_trace_counts_nodes_and_is_mostly_all_or_none(
     traces: list[SpotTrace],
 ) -> None:
-    """economics.md section 7: for 16-node clusters, >94 % of the time either
+    """docs/concepts/market.md: for 16-node clusters, >94 % of the time either
     all or none of the nodes were available."""
     (tr,) = _under(traces, "/16-node/")
     avail = tr.frame["available"]

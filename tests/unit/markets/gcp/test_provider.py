@@ -19,8 +19,7 @@ from broker.jsondoc import at, obj
 from broker.lifecycle import LifecycleManager
 from broker.lifecycle.values import DecisionKind
 from markets.clock import ManualClock
-from markets.errors import AuthError, CapacityUnavailableError, InputError, QuotaExceededError
-from markets.fleet import (
+from markets.cloud_fleet import (
     OWNER_TAG,
     WORKLOAD_TAG,
     InstanceState,
@@ -28,6 +27,7 @@ from markets.fleet import (
     NoticeKind,
     TerminateRequest,
 )
+from markets.errors import AuthError, CapacityUnavailableError, InputError, QuotaExceededError
 from markets.gcp.labels import (
     LAUNCH_KEY_TAG,
     OWNER_LABEL,

@@ -8,8 +8,7 @@ from datetime import timedelta
 import pytest
 
 from markets.clock import ManualClock
-from markets.errors import CapacityUnavailableError, ThrottledError
-from markets.fleet import (
+from markets.cloud_fleet import (
     OWNER_TAG,
     ErrorKind,
     InstanceState,
@@ -17,6 +16,7 @@ from markets.fleet import (
     NoticeKind,
     TerminateRequest,
 )
+from markets.errors import CapacityUnavailableError, ThrottledError
 from markets.model import Tier
 from markets.sim.cloud import SimCloud, SimOptions
 from tests.fakes.tiny_market import ON_DEMAND_USD, SPOT_USD, T0, TinyMarket, pool_key

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from markets.clock import ManualClock
+from markets.cloud_fleet import LaunchRequest, TerminateRequest
 from markets.errors import CapacityUnavailableError, InputError, ThrottledError
-from markets.fleet import LaunchRequest, TerminateRequest
 from markets.model import Tier
 from markets.registry import open_provider
 from markets.sim.cloud import SimCloud, SimOptions

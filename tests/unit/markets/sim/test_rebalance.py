@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from markets.clock import ManualClock
-from markets.fleet import LaunchRequest, Notice, NoticeKind
+from markets.cloud_fleet import LaunchRequest, Notice, NoticeKind
 from markets.model import Tier
 from markets.sim.cloud import SimCloud, SimOptions
 from tests.fakes.tiny_market import T0, TinyMarket, pool_key

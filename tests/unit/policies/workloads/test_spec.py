@@ -63,7 +63,7 @@ def test_example_takes_serving_defaults_it_does_not_state() -> None:
     assert serving.max_zone_share == pytest.approx(0.5)
     assert serving.max_pool_share == pytest.approx(0.5)
     batch = default_workloads().by_name("research-sweeps")
-    # An unmet serving unit costs 5-10x a batch unit-hour (economics.md s4).
+    # An unmet serving unit costs 5-10x a batch unit-hour (docs/concepts/tiers.md).
     ratio = serving.unmet_penalty_usd_per_unit_hour / batch.unmet_penalty_usd_per_unit_hour
     assert 5 <= ratio <= 10
 

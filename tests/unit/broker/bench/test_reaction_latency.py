@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.bench.reaction import SCHEMA, TARGET_P99_MS, run
+from broker.bench.reaction_latency import SCHEMA, TARGET_P99_MS, run
 
 
 def test_the_reaction_benchmark_reports_single_and_storm_latencies() -> None:

@@ -17,7 +17,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 
 from broker.daemon.store.schema import fleet_t, plans_t
 from broker.daemon.store.tx import Json, TxBase, jsonable
-from markets.fleet import Instance, InstanceState
+from markets.cloud_fleet import Instance, InstanceState
 
 __all__ = ["FleetRow", "FleetTx"]
 

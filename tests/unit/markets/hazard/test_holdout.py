@@ -11,7 +11,7 @@ import pytest
 from numpy.typing import NDArray
 
 from markets.files.traces import load_spot_traces
-from markets.hazard.calibration import (
+from markets.hazard.holdout import (
     CalibrationTrace,
     calibrate,
     fit_overdispersion,

@@ -71,6 +71,7 @@ from broker.planning.reconcile import desired_now
 from broker.planning.rolling import FLEET, RollingState, window_problem
 from markets.blocks import load_blocks
 from markets.clock import Clock
+from markets.cloud_fleet import Instance, NoticeKind
 from markets.errors import (
     AuthError,
     InfeasiblePlanError,
@@ -78,7 +79,6 @@ from markets.errors import (
     SolverTimeLimitError,
     SpotfolioError,
 )
-from markets.fleet import Instance, NoticeKind
 from markets.keys import CommitmentKey, PoolKey
 from markets.model import MarketSnapshot, Tier
 from markets.protocols import PriceSource
@@ -254,7 +254,7 @@ class PlanJob:
         return snap
 
     def _options(self, snap: MarketSnapshot) -> PlanOptions:
-        # Stale market data: widen the risk margin (ARCHITECTURE.md).
+        # Stale market data: widen the risk margin (docs/concepts/market.md).
         multiplier = self._config.stale_hazard_multiplier if snap.stale else 1.0
         return PlanOptions(period_hours=1, interruption_multiplier=multiplier)
 

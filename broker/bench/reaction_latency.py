@@ -1,4 +1,4 @@
-"""Reaction benchmark (benchmarks.md section 4): notice -> decision -> launch request.
+"""Reaction benchmark (docs/docs/benchmarks.md): notice -> decision -> launch request.
 
 Owns: ``run(*, storm, seed, repeats) -> dict``, called by the bench runner.
 
@@ -60,8 +60,8 @@ from broker.daemon.metrics import DaemonMetrics
 from broker.daemon.store.store import Store
 from broker.daemon.wiring import default_lifecycle
 from markets.clock import ManualClock
+from markets.cloud_fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.errors import CapacityUnavailableError
-from markets.fleet import ActionResult, Instance, LaunchRequest, Notice, TerminateRequest
 from markets.keys import PoolKey
 from markets.model import PoolSnapshot, Tier
 from markets.protocols import HistorySource, Provider

@@ -1,4 +1,4 @@
-"""broker.scale.executor: the same results, in input order, here or on Dask;
+"""broker.scale.fanout: the same results, in input order, here or on Dask;
 ``bench --workers`` (deadline and fleet windows) through it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from broker.bench import BenchData
 from broker.bench import deadline as deadline_setting
 from broker.bench import fleet as fleet_setting
-from broker.scale.executor import Executor, ExecutorSpec
+from broker.scale.fanout import Executor, ExecutorSpec
 from markets.errors import InputError
 from tests.e2e.test_bench import _traces
 
