@@ -97,6 +97,8 @@ NOT_RUNNABLE: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^(python3 -m venv|\. \.venv/bin/activate|pip install)",
          "an install line: a fresh venv from PyPI (checked from a clean clone by hand)"),
         (r"^pytest\b", "the test suite itself (CI runs it)"),
+        (r"^(COVERAGE_CORE=\S+ )?coverage (run|report)\b",
+         "the fast suite under coverage, and its report: CI runs both"),
         (r"^(ruff|mypy|mkdocs build)\b",
          "a developer check: CI runs it; test_site_builds_strict builds the site"),
         (r"^(cd terraform|terraform )", "needs a cloud account: terraform apply creates resources"),
