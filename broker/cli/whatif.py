@@ -23,8 +23,6 @@ actual demand and market. ``--json`` prints one object::
          "break_glass_usd": float,               # on-demand bought because spot was lost
          "forecast_error_usd": float,            # on-demand bought because demand beat the forecast
          "catch_up_usd": float,                  # on-demand to finish jobs behind at the deadline
-         "broker_stops": int,                    # a gang's stops the plan made (not revocations)
-         "broker_stop_usd": float,               # ... each charged as a revocation
          "budget_exceeded_hours": int,
          "committed_instances": {group: int},
          "commitments": [{"group": str, "instances": int, "term_years": int,

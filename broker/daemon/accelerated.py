@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,7 +38,6 @@ from broker.daemon.config import DaemonConfig
 from broker.daemon.daemon import Daemon
 from broker.daemon.jobs import Job, daemon_jobs, run_in_order
 from broker.daemon.metrics import DaemonMetrics
-from broker.daemon.plan_job import Progress
 from broker.daemon.store.store import Store
 from broker.daemon.wiring import (
     LifecycleFactory,
@@ -54,7 +53,7 @@ from markets.protocols import HistorySource, MetricSource, Provider
 from markets.sim.cloud import Endings, SimCloud
 from policies.workloads.spec import WorkloadClass, WorkloadSet
 
-__all__ = ["SimReport", "gang_stop_counts", "simulate_daemon"]
+__all__ = ["SimReport", "simulate_daemon"]
 
 
 @dataclass
@@ -76,7 +75,6 @@ class SimReport:
     window_missed: int
     counters: dict[str, int] = field(default_factory=dict)
     disruption: dict[str, dict[str, Any]] = field(default_factory=dict)
-    work: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -103,7 +101,6 @@ class SimReport:
             and self.break_glass_usd > self.break_glass_cap_usd + 1e-6,
             "counters": self.counters,
             "disruption": self.disruption,
-            "work": self.work,
             "seconds": round(self.seconds, 3),
         }
 
@@ -189,7 +186,6 @@ def simulate_daemon(
         due[j.job] = t0 + every
         steps[j.job] = functools.partial(_when_due, clock, due, j.job, every, run)
     poll = steps[Job.NOTICES]
-    finished: dict[str, datetime] = {}
     while daemon.active:
         nxt = cloud.next_event_at()
         poll_at = _grid_ceil(nxt, t0, iv.poll_notices_s) if nxt is not None else None
@@ -201,11 +197,9 @@ def simulate_daemon(
             break
         clock.set(max(t, clock.now()))
         run_in_order(steps)
-        _note_finished(daemon.progress, workloads, finished)
     clock.set(max(end, clock.now()))
     poll()
     report = _report(daemon, cloud, store, t0, hours, workloads, time.perf_counter() - t_wall)
-    report.work = _work(daemon.progress, workloads, finished, t0)
     store.close()  # (on an exception, the Store's finalizer closes it)
     return report
 
@@ -257,70 +251,15 @@ def _report(
             "capacity_refusals": c.capacity_refusals,
             "plan_generation": d.state.generation,
         },
-        disruption=_disruption(cloud.endings(t0, hours), ws, d.reconciler.gang_stops),
+        disruption=_disruption(cloud.endings(t0, hours), ws),
         seconds=secs,
     )
 
 
-def _note_finished(progress: Progress, ws: WorkloadSet, finished: dict[str, datetime]) -> None:
-    """When each job's counted work first reached its unit-hours."""
-    for w in ws.workloads:
-        if w.unit_hours is None or w.name in finished or progress.at is None:
-            continue
-        if progress.work_done.get(w.name, 0.0) >= w.unit_hours - 1e-6:
-            finished[w.name] = progress.at
-
-
-def _work(
-    progress: Progress, ws: WorkloadSet, finished: Mapping[str, datetime], t0: datetime
-) -> dict[str, dict[str, Any]]:
-    """Per job: its unit-hours, the work the daemon counted done, what is
-    left, when it was done (hours from the start) against its deadline, and
-    its dollars per unit-hour delivered."""
-    out: dict[str, dict[str, Any]] = {}
-    for w in ws.workloads:
-        if w.unit_hours is None:
-            continue
-        done = min(progress.work_done.get(w.name, 0.0), w.unit_hours)
-        usd = progress.spent_usd.get(w.name, 0.0)
-        at = finished.get(w.name)
-        done_h = None if at is None else round((at - t0).total_seconds() / 3600.0, 2)
-        out[w.name] = {
-            "unit_hours": w.unit_hours,
-            "done_unit_hours": round(done, 2),
-            "left_unit_hours": round(w.unit_hours - done, 2),
-            "done_at_hour": done_h,
-            "deadline_hours": w.deadline_hours,
-            "usd": round(usd, 2),
-            "usd_per_unit_hour": round(usd / done, 4) if done > 0 else None,
-        }
-    return out
-
-
-def gang_stop_counts(stops: Sequence[tuple[datetime, bool]], job_hours: int) -> dict[str, Any]:
-    """A gang's broker-made stops (reconciles that ended any of its running
-    nodes) the plan's saving paid for and did not, and the unpaid ones per
-    gang-day (a day of the hours it held capacity)."""
-    paid = sum(1 for _at, ok in stops if ok)
-    unpaid = len(stops) - paid
-    days = max(job_hours / 24.0, 1.0)
-    return {
-        "broker_stops": len(stops),
-        "broker_stops_paid": paid,
-        "broker_stops_unpaid": unpaid,
-        "unpaid_stops_per_gang_day": round(unpaid / days, 4),
-    }
-
-
-def _disruption(
-    endings: dict[str, Endings],
-    ws: WorkloadSet,
-    gang_stops: Mapping[str, Sequence[tuple[datetime, bool]]],
-) -> dict[str, dict[str, Any]]:
+def _disruption(endings: dict[str, Endings], ws: WorkloadSet) -> dict[str, dict[str, Any]]:
     """Per workload (and ``"fleet"``): broker-made terminations (of running
     spot or, for a training gang, of any tier: the ones that disrupt work)
-    beside revocations, per job-hour; a gang's stops, paid and unpaid
-    (``gang_stop_counts``)."""
+    beside revocations, per job-hour."""
     out: dict[str, dict[str, Any]] = {}
     fleet = {"broker_terminations": 0, "revocations": 0, "job_hours": 0}
     for name, e in sorted(endings.items()):
@@ -335,8 +274,6 @@ def _disruption(
             "hours_with_broker_terminations": e.hours_terminating,
             "broker_terminations_per_job_hour": round(moved / max(e.hours_live, 1), 4),
         }
-        if gang:
-            out[name].update(gang_stop_counts(gang_stops.get(name, ()), e.hours_live))
         fleet["broker_terminations"] += moved
         fleet["revocations"] += e.revoked
         fleet["job_hours"] += e.hours_live

@@ -18,8 +18,6 @@ Example (every field but ``owner`` has a default)::
       queue_url: https://sqs.us-east-1.amazonaws.com/123456789012/spotfolio-notices
       launch: {us-east-1: {launch_template_name: spotfolio-gpu}}
     planner: milp                # milp (CBC) | fast (greedy, milliseconds)
-    plan_gap_target: 0.02        # milp: prove the re-plan within 2 % of its bound...
-    plan_proof_s: 60             # ... for up to this long (the quick plan if no better)
     horizon_hours: 24            # rolling horizon; the current hour is committed
     committed: {aws/us-east-1/g5.xlarge: 4}   # reservations the account holds
     intervals: {refresh_market_s: 900, replan_s: 3600, reconcile_s: 60, poll_notices_s: 5,
@@ -292,12 +290,6 @@ class DaemonConfig(StrictModel):
     # validated by the provider's own settings model.
     provider_options: dict[str, object] = Field(default_factory=dict)
     planner: Literal["milp", "fast"] = "milp"
-    # The MILP planner's re-plan: when the quick solve's proven gap is above
-    # this share of its objective (or nothing is proven), the proof runs for
-    # up to plan_proof_s, warm-started from the quick plan; a proof ending
-    # dearer than that start keeps the start.
-    plan_gap_target: Annotated[float, Bounded(ge=0, le=1)] = 0.02
-    plan_proof_s: Annotated[float, Bounded(gt=0, le=DAY_S, unit="seconds")] = 60.0
     horizon_hours: Annotated[int, Bounded(ge=1, le=168, unit="hours")] = 24
     committed: dict[str, Annotated[int, Bounded(ge=0, le=MAX_INSTANCES)]] = Field(
         default_factory=dict

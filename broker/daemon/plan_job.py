@@ -41,7 +41,6 @@ import hashlib
 import json
 import logging
 import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -135,35 +134,6 @@ class Proposal:
     epoch: datetime
     stale_market: bool
     interruption_multiplier: float
-
-
-def prove(problem: PlanningProblem, quick: Plan, target: float, budget_s: float) -> Plan:
-    """``quick`` if its proven gap is within ``target``; else the proof's
-    plan (the MILP warm-started from the quick solve's, ``options.polish_s``,
-    within ``budget_s``) unless it ends dearer than ``quick``, which is then
-    kept. The plan's ``meta`` then says what was kept (``proof_kept``:
-    proof or quick), both gaps and the proof's seconds."""
-    gap = quick.meta.get("gap")
-    if isinstance(gap, (int, float)) and gap <= target * (1.0 + 1e-9):
-        return quick
-    opts = replace(problem.options, gap=target, polish_s=budget_s, time_limit_s=budget_s)
-    t0 = time.perf_counter()
-    try:
-        proved: Plan | None = solve(replace(problem, options=opts))
-    except (InfeasiblePlanError, SolverTimeLimitError):
-        proved = None
-    took = time.perf_counter() - t0
-    better = proved is not None and proved.objective_usd <= quick.objective_usd + 1e-6
-    best = proved if better and proved is not None else quick
-    proof_gap = None if proved is None else proved.meta.get("gap")
-    kept = "proof" if best is proved else "quick"
-    best.meta.update(
-        {"proof_kept": kept, "proof_gap": proof_gap, "quick_gap": gap,
-         "quick_objective_usd": quick.objective_usd, "proof_s": round(took, 3)}
-    )  # fmt: skip
-    log.info(kv("plan_proof", quick_gap=gap, proof_gap=proof_gap, kept=kept,
-                proof_s=f"{took:.1f}"))  # fmt: skip
-    return best
 
 
 def launchable(snap: MarketSnapshot, providers: Sequence[str] | None) -> MarketSnapshot:
@@ -476,10 +446,7 @@ class PlanJob:
         return max(1, math.ceil(self._config.intervals.replan_s / 3600.0))
 
     def _solve(self, problem: PlanningProblem) -> Plan:
-        if self._config.planner == "fast":
-            return fast_plan(problem)
-        return prove(problem, solve(problem), self._config.plan_gap_target,
-                     self._config.plan_proof_s)  # fmt: skip
+        return fast_plan(problem) if self._config.planner == "fast" else solve(problem)
 
     def _serving_demand(self, start: datetime, hours: int) -> dict[str, FloatArray]:
         """Serving demand per workload: the demand file's window, else (or

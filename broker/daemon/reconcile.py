@@ -53,7 +53,7 @@ from broker.daemon.launch import Launcher
 from broker.daemon.lifecycle import Lifecycle
 from broker.daemon.plan_job import PlanState
 from broker.daemon.store.store import Store
-from broker.planning.moves import MoveCosts, need_hours, unpaid_moves, unpaid_stops
+from broker.planning.moves import MoveCosts, need_hours, unpaid_moves
 from broker.planning.optimizer.problem import PlanOptions
 from broker.planning.plan import Plan
 from broker.planning.reconcile import (
@@ -68,7 +68,7 @@ from broker.planning.reconcile import (
     warm_up_seconds,
     whole_gangs,
 )
-from markets.cloud_fleet import Instance, InstanceState, LaunchRequest, TerminateRequest
+from markets.cloud_fleet import Instance, LaunchRequest, TerminateRequest
 from markets.keys import PoolKey
 from markets.model import Tier
 from markets.protocols import Provider
@@ -117,10 +117,6 @@ class ReconcileJob:
         self._gangs = frozenset(w.name for w in workloads.of_class(WorkloadClass.TRAINING))
         # Moves the disruption budget granted at the last ``desired``: id -> (workload, units)
         self._moving: dict[str, tuple[str, int]] = {}
-        # Gangs a pricing rule let stop or move at the last ``desired``; and
-        # per gang, the times of its broker-made stops: (at, paid for).
-        self._paid: set[str] = set()
-        self.gang_stops: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self._warm_s = warm_up_seconds(workloads)  # make before break (serving)
         self._priority = {w.name: w.priority for w in workloads.workloads}
         self._owner = owner
@@ -156,9 +152,7 @@ class ReconcileJob:
         planned = want
         want = stick(want, book.counts(fleet), book, STICK_MARGIN, ready, floor)
         want = whole_gangs(want, self._workloads, planned)  # a gang moves whole
-        self._paid = set()
         want = self._paying_moves(want, state.plan, now)
-        want = self._paying_stops(want, state.plan, now)
         want = self._within_disruption(want, now)
         return whole_gangs(want, self._workloads, book.counts(fleet))  # or waits whole
 
@@ -174,31 +168,6 @@ class ReconcileJob:
             want, fleet, self._owner, self._book.workloads, snap.by_key(), need_hours(plan, now),
             gangs=self._gangs, costs=_MOVE_COSTS, doomed=doomed,
         )  # fmt: skip
-        ending = leaving(want, fleet, self._owner, self._gangs, doomed=doomed)
-        have = self._book.counts(fleet)
-        # judged (same tier launched, ``unpaid_moves``) and let through
-        launching = {(s[0], s[2]) for s, n in want.items() if n > have.get(s, 0)}
-        self._paid |= {
-            g
-            for g, insts in ending.items()
-            if g in self._gangs and g not in kept
-            and all((g, i.tier.value) in launching for i in insts)
-        }  # fmt: skip
-        return hold(want, kept, fleet, self._owner, self._work_of, doomed=doomed)
-
-    def _paying_stops(self, want: dict[Slot, int], plan: Plan, now: datetime) -> dict[Slot, int]:
-        """``want`` with a gang's stop or shrink that the plan undoes inside
-        its horizon kept running unless the pause saves more than the restart
-        (``broker.planning.moves.unpaid_stops``)."""
-        snap = self._book.snapshot
-        if snap is None:
-            return want
-        fleet, doomed = list(self._book.last_fleet), self._book.doomed_ids(now)
-        kept, paid = unpaid_stops(
-            want, fleet, self._owner, self._book.workloads, snap.by_key(), plan, now,
-            gangs=self._gangs, costs=_MOVE_COSTS, doomed=doomed,
-        )  # fmt: skip
-        self._paid |= paid
         return hold(want, kept, fleet, self._owner, self._work_of, doomed=doomed)
 
     def _within_disruption(self, want: dict[Slot, int], now: datetime) -> dict[Slot, int]:
@@ -288,11 +257,8 @@ class ReconcileJob:
                 break
             fleet = self.view(now)
         moved: dict[str, float] = defaultdict(float)
-        running = {i.instance_id: i.workload for i in fleet if i.state is InstanceState.RUNNING}
-        stopped: set[str] = set()
         for req in requests:
             if isinstance(req, TerminateRequest):
-                stopped |= {running[i] for i in req.instance_ids if running.get(i) in self._gangs}
                 self._executor.run(req, context={"source": "reconcile"})
                 done.append(req)
                 for iid in req.instance_ids:
@@ -301,8 +267,6 @@ class ReconcileJob:
                         moved[w] += n_units
         for w, total in sorted(moved.items()):
             self._lifecycle.disruption.record(total, now.timestamp(), w)
-        for g in sorted(stopped):
-            self.gang_stops[g].append((now, g in self._paid))
         # What make before break keeps only until its replacement is ready:
         # the lifecycle counts it as retired (``Lifecycle.kept_until_ready``).
         ended = {i for r in done if isinstance(r, TerminateRequest) for i in r.instance_ids}

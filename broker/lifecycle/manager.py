@@ -842,24 +842,6 @@ class LifecycleManager:
         due = self._book.next_due_s()
         return None if due is None else datetime.fromtimestamp(due, UTC)
 
-    def _stretch_holds(self, view: FleetView, s: Stretch) -> bool:
-        """Whether on-demand of stretch ``s`` is still there or on its way:
-        one it launched (its pool, since it began, not retired) or took back
-        (``s.kept``), or a launch of it not seen yet."""
-        for inst in view.by_id.values():
-            if inst.instance_id in view.removed or inst.instance_id in self._handled:
-                continue
-            if inst.instance_id in s.kept:
-                return True
-            if (
-                inst.workload == s.workload
-                and inst.pool_key == s.pool_key
-                and inst.tier is Tier.ON_DEMAND
-                and inst.launched_at.timestamp() >= s.started_s
-            ):
-                return True
-        return any(p.notice_id == s.alloc_id for p in view.pending)
-
     def tick(
         self, now: datetime | None, fleet: Sequence[Instance], snapshot: MarketSnapshot
     ) -> tuple[SpotReturn, ...]:
@@ -876,14 +858,7 @@ class LifecycleManager:
             w = self._workloads.get(s.workload)
             if w is None:
                 continue
-            if not self._stretch_holds(view, s):
-                # Its on-demand ended (a re-plan's reconcile took it): the
-                # stretch stands in for nothing and commits no more dollars.
-                step: Step | None = self._book.close(
-                    s, ReturnKind.END, "its on-demand capacity has ended", now_s
-                )
-                target = None
-            elif self._governed(w):
+            if self._governed(w):
                 step, target = self._deadline_step(s, w, view, now_s)
             else:
                 found = self._choose.find_spot(

@@ -62,7 +62,7 @@ from policies.cost_table import spot_factor
 from policies.moving import lost_work_hours
 from policies.workloads.spec import Workload, WorkloadClass
 
-__all__ = ["MoveCosts", "need_hours", "unpaid_moves", "unpaid_stops"]
+__all__ = ["MoveCosts", "need_hours", "unpaid_moves"]
 
 _EPS = 1e-9
 
@@ -273,100 +273,3 @@ def _gang_unpaid(
     lost_h = max(lost_work_hours(w, pools[m.inst.pool_key]) for m in moved)
     price = sum(m.price_usd for m in moved) + idle_usd_per_h * (w.restart_hours + lost_h)
     return [] if sum(m.saving_usd for m in moved) > price else [m.inst for m in moved]
-
-
-def _plan_work(plan: Plan, workload: str) -> tuple[list[float], list[float]]:
-    """Per plan hour, the work per hour and dollars per hour of ``workload``."""
-    a = plan.allocations
-    work, usd = [0.0] * plan.hours, [0.0] * plan.hours
-    if a.empty:
-        return work, usd
-    rows = zip(
-        a["workload"], a["hour_start"], a["hour_end"], a["work_per_hour"],
-        a["instances"], a["usd_per_instance_hour"], strict=True,
-    )  # fmt: skip
-    for w, start, end, x, n, price in rows:
-        if str(w) != workload:
-            continue
-        for k in range(max(int(start), 0), min(int(end), plan.hours)):
-            work[k] += float(x) if math.isfinite(float(x)) else 0.0
-            usd[k] += float(n) * float(price) if math.isfinite(float(price)) else 0.0
-    return work, usd
-
-
-def _work_left(w: Workload) -> bool:
-    """Whether ``w`` is a job with work to finish (its stop is a pause)."""
-    return w.unit_hours is not None and w.unit_hours > 0
-
-
-def unpaid_stops(
-    want: Mapping[Slot, int],
-    fleet: Sequence[Instance],
-    owner: str,
-    workloads: Mapping[str, Workload],
-    pools: Mapping[str, PoolSnapshot],
-    plan: Plan,
-    at: datetime,
-    *,
-    gangs: Collection[str],
-    costs: MoveCosts = MoveCosts(),
-    doomed: frozenset[str] = frozenset(),
-) -> tuple[dict[str, list[Instance]], set[str]]:
-    """A gang's stop or shrink (running nodes ended, none launched) priced
-    like a revocation: when the plan grows the gang again inside its horizon,
-    the pause saves ``(p_now - p_resume) x work stopped x hours stopped`` and
-    costs one cold start per unit ended, the whole gang's restart and its lost
-    half-interval. Returns the nodes to keep (unpaid stops) and the gangs
-    whose stop pays (or ends work the plan does not resume)."""
-    kept: dict[str, list[Instance]] = {}
-    paid: set[str] = set()
-    have: dict[Slot, list[Instance]] = defaultdict(list)
-    for inst in live_ours(fleet, owner):
-        if inst.instance_id not in doomed:
-            have[(inst.workload, inst.pool_key, inst.tier.value)].append(inst)
-    h = plan_hour(plan, at)
-    left_in_hour = min(max(1.0 - ((at - plan.start).total_seconds() / 3600.0 - h), 0.0), 1.0)
-    for wname in sorted(gangs):
-        w = workloads.get(wname)
-        slots = sorted(s for s in set(want) | set(have) if s[0] == wname)
-        if w is None or not slots or any(s[1] not in pools for s in slots):
-            continue
-        if any(want.get(s, 0) > len(have.get(s, [])) for s in slots):
-            continue  # launches too: a move (``unpaid_moves``)
-        leaving: list[Instance] = []
-        for s in slots:
-            got = sorted(have.get(s, []), key=lambda i: (i.launched_at, i.instance_id))
-            extra = len(got) - want.get(s, 0)
-            leaving += [i for i in got[::-1][: max(extra, 0)] if i.state is InstanceState.RUNNING]
-        if not leaving or not 0 <= h < plan.hours:
-            continue
-        work, usd = _plan_work(plan, wname)
-        resume = next((r for r in range(h + 1, plan.hours) if work[r] > work[h] + 1e-6), None)
-        if resume is None and not _work_left(w):
-            paid.add(wname)  # the plan does not want the work back: not a pause
-            continue
-        if resume is None:  # resumes past the horizon, at best the plan's cheapest
-            later = [usd[r] / work[r] for r in range(h + 1, plan.hours) if work[r] > _EPS]
-            resume, p_resume = plan.hours, min(later, default=math.inf)
-        else:
-            p_resume = usd[resume] / work[resume]
-        gang_usd_h = 0.0
-        for (wn, pool, t), insts in have.items():
-            if wn == wname:
-                p, wk, _usd = _per_work_usd(w, pools[pool], t)
-                gang_usd_h += p * wk * len(insts) if math.isfinite(p) else 0.0
-        stop_usd_h, stop_work = 0.0, 0.0
-        for i in leaving:
-            p, wk, _usd = _per_work_usd(w, pools[i.pool_key], i.tier.value)
-            stop_usd_h += p * wk if math.isfinite(p) else 0.0
-            stop_work += wk
-        hours = left_in_hour + (resume - h - 1)
-        saving = (stop_usd_h - p_resume * stop_work) * hours if math.isfinite(p_resume) else 0.0
-        lost_h = max(lost_work_hours(w, pools[i.pool_key]) for i in leaving)
-        price = costs.churn_usd_per_unit * sum(i.units for i in leaving)
-        price += gang_usd_h * (w.restart_hours + lost_h)
-        if saving > price:
-            paid.add(wname)
-        else:
-            kept[wname] = leaving
-    return kept, paid

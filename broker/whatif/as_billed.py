@@ -164,8 +164,6 @@ class AsBilled:
             "forecast_error_usd": None,
             "catch_up_usd": None,
             "work_ahead_usd": 0.0,
-            "broker_stops": None,
-            "broker_stop_usd": None,
             "planned_cost_usd": None,
             "budget_limited": [],
         }

@@ -54,11 +54,6 @@ decisions bought is priced:
   announces) is topped up on on-demand as above, within the budget;
 - training/batch catch-up at the deadline as above.
 
-Both bills charge a plan's own stops of a training gang (a pause it resumes,
-a shrink, a move; not its end) as a revocation costs: every node the gang
-ran the hour before billed through the restart and the work since its last
-checkpoint redone (``gang_stops``; ``broker_stops``, ``broker_stop_usd``).
-
 Must not: decide anything (it only prices decisions).
 """
 
@@ -79,21 +74,11 @@ from broker.whatif.desired import DesiredByHour
 from broker.whatif.reaction import Reaction, react, work_per_held_hour
 from markets.model import MarketSnapshot, PoolSnapshot, Tier
 from policies.cost_table import CostTable
-from policies.moving import lost_work_hours
 from policies.workloads.spec import Workload, WorkloadClass, WorkloadSet
 
-__all__ = [
-    "Bill",
-    "MarketActuals",
-    "bill_plan",
-    "bill_reacted",
-    "bill_reaction",
-    "gang_stops",
-    "launch_usd",
-]
+__all__ = ["Bill", "MarketActuals", "bill_plan", "bill_reacted", "bill_reaction", "launch_usd"]
 
 FloatArray = npt.NDArray[np.float64]
-_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -135,10 +120,6 @@ class Bill:
     work_ahead_usd: float = 0.0
     work_ahead_unit_hours: dict[str, float] = field(default_factory=dict)
     metered_by_workload_usd: dict[str, float] = field(default_factory=dict)
-    # A training gang's stops, shrinks and moves the plan made (a pause it
-    # resumes, not its end), each charged as a revocation (``gang_stops``).
-    broker_stops: int = 0
-    broker_stop_usd: float = 0.0
     spot_instance_hours: float = 0.0
     expected_revocations: float = 0.0
     budget_exceeded_hours: int = 0
@@ -223,7 +204,6 @@ def bill_plan(
         if m.any():
             share = float((inst[m] * price[m]).sum())
             bill.by_workload_usd[name] = bill.by_workload_usd.get(name, 0.0) + share
-    _charge_gang_stops(bill, a, workloads, snapshot.by_key(), hours)
     bill.spot_instance_hours = float((inst[spot_rows] * held[spot_rows]).sum())
     bill.expected_revocations = float(
         sum(inst[i] * held[i] * hazard.get(keys[i], 0.0) for i in spot_rows)
@@ -350,7 +330,6 @@ def bill_reaction(
         got[name] = np.bincount(hour_idx[mine], weights=delivered[mine], minlength=hours)[
             :hours
         ].astype(float)
-    _charge_gang_stops(bill, a, workloads, pools, hours)
     bill.spot_instance_hours = float((inst[spot_rows] * held[spot_rows]).sum())
     bill.expected_revocations = float(
         sum(inst[i] * held[i] * hazard.get(keys[i], 0.0) for i in spot_rows)
@@ -395,58 +374,6 @@ def bill_reaction(
         else:
             _settle_job(bill, w, workloads, float(got[w.name].sum()), hours, od_work_price[w.name])
     return bill
-
-
-def gang_stops(
-    rows: pd.DataFrame, w: Workload, pools: Mapping[str, PoolSnapshot], hours: int
-) -> list[tuple[int, dict[Tier, float]]]:
-    """The hours in which the plan's ``rows`` (``Plan.hourly_instances``)
-    end running nodes of training gang ``w`` (a stop, shrink or move) that
-    it does not end for good, and what each costs by tier, priced as a
-    revocation: every node the gang ran the hour before is billed through
-    the restart (``restart_minutes``) and redoes the work since its last
-    checkpoint (``policies.moving.lost_work_hours``). The gang's last stop,
-    after which the plan runs it no more, is its end, not a pause."""
-    mine = rows[rows["workload"] == w.name]
-    if mine.empty:
-        return []
-    by_hour: dict[int, dict[tuple[str, str], tuple[float, float]]] = {}
-    for h, key, tier, n, usd in zip(
-        mine["hour"], mine["pool_key"], mine["tier"], mine["instances"],
-        mine["usd_per_instance_hour"], strict=True,
-    ):  # fmt: skip
-        cell = by_hour.setdefault(int(h), {})
-        had, _p = cell.get((str(key), str(tier)), (0.0, 0.0))
-        cell[(str(key), str(tier))] = (had + float(n), float(usd))
-    running = [h for h, c in by_hour.items() if sum(n for n, _p in c.values()) > _EPS]
-    last = max(running, default=-1)
-    out: list[tuple[int, dict[Tier, float]]] = []
-    for h in range(1, min(hours, last + 1)):
-        before, now = by_hour.get(h - 1, {}), by_hour.get(h, {})
-        if not any(n - now.get(s, (0.0, 0.0))[0] > _EPS for s, (n, _p) in before.items()):
-            continue
-        charge: dict[Tier, float] = {}
-        for (key, tier), (n, price) in before.items():
-            snap = pools.get(key)
-            lost_h = 0.0 if snap is None else lost_work_hours(w, snap)
-            t = Tier(tier)
-            charge[t] = charge.get(t, 0.0) + n * price * (w.restart_hours + lost_h)
-        out.append((h, charge))
-    return out
-
-
-def _charge_gang_stops(
-    bill: Bill, rows: pd.DataFrame, workloads: WorkloadSet, pools: Mapping[str, PoolSnapshot],
-    hours: int,
-) -> None:  # fmt: skip
-    """Charge every broker-made stop of a training gang in the plan's rows
-    (``gang_stops``) to the gang, on the tiers its nodes ran on."""
-    for w in workloads.of_class(WorkloadClass.TRAINING):
-        for _h, usd in gang_stops(rows, w, pools, hours):
-            bill.broker_stops += 1
-            for tier, x in usd.items():
-                bill.add(tier, w.name, x)
-                bill.broker_stop_usd += x
 
 
 def launch_usd(

@@ -556,10 +556,6 @@ class Reactor:
         self._snapshot = snapshot
         self._replay: _Replay | None = None
         self._given: Plan | None = None  # the plan last handed to ``run``
-        # (first run hour, snapshot time) of every market handed over and
-        # taken up: the steps a replay of the same hours hands on again
-        self.markets: list[tuple[int, datetime]] = []
-        self._fresh = False
 
     def on_market(self, snapshot: MarketSnapshot, costs: CostTable | None = None) -> None:
         """The market from the next hour on: as the daemon's plan job hands
@@ -571,31 +567,19 @@ class Reactor:
         if costs is not None and costs.options == lifecycle_cost_options(snapshot, self._config):
             self.manager.on_market(snapshot, costs)
         self._snapshot = snapshot  # the replay takes it up at the next ``run``
-        self._fresh = True
 
     def run(
-        self,
-        plan: Plan,
-        first_hour: int,
-        hours: int,
-        desired: DesiredByHour | None = None,
-        *,
-        stitched: bool = False,
+        self, plan: Plan, first_hour: int, hours: int, desired: DesiredByHour | None = None
     ) -> None:
         """``desired``: ``plan``'s rounded hours when the caller holds them
-        (a plan replayed more than once, the risk band's samples).
-        ``stitched``: ``plan`` is the steps a planning loop took, its hour 0
-        the run's; each call is one step, re-planned as the loop's were."""
+        (a plan replayed more than once, the risk band's samples)."""
         at = self.start + timedelta(hours=first_hour)
         given = plan
-        if self._fresh:
-            self.markets.append((first_hour, self._snapshot.at))
-            self._fresh = False
-        if plan.start != at and not stitched:
+        if plan.start != at:
             plan = dataclasses.replace(plan, start=at)
         if self._replay is None:
             self._replay = _Replay(self.start, plan, *self._args)
-        elif given is not self._given or stitched:
+        elif given is not self._given:
             self._replay.replanned = True
         self._given = given
         self._replay.plan = plan

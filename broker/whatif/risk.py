@@ -40,9 +40,9 @@ A sample, drawn from ``numpy.random.default_rng(SeedSequence([seed, STREAM, i]))
 The plan is Spotfolio's replayed plan held fixed: the samples do not re-run
 the planning loop (``broker.whatif.replay``: about a solve per step), so they
 measure how that plan and the lifecycle fare, not how re-plans would adapt.
-The lifecycle in a sample decides on each step's snapshot from the step's
-hour on, as in the replay (``WhatIfInputs.market_steps``: read once from the
-market for all samples), the stitched plan re-planned at each step.
+The lifecycle in a sample decides on the period's first snapshot, where
+the replay handed it each step's (``Reactor.on_market``): the samples keep
+no step's snapshot (a year's ~1,460 of ~300 pools each).
 
 Must not: plan, price (``billing`` does) or print.
 """
@@ -60,9 +60,8 @@ import numpy.typing as npt
 
 from broker.planning.plan import Plan
 from broker.scale.pool import map_paced
-from broker.whatif.billing import Bill, MarketActuals, bill_reacted, bill_reaction
+from broker.whatif.billing import MarketActuals, bill_reacted
 from broker.whatif.desired import DesiredByHour
-from broker.whatif.reaction import Reactor, lifecycle_config
 from broker.whatif.run import WhatIfInputs, WhatIfResult
 from markets.keys import PoolKey
 from markets.model import DEFAULT_PRIOR_HOURS, Hazard, MarketSnapshot, Tier
@@ -285,7 +284,6 @@ class _Shared:
     spot: dict[str, FloatArray]
     desired: DesiredByHour
     seed: int
-    steps: tuple[tuple[int, MarketSnapshot], ...] = ()  # (from hour, snapshot)
 
 
 def _sample(shared: _Shared, i: int) -> tuple[float, float]:
@@ -293,45 +291,13 @@ def _sample(shared: _Shared, i: int) -> tuple[float, float]:
     its draws depend on the seed and ``i`` only, so a sample is the same
     here or in a worker process."""
     rng = np.random.default_rng(np.random.SeedSequence([shared.seed, STREAM, i]))
-    inputs, hours = shared.inputs, shared.plan.hours
+    inputs, plan, hours = shared.inputs, shared.plan, shared.plan.hours
     actuals = sample_held(rng, inputs.snapshot, inputs.actuals, shared.spot, hours)
     demand = sample_demand(rng, inputs, hours)
-    bill = bill_sample(shared, actuals, demand)
+    bill = bill_reacted(plan, inputs.workloads, demand, inputs.snapshot, actuals,
+                        costs=inputs.costs, lifecycle_costs=inputs.lifecycle_costs,
+                        desired=shared.desired)  # fmt: skip
     return bill.total_usd, float(sum(bill.unmet_unit_hours.values()))
-
-
-def bill_sample(shared: _Shared, actuals: MarketActuals, demand: Mapping[str, FloatArray]) -> Bill:
-    """The stitched plan replayed through the lifecycle on ``actuals``,
-    handed each step's snapshot at the step's hour (``shared.steps``; none:
-    the first snapshot throughout), and billed against ``demand``."""
-    inputs, plan = shared.inputs, shared.plan
-    if not shared.steps:
-        return bill_reacted(plan, inputs.workloads, demand, inputs.snapshot, actuals,
-                            costs=inputs.costs, lifecycle_costs=inputs.lifecycle_costs,
-                            desired=shared.desired)  # fmt: skip
-    reactor = Reactor(plan.start, inputs.workloads, inputs.snapshot, actuals, costs=inputs.costs,
-                      lifecycle_costs=inputs.lifecycle_costs,
-                      config=lifecycle_config(plan))  # fmt: skip
-    ends = [h for h, _s in shared.steps[1:]] + [plan.hours]
-    for (h, snap), end in zip(shared.steps, ends, strict=True):
-        if snap is not inputs.snapshot:
-            reactor.on_market(snap)
-        if end > h:
-            reactor.run(plan, h, min(end, plan.hours) - h, shared.desired, stitched=True)
-    return bill_reaction(plan, reactor.result(), inputs.workloads, demand, inputs.snapshot,
-                         actuals, costs=inputs.costs)  # fmt: skip
-
-
-def step_snapshots(inputs: WhatIfInputs) -> tuple[tuple[int, MarketSnapshot], ...]:
-    """Each replayed step's hour and snapshot, read once from the market
-    (the run's own snapshot where it is the step's)."""
-    if inputs.market is None:
-        return ()
-    out: list[tuple[int, MarketSnapshot]] = []
-    for h, at in inputs.market_steps:
-        snap = inputs.snapshot if at == inputs.snapshot.at else inputs.market.snapshot(at)
-        out.append((h, snap))
-    return tuple(out)
 
 
 def risk_band(
@@ -360,7 +326,6 @@ def risk_band(
         _spot_instances(plan, plan.hours),
         DesiredByHour(plan, inputs.workloads),  # the plan's hours, rounded once
         seed,
-        step_snapshots(inputs),
     )
 
     def say(done: int, _total: int) -> None:

@@ -104,9 +104,6 @@ class Scenario:
             "forecast_error_usd": round(self.bill.forecast_error_usd, 2),
             "catch_up_usd": round(self.bill.catch_up_usd, 2),
             "work_ahead_usd": round(self.bill.work_ahead_usd, 2),
-            # a gang's stops the plan made, each charged as a revocation
-            "broker_stops": self.bill.broker_stops,
-            "broker_stop_usd": round(self.bill.broker_stop_usd, 2),
             "budget_exceeded_hours": self.bill.budget_exceeded_hours,
             "committed_instances": self.plan.committed_instances(),
             "commitments": [commitment_dict(c) for c in self.plan.commitments if c.instances],
@@ -270,9 +267,7 @@ class WhatIfInputs:
     (``broker.whatif.advice``, ``broker.whatif.risk``): the snapshot, the
     market's actual hours, the demand (its history and forecast), the actual
     serving demand billed, the cost tables the bills and the lifecycle read,
-    and the whole-period plan (whose commitments the loop holds); the market
-    and, per step of the replayed loop, the hour its lifecycle was handed
-    the step's snapshot and that snapshot's time (``Reactor.markets``)."""
+    and the whole-period plan (whose commitments the loop holds)."""
 
     snapshot: MarketSnapshot
     workloads: WorkloadSet
@@ -283,8 +278,6 @@ class WhatIfInputs:
     costs: CostTable
     lifecycle_costs: CostTable
     period_plan: Plan
-    market: PriceSource | None = None
-    market_steps: tuple[tuple[int, datetime], ...] = ()
 
 
 @dataclass
@@ -545,8 +538,7 @@ def _run(
     result = WhatIfResult(start, hours, market.name, snapshot.stale, scenarios, seconds=seconds)
     result.timings = clock
     result.inputs = WhatIfInputs(snapshot, workloads, demand, actual, forecast, actuals, costs,
-                                 lifecycle_costs, plan, market=market,
-                                 market_steps=tuple(reactor.markets))  # fmt: skip
+                                 lifecycle_costs, plan)  # fmt: skip
     if owned:
         say("planning around the commitments owned")
         t = time.perf_counter()

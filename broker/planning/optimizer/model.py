@@ -35,8 +35,6 @@ Objective (dollars):
      + sum (kappa u + r_w c) * D                            churn (launches: cold
                                                             start, and the restart
                                                             r_w hours billed at c)
-     + sum_gangs l_w c * E                                  a gang's stop: the work
-                                                            since its checkpoint
      + sum_w V_w F_w                                        finish hour of each job
                                                             at its value of time
                                                             (``finish``; V = 0: none)
@@ -77,7 +75,6 @@ Constraints:
                           over the horizon (or a UTC day) <= what is left of B
                           (``broker.planning.optimizer.budgets`` states them)
   churn:                  D_{w,x,t} >= X_{w,x,t} - X_{w,x,t-1}
-                          E_{w,x,t} >= X_{w,x,t-1} - X_{w,x,t}   (gangs)
 
 Structure exploited: on-demand and commitments are aggregated to one option
 per (workload, type) and group per type (cheapest region): no constraint
@@ -482,8 +479,6 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
                     restart_usd = w.restart_hours * a.usd_per_instance_hour
                     kappa = opts.churn_usd_per_unit * a.units_per_instance
                     objective.append((d, kappa + restart_usd))
-                    if w.name in gang_opts:
-                        _gang_stop(problem, prob, w, a, before, objective, name)
                     prev[key] = a.var
             _workload_period(problem, built, w, t, L, allocs, objective, name)
         _workload_totals(problem, built, w, built.allocs[first:], objective, name)
@@ -556,36 +551,6 @@ def build_model(problem: PlanningProblem, *, integral: bool | None = None) -> Bu
 
     prob += _lin(objective)
     return built
-
-
-def _gang_stop(
-    problem: PlanningProblem,
-    prob: LpProblem,
-    w: Workload,
-    a: AllocVar,
-    before: LpVariable | None,
-    objective: Terms,
-    name: _Namer,
-) -> None:
-    """A gang's stop or shrink priced as a revocation is: its nodes lose
-    the work since their last checkpoint (``policies.moving``), redone at
-    what they cost an hour: E >= X_{t-1} - X_t, at ``lost x c`` per node
-    (the relaunch pays the cold start and restart through D). A pause and
-    resume then costs the gang what a revocation would."""
-    try:
-        lost_h = lost_work_hours(w, problem.pool(a.pool_key).snap)
-    except KeyError:
-        return
-    usd = lost_h * a.usd_per_instance_hour
-    if usd <= 0:
-        return
-    e = pulp.LpVariable(name("E"), lowBound=0)
-    if before is None:
-        start = float(problem.previous_instances.get((w.name, a.pool_key, a.tier.value), 0.0))
-        prob += _lin([(e, 1.0), (a.var, 1.0)]) >= start
-    else:
-        prob += _lin([(e, 1.0), (a.var, 1.0), (before, -1.0)]) >= 0
-    objective.append((e, usd))
 
 
 def _placement_of(w: Workload, gang: bool) -> Callable[[CostEntry], str | None]:

@@ -122,18 +122,9 @@ def test_nothing_is_bought_beyond_usage_net_of_what_is_owned(run: Any) -> None:
 
 
 def test_spotfolio_costs_no_more_than_as_billed_or_any_baseline_with_nothing_unmet(
-    run: Any, request: pytest.FixtureRequest
+    run: Any,
 ) -> None:
-    days, doc = run
-    if days < 30:  # checkable: the 14-day JSON's spotfolio broker_stops and broker_stop_usd
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="the bill charges the broker's own gang stops: the replayed plan "
-                "stops and restarts the p4d fine-tune 15 times in its week ($6,134), "
-                "which puts Spotfolio above as-billed",
-            )
-        )
+    _, doc = run
     rows = {s["name"]: s for s in doc["scenarios"]}
     ours = rows["spotfolio"]
     assert ours["unmet_unit_hours"] == 0

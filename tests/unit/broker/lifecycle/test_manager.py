@@ -1314,25 +1314,3 @@ def test_without_the_dwell_floor_the_verdict_still_holds_a_serving_return() -> N
         clock.advance(60)
         kinds = {r.kind for r in m.tick(None, fleet, stormy)}
         assert ReturnKind.RETURN_TO_SPOT not in kinds
-
-
-def test_a_stretch_whose_on_demand_a_re_plan_ended_closes_and_commits_no_more() -> None:
-    m, clock, (other, _od), d = _broken_glass()
-    committed = d.break_glass_usd_committed
-    # A re-plan's reconcile ended the stretch's on-demand: the fleet lists
-    # only the other node. Spot stays adverse, so only the stretch's own
-    # state could keep it open and extending.
-    clock.advance(30 * 60)
-    _close_all_p4d_spot(m)
-    (r,) = m.tick(None, (other,), market())
-    assert r.kind is ReturnKind.END and "has ended" in r.reason
-    assert r.terminate_instance_ids == () and r.launches == ()
-    assert m.break_glass_stretches() == {}
-    # Settled: its extra dollars for the 30 min 20 s it stood in, the rest released.
-    assert r.break_glass_usd_spent == pytest.approx((P4D_OD - 9.8) * 1820 / 3600)
-    assert r.break_glass_usd_spent + r.break_glass_usd_released == pytest.approx(committed)
-    for _ in range(120):
-        clock.advance(60)
-        _close_all_p4d_spot(m)
-        assert m.tick(None, (other,), market()) == ()
-    assert m.break_glass_committed_usd == pytest.approx(r.break_glass_usd_spent)

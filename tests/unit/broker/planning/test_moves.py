@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from broker.planning.moves import need_hours, unpaid_moves, unpaid_stops
+from broker.planning.moves import need_hours, unpaid_moves
 from broker.planning.plan import Plan
 from markets.cloud_fleet import OWNER_TAG, Instance, InstanceState
 from markets.model import Tier
@@ -136,44 +136,3 @@ def test_instances_are_kept_only_as_far_as_whole_launches_give_way_to_them() -> 
     assert _unpaid(_ws("batch"), {("w", BIG, "spot"): 1}, three, prices, need_h=24) == []
     got = _unpaid(_ws("batch"), {("w", BIG, "spot"): 1}, FOUR_IN_A, prices, need_h=24)
     assert got == [f"i-{k}" for k in range(4)]
-
-
-def _pause_plan(hours: list[tuple[int, float]]) -> Plan:
-    """A gang's plan: per hour, (nodes, $ per node-hour) in pool A on spot."""
-    frame = pd.DataFrame(
-        [{"workload": "w", "pool_key": A, "tier": "spot", "instances": n, "units": n,
-          "work_per_hour": n, "usd_per_instance_hour": usd, "hour_start": h, "hour_end": h + 1}
-         for h, (n, usd) in enumerate(hours) if n]
-    )  # fmt: skip
-    return Plan(start=T0, hours=len(hours), period_hours=1, commitments=(), allocations=frame,
-                objective_usd=0.0, status="optimal", solver="test", solve_time_s=0.0,
-                integral=True)  # fmt: skip
-
-
-def _stop_kept(plan: Plan, spot_usd: float) -> tuple[list[str], set[str]]:
-    ws = _ws("training")
-    pools = TinyMarket([A, B, C, BIG], spot_usd={A: spot_usd}).snapshot(T0).by_key()
-    kept, paid = unpaid_stops({}, FOUR_IN_A, OWNER, {w.name: w for w in ws.workloads}, pools,
-                              plan, T0, gangs=["w"])  # fmt: skip
-    return sorted(i.instance_id for insts in kept.values() for i in insts), paid
-
-
-def test_a_gang_paused_for_two_hours_at_a_cent_less_keeps_running() -> None:
-    # Stopping all four nodes for 2 h to resume 1 % cheaper saves ~$0.08; the
-    # restart of the whole gang (30 min) and its lost half-interval cost dollars.
-    kept, paid = _stop_kept(_pause_plan([(0, 0.0), (0, 0.0), (4, 0.99)] + [(4, 0.99)] * 4), 1.0)
-    assert kept == [f"i-{k}" for k in range(4)] and paid == set()
-
-
-def test_a_gang_paused_through_a_dear_day_for_a_cheap_one_stops() -> None:
-    # $1/h now against $0.2/h from hour 20: 4 nodes x $0.8 x 20 h = $64 saved.
-    plan = _pause_plan([(0, 0.0)] * 20 + [(4, 0.2)] * 4)
-    kept, paid = _stop_kept(plan, 1.0)
-    assert kept == [] and paid == {"w"}
-
-
-def test_a_gang_with_work_left_and_no_resume_in_the_horizon_keeps_running() -> None:
-    # The plan wants none of it for its whole horizon, but the job has work
-    # left: the pause has no cheaper hour to save for, so it is not paid.
-    kept, paid = _stop_kept(_pause_plan([(0, 0.0)] * 6), 1.0)
-    assert kept == [f"i-{k}" for k in range(4)] and paid == set()

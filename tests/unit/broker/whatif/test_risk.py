@@ -15,12 +15,10 @@ import pytest
 import broker.scale.pool as pool
 import broker.whatif.risk as risk
 from broker.whatif.billing import MarketActuals
-from broker.whatif.desired import DesiredByHour
 from broker.whatif.risk import posterior_hours, risk_band, sample_demand, sample_held
 from broker.whatif.run import WhatIfResult, run_whatif
 from markets.hazard.prior import DEFAULT_PRIOR_HOURS
 from markets.model import Hazard, HazardSource
-from markets.registry import open_market
 from tests.fakes.tiny_market import TinyMarket, pool_key
 from tests.unit.broker.whatif.test_advice import workloads
 
@@ -72,17 +70,17 @@ def test_sample_i_does_not_depend_on_how_many_are_drawn(result: WhatIfResult) ->
     assert more.samples_cost_usd[:3] == few.samples_cost_usd
 
 
-def test_every_sample_is_billed_by_bill_reaction(
+def test_every_sample_is_billed_by_bill_reacted(
     result: WhatIfResult, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    real = risk.bill_reaction  # type: ignore[attr-defined]
+    real = risk.bill_reacted  # type: ignore[attr-defined]
 
     def spy(*args: object, **kwargs: object) -> object:
         calls.append(kwargs["costs"])
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(risk, "bill_reaction", spy)
+    monkeypatch.setattr(risk, "bill_reacted", spy)
     band = risk_band(result, 4, seed=0)
     assert len(calls) == 4
     assert result.inputs is not None and all(c is result.inputs.costs for c in calls)
@@ -205,20 +203,3 @@ def test_a_failure_domain_bursts_across_its_zones_at_its_share() -> None:
     bp = 0.4 * q
     alone = (q - bp) / (1 - bp)
     assert (lost[a] & lost[b]).mean() == pytest.approx(bp + (1 - bp) * alone**2, rel=0.15)
-
-
-def test_on_the_recorded_market_a_sample_bills_what_the_what_if_billed() -> None:
-    """A sample's lifecycle decides on each replayed step's snapshot, as the
-    replay's did: on the recorded spot and demand it bills the what-if's own
-    figure to the cent (deciding on the first snapshot throughout, two days
-    of the default market billed $438.88 against $450.86)."""
-    got = run_whatif(open_market("default"), workloads(), days=2)
-    inputs, plan = got.inputs, got.scenario("spotfolio").plan
-    assert inputs is not None
-    shared = risk._Shared(plan, inputs, risk._spot_instances(plan, plan.hours),
-                          DesiredByHour(plan, inputs.workloads), 0,
-                          risk.step_snapshots(inputs))  # fmt: skip
-    assert len(shared.steps) == 8  # 48 h re-planned every 6 h
-    assert len({s.at for _h, s in shared.steps}) == 8
-    bill = risk.bill_sample(shared, inputs.actuals, inputs.actual_demand)
-    assert round(bill.total_usd, 2) == round(got.scenario("spotfolio").bill.total_usd, 2)
