@@ -104,15 +104,12 @@ AWS_QUOTA_API_CALLS: frozenset[str] = frozenset({"servicequotas:GetServiceQuota"
 # through ``cloudwatch_client`` here): read-only, granted in the regions the
 # deployment names (the Terraform module's ``demand_metric_regions``).
 AWS_METRIC_API_CALLS: frozenset[str] = frozenset({"cloudwatch:GetMetricData"})
-# Reserved-ahead capacity (``markets.aws.blocks``): read by an operator's
-# what-if and bought only on approval; not the daemon's, so not in
-# ``AWS_API_CALLS`` or its IAM policy.
+# Reserved-ahead capacity offered (``markets.aws.blocks``): read by an
+# operator's what-if and bought only on approval; not the daemon's, so not in
+# ``AWS_API_CALLS`` or its IAM policy. Reading the held reservations
+# (``ec2:DescribeCapacityReservations``) is the provider's, above.
 AWS_BLOCK_API_CALLS: frozenset[str] = frozenset(
-    {
-        "ec2:DescribeCapacityBlockOfferings",
-        "ec2:DescribeCapacityReservations",
-        "ec2:PurchaseCapacityBlock",
-    }
+    {"ec2:DescribeCapacityBlockOfferings", "ec2:PurchaseCapacityBlock"}
 )
 AWS_API_CALLS: frozenset[str] = (
     AWS_MARKET_API_CALLS
